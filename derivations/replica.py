@@ -123,6 +123,7 @@ def expect_terms(expr: sp.Expr) -> Tuple[sp.Expr, Dict[sp.Expr, sp.Expr]]:
     """
     det = sp.S.Zero
     terms: Dict[sp.Expr, sp.Expr] = {}
+    expr = canonical_derivatives(expr)
     for term in sp.Add.make_args(sp.expand(expr)):
         ex = [a for a in term.atoms(S.Expect)]
         if not ex:
@@ -136,9 +137,29 @@ def expect_terms(expr: sp.Expr) -> Tuple[sp.Expr, Dict[sp.Expr, sp.Expr]]:
             raise DerivationError(f"non-linear in expectations: {term}")
         for t in sp.Add.make_args(sp.expand(e.args[0])):
             c, r = t.as_independent(*S.RANDOM, S.M, as_Add=False)
+            if not _is_random(r):  # E[constant] = constant
+                det += coeff * c * r
+                continue
             terms[r] = terms.get(r, 0) + coeff * c
     terms = {r: _simplify(c) for r, c in terms.items()}
     return _simplify(det), {r: c for r, c in terms.items() if c != 0}
+
+
+def canonical_derivatives(expr: sp.Expr) -> sp.Expr:
+    """Order mixed partial derivatives of M as its arguments ``(w1, w2, hs1, hs2, V)``.
+
+    Partial derivatives of M commute (M is smooth where the prox is unique);
+    SymPy keeps an undefined function's differentiation order as written.
+    """
+    order = {v: i for i, v in enumerate(S.M_ARGS)}
+
+    def canon(e):
+        counts: Dict[sp.Symbol, int] = {}
+        for v, k in e.variable_count:
+            counts[v] = counts.get(v, 0) + k
+        return sp.Derivative(e.expr, *sorted(counts.items(), key=lambda vk: order[vk[0]]))
+
+    return expr.replace(lambda e: isinstance(e, sp.Derivative) and e.expr == S.M_OF, canon)
 
 
 def expect_from_terms(det: sp.Expr, terms: Dict[sp.Expr, sp.Expr]) -> sp.Expr:
