@@ -1,0 +1,213 @@
+"""``attnphase simulate`` and ``attnphase validate`` (issue 4).
+
+torch is imported inside the command functions, never at registration.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import sys
+
+from attnphase.cli import UsageError
+from attnphase.options import add_json_option, add_model_options, model_from_args
+
+log = logging.getLogger(__name__)
+
+INITS = ("semantic", "positional", "random")  # = validation.simulate.INITS (not imported: torch)
+
+
+def _add_training_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("training (SPEC section 1)")
+    g.add_argument("--steps", type=int, default=5000, help="full-batch steps (default 5000)")
+    g.add_argument("--lr", type=float, default=None, help="learning rate (default 0.15 for gd, 0.01 for adam)")
+    g.add_argument("--optimizer", default="gd", choices=("gd", "adam"), help="default gd")
+    g.add_argument("--dtype", default="float32", choices=("float32", "float64"), help="working dtype (default float32)")
+    g.add_argument("--seed", type=int, default=0,
+                   help="integer seed; run k uses numpy SeedSequence(seed, spawn_key=(k,)) (default 0)")
+    g.add_argument("--n-test", type=int, default=10000, help="fresh samples for the test error (default 10000)")
+    g.add_argument("--device", default=None, help="torch device (default: cuda if available, else cpu)")
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("simulate", help="train the finite-size model (SPEC section 1) over seeds",
+                              description="Train the tied rank-1 attention student on SPEC section 1 data, "
+                                          "one run per seed, and report test error, training loss, overlaps "
+                                          "and the linear baseline.")
+    p.add_argument("--d", type=int, default=1000, help="dimension (default 1000)")
+    p.add_argument("--alpha", type=float, default=2.0, help="samples per dimension, n = round(alpha d) (default 2)")
+    p.add_argument("--init", default="semantic", choices=INITS, help="initial condition (default semantic)")
+    p.add_argument("--seeds", type=int, default=1, help="number of independent runs (default 1)")
+    _add_training_options(p)
+    add_model_options(p)
+    add_json_option(p)
+    p.set_defaults(func=cmd_simulate)
+
+    v = subparsers.add_parser("validate", help="theory vs simulation over an alpha grid (or a d-scan)",
+                              description="Simulate both informed starts over an alpha grid, compare with the "
+                                          "theory of the branch each start converged to, write a tidy CSV and a "
+                                          "figure; exit 1 when some |z| exceeds --tolerance. With --d-scan: fit "
+                                          "a + b/d at fixed alpha and compare a with the theory.")
+    v.add_argument("--alphas", default="0.5,1.0,1.5,2.0", help="comma-separated alpha grid (default 0.5,1.0,1.5,2.0)")
+    v.add_argument("--inits", default="semantic,positional", help="comma-separated starts (default semantic,positional)")
+    v.add_argument("--d", type=int, default=1000, help="dimension (default 1000)")
+    v.add_argument("--seeds", type=int, default=5, help="runs per point (default 5)")
+    v.add_argument("--tolerance", type=float, default=3.0, help="fail when |z| exceeds this (default 3)")
+    v.add_argument("--out", default="validate_out", help="output folder (default validate_out)")
+    v.add_argument("--no-resume", action="store_true", help="recompute points cached under OUT/runs")
+    v.add_argument("--sim-only", action="store_true", help="do not solve the theory (no z-scores)")
+    v.add_argument("--precision", default="fast", help="theory precision passed to numerics.api (default fast)")
+    v.add_argument("--d-scan", action="store_true", help="finite-size scan at fixed --alpha over --d-values")
+    v.add_argument("--alpha", type=float, default=2.0, help="alpha of the d-scan (default 2)")
+    v.add_argument("--d-values", default="100,200,400,800,1600", help="d-scan dimensions (default 100,200,400,800,1600)")
+    _add_training_options(v)
+    add_model_options(v)
+    add_json_option(v)
+    v.set_defaults(func=cmd_validate)
+
+
+# --------------------------------------------------------------------------- checks
+
+
+def _check_common(args) -> None:
+    if args.steps < 0:
+        raise UsageError(f"--steps: must be >= 0, got {args.steps}")
+    if args.lr is not None and not (math.isfinite(args.lr) and args.lr > 0):
+        raise UsageError(f"--lr: must be a positive number, got {args.lr}")
+    if args.n_test < 1:
+        raise UsageError(f"--n-test: must be >= 1, got {args.n_test}")
+    if args.seeds < 1:
+        raise UsageError(f"--seeds: must be >= 1, got {args.seeds}")
+    if args.seed < 0:
+        raise UsageError(f"--seed: must be >= 0, got {args.seed}")
+    if args.device:
+        import torch
+
+        try:
+            torch.empty(0, device=args.device)
+        except (RuntimeError, AssertionError, ValueError) as exc:
+            raise UsageError(f"--device: {args.device!r} is not usable here ({str(exc).splitlines()[0]})") from None
+
+
+def _check_d(d: int, flag: str = "--d") -> None:
+    if d < 2:
+        raise UsageError(f"{flag}: must be >= 2, got {d}")
+
+
+def _check_alpha(alpha: float, d: int, flag: str = "--alpha") -> None:
+    if not (math.isfinite(alpha) and alpha > 0):
+        raise UsageError(f"{flag}: must be a positive number, got {alpha}")
+    if round(alpha * d) < 1:
+        raise UsageError(f"{flag}: alpha * d = {alpha * d:g} leaves no training sample")
+
+
+def _floats(text: str, flag: str) -> list:
+    try:
+        vals = [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise UsageError(f"{flag}: expected comma-separated numbers, got {text!r}") from None
+    if not vals:
+        raise UsageError(f"{flag}: empty list")
+    return vals
+
+
+def _ints(text: str, flag: str) -> list:
+    try:
+        vals = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise UsageError(f"{flag}: expected comma-separated integers, got {text!r}") from None
+    if not vals:
+        raise UsageError(f"{flag}: empty list")
+    return vals
+
+
+def _sim_kwargs(args) -> dict:
+    return {"seeds": args.seeds, "seed": args.seed, "steps": args.steps, "lr": args.lr,
+            "optimizer": args.optimizer, "dtype": args.dtype, "device": args.device, "n_test": args.n_test}
+
+
+# --------------------------------------------------------------------------- commands
+
+
+def cmd_simulate(args) -> int:
+    _check_d(args.d)
+    _check_alpha(args.alpha, args.d)
+    _check_common(args)
+    spec = model_from_args(args)
+    from validation.simulate import simulate
+
+    result = simulate(spec, args.d, args.alpha, args.init, progress=True, **_sim_kwargs(args))
+    if args.json:
+        json.dump(result, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+        return 0
+    out = sys.stdout
+    out.write(f"d={result['d']} alpha={result['alpha']:g} n={result['n']} init={result['init']} "
+              f"optimizer={result['optimizer']} lr={result['lr']:g} steps={result['steps']} "
+              f"dtype={result['dtype']} device={result['device']}\n")
+    cols = ("test_error", "train_loss", "m", "theta_over_sigma2", "q", "linear_test_error")
+    out.write("run  " + " ".join(f"{c:>18s}" for c in cols) + f" {'s/step':>9s}\n")
+    for r in result["runs"]:
+        out.write(f"{r['run_index']:<4d} " + " ".join(f"{r[c]:18.6g}" for c in cols) + f" {r['step_time']:9.2e}\n")
+    out.write("mean " + " ".join(f"{result[c + '_mean']:18.6g}" for c in cols) + "\n")
+    out.write("std  " + " ".join(f"{result[c + '_std']:18.6g}" for c in cols) + "\n")
+    out.write(f"wall time {result['wall_time']:.1f} s\n")
+    return 0
+
+
+def cmd_validate(args) -> int:
+    _check_common(args)
+    if not (math.isfinite(args.tolerance) and args.tolerance > 0):
+        raise UsageError(f"--tolerance: must be a positive number, got {args.tolerance}")
+    inits = [x.strip() for x in args.inits.split(",") if x.strip()]
+    for init in inits:
+        if init not in INITS:
+            raise UsageError(f"--inits: unknown start {init!r}; choose from {', '.join(INITS)}")
+    if not inits:
+        raise UsageError("--inits: empty list")
+    spec = model_from_args(args)
+    if args.d_scan:
+        d_values = _ints(args.d_values, "--d-values")
+        for d in d_values:
+            _check_d(d, "--d-values")
+            _check_alpha(args.alpha, d)
+    else:
+        _check_d(args.d)
+        alphas = _floats(args.alphas, "--alphas")
+        for a in alphas:
+            _check_alpha(a, args.d, "--alphas")
+    theory = None
+    if not args.sim_only:
+        from validation.compare import default_theory
+
+        try:
+            theory = default_theory(args.precision)
+        except ImportError as exc:
+            raise UsageError(f"theory unavailable ({exc}); use --sim-only for simulations alone") from None
+    from validation import compare
+
+    sim_kwargs = {**_sim_kwargs(args), "progress": False}
+    if args.d_scan:
+        summary = compare.run_dscan(spec, args.alpha, inits, d_values, sim_kwargs, args.out, args.tolerance,
+                                    theory, resume=not args.no_resume)
+    else:
+        summary = compare.run_validate(spec, alphas, inits, args.d, sim_kwargs, args.out, args.tolerance,
+                                       theory, resume=not args.no_resume)
+    if args.json:
+        json.dump(summary, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        name = "dscan" if args.d_scan else "validate"
+        sys.stdout.write(f"wrote {args.out}/{name}.csv, {args.out}/{name}.png, {args.out}/{name}.json\n")
+        for f in summary["failing"]:
+            sys.stdout.write("FAIL " + " ".join(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}"
+                                                for k, v in f.items()) + "\n")
+        if "crossing" in summary:
+            c = summary["crossing"]
+            sys.stdout.write(f"semantic-start test error crosses the linear baseline at alpha = "
+                             f"{c['alpha_cross']:.3f} +- {c['alpha_cross_std']:.3f} (bootstrap over seeds)\n")
+    if theory is not None and summary["failing"]:
+        sys.stderr.write(f"attnphase validate: {len(summary['failing'])} row(s) with |z| > {args.tolerance}\n")
+        return 1
+    return 0
