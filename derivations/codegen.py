@@ -28,15 +28,13 @@ import hashlib
 import inspect
 import json
 import logging
-import os
-import pathlib
-import tempfile
 import time
 from typing import Callable, Dict, Tuple
 
 import sympy as sp
 
 from . import symbols as S
+from .cache import cache_dir, package_source_hash, write_atomic
 from .model import attention_matrix, loss, preactivations, prox_objective, teacher_matrix
 from .replica import derive
 from .spec import ModelSpec
@@ -68,12 +66,19 @@ def _names(args) -> str:
 
 
 def build_expressions(spec: ModelSpec) -> Dict[str, Tuple[tuple, object, str]]:
+    """``{name: (arguments, expression(s), description)}``; memoised per structural key (see :func:`_build`)."""
+    return dict(_build(json.dumps(spec.structural_key(), sort_keys=True)))
+
+
+@functools.lru_cache(maxsize=None)
+def _build(structure: str) -> Dict[str, Tuple[tuple, object, str]]:
     """``{name: (arguments, expression or tuple of expressions, description)}`` for every generated function.
 
     ``PARAMS`` is appended to every argument list.  In the channel integrands
     ``f_l = (h_l - w_l)/V`` and ``g_l = dl/dhs_l`` at ``(h, hs)``, with ``w, hs``
     the pre-activations of ``xi, y`` (SPEC section 2) and ``h`` the prox point.
     """
+    spec = ModelSpec(**json.loads(structure))
     d = derive(spec)
     pre = preactivations()
     l = loss(spec)
@@ -201,25 +206,6 @@ class GeneratedModel:
 # source generation and the cache
 # ----------------------------------------------------------------------------
 
-def cache_dir() -> pathlib.Path:
-    """``$ATTNPHASE_CACHE_DIR`` or ``~/.cache/attnphase``, subfolder ``derivations``."""
-    root = os.environ.get("ATTNPHASE_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "attnphase")
-    return pathlib.Path(root) / "derivations"
-
-
-@functools.lru_cache(maxsize=1)
-def package_source_hash() -> str:
-    """Hash of this package's own source (``cli.py`` excluded: it does not shape the equations)."""
-    h = hashlib.sha256()
-    here = pathlib.Path(__file__).resolve().parent
-    for path in sorted(here.glob("*.py")):
-        if path.name == "cli.py":
-            continue
-        h.update(path.name.encode())
-        h.update(path.read_bytes())
-    return h.hexdigest()[:16]
-
-
 def cache_key(spec: ModelSpec, backend: str, cse: bool) -> str:
     blob = json.dumps({"structure": spec.structural_key(), "backend": backend, "cse": bool(cse),
                        "sympy": sp.__version__, "source": package_source_hash(), "format": FORMAT_VERSION},
@@ -328,16 +314,7 @@ def generated_functions(spec: ModelSpec, backend: str = "numpy", cse: bool = Tru
     if source is None:
         source = generate_source(spec, backend, cse)
         functions = _load(source, str(path), backend)
-        try:
-            directory.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=directory, suffix=".tmp")
-            with os.fdopen(fd, "w") as fh:
-                fh.write(source)
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, path)  # atomic: concurrent processes never see half a file
-            log.info("wrote generated functions to %s", path)
-        except OSError as exc:
-            log.warning("could not write the cache file %s (%s); continuing without disk cache", path, exc)
+        write_atomic(path, source)
     gm = GeneratedModel(spec_key=spec.structural_key(), backend=backend, cse=bool(cse), cache_file=str(path),
                         **functions)
     _MEMO[key] = gm

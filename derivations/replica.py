@@ -22,12 +22,14 @@ enter at code generation), and are memoised in-process.
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 from typing import Dict, Tuple
 
 import sympy as sp
 
 from . import symbols as S
+from .cache import cache_dir, package_source_hash, write_atomic
 from .model import DerivationError, preactivations, regulariser_penalty
 from .spec import ModelSpec
 
@@ -337,8 +339,55 @@ _MEMO: Dict[str, Derivation] = {}
 
 def _derive(key: str, spec: ModelSpec) -> Derivation:
     if key not in _MEMO:
-        _MEMO[key] = _derive_uncached(spec)
+        path = cache_dir() / f"derivation_{key}_{package_source_hash()}_sympy{sp.__version__}.json"
+        d = _load_derivation(path)
+        if d is None:
+            d = _derive_uncached(spec)
+            write_atomic(path, _dump_derivation(d))
+        _MEMO[key] = d
     return _MEMO[key]
+
+
+def _dump_derivation(d: Derivation) -> str:
+    out = {}
+    for field in dataclasses.fields(d):
+        value = getattr(d, field.name)
+        if isinstance(value, dict):
+            out[field.name] = {"dict": [[sp.srepr(k) if isinstance(k, sp.Basic) else k, sp.srepr(v)]
+                                        for k, v in value.items()]}
+        elif isinstance(value, tuple):
+            out[field.name] = {"tuple": [sp.srepr(v) for v in value]}
+        else:
+            out[field.name] = sp.srepr(value)
+    return json.dumps(out, indent=1)
+
+
+def _load_derivation(path) -> "Derivation | None":
+    """A derivation from its ``srepr`` dump, or None (missing or unreadable: re-derive)."""
+    try:
+        raw = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        log.warning("ignoring unreadable cache file %s (%s)", path, exc)
+        return None
+    try:
+        parse = sp.sympify
+        fields = {}
+        for name, value in raw.items():
+            if isinstance(value, dict) and "dict" in value:
+                fields[name] = {(parse(k) if k.startswith(("Symbol", "Dummy")) else k): parse(v)
+                                for k, v in value["dict"]}
+            elif isinstance(value, dict):
+                fields[name] = tuple(parse(v) for v in value["tuple"])
+            else:
+                fields[name] = parse(value)
+        d = Derivation(**fields)
+    except Exception as exc:  # corrupt or foreign: re-derive
+        log.warning("ignoring unreadable cache file %s (%s)", path, exc)
+        return None
+    log.debug("loaded the derivation from %s", path)
+    return d
 
 
 def _solve_linear(eq: sp.Expr, x: sp.Symbol) -> sp.Expr:
