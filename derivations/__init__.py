@@ -2,12 +2,29 @@
 
 Entry points: :func:`derive` (SymPy expressions), :func:`generated_functions`
 (lambdified numpy/mpmath functions, cached on disk) and ``attnphase derive``.
+Attributes are imported lazily, so that ``from derivations import ModelSpec`` or
+a cache hit of :func:`generated_functions` does not import SymPy.
 """
-from .codegen import CHANNEL_NAMES, GeneratedModel, generated_functions
-from .model import DerivationError
-from .replica import Derivation, derive
 from .spec import ModelSpec, ModelSpecError, parse_A
-from .symbols import PARAM_NAMES, PARAMS
 
-__all__ = ["CHANNEL_NAMES", "Derivation", "DerivationError", "GeneratedModel", "ModelSpec", "ModelSpecError",
-           "PARAMS", "PARAM_NAMES", "derive", "generated_functions", "parse_A"]
+_LAZY = {
+    "CHANNEL_NAMES": "codegen", "GeneratedModel": "codegen", "generated_functions": "codegen",
+    "DerivationError": "model", "Derivation": "replica", "derive": "replica",
+    "PARAMS": "symbols", "PARAM_NAMES": "symbols",
+}
+
+__all__ = ["ModelSpec", "ModelSpecError", "parse_A", *sorted(_LAZY)]
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

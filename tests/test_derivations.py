@@ -528,3 +528,28 @@ def test_derivation_cache_round_trip(tmp_path, monkeypatch):
         assert getattr(loaded, field.name) == getattr(fresh, field.name), field.name
     path.write_text("{not json")
     assert replica._load_derivation(path) is None
+
+
+def test_cache_hit_in_fresh_process_is_fast_and_sympy_free(cache_env):
+    """A second process loads the cached module without importing SymPy, in milliseconds."""
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ)  # the module's private cache dir (the derivation is already there)
+    code = ("import sys, time, numpy\n"
+            "t = time.perf_counter()\n"
+            "from derivations import generated_functions, ModelSpec\n"
+            "gm = generated_functions(ModelSpec(attention='linear'))\n"
+            "print(time.perf_counter() - t, 'sympy' in sys.modules, gm.loss(0.1, 0.2, 0.3, 0.4, *gm.params(ModelSpec())))\n")
+    first = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    second = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr
+    t1, sympy1, v1 = first.stdout.split()
+    t2, sympy2, v2 = second.stdout.split()
+    assert sympy2 == "False"
+    assert v1 == v2
+    assert float(t2) < 0.5, t2  # typically ~0.02 s including the package import
+
+
+def test_param_names_agree():
+    assert codegen.PARAM_NAMES == S.PARAM_NAMES
