@@ -287,6 +287,16 @@ def test_crossing_alpha_and_finite_size_fit():
     assert fit["chi2_dof"] == pytest.approx(0.0, abs=1e-12)
 
 
+def test_theory_crossing_skips_missing_branch():
+    def solve_branch(spec, alpha, branch, precision="fast"):
+        if alpha < 0.6:
+            raise RuntimeError("below the spinodal")
+        return types.SimpleNamespace(test_error=0.003 - 0.001 * alpha, converged=True)
+
+    theory = compare.Theory(solve_branch, lambda spec: types.SimpleNamespace(test_error=0.002))
+    assert compare.theory_crossing(theory, SPEC, 0.5, 2.0) == pytest.approx(1.0, abs=1e-3)
+
+
 def test_run_validate_with_fake_theory_and_simulation(tmp_path):
     calls = []
 

@@ -199,19 +199,38 @@ def crossing_alpha(alphas: Sequence[float], test: Sequence[np.ndarray], linear: 
             "alphas": [float(x) for x in a], "diff_mean": [float(x.mean()) for x in diffs]}
 
 
-def theory_crossing(theory: Theory, spec, lo: float, hi: float) -> float:
-    """Alpha where the semantic branch's test error equals the linear baseline's (``brentq``)."""
+def theory_crossing(theory: Theory, spec, lo: float, hi: float, points: int = 9) -> float:
+    """Alpha in ``[lo, hi]`` where the semantic branch's test error falls below the linear baseline's.
+
+    Scans ``points`` alphas (skipping ones where the branch does not converge, e.g.
+    below its spinodal), then refines the first + to - sign change with ``brentq``.
+    Equals ``alpha_l`` when the semantic branch is the global minimum there.
+    """
     from scipy.optimize import brentq
 
     lin = float(theory.linear_baseline(spec).test_error)
 
     def f(alpha):
-        return float(theory.solve_branch(spec, alpha, "semantic", precision=theory.precision).test_error) - lin
+        sol = theory.solve_branch(spec, float(alpha), "semantic", precision=theory.precision)
+        return float(sol.test_error) - lin if sol.converged else float("nan")
 
-    try:
-        return float(brentq(f, lo, hi, xtol=1e-4))
-    except ValueError:
-        return float("nan")
+    grid, vals = [], []
+    for a in np.linspace(lo, hi, points):
+        try:
+            v = f(a)
+        except Exception as exc:  # the branch may not exist there
+            log.info("theory crossing: semantic branch at alpha=%g failed: %s", a, exc)
+            continue
+        if math.isfinite(v):
+            grid.append(a)
+            vals.append(v)
+    for i in range(len(grid) - 1):
+        if vals[i] > 0 >= vals[i + 1]:
+            try:
+                return float(brentq(f, grid[i], grid[i + 1], xtol=1e-4))
+            except (ValueError, RuntimeError):
+                return float(grid[i] + (grid[i + 1] - grid[i]) * vals[i] / (vals[i] - vals[i + 1]))
+    return float("nan")
 
 
 # --------------------------------------------------------------------------- d-scan fit

@@ -334,6 +334,7 @@ class TrainResult:
     Q: torch.Tensor
     loss_curve: list  # [[step, R(Q)/d], ...]
     steps: int
+    grad_norm: float  # |dR/dQ| / sqrt(d) at the end: how far from stationary GD stopped
     wall_time: float
 
 
@@ -373,12 +374,14 @@ def train(problem: Problem, init: str = "semantic", steps: int = 5000, lr: Optio
                 c1 = 1 - b1 ** (t + 1)
                 c2 = 1 - b2 ** (t + 1)
                 Q.addcdiv_(m1, (m2 / c2).sqrt_().add_(eps), value=-lr / c1)
-        R, _ = risk_and_grad(Q, batch, spec.lam, spec.attention)
+        R, grad = risk_and_grad(Q, batch, spec.lam, spec.attention)
         curve[j] = R
         curve_cpu = (curve / problem.d).cpu().tolist()
+        grad_norm = float(grad.norm()) / math.sqrt(problem.d)
     wall = time.perf_counter() - t0
     steps_rec = record_steps + [steps]
-    return TrainResult(Q=Q, loss_curve=[[s, v] for s, v in zip(steps_rec, curve_cpu)], steps=steps, wall_time=wall)
+    return TrainResult(Q=Q, loss_curve=[[s, v] for s, v in zip(steps_rec, curve_cpu)], steps=steps,
+                       grad_norm=grad_norm, wall_time=wall)
 
 
 def summary_statistics(Q: torch.Tensor, problem: Problem) -> dict:
@@ -452,6 +455,7 @@ def run_one(spec: ModelSpec, d: int, alpha: float, init: str, seed: int = 0, run
         "train_loss": train_loss(result.Q, problem),
         **summary_statistics(result.Q, problem),
         "linear_test_error": linear_test_error(B, problem.test),
+        "final_grad_norm": result.grad_norm,
         "train_time": result.wall_time,
         "step_time": result.wall_time / max(1, steps),
         "wall_time": time.perf_counter() - t0,
