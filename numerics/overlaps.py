@@ -1,0 +1,51 @@
+"""Order parameters (SPEC section 2) as small frozen dataclasses."""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+OVERLAP_NAMES = ("q", "m", "V", "theta")
+HAT_NAMES = ("qhat", "mhat", "Vhat", "thetahat")
+ALL_NAMES = OVERLAP_NAMES + HAT_NAMES
+
+
+@dataclasses.dataclass(frozen=True)
+class Overlaps:
+    """Student self-overlap ``q``, positional overlap ``m``, response ``V``, teacher overlap ``theta``."""
+
+    q: float
+    m: float
+    V: float
+    theta: float
+
+    def as_array(self) -> np.ndarray:
+        return np.array([self.q, self.m, self.V, self.theta], dtype=float)
+
+    @classmethod
+    def from_array(cls, x) -> "Overlaps":
+        return cls(*(float(v) for v in x))
+
+    def validate(self) -> None:
+        """Raise if the overlaps leave the domain where the Gaussian measure of SPEC section 2 exists."""
+        if not (np.isfinite(self.as_array()).all()):
+            raise FloatingPointError(f"non-finite overlaps {self}")
+        if self.q <= 0 or self.V <= 0:
+            raise FloatingPointError(f"q and V must be positive, got {self}")
+
+
+@dataclasses.dataclass(frozen=True)
+class HatOverlaps:
+    """Conjugate order parameters ``qhat, mhat, Vhat, thetahat``."""
+
+    qhat: float
+    mhat: float
+    Vhat: float
+    thetahat: float
+
+    def as_array(self) -> np.ndarray:
+        return np.array([self.qhat, self.mhat, self.Vhat, self.thetahat], dtype=float)
+
+    @classmethod
+    def from_array(cls, x) -> "HatOverlaps":
+        return cls(*(float(v) for v in x))
