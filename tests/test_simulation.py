@@ -344,3 +344,21 @@ def test_agreement_with_theory_at_d400():
         r = rows[qty]
         assert abs(r["sim_mean"] - r["theory"]) < rel * abs(r["theory"]) + 3 * r["sim_sem"], r
     assert abs(rows["m"]["sim_mean"]) < 0.05
+
+
+def test_dscan_uses_independent_seeds_per_d(tmp_path):
+    seeds = {}
+
+    def fake_simulate(spec, d, alpha, init, **kw):
+        seeds[d] = kw["seed"]
+        res = _fake_result(alpha, init, seed=d)
+        res["d"] = d
+        return res
+
+    out = compare.run_dscan(SPEC, 2.0, ["semantic"], [100, 200, 400], {"seeds": 5, "seed": 7}, str(tmp_path),
+                            theory=_fake_theory(), simulate_fn=fake_simulate)
+    assert len(set(seeds.values())) == 3
+    assert seeds[100] == compare.scan_seed(7, 100)
+    fit = next(f for f in out["fits"] if f["quantity"] == "test_error" and f["init"] == "semantic")
+    assert fit["a"] == pytest.approx(0.0014) and abs(fit["z"]) < 1e-6
+    assert os.path.exists(tmp_path / "dscan.png")
