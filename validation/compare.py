@@ -170,13 +170,16 @@ def failing(rows: Sequence[dict], tolerance: float) -> List[dict]:
 
 
 def crossing_alpha(alphas: Sequence[float], test: Sequence[np.ndarray], linear: Sequence[np.ndarray],
-                   n_boot: int = 2000, rng: Optional[np.random.Generator] = None) -> dict:
+                   n_boot: int = 2000, rng: Optional[np.random.Generator] = None, paired: bool = True) -> dict:
     """Where ``mean(test - linear)`` changes sign from + to -, by linear interpolation in alpha.
 
     ``test[i]`` and ``linear[i]`` are per-seed values at ``alphas[i]``, paired by seed
     (a seed's linear baseline is fitted on the same training set). The error bar is the
-    standard deviation over ``n_boot`` bootstrap resamples of the seeds, drawn
-    independently at each alpha; ``no_crossing_fraction`` counts resamples without one.
+    standard deviation over ``n_boot`` bootstrap resamples of the seeds. Run ``k`` at
+    every alpha shares its teacher and a prefix of its data (same seed), so by default
+    (``paired``, when every alpha has the same number of runs) one resample of the run
+    indices is applied to all alphas; otherwise seeds are resampled independently per
+    alpha. ``no_crossing_fraction`` counts resamples without a crossing.
     """
     rng = np.random.default_rng(0) if rng is None else rng
     order = np.argsort(alphas)
@@ -190,13 +193,21 @@ def crossing_alpha(alphas: Sequence[float], test: Sequence[np.ndarray], linear: 
         return float("nan")
 
     estimate = cross([x.mean() for x in diffs])
-    boots = np.array([cross([x[rng.integers(0, len(x), len(x))].mean() for x in diffs]) for _ in range(n_boot)])
+    paired = paired and len({len(x) for x in diffs}) == 1
+
+    def resample():
+        if paired:
+            idx = rng.integers(0, len(diffs[0]), len(diffs[0]))
+            return [x[idx].mean() for x in diffs]
+        return [x[rng.integers(0, len(x), len(x))].mean() for x in diffs]
+
+    boots = np.array([cross(resample()) for _ in range(n_boot)])
     ok = boots[np.isfinite(boots)]
     return {"alpha_cross": float(estimate),
             "alpha_cross_std": float(ok.std(ddof=1)) if len(ok) > 1 else float("nan"),
             "alpha_cross_p16": float(np.percentile(ok, 16)) if len(ok) else float("nan"),
             "alpha_cross_p84": float(np.percentile(ok, 84)) if len(ok) else float("nan"),
-            "no_crossing_fraction": float(1 - len(ok) / n_boot), "n_boot": n_boot,
+            "no_crossing_fraction": float(1 - len(ok) / n_boot), "n_boot": n_boot, "paired": paired,
             "alphas": [float(x) for x in a], "diff_mean": [float(x.mean()) for x in diffs]}
 
 
