@@ -99,13 +99,17 @@ def sign_fixed(runs: Sequence[dict], branch: str) -> Dict[str, np.ndarray]:
 def theory_point(theory: Theory, spec, alpha: float, branch: str) -> Dict[str, float]:
     """Theory values of :data:`QUANTITIES` on ``branch`` (main order parameter positive)."""
     sol = theory.solve_branch(spec, alpha, branch, precision=theory.precision)
-    th, m = float(sol.theta) / spec.sigma ** 2, float(sol.m)
+
+    def get(name):  # flat attributes (numerics.api), or an ``overlaps`` object
+        return float(getattr(sol, name) if hasattr(sol, name) else getattr(sol.overlaps, name))
+
+    th, m = get("theta") / spec.sigma ** 2, get("m")
     if branch == "semantic":
         th = abs(th)
     elif branch == "positional":
         m = abs(m)
     return {"test_error": float(sol.test_error), "train_loss": float(sol.train_loss),
-            "theta_over_sigma2": th, "m": m, "q": float(sol.q), "converged": bool(sol.converged)}
+            "theta_over_sigma2": th, "m": m, "q": get("q"), "converged": bool(sol.converged)}
 
 
 def stats_row(values: np.ndarray, theory: Optional[float]) -> dict:
