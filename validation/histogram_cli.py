@@ -1,0 +1,126 @@
+"""``attnphase histogram``: the paper's histogram-task experiment (validation/histogram.py)."""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+
+from attnphase.options import add_json_option
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "histogram",
+        help="train a one-layer transformer on the histogram task (positional vs semantic attention)",
+        description="Experiment 1: train only_sem and only_pos attention on the histogram task over several "
+                    "seeds. Experiment 2: re-parameterise each into an unrestricted model with the same "
+                    "function, continue training and measure whether the attention keeps its kind.",
+    )
+    p.add_argument("--quick", action="store_true",
+                   help="reduced run for a 2-core CPU (about 2-3 minutes; see docs/histogram.md)")
+    p.add_argument("--epochs", type=int, default=None, help="training epochs (default 20, --quick 4)")
+    p.add_argument("--continue-epochs", type=int, default=None,
+                   help="epochs of training after lifting the restriction (default 10, --quick 1; 0 skips)")
+    p.add_argument("--seeds", type=int, default=3, help="number of training seeds per model type (default 3)")
+    p.add_argument("--seed", type=int, default=0,
+                   help="base seed: the dataset uses it, run k uses seed+1+k (default 0)")
+    p.add_argument("--n-sequences", type=int, default=None, help="distinct sequences (default 50000)")
+    p.add_argument("--batch-size", type=int, default=None, help="minibatch size (default 32)")
+    p.add_argument("--models", default="only_sem,only_pos",
+                   help="comma-separated model types among only_sem, only_pos, both (default only_sem,only_pos)")
+    p.add_argument("--device", default=None, help="torch device (default: cuda if available, else cpu)")
+    p.add_argument("--threads", type=int, default=1,
+                   help="torch CPU threads (default 1: the model is tiny and extra threads only contend)")
+    p.add_argument("--out", default=None,
+                   help="directory for histogram.json, attention_examples.npz and histogram_attention.png")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar (it is off anyway when stderr is not a tty)")
+    add_json_option(p)
+    p.set_defaults(func=run)
+
+
+def _config(args):
+    from attnphase.cli import UsageError
+    from validation.histogram import FULL, QUICK
+
+    base = QUICK if args.quick else FULL
+    over = {"epochs": args.epochs, "continue_epochs": args.continue_epochs,
+            "n_sequences": args.n_sequences, "batch_size": args.batch_size}
+    for name, value in over.items():
+        if value is not None and (value < 0 if name == "continue_epochs" else value <= 0):
+            flag = "--" + name.replace("_", "-")
+            raise UsageError(f"{flag}: must be {'>= 0' if name == 'continue_epochs' else '> 0'}, got {value}")
+    cfg = dataclasses.replace(base, **{k: v for k, v in over.items() if v is not None})
+    try:
+        cfg.validate()
+    except ValueError as exc:
+        name, _, msg = str(exc).partition(": ")
+        raise UsageError(f"--{name.replace('_', '-')}: {msg}") from None
+    return cfg
+
+
+def run(args: argparse.Namespace) -> int:
+    from attnphase.cli import UsageError
+
+    if args.threads <= 0:
+        raise UsageError(f"--threads: must be > 0, got {args.threads}")
+    if args.seeds <= 0:
+        raise UsageError(f"--seeds: must be > 0, got {args.seeds}")
+    kinds = [k.strip() for k in args.models.split(",") if k.strip()]
+    allowed = ("only_sem", "only_pos", "both")
+    bad = [k for k in kinds if k not in allowed]
+    if not kinds or bad:
+        raise UsageError(f"--models: expected a comma-separated subset of {', '.join(allowed)}, got {args.models!r}")
+    cfg = _config(args)
+
+    import torch
+
+    from validation import histogram as H
+
+    try:
+        device = H.pick_device(args.device)
+        torch.empty(0, device=device)
+    except (RuntimeError, ValueError) as exc:
+        raise UsageError(f"--device: {str(exc).splitlines()[0]}") from None
+    if device.type == "cpu":
+        torch.set_num_threads(args.threads)
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
+    progress = False if args.no_progress else None
+    result, examples = H.run_experiment(cfg, kinds=list(dict.fromkeys(kinds)), n_seeds=args.seeds,
+                                        seed=args.seed, device=device, progress=progress)
+    result["quick"] = bool(args.quick)
+    if args.out:
+        npz = os.path.join(args.out, "attention_examples.npz")
+        png = os.path.join(args.out, "histogram_attention.png")
+        H.save_examples(npz, examples)
+        H.plot_attention(npz, png)
+        result["figure"] = png
+        with open(os.path.join(args.out, "histogram.json"), "w") as f:
+            json.dump(result, f, indent=1)
+    if args.json:
+        json.dump(result, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        _print_table(result)
+    return 0
+
+
+def _print_table(result: dict) -> None:
+    print(f"histogram task: {result['n_train']} train / {result['n_val']} val sequences, "
+          f"{result['n_seeds']} seed(s), device {result['device']}, {result['wall_s']:.0f} s")
+    print("attention: sem = semantic mass, pos = positional mass, boost = same-token boost (docs/histogram.md)")
+    print(f"{'model':<9} {'val acc':>17} {'sem':>6} {'pos':>6} {'boost':>6} | {'after -> both':>17} "
+          f"{'sem':>6} {'pos':>6} {'boost':>6} {'|dlogit|':>8}")
+    for kind, r in result["models"].items():
+        line = (f"{kind:<9} {r['val_acc_mean']:.4f} +- {r['val_acc_std']:.4f} {r['semantic_mass_mean']:6.3f} "
+                f"{r['positional_mass_mean']:6.3f} {r['same_token_boost_mean']:6.2f} |")
+        if "reparam" in r:
+            rp = r["reparam"]
+            line += (f" {rp['val_acc_after_mean']:.4f} +- {rp['val_acc_after_std']:.4f} "
+                     f"{rp['semantic_mass_after_mean']:6.3f} {rp['positional_mass_after_mean']:6.3f} "
+                     f"{rp['same_token_boost_after_mean']:6.2f} {rp['max_abs_logit_diff']:8.1e}")
+        print(line)
+    if "figure" in result:
+        print(f"figure: {result['figure']}")
