@@ -294,7 +294,25 @@ def test_theory_crossing_skips_missing_branch():
         return types.SimpleNamespace(test_error=0.003 - 0.001 * alpha, converged=True)
 
     theory = compare.Theory(solve_branch, lambda spec: types.SimpleNamespace(test_error=0.002))
-    assert compare.theory_crossing(theory, SPEC, 0.5, 2.0) == pytest.approx(1.0, abs=1e-3)
+    assert compare.theory_crossing(theory, SPEC, np.linspace(0.5, 2.0, 7)) == pytest.approx(1.0, abs=2e-3)
+    assert compare.theory_crossing(theory, SPEC, [0.5, 0.8, 1.4], refine=False) == pytest.approx(1.0)
+
+
+def test_memoized_theory_solves_each_point_once():
+    calls = []
+
+    def solve_branch(spec, alpha, branch, precision="fast"):
+        calls.append((alpha, branch))
+        if alpha < 0.6:
+            raise RuntimeError("below the spinodal")
+        return types.SimpleNamespace(q=0.1, m=0.0, theta=0.1, test_error=0.001, train_loss=0.002, converged=True)
+
+    theory = compare.memoized(compare.Theory(solve_branch, lambda spec: types.SimpleNamespace(test_error=0.002)))
+    for _ in range(3):
+        theory.solve_branch(SPEC, 1.0, "semantic")
+        with pytest.raises(RuntimeError):
+            theory.solve_branch(SPEC, 0.5, "semantic")
+    assert calls == [(1.0, "semantic"), (0.5, "semantic")]
 
 
 def test_run_validate_with_fake_theory_and_simulation(tmp_path):

@@ -58,6 +58,8 @@ def register(subparsers) -> None:
     v.add_argument("--no-resume", action="store_true", help="recompute points cached under OUT/runs")
     v.add_argument("--sim-only", action="store_true", help="do not solve the theory (no z-scores)")
     v.add_argument("--precision", default="fast", help="theory precision passed to numerics.api (default fast)")
+    v.add_argument("--curve-points", type=int, default=7,
+                   help="extra evenly spaced alphas for the theory curves (default 7; 0: only the simulated ones)")
     v.add_argument("--d-scan", action="store_true", help="finite-size scan at fixed --alpha over --d-values")
     v.add_argument("--alpha", type=float, default=2.0, help="alpha of the d-scan (default 2)")
     v.add_argument("--d-values", default="100,200,400,800,1600", help="d-scan dimensions (default 100,200,400,800,1600)")
@@ -158,6 +160,8 @@ def cmd_simulate(args) -> int:
 
 def cmd_validate(args) -> int:
     _check_common(args)
+    if args.curve_points < 0:
+        raise UsageError(f"--curve-points: must be >= 0, got {args.curve_points}")
     if not (math.isfinite(args.tolerance) and args.tolerance > 0):
         raise UsageError(f"--tolerance: must be a positive number, got {args.tolerance}")
     inits = [x.strip() for x in args.inits.split(",") if x.strip()]
@@ -193,7 +197,7 @@ def cmd_validate(args) -> int:
                                     theory, resume=not args.no_resume)
     else:
         summary = compare.run_validate(spec, alphas, inits, args.d, sim_kwargs, args.out, args.tolerance,
-                                       theory, resume=not args.no_resume)
+                                       theory, curve_points=args.curve_points, resume=not args.no_resume)
     if args.json:
         json.dump(summary, sys.stdout, indent=1)
         sys.stdout.write("\n")

@@ -61,6 +61,29 @@ class Theory:
     precision: str = "fast"
 
 
+def memoized(theory: Theory) -> Theory:
+    """The same theory, remembering each ``(spec, alpha, branch)`` solve (solves take minutes)."""
+    solves, baselines = {}, {}
+
+    def solve_branch(spec, alpha, branch, precision="fast"):
+        key = (spec, round(float(alpha), 12), branch, precision)
+        if key not in solves:
+            try:
+                solves[key] = theory.solve_branch(spec, alpha, branch, precision=precision)
+            except Exception as exc:
+                solves[key] = exc
+        if isinstance(solves[key], Exception):
+            raise solves[key]
+        return solves[key]
+
+    def linear_baseline(spec):
+        if spec not in baselines:
+            baselines[spec] = theory.linear_baseline(spec)
+        return baselines[spec]
+
+    return Theory(solve_branch, linear_baseline, theory.precision)
+
+
 def default_theory(precision: str = "fast") -> Theory:
     """``numerics.api``'s solver; raises ImportError while it does not exist."""
     from numerics.api import linear_baseline, solve_branch
@@ -215,11 +238,12 @@ def crossing_alpha(alphas: Sequence[float], test: Sequence[np.ndarray], linear: 
             "alphas": [float(x) for x in a], "diff_mean": [float(x.mean()) for x in diffs]}
 
 
-def theory_crossing(theory: Theory, spec, lo: float, hi: float, points: int = 9) -> float:
-    """Alpha in ``[lo, hi]`` where the semantic branch's test error falls below the linear baseline's.
+def theory_crossing(theory: Theory, spec, alphas: Sequence[float], refine: bool = True, xtol: float = 2e-3) -> float:
+    """Alpha where the semantic branch's test error falls below the linear baseline's.
 
-    Scans ``points`` alphas (skipping ones where the branch does not converge, e.g.
-    below its spinodal), then refines the first + to - sign change with ``brentq``.
+    Evaluates the semantic branch at ``alphas`` (skipping ones where it fails or does
+    not converge, e.g. below its spinodal), takes the first + to - sign change and,
+    with ``refine``, polishes it by ``brentq`` to ``xtol`` (else linear interpolation).
     Equals ``alpha_l`` when the semantic branch is the global minimum there.
     """
     from scipy.optimize import brentq
@@ -231,7 +255,7 @@ def theory_crossing(theory: Theory, spec, lo: float, hi: float, points: int = 9)
         return float(sol.test_error) - lin if sol.converged else float("nan")
 
     grid, vals = [], []
-    for a in np.linspace(lo, hi, points):
+    for a in sorted(float(x) for x in alphas):
         try:
             v = f(a)
         except Exception as exc:  # the branch may not exist there
@@ -242,10 +266,13 @@ def theory_crossing(theory: Theory, spec, lo: float, hi: float, points: int = 9)
             vals.append(v)
     for i in range(len(grid) - 1):
         if vals[i] > 0 >= vals[i + 1]:
+            linear = float(grid[i] + (grid[i + 1] - grid[i]) * vals[i] / (vals[i] - vals[i + 1]))
+            if not refine:
+                return linear
             try:
-                return float(brentq(f, grid[i], grid[i + 1], xtol=1e-4))
+                return float(brentq(f, grid[i], grid[i + 1], xtol=xtol))
             except (ValueError, RuntimeError):
-                return float(grid[i] + (grid[i + 1] - grid[i]) * vals[i] / (vals[i] - vals[i + 1]))
+                return linear
     return float("nan")
 
 
@@ -340,13 +367,16 @@ def theory_curves(theory: Theory, spec, alphas: Sequence[float], branches=("sema
 
 
 def run_validate(spec, alphas: Sequence[float], inits: Sequence[str], d: int, sim_kwargs: dict, out: str,
-                 tolerance: float = 3.0, theory: Optional[Theory] = None, curve_points: int = 25,
+                 tolerance: float = 3.0, theory: Optional[Theory] = None, curve_points: int = 7,
                  resume: bool = True, simulate_fn: Optional[Callable] = None) -> dict:
     """Simulate the grid, compare with ``theory`` (None: simulation only), write files to ``out``.
 
+    The theory is solved (memoized) at the simulated alphas and at ``curve_points``
+    evenly spaced alphas over the same range, for the curves and the theory crossing.
     Returns a summary dict; ``summary["failing"]`` lists rows with ``|z| > tolerance``.
     """
     os.makedirs(out, exist_ok=True)
+    theory = memoized(theory) if theory is not None else None
     cache = os.path.join(out, "runs") if resume else None
     from tqdm import tqdm
 
@@ -363,17 +393,18 @@ def run_validate(spec, alphas: Sequence[float], inits: Sequence[str], d: int, si
     summary = {"d": d, "alphas": list(alphas), "inits": list(inits), "tolerance": tolerance,
                "model": spec.to_dict(), "simulation": {k: v for k, v in sim_kwargs.items() if k != "progress"},
                "theory": theory is not None}
+    grid = sorted(set(float(a) for a in alphas))
+    if theory is not None and curve_points > 0:
+        lo, hi = min(alphas), max(alphas)
+        grid = sorted(set(grid) | set(np.round(np.linspace(lo, hi, curve_points), 10).tolist()))
     if "semantic" in inits and len(alphas) > 1:
         sem = [results[(a, "semantic")]["runs"] for a in alphas]
         summary["crossing"] = crossing_alpha(alphas, [[r["test_error"] for r in rs] for rs in sem],
                                              [[r["linear_test_error"] for r in rs] for rs in sem],
                                              rng=np.random.default_rng(sim_kwargs.get("seed", 0)))
         if theory is not None:
-            summary["crossing"]["theory_alpha_semantic_vs_linear"] = theory_crossing(
-                theory, spec, min(alphas), max(alphas))
+            summary["crossing"]["theory_alpha_semantic_vs_linear"] = theory_crossing(theory, spec, grid)
     if theory is not None:
-        lo, hi = min(alphas), max(alphas)
-        grid = np.linspace(max(0.05, lo - 0.25 * (hi - lo) / max(1, len(alphas) - 1)), hi + 0.1, curve_points)
         write_csv(os.path.join(out, "theory_curves.csv"), theory_curves(theory, spec, grid),
                   ("branch", "alpha", "quantity", "value", "converged"))
     fails = failing(rows, tolerance)
@@ -402,6 +433,7 @@ def run_dscan(spec, alpha: float, inits: Sequence[str], d_values: Sequence[int],
     """Finite-size scan at fixed ``alpha``: rows per ``(d, init, quantity)``, a fit ``a + b/d`` per ``(init, quantity)``."""
     os.makedirs(out, exist_ok=True)
     cache = os.path.join(out, "runs") if resume else None
+    theory = memoized(theory) if theory is not None else None
     from tqdm import tqdm
 
     rows = []
