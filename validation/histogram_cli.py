@@ -19,7 +19,7 @@ def register(subparsers) -> None:
                     "function, continue training and measure whether the attention keeps its kind.",
     )
     p.add_argument("--quick", action="store_true",
-                   help="reduced run for a 2-core CPU (about 2-3 minutes; see docs/histogram.md)")
+                   help="reduced run for a 2-core CPU (2-4 minutes on 2 shared cores; see docs/histogram.md)")
     p.add_argument("--epochs", type=int, default=None, help="training epochs (default 20, --quick 4)")
     p.add_argument("--continue-epochs", type=int, default=None,
                    help="epochs of training after lifting the restriction (default 10, --quick 1; 0 skips)")
@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         device = H.pick_device(args.device)
         torch.empty(0, device=device)
-    except (RuntimeError, ValueError) as exc:
+    except (RuntimeError, ValueError, AssertionError) as exc:
         raise UsageError(f"--device: {str(exc).splitlines()[0]}") from None
     if device.type == "cpu":
         torch.set_num_threads(args.threads)
