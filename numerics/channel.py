@@ -55,10 +55,12 @@ class ChannelRule:
     n_t: int = 24
     t_max: float = 8.5
     newton_tol: float = 1e-12
+    eta_scheme: str = "polar"
+    n_r: int = 12
 
-    def refined(self) -> "ChannelRule":
-        """The rule used to estimate this rule's error (the ``eta`` rule dominates it)."""
-        return dataclasses.replace(self, n_eta=self.n_eta + 8, n_u=self.n_u + 2, n_t=self.n_t + 8)
+    def __post_init__(self):
+        if self.eta_scheme not in ("polar", "hermite"):
+            raise ValueError(f"eta_scheme: unknown {self.eta_scheme!r}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,10 +97,13 @@ def channel_expectations(model: BoundModel, ov: Overlaps, rule: ChannelRule = Ch
     mu_w, B, L_hh, L_wh, L_ww = _gaussian_factor(model, ov)
     B_inv = np.linalg.inv(B)
 
-    x, wx = hermegauss(rule.n_eta)
-    wx = wx / np.sqrt(2 * np.pi)
-    e1, e2 = (a.ravel() for a in np.meshgrid(x, x, indexing="ij"))
-    w_eta = np.outer(wx, wx).ravel()
+    if rule.eta_scheme == "hermite":
+        x, wx = hermegauss(rule.n_eta)
+        wx = wx / np.sqrt(2 * np.pi)
+        e1, e2 = (a.ravel() for a in np.meshgrid(x, x, indexing="ij"))
+        w_eta = np.outer(wx, wx).ravel()
+    else:
+        e1, e2, w_eta = _polar_eta_nodes(model, V, L_hh, rule)
     hs1 = L_hh[0, 0] * e1 + L_hh[0, 1] * e2
     hs2 = L_hh[1, 0] * e1 + L_hh[1, 1] * e2
     zeros = np.zeros_like(e1)
@@ -141,34 +146,126 @@ def channel_expectations(model: BoundModel, ov: Overlaps, rule: ChannelRule = Ch
 
     tstar, branch_minus, branch_plus, switched = _locate_switches(model, rule, V, w_of, t0, HS1, HS2, PAIR)
 
-    g, gw = leggauss(rule.n_t)
-    sums = np.zeros(len(CHANNEL_NAMES))
-    unresolved = 0.0
-    max_gn = 0.0
-    for side, (b1, b2) in ((-1, branch_minus), (+1, branch_plus)):
-        lo = np.where(side < 0, -rule.t_max, tstar)
-        hi = np.where(side < 0, tstar, rule.t_max)
-        order = range(rule.n_t - 1, -1, -1) if side < 0 else range(rule.n_t)
-        for k in order:  # outward from the switch, so each branch is followed by continuation
-            tk = 0.5 * (lo + hi) + 0.5 * (hi - lo) * g[k]
-            wk = 0.5 * (hi - lo) * gw[k] * np.exp(-0.5 * tk**2) / np.sqrt(2 * np.pi) * W_line
-            w1, w2 = w_of(tk)
-            b1, b2, gn = newton_prox(model, b1, b2, w1, w2, HS1, HS2, V, tol=rule.newton_tol)
-            fb = model.prox_objective(b1, b2, w1, w2, HS1, HS2, V)
-            best1, best2, bestf, bestgn = b1, b2, fb, gn
-            for s1, s2 in ((w1, w2), (-b1, -b2)):
-                c1, c2, cgn = newton_prox(model, s1, s2, w1, w2, HS1, HS2, V, tol=rule.newton_tol)
-                fc = model.prox_objective(c1, c2, w1, w2, HS1, HS2, V)
-                better = fc < bestf - 1e-13 * np.maximum(1.0, np.abs(bestf))
-                best1, best2 = np.where(better, c1, best1), np.where(better, c2, best2)
-                bestf, bestgn = np.where(better, fc, bestf), np.where(better, cgn, bestgn)
-            jumped = bestf < fb - 1e-13 * np.maximum(1.0, np.abs(fb))
-            unresolved += float(wk[jumped].sum())
-            max_gn = max(max_gn, float(bestgn.max()))
-            xi1, xi2, y1, y2 = _xi_y(B_inv, mu_w, w1, w2, HS1, HS2)
-            vals = model.channel_integrands(best1, best2, xi1, xi2, y1, y2, ov.q, ov.m, V, ov.theta)
-            sums += np.array([np.dot(v, wk) for v in vals])
-    return ChannelResult(dict(zip(CHANNEL_NAMES, sums)), unresolved, max_gn, float(switched.mean()), int(U.size * 2 * rule.n_t))
+    acc = _Accumulator(model, ov, rule, B_inv, mu_w)
+    # lines with a switch: Gauss-Legendre on each side, outward from the switch
+    sw = np.nonzero(switched)[0]
+    if sw.size:
+        g, gw = leggauss(rule.n_t)
+        w_of_sw = _restrict(w_of, sw, t0.size)
+        for side, branch in ((-1, branch_minus), (+1, branch_plus)):
+            lo = -rule.t_max if side < 0 else tstar[sw]
+            hi = tstar[sw] if side < 0 else rule.t_max
+            b = (branch[0][sw], branch[1][sw])
+            for k in (range(rule.n_t - 1, -1, -1) if side < 0 else range(rule.n_t)):
+                tk = 0.5 * (lo + hi) + 0.5 * (hi - lo) * g[k]
+                wk = 0.5 * (hi - lo) * gw[k] * np.exp(-0.5 * tk**2) / np.sqrt(2 * np.pi) * W_line[sw]
+                b = acc.add(b, *w_of_sw(tk), HS1[sw], HS2[sw], wk)
+    # lines without a switch are smooth: Gauss-Hermite in t, continued from the centre outward
+    sm = np.nonzero(~switched)[0]
+    if sm.size:
+        x, wx = hermegauss(rule.n_t)
+        wx = wx / np.sqrt(2 * np.pi)
+        w_of_sm = _restrict(w_of, sm, t0.size)
+        centre = int(np.argmin(np.abs(x)))
+        start = (branch_plus[0][sm], branch_plus[1][sm])
+        for ks in (range(centre, rule.n_t), range(centre - 1, -1, -1)):
+            b = start
+            for k in ks:
+                b = acc.add(b, *w_of_sm(np.full(sm.size, x[k])), HS1[sm], HS2[sm], wx[k] * W_line[sm])
+                if k == centre:
+                    start = b
+    sums, unresolved, max_gn = acc.sums, acc.unresolved, acc.max_gn
+    return ChannelResult(dict(zip(CHANNEL_NAMES, sums)), unresolved, max_gn, float(switched.mean()), acc.nodes)
+
+
+class _Accumulator:
+    """Adds the weighted channel integrands of a batch of nodes, each at the global prox.
+
+    The branch being followed is refined by Newton; Newton from ``w`` and from the
+    reflected branch point check it. A strictly lower objective found by a check
+    is used and its weight counted as unresolved (an unlocated switch)."""
+
+    def __init__(self, model, ov, rule, B_inv, mu_w):
+        self.model, self.ov, self.rule, self.B_inv, self.mu_w = model, ov, rule, B_inv, mu_w
+        self.sums = np.zeros(len(CHANNEL_NAMES))
+        self.unresolved = 0.0
+        self.max_gn = 0.0
+        self.nodes = 0
+
+    def add(self, branch, w1, w2, hs1, hs2, weight):
+        model, V, tol = self.model, self.ov.V, self.rule.newton_tol
+        b1, b2, gn = newton_prox(model, branch[0], branch[1], w1, w2, hs1, hs2, V, tol=tol)
+        fb = model.prox_objective(b1, b2, w1, w2, hs1, hs2, V)
+        best1, best2, bestf, bestgn = b1, b2, fb, gn
+        for s1, s2 in ((w1, w2), (-b1, -b2)):
+            c1, c2, cgn = newton_prox(model, s1, s2, w1, w2, hs1, hs2, V, tol=tol)
+            fc = model.prox_objective(c1, c2, w1, w2, hs1, hs2, V)
+            better = fc < bestf - 1e-13 * np.maximum(1.0, np.abs(bestf))
+            best1, best2 = np.where(better, c1, best1), np.where(better, c2, best2)
+            bestf, bestgn = np.where(better, fc, bestf), np.where(better, cgn, bestgn)
+        jumped = bestf < fb - 1e-13 * np.maximum(1.0, np.abs(fb))
+        self.unresolved += float(weight[jumped].sum())
+        self.max_gn = max(self.max_gn, float(bestgn.max()))
+        xi1, xi2, y1, y2 = _xi_y(self.B_inv, self.mu_w, w1, w2, hs1, hs2)
+        ov = self.ov
+        vals = model.channel_integrands(best1, best2, xi1, xi2, y1, y2, ov.q, ov.m, V, ov.theta)
+        self.sums += np.array([np.dot(v, weight) for v in vals])
+        self.nodes += weight.size
+        return best1, best2
+
+
+def _restrict(w_of, idx, n):
+    """``w_of`` for the subset ``idx`` of the lines (w_of takes a full-length t)."""
+    def sub(t_sub):
+        t = np.zeros(n)
+        t[idx] = t_sub
+        w1, w2 = w_of(t)
+        return w1[idx], w2[idx]
+    return sub
+
+
+def _bifurcation_margin(model, V, L_hh, c, s, r):
+    """Smallest Hessian eigenvalue of the prox objective at ``h = w = 0`` for the teacher
+    node ``eta = r (c, s)``. ``h = 0`` is always stationary there (the loss depends on
+    ``h h^T``); where this margin turns negative the pair of minima ``+-p0`` is born
+    (a supercritical pitchfork, checked in docs/numerics.md) and the line integrand
+    becomes non-smooth in ``eta``."""
+    e1, e2 = r * c, r * s
+    hs1 = L_hh[0, 0] * e1 + L_hh[0, 1] * e2
+    hs2 = L_hh[1, 0] * e1 + L_hh[1, 1] * e2
+    z = np.zeros_like(hs1)
+    H11, H12, H22 = model.prox_hess(z, z, z, z, hs1, hs2, V)
+    return 0.5 * (H11 + H22) - np.hypot(0.5 * (H11 - H22), H12)
+
+
+def _polar_eta_nodes(model, V, L_hh, rule):
+    """Teacher nodes in polar coordinates, with each ray split where the pitchfork
+    occurs, so that each radial piece is smooth: trapezoid in the angle (spectral for
+    periodic integrands), Gauss-Legendre in the radius on ``[0, r_c]`` and ``[r_c, R]``."""
+    n_beta = rule.n_eta
+    R = rule.t_max
+    beta = 2 * np.pi * (np.arange(n_beta) + 0.5) / n_beta
+    c, s = np.cos(beta), np.sin(beta)
+    grid = np.linspace(0.0, R, 65)
+    margins = np.array([_bifurcation_margin(model, V, L_hh, c, s, np.full_like(c, r)) for r in grid])
+    neg = margins < 0
+    has_root = neg.any(axis=0) & (margins[0] > 0)
+    first = np.where(has_root, neg.argmax(axis=0), 1)
+    lo, hi = grid[first - 1], grid[first]
+    for _ in range(60):  # bisection to machine precision: the split must sit exactly on the kink
+        mid = 0.5 * (lo + hi)
+        go_right = _bifurcation_margin(model, V, L_hh, c, s, mid) > 0
+        lo, hi = np.where(go_right, mid, lo), np.where(go_right, hi, mid)
+    r_split = np.where(has_root, 0.5 * (lo + hi), 0.5 * R)
+    g, gw = leggauss(rule.n_r)
+    e1, e2, w = [], [], []
+    for a, b in ((np.zeros_like(r_split), r_split), (r_split, np.full_like(r_split, R))):
+        r = 0.5 * (a + b)[:, None] + 0.5 * (b - a)[:, None] * g[None, :]
+        wr = 0.5 * (b - a)[:, None] * gw[None, :] * r * np.exp(-0.5 * r**2) / n_beta
+        e1.append(r * c[:, None])
+        e2.append(r * s[:, None])
+        w.append(wr)
+    return np.concatenate(e1).ravel(), np.concatenate(e2).ravel(), np.concatenate(w).ravel()
 
 
 def _xi_y(B_inv, mu_w, w1, w2, hs1, hs2):

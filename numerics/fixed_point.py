@@ -57,9 +57,12 @@ class Precision:
 
 
 PRECISIONS = {
-    # the reported values use the finer rule; the coarse one only supplies the error estimate
-    "fast": Precision("fast", ChannelRule(n_eta=12, n_u=8, n_t=16), ChannelRule(n_eta=20, n_u=10, n_t=20), 16, 24, 1e-9),
-    "high": Precision("high", ChannelRule(n_eta=32, n_u=12, n_t=28), ChannelRule(n_eta=44, n_u=14, n_t=32), 28, 36, 1e-12),
+    # The reported values use the finer rule; the coarse one supplies the error
+    # estimate. Rules chosen by the convergence study in docs/numerics.md.
+    "fast": Precision("fast", ChannelRule(n_eta=20, n_r=8, n_u=8, n_t=20),
+                      ChannelRule(n_eta=28, n_r=12, n_u=8, n_t=24), 16, 24, 1e-9),
+    "high": Precision("high", ChannelRule(n_eta=40, n_r=14, n_u=10, n_t=32),
+                      ChannelRule(n_eta=56, n_r=18, n_u=12, n_t=40), 28, 36, 1e-12),
 }
 
 

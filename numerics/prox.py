@@ -77,11 +77,15 @@ def newton_prox(model: BoundModel, h1, h2, w1, w2, hs1, hs2, V, tol: float = 1e-
             a1t, a2t, b1t, b2t, c1t, c2t = (x[todo] for x in (a1, a2, b1, b2, c1, c2))
             f0 = model.prox_objective(a1t, a2t, b1t, b2t, c1t, c2t, V)
             slope = g1[todo] * d1[todo] + g2[todo] * d2[todo]
-            steps = _BACKTRACK[:, None]
-            f1 = model.prox_objective(a1t + steps * d1[todo], a2t + steps * d2[todo], b1t, b2t, c1t, c2t, V)
-            ok = f1 <= f0 + 1e-4 * steps * slope
-            first = np.where(ok.any(axis=0), ok.argmax(axis=0), len(_BACKTRACK) - 1)
-            step[todo] = _BACKTRACK[first]
+            f1 = model.prox_objective(a1t + d1[todo], a2t + d2[todo], b1t, b2t, c1t, c2t, V)
+            fail = np.nonzero(f1 > f0 + 1e-4 * slope)[0]
+            if fail.size:
+                steps = _BACKTRACK[1:, None]
+                f1 = model.prox_objective(a1t[fail] + steps * d1[todo[fail]], a2t[fail] + steps * d2[todo[fail]],
+                                          b1t[fail], b2t[fail], c1t[fail], c2t[fail], V)
+                ok = f1 <= f0[fail] + 1e-4 * steps * slope[fail]
+                first = np.where(ok.any(axis=0), ok.argmax(axis=0), len(steps) - 1)
+                step[todo[fail]] = steps[first, 0]
         h1[active] = a1 + step * d1
         h2[active] = a2 + step * d2
     else:
