@@ -47,9 +47,10 @@ log = logging.getLogger(__name__)
 QUANTITIES = ("test_error", "train_loss", "theta_over_sigma2", "m", "q")
 BRANCHES = ("semantic", "positional", "trivial")
 TRIVIAL_CUT = 0.05
+ON_BRANCH_CUT = 1e-3  # theory: |theta|/sigma^2 (semantic) or |m| (positional) above this
 CSV_FIELDS = ("d", "alpha", "init", "branch", "quantity", "n_seeds", "sim_mean", "sim_std", "sim_sem",
-              "theory", "z", "p_value", "theory_converged", "sigma", "lam", "omega", "A", "attention",
-              "steps", "lr", "optimizer", "dtype", "seed", "n_test")
+              "theory", "z", "p_value", "theory_converged", "theory_on_branch",
+              "sigma", "lam", "omega", "A", "attention", "steps", "lr", "optimizer", "dtype", "seed", "n_test")
 
 
 @dataclasses.dataclass
@@ -131,8 +132,13 @@ def theory_point(theory: Theory, spec, alpha: float, branch: str) -> Dict[str, f
         th = abs(th)
     elif branch == "positional":
         m = abs(m)
+    # a solve started on a branch can converge elsewhere (e.g. positional -> trivial)
+    on_branch = {"semantic": abs(th) > ON_BRANCH_CUT, "positional": abs(m) > ON_BRANCH_CUT}.get(branch, True)
+    if not on_branch:
+        log.warning("theory: the %s solve at alpha=%g left its branch (m=%g, theta/sigma^2=%g)", branch, alpha, m, th)
     return {"test_error": float(sol.test_error), "train_loss": float(sol.train_loss),
-            "theta_over_sigma2": th, "m": m, "q": get("q"), "converged": bool(sol.converged)}
+            "theta_over_sigma2": th, "m": m, "q": get("q"), "converged": bool(sol.converged),
+            "on_branch": bool(on_branch)}
 
 
 def stats_row(values: np.ndarray, theory: Optional[float]) -> dict:
@@ -167,7 +173,8 @@ def compare_point(result: dict, spec, theory: Optional[Theory], quantities: Iter
     rows = []
     for qty in quantities:
         row = {"alpha": result["alpha"], "init": result["init"], "branch": branch, "quantity": qty,
-               **stats_row(values[qty], th.get(qty)), "theory_converged": th.get("converged", "")}
+               **stats_row(values[qty], th.get(qty)), "theory_converged": th.get("converged", ""),
+               "theory_on_branch": th.get("on_branch", "")}
         rows.append({**_context(result), **row})
     return rows
 
@@ -359,7 +366,7 @@ def theory_curves(theory: Theory, spec, alphas: Sequence[float], branches=("sema
                 continue
             for qty in QUANTITIES:
                 rows.append({"branch": branch, "alpha": float(alpha), "quantity": qty, "value": tp[qty],
-                             "converged": tp["converged"]})
+                             "converged": tp["converged"] and tp["on_branch"]})
     for alpha in alphas:
         rows.append({"branch": "linear", "alpha": float(alpha), "quantity": "test_error", "value": lin,
                      "converged": True})
