@@ -1,0 +1,150 @@
+"""``attnphase phase-diagram`` and ``attnphase plot`` (issue 5).
+
+Heavy modules (dask, matplotlib, the solver, torch) are imported inside the command
+functions, never at registration.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from attnphase.cli import UsageError
+from attnphase.options import add_json_option, add_model_options, model_from_args
+
+DEFAULT_OMEGA = "0:0.45:10"
+DEFAULT_ALPHA = "0.05:2.5:25"
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "phase-diagram", conflict_handler="resolve",
+        help="theory (and simulations) over an (alpha, omega) grid, on Dask, resumable",
+        description="Follow both branches along the alpha grid for every omega, find alpha_c(omega), "
+                    "alpha_l(omega) and the spinodals, and/or simulate the finite-size model on the grid. "
+                    "Tasks (one per omega column, one per simulated run) run on an embedded Dask "
+                    "LocalCluster or on --scheduler. Every finished task is appended to tidy CSVs in --out "
+                    "at once; re-running the same command resumes. Exit status 1 when a task failed "
+                    "(see OUT/failures.csv), 2 on bad input.")
+    add_model_options(p)
+    # replaces the model group's single --omega (conflict_handler="resolve")
+    p.add_argument("--omega", default=DEFAULT_OMEGA,
+                   help=f"omega grid START:STOP:N (both ends included) or one value (default {DEFAULT_OMEGA})")
+    p.add_argument("--alpha", default=DEFAULT_ALPHA,
+                   help=f"alpha grid START:STOP:N or one value (default {DEFAULT_ALPHA})")
+    p.add_argument("--what", default="theory", choices=("theory", "simulation", "both"), help="default theory")
+    p.add_argument("--precision", default="fast", choices=("draft", "fast", "high"),
+                   help="theory precision (default fast; draft for a quick look)")
+    p.add_argument("--out", default="phase_out", help="output folder (default phase_out)")
+    g = p.add_argument_group("execution (Dask)")
+    g.add_argument("--scheduler", default=None, metavar="tcp://HOST:PORT",
+                   help="run on this existing Dask scheduler (its workers must import this project)")
+    g.add_argument("--workers", type=int, default=None,
+                   help="worker processes of the embedded cluster (default: the machine's cores)")
+    g.add_argument("--no-plot", action="store_true", help="do not draw the figures at the end")
+    g.add_argument("--quiet", action="store_true", help="no progress bar")
+    s = p.add_argument_group("simulation (--what simulation|both; SPEC section 1)")
+    s.add_argument("--d", type=int, default=1000, help="dimension (default 1000)")
+    s.add_argument("--seeds", type=int, default=1, help="runs per grid point and start (default 1)")
+    s.add_argument("--seed", type=int, default=0,
+                   help="base seed; run k uses SeedSequence(seed, spawn_key=(k,)) (default 0)")
+    s.add_argument("--steps", type=int, default=5000, help="full-batch steps (default 5000)")
+    s.add_argument("--lr", type=float, default=None, help="learning rate (default 0.15 for gd, 0.01 for adam)")
+    s.add_argument("--optimizer", default="gd", choices=("gd", "adam"), help="default gd")
+    s.add_argument("--dtype", default="float32", choices=("float32", "float64"), help="default float32")
+    s.add_argument("--n-test", type=int, default=10000, help="fresh test samples per run (default 10000)")
+    add_json_option(p)
+    p.set_defaults(func=cmd_phase_diagram)
+
+    q = subparsers.add_parser(
+        "plot", help="redraw a phase diagram from its CSV alone",
+        description="Draw the colour maps (training-loss difference, global test error minus the linear "
+                    "baseline) over (alpha, omega) from theory.csv, simulation.csv or *_points.csv, with "
+                    "alpha_c, alpha_l and the spinodals from thresholds.csv (next to FILE by default).")
+    q.add_argument("file", metavar="FILE.csv", help="a CSV written by attnphase phase-diagram")
+    q.add_argument("--thresholds", default=None, help="thresholds CSV (default: thresholds.csv next to FILE)")
+    q.add_argument("--no-thresholds", action="store_true", help="draw no threshold curves")
+    q.add_argument("--out", default=None, help="output folder (default: FILE's folder)")
+    q.add_argument("--formats", default="png,pdf", help="comma-separated figure formats (default png,pdf)")
+    q.set_defaults(func=cmd_plot)
+
+
+def config_from_args(args):
+    """The :class:`numerics.phase.SweepConfig` of parsed arguments; bad input raises UsageError."""
+    from numerics.phase import SweepConfig, parse_grid
+
+    omegas = parse_grid(args.omega, "--omega")
+    alphas = parse_grid(args.alpha, "--alpha")
+    for w in omegas:  # checked here so that the message names the grid option
+        if not 0.0 <= w <= 1.0:
+            raise UsageError(f"--omega: values must lie in [0, 1], got {w:g}")
+    args_at = argparse.Namespace(**{**vars(args), "omega": omegas[0]})
+    spec = model_from_args(args_at)
+    if args.workers is not None and args.workers < 1:
+        raise UsageError(f"--workers: must be >= 1, got {args.workers}")
+    if args.workers is not None and args.scheduler:
+        raise UsageError("--workers: sizes the embedded cluster; with --scheduler the cluster is yours")
+    if args.scheduler is not None and "://" not in args.scheduler:
+        raise UsageError(f"--scheduler: expected tcp://HOST:PORT, got {args.scheduler!r}")
+    return SweepConfig(spec=spec, omegas=omegas, alphas=alphas, what=args.what, precision=args.precision,
+                       d=args.d, seeds=args.seeds, seed=args.seed, steps=args.steps, lr=args.lr,
+                       optimizer=args.optimizer, dtype=args.dtype, n_test=args.n_test)
+
+
+def cmd_phase_diagram(args, theory_task=None, simulation_task=None, client=None) -> int:
+    """The command. ``theory_task``/``simulation_task``/``client`` are for tests (fakes)."""
+    config = config_from_args(args)
+    if theory_task is None and "theory" in config.kinds:
+        try:
+            import numerics.api  # noqa: F401  (fail here, once, rather than in every task)
+        except ImportError as exc:
+            raise UsageError(f"--what: the theory solver is unavailable here ({exc}); use --what simulation") \
+                from None
+    from numerics.phase import run_sweep
+
+    summary = run_sweep(config, args.out, scheduler=args.scheduler, workers=args.workers, client=client,
+                        theory_task=theory_task, simulation_task=simulation_task, progress=not args.quiet,
+                        plot=not args.no_plot)
+    if args.json:
+        json.dump(summary, sys.stdout, indent=1, default=str)
+        sys.stdout.write("\n")
+    else:
+        out = sys.stdout
+        out.write(f"{summary['tasks']} tasks: {summary['skipped']} already done, "
+                  f"{len(summary['computed'])} computed, {len(summary['failed'])} failed "
+                  f"({summary['wall_time']:.1f} s) -> {summary['out']}\n")
+        for w in summary["threshold_warnings"]:
+            out.write(f"note: {w['task']}: thresholds not found ({w['message']})\n")
+        for f in summary["figures"]:
+            out.write(f"wrote {f}\n")
+    for f in summary["failed"]:
+        sys.stderr.write(f"FAILED {f['task']}: {f['error']}\n")
+    if summary["failed"]:
+        sys.stderr.write(f"attnphase phase-diagram: {len(summary['failed'])} task(s) failed (logged in "
+                         f"{Path(summary['out']) / 'failures.csv'}); re-run the same command to retry them\n")
+        return 1
+    return 0
+
+
+def cmd_plot(args) -> int:
+    from numerics.plotting_phase import plot_file
+
+    path = Path(args.file)
+    if not path.is_file():
+        raise UsageError(f"FILE.csv: no such file {args.file!r}")
+    if args.thresholds and not Path(args.thresholds).is_file():
+        raise UsageError(f"--thresholds: no such file {args.thresholds!r}")
+    formats = [f.strip() for f in args.formats.split(",") if f.strip()]
+    allowed = ("png", "pdf", "svg")
+    bad = [f for f in formats if f not in allowed]
+    if bad or not formats:
+        raise UsageError(f"--formats: choose from {', '.join(allowed)}, got {args.formats!r}")
+    thresholds = False if args.no_thresholds else args.thresholds
+    try:
+        written = plot_file(path, args.out, thresholds=thresholds, formats=formats)
+    except (ValueError, KeyError) as exc:
+        raise UsageError(f"FILE.csv: {path}: {exc}") from None
+    for w in written:
+        sys.stdout.write(f"wrote {w}\n")
+    return 0

@@ -1,0 +1,319 @@
+"""Phase-diagram figures drawn from the sweep CSVs alone (issue 5; STYLE point 7).
+
+``points_from_csv`` turns a tidy file (``theory.csv``: one row per grid point and
+branch; ``simulation.csv``: one row per run; or an already derived ``*_points.csv``)
+into one row per ``(omega, alpha)``:
+
+* ``train_loss_diff = train_loss(positional) - train_loss(semantic)`` (SPEC section 3:
+  negative where the positional minimum is global, i.e. below ``alpha_c``);
+* ``test_error_diff = test_error(global minimiser) - linear baseline`` (negative where
+  attention beats the linear positional baseline, i.e. above ``alpha_l``).
+
+For theory rows the global minimiser is the existing, converged branch with the lower
+training loss (the free energy at the fixed point). For simulations the "branch" is the
+start (``init``), values are means over runs, and the baseline is the simulated one.
+
+``plot_file`` draws both as colour maps over ``(alpha, omega)`` with ``alpha_c(omega)``,
+``alpha_l(omega)`` and the spinodals from ``thresholds.csv`` overlaid, in PNG and PDF. It
+never imports pyplot (no display needed) and never recomputes anything.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import math
+from collections import defaultdict
+from pathlib import Path
+from typing import Optional, Sequence
+
+import numpy as np
+
+THRESHOLDS_CSV = "thresholds.csv"
+POINT_COLUMNS = ("omega", "alpha", "source", "train_loss_semantic", "train_loss_positional", "train_loss_diff",
+                 "train_loss_diff_error", "global_branch", "global_test_error", "linear_test_error",
+                 "test_error_diff", "test_error_diff_error")
+
+
+def _num(s) -> float:
+    if s is None or s == "":
+        return math.nan
+    try:
+        return float(s)
+    except ValueError:
+        return math.nan
+
+
+def _true(s) -> bool:
+    return str(s).strip().lower() in ("true", "1", "yes")
+
+
+def read_rows(path) -> list:
+    """Rows of a CSV as dicts of strings; a trailing partial line (an interrupted write) is ignored."""
+    text = Path(path).read_text(encoding="utf-8")
+    cut = text.rfind("\n") + 1
+    if cut != len(text):
+        text = text[:cut]
+    reader = csv.reader(text.splitlines())
+    try:
+        header = next(reader)
+    except StopIteration:
+        return []
+    return [dict(zip(header, r)) for r in reader if r]
+
+
+def file_kind(rows: list) -> str:
+    if not rows:
+        raise ValueError("the file has no data rows")
+    cols = rows[0].keys()
+    if "train_loss_diff" in cols:
+        return "points"
+    if "branch" in cols:
+        return "theory"
+    if "init" in cols and "run_index" in cols:
+        return "simulation"
+    if "alpha_c" in cols:
+        return "thresholds"
+    raise ValueError("not a phase-diagram CSV (no 'branch', 'init' or 'train_loss_diff' column)")
+
+
+def _constant_columns(rows: list, skip: Sequence[str]) -> dict:
+    """Columns whose value is the same in every row (the model and solver settings)."""
+    out = {}
+    for k in rows[0]:
+        if k in skip:
+            continue
+        v = rows[0][k]
+        if v != "" and all(r.get(k) == v for r in rows):
+            out[k] = v
+    return out
+
+
+def _combine(omega, alpha, source, tl_sem, tl_pos, err_sem, err_pos, te, lin, te_err, lin_err) -> dict:
+    """One derived point from per-branch values (NaN for a missing branch)."""
+    avail = {b: (tl, te[b], te_err[b]) for b, tl in (("semantic", tl_sem), ("positional", tl_pos))
+             if math.isfinite(tl)}
+    if avail:
+        g = min(avail, key=lambda b: avail[b][0])
+        gte, gerr = avail[g][1], avail[g][2]
+    else:
+        g, gte, gerr = "", math.nan, math.nan
+    return {"omega": omega, "alpha": alpha, "source": source, "train_loss_semantic": tl_sem,
+            "train_loss_positional": tl_pos, "train_loss_diff": tl_pos - tl_sem,
+            "train_loss_diff_error": err_sem + err_pos, "global_branch": g, "global_test_error": gte,
+            "linear_test_error": lin, "test_error_diff": gte - lin, "test_error_diff_error": gerr + lin_err}
+
+
+def theory_points(rows: list) -> list:
+    groups = defaultdict(dict)
+    for r in rows:
+        groups[(_num(r["omega"]), _num(r["alpha"]))][r["branch"]] = r
+    const = _constant_columns(rows, skip=("task", "omega", "alpha", "branch"))
+    keep = {k: v for k, v in const.items() if k in _CONTEXT_THEORY}
+    out = []
+    for (w, a), by in sorted(groups.items()):
+        def val(b, k):
+            r = by.get(b)
+            if r is None or not _true(r.get("exists", "True")) or not _true(r.get("converged", "True")):
+                return math.nan
+            return _num(r.get(k))
+
+        lin_row = next(iter(by.values()))
+        p = _combine(w, a, "theory", val("semantic", "train_loss"), val("positional", "train_loss"),
+                     _zero_nan(val("semantic", "train_loss_error")), _zero_nan(val("positional", "train_loss_error")),
+                     {b: val(b, "test_error") for b in ("semantic", "positional")},
+                     _num(lin_row.get("linear_test_error")),
+                     {b: _zero_nan(val(b, "test_error_error")) for b in ("semantic", "positional")},
+                     _zero_nan(_num(lin_row.get("linear_test_error_error"))))
+        p.update(keep)
+        out.append(p)
+    return out
+
+
+_CONTEXT_THEORY = ("sigma", "lam", "A11", "A12", "A21", "A22", "attention", "teacher", "regulariser", "L", "rank",
+                   "precision", "alpha_grid", "settings_hash")
+_CONTEXT_SIM = ("sigma", "lam", "A11", "A12", "A21", "A22", "attention", "teacher", "regulariser", "L", "rank",
+                "d", "steps", "lr", "optimizer", "dtype", "n_test", "base_seed", "settings_hash")
+
+
+def _zero_nan(x: float) -> float:
+    return 0.0 if not math.isfinite(x) else x
+
+
+def simulation_points(rows: list) -> list:
+    groups = defaultdict(lambda: defaultdict(list))
+    for r in rows:
+        groups[(_num(r["omega"]), _num(r["alpha"]))][r["init"]].append(r)
+    const = _constant_columns(rows, skip=("task", "omega", "alpha", "init", "run_index"))
+    keep = {k: v for k, v in const.items() if k in _CONTEXT_SIM}
+    out = []
+    for (w, a), by in sorted(groups.items()):
+        def stat(b, k):
+            vals = np.array([_num(r.get(k)) for r in by.get(b, [])], dtype=float)
+            vals = vals[np.isfinite(vals)]
+            if vals.size == 0:
+                return math.nan, math.nan
+            sem = float(vals.std(ddof=1) / math.sqrt(vals.size)) if vals.size > 1 else 0.0
+            return float(vals.mean()), sem
+
+        lin_vals = np.array([_num(r.get("linear_test_error")) for b in by for r in by[b]], dtype=float)
+        lin_vals = lin_vals[np.isfinite(lin_vals)]
+        lin = float(lin_vals.mean()) if lin_vals.size else math.nan
+        lin_err = float(lin_vals.std(ddof=1) / math.sqrt(lin_vals.size)) if lin_vals.size > 1 else 0.0
+        (ts, es), (tp, ep) = stat("semantic", "train_loss"), stat("positional", "train_loss")
+        te = {b: stat(b, "test_error") for b in ("semantic", "positional")}
+        p = _combine(w, a, "simulation", ts, tp, _zero_nan(es), _zero_nan(ep), {b: te[b][0] for b in te},
+                     lin, {b: _zero_nan(te[b][1]) for b in te}, lin_err)
+        p["n_runs"] = sum(len(v) for v in by.values())
+        p.update(keep)
+        out.append(p)
+    return out
+
+
+def points_from_csv(path) -> list:
+    rows = read_rows(path)
+    kind = file_kind(rows)
+    if kind == "theory":
+        return theory_points(rows)
+    if kind == "simulation":
+        return simulation_points(rows)
+    if kind == "points":
+        return [{k: (_num(v) if k not in ("source", "global_branch") and _is_number(v) else v)
+                 for k, v in r.items()} for r in rows]
+    raise ValueError("a thresholds file has no grid to draw; give theory.csv, simulation.csv or *_points.csv")
+
+
+def _is_number(s) -> bool:
+    try:
+        float(s)
+        return True
+    except (TypeError, ValueError):
+        return s == ""
+
+
+def read_thresholds(path) -> list:
+    rows = read_rows(path)
+    out = []
+    for r in rows:
+        d = {k: _num(r.get(k)) for k in ("omega", "alpha_c", "alpha_c_error", "alpha_l", "alpha_l_error")}
+        d["spinodals"] = []
+        try:
+            d["spinodals"] = json.loads(r.get("spinodals") or "[]")
+        except ValueError:
+            pass
+        out.append(d)
+    return sorted(out, key=lambda d: d["omega"])
+
+
+# --------------------------------------------------------------------------- drawing
+
+
+def _edges(v: np.ndarray) -> np.ndarray:
+    if v.size == 1:
+        h = 0.05 * max(abs(v[0]), 1.0)
+        return np.array([v[0] - h, v[0] + h])
+    mid = 0.5 * (v[1:] + v[:-1])
+    return np.concatenate([[v[0] - (mid[0] - v[0])], mid, [v[-1] + (v[-1] - mid[-1])]])
+
+
+def _grid(points: list, key: str):
+    omegas = np.array(sorted({p["omega"] for p in points}), dtype=float)
+    alphas = np.array(sorted({p["alpha"] for p in points}), dtype=float)
+    Z = np.full((omegas.size, alphas.size), np.nan)
+    wi = {w: i for i, w in enumerate(omegas)}
+    ai = {a: j for j, a in enumerate(alphas)}
+    for p in points:
+        Z[wi[p["omega"]], ai[p["alpha"]]] = _num(p.get(key))
+    return omegas, alphas, Z
+
+
+def _title(points: list) -> str:
+    p = points[0]
+    parts = []
+    for k in ("sigma", "lam"):
+        if k in p:
+            parts.append(f"{k}={p[k]}")
+    if all(f"A{i}{j}" in p for i in (1, 2) for j in (1, 2)):
+        parts.append(f"A=[[{p['A11']},{p['A12']}],[{p['A21']},{p['A22']}]]")
+    if "attention" in p:
+        parts.append(str(p["attention"]))
+    src = p.get("source", "")
+    if src == "theory" and "precision" in p:
+        src += f" ({p['precision']})"
+    if src == "simulation" and "d" in p:
+        src += f" (d={p['d']}, {p.get('n_runs', '?')} runs at the first point)"
+    return " ".join(parts) + (f" - {src}" if src else "")
+
+
+def draw(points: list, thresholds: Optional[list] = None, title: Optional[str] = None):
+    """A matplotlib Figure with the two colour maps and the threshold curves."""
+    from matplotlib.colors import Normalize
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(12, 4.8), layout="constrained")
+    axes = fig.subplots(1, 2)
+    panels = (("train_loss_diff", "training loss: positional - semantic"),
+              ("test_error_diff", "test error: global minimiser - linear baseline"))
+    for ax, (key, label) in zip(axes, panels):
+        omegas, alphas, Z = _grid(points, key)
+        finite = Z[np.isfinite(Z)]
+        vmax = float(np.max(np.abs(finite))) if finite.size else 1.0
+        vmax = vmax if vmax > 0 else 1.0
+        ax.set_facecolor("0.85")  # grey: no value (branch missing or not converged)
+        mesh = ax.pcolormesh(_edges(alphas), _edges(omegas), np.ma.masked_invalid(Z), cmap="RdBu_r",
+                             norm=Normalize(-vmax, vmax), shading="flat")
+        fig.colorbar(mesh, ax=ax, label=label)
+        if thresholds:
+            _overlay(ax, thresholds)
+        ax.set_xlim(_edges(alphas)[[0, -1]])
+        ax.set_ylim(_edges(omegas)[[0, -1]])
+        ax.set_xlabel(r"$\alpha = n/d$")
+        ax.set_ylabel(r"$\omega$")
+        ax.set_title(label, fontsize=10)
+    axes[0].legend(loc="best", fontsize=8) if thresholds and axes[0].get_legend_handles_labels()[0] else None
+    fig.suptitle(title if title is not None else _title(points), fontsize=10)
+    return fig
+
+
+def _overlay(ax, thresholds: list) -> None:
+    w = np.array([t["omega"] for t in thresholds])
+    for key, style, color, label in (("alpha_c", "-o", "k", r"$\alpha_c(\omega)$"),
+                                     ("alpha_l", "--s", "tab:green", r"$\alpha_l(\omega)$")):
+        a = np.array([t[key] for t in thresholds])
+        e = np.array([t[f"{key}_error"] for t in thresholds])
+        ok = np.isfinite(a)
+        if ok.any():
+            ax.errorbar(a[ok], w[ok], xerr=np.where(np.isfinite(e[ok]), e[ok], 0.0), fmt=style, color=color,
+                        ms=3, lw=1.3, capsize=2, label=label)
+    for branch, color in (("semantic", "tab:purple"), ("positional", "tab:orange")):
+        pts = [(s.get("alpha", math.nan), t["omega"]) for t in thresholds for s in t["spinodals"]
+               if s.get("branch") == branch]
+        pts = [(a, o) for a, o in pts if a is not None and math.isfinite(float(a))]
+        if pts:
+            a, o = zip(*sorted(pts, key=lambda x: x[1]))
+            ax.plot(a, o, ":x", color=color, ms=4, lw=1, label=f"spinodal ({branch})")
+
+
+def plot_file(path, out_dir=None, thresholds=None, formats: Sequence[str] = ("png", "pdf")) -> list:
+    """Draw the figure of ``path`` into ``out_dir`` (default: next to it) as ``<stem>_diagram.<fmt>``.
+
+    ``thresholds``: a thresholds CSV; ``None``: ``thresholds.csv`` next to ``path`` if present;
+    ``False``: none.
+    """
+    path = Path(path)
+    points = points_from_csv(path)
+    if not points:
+        raise ValueError(f"{path} has no grid points")
+    if thresholds is None:
+        sibling = path.parent / THRESHOLDS_CSV
+        thresholds = sibling if sibling.exists() else None
+    thr = read_thresholds(thresholds) if thresholds else None
+    fig = draw(points, thr)
+    out_dir = Path(out_dir) if out_dir else path.parent
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stem = path.stem[:-len("_points")] if path.stem.endswith("_points") else path.stem
+    written = []
+    for fmt_ in formats:
+        target = out_dir / f"{stem}_diagram.{fmt_}"
+        fig.savefig(target, dpi=150)
+        written.append(target)
+    return written

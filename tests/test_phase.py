@@ -1,0 +1,329 @@
+"""Tests of the phase-diagram sweep (numerics/phase.py, phase_cli.py, plotting_phase.py; issue 5).
+
+Theory tasks use ``numerics.phase._fake_theory_task`` (the real column logic on a
+closed-form toy API, microseconds per column), so these tests check the sweep
+machinery, not the physics: grids, tidy rows, resuming, crash safety, refusing
+changed settings, failures, an external Dask cluster, plots from CSV alone.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from attnphase.cli import build_parser, main
+from derivations.spec import ModelSpec
+from numerics import phase as P
+from numerics.phase_cli import cmd_phase_diagram
+
+FAKE = P._fake_theory_task
+VOLATILE = {"column_wall_time", "wall_time", "train_time", "step_time"}
+PY = sys.executable
+DASK = str(Path(sys.executable).parent / "dask")
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def client():
+    """An in-process (threads) Dask cluster: starts in well under a second."""
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
+            Client(cluster) as cl:
+        yield cl
+
+
+def config(omegas=(0.0, 0.1, 0.2), alphas=(0.2, 0.6, 1.0, 1.4, 2.2), **kw):
+    spec = kw.pop("spec", ModelSpec())
+    return P.SweepConfig(spec=spec, omegas=omegas, alphas=alphas, **kw)
+
+
+def table(path, key=("task", "alpha", "branch")):
+    """A CSV as a sorted list of dicts without timing columns (comparison up to row order)."""
+    header, rows = P.read_csv_rows(path)
+    rows = [{k: v for k, v in r.items() if k not in VOLATILE} for r in rows]
+    return sorted(rows, key=lambda r: tuple(r.get(k, "") for k in key))
+
+
+def same_outputs(a: Path, b: Path):
+    for name in (P.THEORY_CSV, P.THRESHOLDS_CSV):
+        assert table(a / name) == table(b / name), name
+    assert sorted((a / P.DONE_FILE).read_text().split()) == sorted((b / P.DONE_FILE).read_text().split())
+
+
+# --------------------------------------------------------------------------- grids and input
+
+
+def test_parse_grid():
+    assert P.parse_grid("0:0.45:10", "--omega")[3] == 0.15  # no float noise
+    assert P.parse_grid("0.05:2.5:25", "--alpha")[-1] == 2.5
+    assert len(P.parse_grid("0.05:2.5:25", "--alpha")) == 25
+    assert P.parse_grid("0.3", "--omega") == [0.3]
+    assert P.parse_grid("0.3:0.3:1", "--omega") == [0.3]
+    assert P.grid_text(P.parse_grid("0:0.45:10", "--omega")) == "0:0.45:10"
+    for bad, what in (("1:0:3", "START must be below STOP"), ("0:1:0", "N must be >= 1"),
+                      ("a:b:3", "START:STOP:N"), ("0:1", "START:STOP:N"), ("0:1:2.5", "integer"),
+                      ("0.1:0.2:1", "N = 1"), ("0:inf:3", "finite")):
+        with pytest.raises(P.SweepError, match=what) as info:
+            P.parse_grid(bad, "--omega")
+        assert str(info.value).startswith("--omega:")
+
+
+@pytest.mark.parametrize("argv, flag", [
+    (["--omega", "0:2:3"], "--omega:"),
+    (["--omega", "0:1:x"], "--omega:"),
+    (["--alpha", "0:1:3"], "--alpha:"),
+    (["--alpha", "2:1:3"], "--alpha:"),
+    (["--workers", "0"], "--workers:"),
+    (["--what", "simulation", "--d", "1"], "--d:"),
+    (["--what", "simulation", "--seeds", "0"], "--seeds:"),
+    (["--lam", "-1"], "lam:"),
+])
+def test_bad_input_exits_2_with_one_line(argv, flag, capsys, tmp_path):
+    assert main(["phase-diagram", "--out", str(tmp_path / "o"), *argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and flag in err[0], err
+    assert not (tmp_path / "o").exists()
+
+
+# --------------------------------------------------------------------------- sweeps
+
+
+def test_tidy_rows_thresholds_and_derived_points(client, tmp_path):
+    s = P.run_sweep(config(), tmp_path, client=client, theory_task=FAKE, progress=False)
+    assert s["failed"] == [] and len(s["computed"]) == 3 and s["skipped"] == 0
+    _, rows = P.read_csv_rows(tmp_path / P.THEORY_CSV)
+    assert len(rows) == 3 * 5 * 2  # one row per grid point and branch
+    for r in rows:  # every model parameter and solver setting is in the row
+        for k in ("sigma", "lam", "omega", "A11", "A22", "attention", "precision", "alpha_grid", "settings_hash"):
+            assert r[k] != "", k
+    # the toy semantic branch starts at alpha = 0.3: a missing point is a row with exists=False
+    sem02 = [r for r in rows if r["branch"] == "semantic" and r["alpha"] == "0.2"]
+    assert len(sem02) == 3 and all(r["exists"] == "False" for r in sem02)
+    _, thr = P.read_csv_rows(tmp_path / P.THRESHOLDS_CSV)
+    assert sorted(float(r["alpha_c"]) for r in thr) == pytest.approx([0.8, 1.0, 1.2])
+    for col in ("omega", "alpha_c", "alpha_c_error", "alpha_l", "alpha_l_error", "spinodal_semantic_alpha",
+                "spinodal_positional_alpha", "spinodals"):
+        assert col in thr[0]
+    _, pts = P.read_csv_rows(tmp_path / "theory_points.csv")
+    assert len(pts) == 15
+    p = next(r for r in pts if r["omega"] == "0.0" and r["alpha"] == "1.4")
+    # toy: F_pos - F_sem = 0.001 (alpha - alpha_c) and the semantic branch is global above alpha_c
+    assert float(p["train_loss_diff"]) == pytest.approx(0.001 * (1.4 - 0.8))
+    assert p["global_branch"] == "semantic"
+    assert float(p["test_error_diff"]) == pytest.approx(0.004 / 2.4 - 0.002)
+    assert (tmp_path / "theory_diagram.png").stat().st_size > 0 and (tmp_path / "theory_diagram.pdf").exists()
+    manifest = (tmp_path / P.MANIFEST).read_text()
+    assert s["settings_hash"]["theory"] in manifest
+
+
+def test_resume_skips_done_tasks_and_extends_the_omega_grid(client, tmp_path):
+    P.run_sweep(config(omegas=(0.0, 0.1)), tmp_path, client=client, theory_task=FAKE, progress=False, plot=False)
+    before = (tmp_path / P.THEORY_CSV).read_bytes()
+    again = P.run_sweep(config(omegas=(0.0, 0.1)), tmp_path, client=client, theory_task=FAKE, progress=False,
+                        plot=False)
+    assert again["computed"] == [] and again["skipped"] == 2
+    assert (tmp_path / P.THEORY_CSV).read_bytes() == before
+    more = P.run_sweep(config(omegas=(0.0, 0.1, 0.2)), tmp_path, client=client, theory_task=FAKE, progress=False,
+                       plot=False)
+    assert more["computed"] == [P.theory_key(0.2)] and more["skipped"] == 2
+    fresh = tmp_path / "fresh"
+    P.run_sweep(config(), fresh, client=client, theory_task=FAKE, progress=False, plot=False)
+    same_outputs(tmp_path, fresh)
+
+
+def test_changed_setting_is_refused(client, tmp_path, capsys):
+    P.run_sweep(config(omegas=(0.1,)), tmp_path, client=client, theory_task=FAKE, progress=False, plot=False)
+    with pytest.raises(P.SweepError, match=r"--out: .* other settings \(model.lam: 0.01 -> 0.02\)"):
+        P.run_sweep(config(omegas=(0.1,), spec=ModelSpec(lam=0.02)), tmp_path, client=client, theory_task=FAKE,
+                    progress=False)
+    with pytest.raises(P.SweepError, match="alphas"):
+        P.run_sweep(config(omegas=(0.1,), alphas=(0.5, 1.0)), tmp_path, client=client, theory_task=FAKE,
+                    progress=False)
+    with pytest.raises(P.SweepError, match="precision: fast -> high"):
+        P.run_sweep(config(omegas=(0.1,), precision="high"), tmp_path, client=client, theory_task=FAKE,
+                    progress=False)
+    # the command line: one line, exit 2, nothing computed (refused before any solver runs)
+    rc = main(["phase-diagram", "--omega", "0.1", "--alpha", "0.2:2.2:5", "--lam", "0.02", "--out", str(tmp_path),
+               "--quiet"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and "other settings" in err[0], err
+    assert len((tmp_path / P.DONE_FILE).read_text().split()) == 1
+
+
+def test_failed_task_is_logged_kept_apart_and_retried(client, tmp_path, capsys):
+    argv = ["phase-diagram", "--omega", "0:0.2:3", "--alpha", "0.2:2.2:5", "--out", str(tmp_path), "--quiet"]
+    args = build_parser().parse_args(argv)
+    failing = functools.partial(FAKE, fail_omegas=(0.1,))
+    assert cmd_phase_diagram(args, theory_task=failing, client=client) == 1
+    captured = capsys.readouterr()
+    assert "FAILED theory:omega=0.1: RuntimeError: fake failure at omega=0.1" in captured.err
+    _, fails = P.read_csv_rows(tmp_path / P.FAILURES_CSV)
+    assert [f["task"] for f in fails] == ["theory:omega=0.1"] and "fake failure" in fails[0]["error"]
+    _, rows = P.read_csv_rows(tmp_path / P.THEORY_CSV)
+    assert {r["omega"] for r in rows} == {"0.0", "0.2"}  # the rest of the diagram is kept
+    assert (tmp_path / "theory_diagram.png").exists()
+    # re-running retries only the failed column
+    assert cmd_phase_diagram(args, theory_task=FAKE, client=client) == 0
+    assert "3 tasks: 2 already done, 1 computed, 0 failed" in capsys.readouterr().out
+    fresh = tmp_path / "fresh"
+    P.run_sweep(config(alphas=P.parse_grid("0.2:2.2:5", "--alpha")), fresh, client=client, theory_task=FAKE,
+                progress=False, plot=False)
+    same_outputs(tmp_path, fresh)
+
+
+def test_recovery_drops_partial_lines_and_unfinished_tasks(client, tmp_path):
+    P.run_sweep(config(), tmp_path, client=client, theory_task=FAKE, progress=False, plot=False)
+    reference = table(tmp_path / P.THEORY_CSV)
+    _, rows = P.read_csv_rows(tmp_path / P.THEORY_CSV)
+    header = list(rows[0])
+    # a task killed between its CSV block and done.txt, then one killed mid-line
+    orphan = [dict(r, task="theory:omega=0.7", omega="0.7") for r in rows[:10]]
+    with open(tmp_path / P.THEORY_CSV, "a") as f:
+        f.write(P._render(header, orphan, False))
+        f.write("theory:omega=0.8,0.8,0.2,sem")
+    with open(tmp_path / P.DONE_FILE, "a") as f:
+        f.write("theory:omega=0.")
+    s = P.run_sweep(config(), tmp_path, client=client, theory_task=FAKE, progress=False, plot=False)
+    assert s["computed"] == [] and s["dropped_on_recovery"][P.THEORY_CSV] == 11
+    assert table(tmp_path / P.THEORY_CSV) == reference
+    assert (tmp_path / P.DONE_FILE).read_text().endswith("\n")
+    assert len((tmp_path / P.DONE_FILE).read_text().split()) == 3
+
+
+def test_a_second_run_on_the_same_out_is_refused(tmp_path):
+    with P.SweepStore(tmp_path):
+        with pytest.raises(P.SweepError, match="another phase-diagram run"):
+            with P.SweepStore(tmp_path):
+                pass
+
+
+KILL_SCRIPT = textwrap.dedent("""
+    import functools, sys
+    from derivations.spec import ModelSpec
+    from numerics import phase as P
+    if __name__ == "__main__":
+        cfg = P.SweepConfig(spec=ModelSpec(), omegas=P.parse_grid("0:0.45:10", "--omega"),
+                            alphas=P.parse_grid("0.2:2.2:5", "--alpha"))
+        P.run_sweep(cfg, sys.argv[1], workers=2, progress=False, plot=False,
+                    theory_task=functools.partial(P._fake_theory_task, delay=1.0))
+""")
+
+
+def test_kill_and_resume_equals_an_uninterrupted_run(client, tmp_path):
+    out = tmp_path / "killed"
+    script = tmp_path / "sweep.py"
+    script.write_text(KILL_SCRIPT)
+    proc = subprocess.Popen([PY, str(script), str(out)], cwd=ROOT, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 90
+        done = out / P.DONE_FILE
+        while time.monotonic() < deadline and proc.poll() is None:
+            if done.exists() and len(done.read_text().split()) >= 2:
+                break
+            time.sleep(0.05)
+        assert proc.poll() is None, "the sweep ended before it could be killed"
+        os.killpg(proc.pid, signal.SIGKILL)  # the sweep, its scheduler and its worker processes
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    n_done = len(done.read_text().split())
+    assert 2 <= n_done < 10
+    with open(out / P.THEORY_CSV, "a") as f:  # as if killed in the middle of the next block
+        f.write("theory:omega=0.45,0.45,0.2,positional,Tr")
+    cfg = config(omegas=P.parse_grid("0:0.45:10", "--omega"), alphas=P.parse_grid("0.2:2.2:5", "--alpha"))
+    resumed = P.run_sweep(cfg, out, client=client, theory_task=FAKE, progress=False, plot=False)
+    assert resumed["failed"] == [] and resumed["skipped"] == n_done and len(resumed["computed"]) == 10 - n_done
+    ref = tmp_path / "uninterrupted"
+    P.run_sweep(cfg, ref, client=client, theory_task=FAKE, progress=False, plot=False)
+    same_outputs(out, ref)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_external_scheduler_and_two_workers_give_the_same_csv(client, tmp_path):
+    from distributed import Client
+
+    port = _free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    procs = [subprocess.Popen([DASK, "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
+                              cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+    try:
+        for _ in range(2):
+            procs.append(subprocess.Popen([DASK, "worker", address, "--nthreads", "1", "--host", "127.0.0.1",
+                                           "--no-dashboard"], cwd=tmp_path,
+                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        with Client(address, timeout="60s") as c:
+            c.wait_for_workers(2, timeout=90)
+            assert all(h.startswith("tcp://127.0.0.1:") for h in c.scheduler_info()["workers"])
+        cfg = config(omegas=P.parse_grid("0:0.45:10", "--omega"))
+        s = P.run_sweep(cfg, tmp_path / "remote", scheduler=address, theory_task=FAKE, progress=False,
+                        plot=False)
+        assert s["failed"] == [] and len(s["computed"]) == 10
+    finally:
+        for p in reversed(procs):  # workers first, then the scheduler
+            p.terminate()
+        for p in reversed(procs):
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+    P.run_sweep(cfg, tmp_path / "local", client=client, theory_task=FAKE, progress=False, plot=False)
+    same_outputs(tmp_path / "remote", tmp_path / "local")
+
+
+def test_unreachable_scheduler_is_a_usage_error(tmp_path):
+    with pytest.raises(P.SweepError, match="--scheduler: cannot connect"):
+        with P.open_client(f"tcp://127.0.0.1:{_free_port()}", connect_timeout="2s"):
+            pass
+
+
+# --------------------------------------------------------------------------- plots and simulations
+
+
+def test_plot_redraws_from_the_csv_alone(client, tmp_path, capsys):
+    P.run_sweep(config(), tmp_path, client=client, theory_task=FAKE, progress=False, plot=False)
+    figs = tmp_path / "figs"
+    assert main(["plot", str(tmp_path / P.THEORY_CSV), "--out", str(figs)]) == 0
+    assert (figs / "theory_diagram.png").stat().st_size > 10000 and (figs / "theory_diagram.pdf").exists()
+    assert "theory_diagram.png" in capsys.readouterr().out
+    assert main(["plot", str(tmp_path / P.THEORY_CSV), "--out", str(figs), "--no-thresholds",
+                 "--formats", "svg"]) == 0
+    assert (figs / "theory_diagram.svg").exists()
+    assert main(["plot", str(tmp_path / "nope.csv")]) == 2
+    assert main(["plot", str(tmp_path / P.THRESHOLDS_CSV)]) == 2
+    assert main(["plot", str(tmp_path / P.THEORY_CSV), "--formats", "gif"]) == 2
+
+
+def test_simulation_sweep_runs_validation_runs_and_plots(client, tmp_path):
+    cfg = config(omegas=(0.3,), alphas=(0.5, 2.0), what="simulation", d=16, seeds=2, steps=5, n_test=64)
+    s = P.run_sweep(cfg, tmp_path, client=client, progress=False)
+    assert s["failed"] == [] and len(s["computed"]) == 1 * 2 * 2 * 2
+    _, rows = P.read_csv_rows(tmp_path / P.SIMULATION_CSV)
+    assert len(rows) == 8
+    for r in rows:
+        for k in ("test_error", "train_loss", "m", "theta_over_sigma2", "linear_test_error", "d", "steps", "lam",
+                  "init", "run_index", "base_seed"):
+            assert r[k] != "", k
+    _, pts = P.read_csv_rows(tmp_path / "simulation_points.csv")
+    assert len(pts) == 2 and all(p["n_runs"] == "4" for p in pts)
+    assert (tmp_path / "simulation_diagram.png").exists()
+    # deterministic: seeds fix the runs, so a second sweep elsewhere gives the same numbers
+    again = P.run_sweep(cfg, tmp_path / "again", client=client, progress=False, plot=False)
+    assert again["failed"] == []
+    assert table(tmp_path / P.SIMULATION_CSV, ("task",)) == table(tmp_path / "again" / P.SIMULATION_CSV, ("task",))
