@@ -1,0 +1,111 @@
+"""Branches followed by continuation in ``alpha``, in both directions, with spinodals
+(SPEC section 3; STYLE: "branches are explicit").
+
+A branch is *lost* when the solver stops converging on it or when it collapses
+onto the trivial branch (``theta -> 0`` for the semantic branch, ``m -> 0`` for
+the positional one). The spinodal, where the branch stops existing, is then
+bracketed between the last alpha where it was found and the first where it was
+lost, and narrowed by bisection.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Callable, List, Optional, Sequence
+
+import numpy as np
+
+from derivations import ModelSpec
+
+from .fixed_point import DEFAULT_START, FixedPoint, solve_branch
+from .model import bind
+from .overlaps import Overlaps
+
+log = logging.getLogger(__name__)
+
+# where each branch is first looked for, and from which start (SPEC section 3 orders of magnitude)
+ANCHORS = {
+    "semantic": (2.0, Overlaps(q=0.115, m=0.0, V=12.7, theta=0.158)),
+    "positional": (2.0, Overlaps(q=0.050, m=0.259, V=14.0, theta=0.0)),
+    "trivial": (1.0, DEFAULT_START["trivial"]),
+}
+COLLAPSE = 1e-4  # |theta|/sigma^2 or |m| below this: the branch has merged with the trivial one
+
+
+@dataclasses.dataclass
+class BranchCurve:
+    branch: str
+    points: List[FixedPoint]
+    spinodals: List[dict]
+
+
+def is_on_branch(fp: FixedPoint, branch: str) -> bool:
+    if not fp.converged:
+        return False
+    if branch == "semantic":
+        return abs(fp.overlaps.theta) / fp.model.sigma**2 > COLLAPSE
+    if branch == "positional":
+        return abs(fp.overlaps.m) > COLLAPSE
+    return True
+
+
+def _predict(points: List[FixedPoint], alpha: float) -> Overlaps:
+    """Linear extrapolation of the last two points (a secant predictor)."""
+    if len(points) == 1:
+        return points[-1].overlaps
+    a, b = points[-2], points[-1]
+    t = (alpha - b.alpha) / (b.alpha - a.alpha)
+    x = b.overlaps.as_array() + t * (b.overlaps.as_array() - a.overlaps.as_array())
+    if x[0] <= 0 or x[2] <= 0:
+        return b.overlaps
+    return Overlaps.from_array(x)
+
+
+def follow_branch(spec: ModelSpec, alphas: Sequence[float], branch: str, precision: str = "fast",
+                  anchor: Optional[tuple] = None, bisections: int = 4,
+                  progress: Optional[Callable[[FixedPoint], None]] = None) -> BranchCurve:
+    """Solve ``branch`` on every alpha of ``alphas`` by continuation from an anchor.
+
+    The branch is first solved at the anchor alpha (by default SPEC's alpha = 2
+    values as start), then followed upward and downward through the grid. Where it is
+    lost, the spinodal is bracketed and bisected ``bisections`` times; its error
+    is half the final bracket.
+    """
+    model = bind(spec)
+    alphas = np.sort(np.asarray(alphas, dtype=float))
+    anchor_alpha, anchor_start = anchor or ANCHORS[branch]
+    seed = solve_branch(spec, anchor_alpha, branch, precision, start=anchor_start, model=model)
+    if not is_on_branch(seed, branch):
+        raise RuntimeError(f"{branch} branch not found at the anchor alpha = {anchor_alpha} "
+                           f"(converged={seed.converged}, overlaps={seed.overlaps})")
+    points, spinodals = [], []
+    for direction in (+1, -1):
+        grid = alphas[alphas >= anchor_alpha] if direction > 0 else alphas[alphas < anchor_alpha][::-1]
+        trail = [seed]
+        for alpha in grid:
+            fp = solve_branch(spec, float(alpha), branch, precision, start=_predict(trail, alpha), model=model)
+            if not is_on_branch(fp, branch):
+                spinodals.append(_bisect_spinodal(spec, model, branch, precision, trail, float(alpha), bisections))
+                break
+            trail.append(fp)
+            points.append(fp)
+            if progress:
+                progress(fp)
+    points.sort(key=lambda p: p.alpha)
+    return BranchCurve(branch, points, spinodals)
+
+
+def _bisect_spinodal(spec, model, branch, precision, trail, lost_alpha, bisections) -> dict:
+    good = trail[-1]
+    lo, hi = good.alpha, lost_alpha
+    for _ in range(bisections):
+        mid = 0.5 * (lo + hi)
+        fp = solve_branch(spec, mid, branch, precision, start=good.overlaps, model=model)
+        if is_on_branch(fp, branch):
+            good, lo = fp, mid
+        else:
+            hi = mid
+    side = "lower" if lost_alpha < trail[0].alpha else "upper"
+    log.info("%s branch ends near alpha = %.6g (+- %.2g, %s end)", branch, 0.5 * (lo + hi), 0.5 * abs(hi - lo), side)
+    return {"branch": branch, "alpha": 0.5 * (lo + hi), "alpha_error": 0.5 * abs(hi - lo), "side": side,
+            "last_found": good.alpha}

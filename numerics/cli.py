@@ -1,0 +1,247 @@
+"""``attnphase solve | curve | thresholds | run``: the theory from the command line."""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import logging
+import math
+import os
+import sys
+import time
+
+from attnphase.options import add_json_option, add_model_options, model_from_args
+
+log = logging.getLogger(__name__)
+
+
+def _usage(msg):
+    from attnphase.cli import UsageError
+
+    return UsageError(msg)
+
+
+def parse_range(text: str, name: str = "--alpha"):
+    """``START:STOP:N`` (inclusive, N points) or a single number."""
+    import numpy as np
+
+    parts = text.split(":")
+    try:
+        if len(parts) == 1:
+            values = [float(parts[0])]
+        elif len(parts) == 3:
+            start, stop, n = float(parts[0]), float(parts[1]), int(parts[2])
+            if n < 1:
+                raise _usage(f"{name}: N must be >= 1, got {n}")
+            values = list(np.linspace(start, stop, n))
+        else:
+            raise ValueError
+    except ValueError:
+        raise _usage(f"{name}: expected START:STOP:N or a number, got {text!r}") from None
+    if any(not math.isfinite(v) or v <= 0 for v in values):
+        raise _usage(f"{name}: every alpha must be a positive finite number, got {text!r}")
+    return values
+
+
+def _positive_alpha(text):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a positive finite number, got {text!r}")
+    return value
+
+
+def _common(p):
+    add_model_options(p)
+    add_json_option(p)
+    p.add_argument("--precision", choices=("fast", "high"), default="fast",
+                   help="fast: float64, error estimates ~1e-5..1e-4; high: finer rules (slow)")
+
+
+def register(sub):
+    p = sub.add_parser("solve", help="fixed point(s) of the saddle-point equations at one alpha")
+    p.add_argument("--alpha", type=_positive_alpha, required=True, help="samples per dimension")
+    p.add_argument("--branch", choices=("semantic", "positional", "trivial", "all"), default="all")
+    _common(p)
+    p.set_defaults(func=cmd_solve)
+
+    p = sub.add_parser("curve", help="both branches by continuation in alpha, to a tidy CSV")
+    p.add_argument("--alpha", default="0.1:2.5:25", help="grid START:STOP:N (default 0.1:2.5:25)")
+    p.add_argument("--branches", default="semantic,positional", help="comma-separated (default semantic,positional)")
+    p.add_argument("--out", default="curve.csv", help="CSV file to write (default curve.csv)")
+    _common(p)
+    p.set_defaults(func=cmd_curve)
+
+    p = sub.add_parser("thresholds", help="alpha_c and alpha_l with error estimates, spinodals, linear baseline")
+    _common(p)
+    p.set_defaults(func=cmd_thresholds)
+
+    p = sub.add_parser("run", help="the main job: branches, baseline, thresholds and the figure, into --out")
+    p.add_argument("--out", default="results", help="output directory (default results/)")
+    p.add_argument("--alpha", default="0.05:2.5:25", help="curve grid START:STOP:N (default 0.05:2.5:25)")
+    _common(p)
+    p.set_defaults(func=cmd_run)
+
+
+def _emit(obj, as_json):
+    if as_json:
+        json.dump(obj, sys.stdout, indent=2, default=_json_default)
+        sys.stdout.write("\n")
+
+
+def _json_default(o):
+    import numpy as np
+
+    if isinstance(o, (np.floating, np.integer)):
+        return o.item()
+    if isinstance(o, np.bool_):
+        return bool(o)
+    raise TypeError(type(o))
+
+
+def _fp_table(points):
+    lines = [f"{'alpha':>7} {'branch':>10} {'q':>10} {'m':>10} {'V':>10} {'theta':>10} {'test_err':>11} "
+             f"{'train_loss':>11} {'conv':>5} {'global':>6}"]
+    for p in points:
+        o = p.overlaps
+        lines.append(f"{p.alpha:7.4f} {p.branch:>10} {o.q:10.6f} {o.m:10.6f} {o.V:10.5f} {o.theta:10.6f} "
+                     f"{p.test_error:11.4e} {p.train_loss:11.4e} {str(p.converged):>5} {str(p.global_minimum):>6}")
+    return "\n".join(lines)
+
+
+def cmd_solve(args) -> int:
+    from numerics.api import solve_all, solve_branch
+
+    spec = model_from_args(args)
+    t0 = time.perf_counter()
+    if args.branch == "all":
+        points = solve_all(spec, args.alpha, args.precision)
+        payload = [p.to_dict() for p in points]
+    else:
+        points = [solve_branch(spec, args.alpha, args.branch, args.precision)]
+        payload = points[0].to_dict()
+    if args.json:
+        _emit(payload, True)
+    else:
+        print(_fp_table(points))
+        print(f"wall time {time.perf_counter() - t0:.1f} s")
+    return 0 if all(p.converged for p in points) else 1
+
+
+def _write_csv(path, rows):
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fields = list(dict.fromkeys(k for r in rows for k in r))
+    with open(path, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=fields)
+        w.writeheader()
+        w.writerows(rows)
+
+
+def _curves(spec, alphas, branches, precision, bar=None):
+    from numerics.api import follow_branch
+
+    curves = {}
+    for b in branches:
+        curves[b] = follow_branch(spec, alphas, b, precision, progress=(lambda fp: bar.update(1)) if bar else None)
+    # global minimum among the branches found at each alpha
+    by_alpha = {}
+    for c in curves.values():
+        for p in c.points:
+            by_alpha.setdefault(p.alpha, []).append(p)
+    import dataclasses
+
+    for b, c in curves.items():
+        c.points = [dataclasses.replace(p, global_minimum=min(by_alpha[p.alpha], key=lambda x: x.train_loss) is p)
+                    for p in c.points]
+    return curves
+
+
+def _progress(total, desc):
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, file=sys.stderr, unit="pt", disable=None)
+
+
+def cmd_curve(args) -> int:
+    spec = model_from_args(args)
+    alphas = parse_range(args.alpha)
+    branches = [b.strip() for b in args.branches.split(",") if b.strip()]
+    for b in branches:
+        if b not in ("semantic", "positional", "trivial"):
+            raise _usage(f"--branches: unknown branch {b!r}")
+    with _progress(len(alphas) * len(branches), "curve") as bar:
+        curves = _curves(spec, alphas, branches, args.precision, bar)
+    rows = [p.to_row() for c in curves.values() for p in c.points]
+    _write_csv(args.out, rows)
+    spin = [s for c in curves.values() for s in c.spinodals]
+    if args.json:
+        _emit({"csv": args.out, "rows": len(rows), "spinodals": spin}, True)
+    else:
+        print(f"wrote {len(rows)} rows to {args.out}; spinodals: {spin}")
+    return 0 if all(p.converged for c in curves.values() for p in c.points) else 1
+
+
+def cmd_thresholds(args) -> int:
+    from numerics.api import thresholds
+
+    spec = model_from_args(args)
+    th = thresholds(spec, args.precision, progress=lambda m: log.info(m))
+    d = th.to_dict()
+    if args.json:
+        _emit(d, True)
+    else:
+        print(f"alpha_c = {th.alpha_c:.8f} +- {th.alpha_c_error:.1e}")
+        print(f"alpha_l = {th.alpha_l:.8f} +- {th.alpha_l_error:.1e}")
+        print(f"linear baseline test error = {th.linear_test_error:.12g}")
+        for s in th.spinodals:
+            print(f"spinodal: {s['branch']} branch ends at alpha = {s['alpha']:.5f} +- {s['alpha_error']:.1e}")
+        print(f"wall time {th.wall_time:.1f} s")
+    return 0
+
+
+def cmd_run(args) -> int:
+    from numerics.api import ThresholdError, linear_baseline, thresholds
+    from numerics.plotting import plot_curves
+
+    spec = model_from_args(args)
+    alphas = parse_range(args.alpha)
+    os.makedirs(args.out, exist_ok=True)
+    t0 = time.perf_counter()
+    with _progress(2 * len(alphas), "branches") as bar:
+        curves = _curves(spec, alphas, ("semantic", "positional"), "draft", bar)
+    rows = [p.to_row() for c in curves.values() for p in c.points]
+    csv_path = os.path.join(args.out, "curve.csv")
+    _write_csv(csv_path, rows)
+    baseline = linear_baseline(spec)
+    try:
+        th = thresholds(spec, args.precision, progress=lambda m: log.info(m))
+        th_dict = th.to_dict()
+    except ThresholdError as exc:
+        log.error("thresholds: %s", exc)
+        th, th_dict = None, {"error": str(exc)}
+    summary = {
+        "model": spec.to_dict(),
+        "alpha_c": th.alpha_c if th else None, "alpha_c_error": th.alpha_c_error if th else None,
+        "alpha_l": th.alpha_l if th else None, "alpha_l_error": th.alpha_l_error if th else None,
+        "linear_test_error": baseline.test_error,
+        "spinodals": th.spinodals if th else [s for c in curves.values() for s in c.spinodals],
+        "thresholds": th_dict, "curve_csv": csv_path, "curve_precision": "draft",
+        "threshold_precision": args.precision, "wall_time": None,
+    }
+    fig_paths = plot_curves(rows, baseline.test_error, summary, os.path.join(args.out, "branches"))
+    summary["figures"] = fig_paths
+    summary["wall_time"] = time.perf_counter() - t0
+    with open(os.path.join(args.out, "summary.json"), "w") as fh:
+        json.dump(summary, fh, indent=2, default=_json_default)
+    if args.json:
+        _emit(summary, True)
+    else:
+        print(_fp_table([p for c in curves.values() for p in c.points if p.global_minimum]))
+        if th:
+            print(f"alpha_c = {th.alpha_c:.8f} +- {th.alpha_c_error:.1e}   alpha_l = {th.alpha_l:.8f} +- {th.alpha_l_error:.1e}")
+        print(f"linear baseline test error = {baseline.test_error:.10g}")
+        print(f"wrote {csv_path}, {os.path.join(args.out, 'summary.json')}, {', '.join(fig_paths)}")
+        print(f"wall time {summary['wall_time']:.1f} s")
+    return 0 if th is not None else 1

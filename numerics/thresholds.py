@@ -1,0 +1,200 @@
+"""The thresholds of SPEC section 3.
+
+* ``alpha_c``: the training losses of the positional and semantic branches
+  cross. At a fixed point ``F`` is stationary in all eight order parameters, so
+  ``dF/dalpha = E[M]`` (envelope theorem); Newton's method on
+  ``F_pos - F_sem`` therefore costs one solve per branch and step.
+* ``alpha_l``: the global minimiser's test error falls below the linear
+  baseline's; found by the secant method on the branch that is global there
+  (or equal to ``alpha_c`` if the drop happens at the jump).
+
+Each threshold is found twice, with the precision mode's coarse and fine
+channel rules; the fine value is reported and the error is the difference of
+the two plus the root-finding tolerance and the propagated test-error
+quadrature error. A threshold that cannot be bracketed raises ``ThresholdError``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from typing import Callable, Optional
+
+import numpy as np
+
+from derivations import ModelSpec
+
+from .baseline import linear_baseline
+from .branches import follow_branch, is_on_branch
+from .fixed_point import PRECISIONS, solve_with_rule
+from .model import bind
+from .overlaps import Overlaps
+from .state import free_energy, test_error
+
+log = logging.getLogger(__name__)
+
+
+class ThresholdError(RuntimeError):
+    """A threshold could not be bracketed or the root-finding failed."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Thresholds:
+    alpha_c: float
+    alpha_c_error: float
+    alpha_l: float
+    alpha_l_error: float
+    linear_test_error: float
+    linear_test_error_error: float
+    spinodals: list
+    precision: str
+    model: ModelSpec
+    wall_time: float
+    details: dict
+
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["model"] = self.model.to_dict()
+        return d
+
+
+class _BranchSolver:
+    """Warm-started solves of one branch with one rule, remembering every solution."""
+
+    def __init__(self, model, branch, rule, tol, test_n):
+        self.model, self.branch, self.rule, self.tol, self.test_n = model, branch, rule, tol, test_n
+        self.known = {}  # alpha -> (overlaps, side)
+
+    def start_for(self, alpha, fallback: Overlaps) -> Overlaps:
+        if not self.known:
+            return fallback
+        near = sorted(self.known, key=lambda a: abs(a - alpha))[:2]
+        if len(near) == 1 or near[0] == near[1]:
+            return self.known[near[0]][0]
+        a0, a1 = near
+        x0, x1 = self.known[a0][0].as_array(), self.known[a1][0].as_array()
+        x = x0 + (alpha - a0) / (a1 - a0) * (x1 - x0)
+        return Overlaps.from_array(x) if x[0] > 0 and x[2] > 0 else self.known[a0][0]
+
+    def solve(self, alpha, fallback: Overlaps):
+        sol = solve_with_rule(self.model, alpha, self.branch, self.rule, self.start_for(alpha, fallback), self.tol)
+        if not sol.converged:
+            raise ThresholdError(f"{self.branch} branch did not converge at alpha = {alpha} "
+                                 f"(residual {sol.residual8:.2e})")
+        self.known[alpha] = (sol.overlaps, sol.side)
+        F = free_energy(self.model, sol.overlaps, sol.side.hats, alpha, sol.side.mean_envelope)
+        return sol, F, sol.side.mean_envelope
+
+
+def _newton_alpha_c(pos: _BranchSolver, sem: _BranchSolver, a0: float, starts, xtol: float, lo: float, hi: float):
+    alpha = a0
+    for _ in range(30):
+        _, Fp, dFp = pos.solve(alpha, starts["positional"])
+        _, Fs, dFs = sem.solve(alpha, starts["semantic"])
+        step = -(Fp - Fs) / (dFp - dFs)
+        new = float(np.clip(alpha + step, lo, hi))
+        log.debug("alpha_c Newton: alpha=%.12g dF=%.3e step=%.3e", alpha, Fp - Fs, step)
+        if abs(new - alpha) < xtol:
+            return new, abs(step)
+        alpha = new
+    raise ThresholdError("alpha_c: Newton's method did not converge in 30 steps")
+
+
+def _secant_alpha_l(solver: _BranchSolver, a0: float, a1: float, eps_lin: float, start, xtol: float):
+    def g(alpha):
+        sol, _, _ = solver.solve(alpha, start)
+        return test_error(solver.model, sol.overlaps, solver.test_n) - eps_lin
+
+    g0, g1 = g(a0), g(a1)
+    for _ in range(40):
+        if g1 == g0:
+            break
+        a2 = a1 - g1 * (a1 - a0) / (g1 - g0)
+        a0, g0 = a1, g1
+        a1, g1 = a2, g(a2)
+        if abs(a1 - a0) < xtol:
+            return a1, abs(a1 - a0)
+    raise ThresholdError("alpha_l: the secant method did not converge")
+
+
+def thresholds(spec: ModelSpec, precision: str = "fast", alpha_min: float = 0.3, alpha_max: float = 2.5,
+               n_scan: int = 12, xtol: float = 1e-9, progress: Optional[Callable[[str], None]] = None) -> Thresholds:
+    """``alpha_c`` and ``alpha_l`` with error estimates, the linear baseline and the spinodals."""
+    t0 = time.perf_counter()
+    prec = PRECISIONS[precision]
+    model = bind(spec)
+    baseline = linear_baseline(spec)
+    eps_lin = baseline.test_error
+    note = progress or (lambda msg: None)
+
+    # 1. bracket on a draft scan of both branches
+    scan = np.linspace(alpha_min, alpha_max, n_scan)
+    curves = {b: follow_branch(spec, scan, b, "draft") for b in ("semantic", "positional")}
+    note("scanned both branches")
+    common = sorted(set(p.alpha for p in curves["semantic"].points) & set(p.alpha for p in curves["positional"].points))
+    by = {b: {p.alpha: p for p in curves[b].points} for b in curves}
+    dF = [by["positional"][a].train_loss - by["semantic"][a].train_loss for a in common]
+    sign_change = [i for i in range(len(common) - 1) if dF[i] < 0 <= dF[i + 1] or dF[i] > 0 >= dF[i + 1]]
+    if not sign_change:
+        raise ThresholdError(f"alpha_c: F_pos - F_sem has no sign change on alpha in [{alpha_min}, {alpha_max}] "
+                             f"where both branches exist ({len(common)} points)")
+    i = sign_change[0]
+    a_lo, a_hi = common[i], common[i + 1]
+    a_guess = a_lo - dF[i] * (a_hi - a_lo) / (dF[i + 1] - dF[i])
+    starts = {b: by[b][a_lo].overlaps for b in by}
+
+    # global minimiser's test error on the scan: where does it first drop below the baseline?
+    def global_point(a):
+        cands = [by[b][a] for b in by if a in by[b]]
+        return min(cands, key=lambda p: p.train_loss)
+
+    all_alphas = sorted(set(by["semantic"]) | set(by["positional"]))
+    below = [a for a in all_alphas if global_point(a).test_error < eps_lin]
+    if not below:
+        raise ThresholdError("alpha_l: the global minimiser never beats the linear baseline on the scan")
+    first = below[0]
+    prev = [a for a in all_alphas if a < first]
+    results = {}
+    for tag, rule in (("coarse", prec.rule), ("fine", prec.check_rule)):
+        solvers = {b: _BranchSolver(model, b, rule, prec.tol, prec.test_n) for b in ("semantic", "positional")}
+        for b in solvers:
+            solvers[b].known[a_lo] = (starts[b], None)
+        ac, ac_step = _newton_alpha_c(solvers["positional"], solvers["semantic"], a_guess, starts, xtol,
+                                      a_lo - (a_hi - a_lo), a_hi + (a_hi - a_lo))
+        note(f"alpha_c ({tag} rule) = {ac:.10f}")
+        # alpha_l: the branch that is global just after the drop
+        branch_l = global_point(first).branch
+        if prev and global_point(prev[-1]).branch != branch_l and first > ac and prev[-1] < ac:
+            al, al_step, at_jump = ac, ac_step, True  # drops at the first-order transition itself
+        else:
+            if not prev:
+                raise ThresholdError("alpha_l: already below the baseline at the smallest scanned alpha")
+            s = solvers[branch_l]
+            al, al_step = _secant_alpha_l(s, prev[-1] if prev[-1] > ac or branch_l != "semantic" else ac, first,
+                                          eps_lin, by[branch_l][first].overlaps, xtol)
+            at_jump = False
+        note(f"alpha_l ({tag} rule) = {al:.10f}")
+        results[tag] = dict(alpha_c=ac, alpha_c_step=ac_step, alpha_l=al, alpha_l_step=al_step, at_jump=at_jump,
+                            branch_l=branch_l)
+
+    # propagated test-error quadrature error for alpha_l: delta eps / |d eps / d alpha|
+    fine = results["fine"]
+    al_err_quad = 0.0
+    if not fine["at_jump"]:
+        s = _BranchSolver(model, fine["branch_l"], prec.check_rule, prec.tol, prec.test_n)
+        h = 1e-3
+        sols = [s.solve(fine["alpha_l"] + d, by[fine["branch_l"]][first].overlaps)[0] for d in (-h, h)]
+        slope = (test_error(model, sols[1].overlaps, prec.test_n) - test_error(model, sols[0].overlaps, prec.test_n)) / (2 * h)
+        mid = s.solve(fine["alpha_l"], by[fine["branch_l"]][first].overlaps)[0]
+        d_eps = abs(test_error(model, mid.overlaps, prec.test_check_n) - test_error(model, mid.overlaps, prec.test_n))
+        al_err_quad = (d_eps + baseline.error) / abs(slope)
+    ac_err = abs(results["fine"]["alpha_c"] - results["coarse"]["alpha_c"]) + fine["alpha_c_step"] + xtol
+    al_err = abs(results["fine"]["alpha_l"] - results["coarse"]["alpha_l"]) + fine["alpha_l_step"] + xtol + al_err_quad
+    spinodals = curves["semantic"].spinodals + curves["positional"].spinodals
+    return Thresholds(
+        alpha_c=fine["alpha_c"], alpha_c_error=ac_err, alpha_l=fine["alpha_l"], alpha_l_error=al_err,
+        linear_test_error=eps_lin, linear_test_error_error=baseline.error, spinodals=spinodals,
+        precision=precision, model=spec, wall_time=time.perf_counter() - t0,
+        details={"coarse": results["coarse"], "fine": results["fine"], "alpha_l_quadrature_error": al_err_quad,
+                 "bracket": [a_lo, a_hi]},
+    )
