@@ -273,6 +273,15 @@ def test_compare_point_z_scores():
     assert [r["quantity"] for r in compare.failing(bad, 3.0)] == ["test_error"]
 
 
+def test_no_z_score_against_a_theory_off_its_branch():
+    res = _fake_result(0.5, "semantic")
+    rows = compare.compare_point(res, SPEC, _fake_theory(theta=0.0))  # the semantic solve collapsed
+    assert all(math.isnan(r["z"]) for r in rows)
+    assert rows[0]["theory_on_branch"] is False
+    assert [u["alpha"] for u in compare.unmatched(rows)] == [0.5]
+    assert not compare.unmatched(compare.compare_point(res, SPEC, _fake_theory()))
+
+
 def test_crossing_alpha_and_finite_size_fit():
     alphas = [1.0, 1.5, 2.0]
     lin = [np.full(4, 0.002)] * 3

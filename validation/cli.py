@@ -50,7 +50,8 @@ def register(subparsers) -> None:
                                           "figure; exit 1 when some |z| exceeds --tolerance. With --d-scan: fit "
                                           "a + b/d at fixed alpha and compare a with the theory.")
     v.add_argument("--alphas", default="0.5,1.0,1.5,2.0", help="comma-separated alpha grid (default 0.5,1.0,1.5,2.0)")
-    v.add_argument("--inits", default="semantic,positional", help="comma-separated starts (default semantic,positional)")
+    v.add_argument("--inits", default="semantic,positional",
+                   help="comma-separated starts (default semantic,positional)")
     v.add_argument("--d", type=int, default=1000, help="dimension (default 1000)")
     v.add_argument("--seeds", type=int, default=5, help="runs per point (default 5)")
     v.add_argument("--tolerance", type=float, default=3.0, help="fail when |z| exceeds this (default 3)")
@@ -62,7 +63,8 @@ def register(subparsers) -> None:
                    help="extra evenly spaced alphas for the theory curves (default 7; 0: only the simulated ones)")
     v.add_argument("--d-scan", action="store_true", help="finite-size scan at fixed --alpha over --d-values")
     v.add_argument("--alpha", type=float, default=2.0, help="alpha of the d-scan (default 2)")
-    v.add_argument("--d-values", default="100,200,400,800,1600", help="d-scan dimensions (default 100,200,400,800,1600)")
+    v.add_argument("--d-values", default="100,200,400,800,1600",
+                   help="d-scan dimensions (default 100,200,400,800,1600)")
     _add_training_options(v)
     add_model_options(v)
     add_json_option(v)
@@ -207,6 +209,10 @@ def cmd_validate(args) -> int:
         for f in summary["failing"]:
             sys.stdout.write("FAIL " + " ".join(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}"
                                                 for k, v in f.items()) + "\n")
+        for u in summary.get("unmatched", []):
+            sys.stdout.write(f"NO THEORY alpha={u['alpha']:g} init={u['init']}: the simulation sits on the "
+                             f"{u['branch']} branch, whose theory solve did not converge or left the branch "
+                             f"(converged={u['theory_converged']}, on_branch={u['theory_on_branch']})\n")
         if "crossing" in summary:
             c = summary["crossing"]
             sys.stdout.write(f"semantic-start test error crosses the linear baseline at alpha = "

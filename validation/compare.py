@@ -170,10 +170,14 @@ def compare_point(result: dict, spec, theory: Optional[Theory], quantities: Iter
     branch = branch_of(result)
     values = sign_fixed(result["runs"], branch)
     th = theory_point(theory, spec, result["alpha"], branch) if theory is not None else {}
+    # no z-score against a solve that did not converge or left the branch: the branch
+    # the simulation sits on has no theory counterpart there (see unmatched())
+    usable = bool(th) and th["converged"] and th["on_branch"]
     rows = []
     for qty in quantities:
         row = {"alpha": result["alpha"], "init": result["init"], "branch": branch, "quantity": qty,
-               **stats_row(values[qty], th.get(qty)), "theory_converged": th.get("converged", ""),
+               **stats_row(values[qty], th.get(qty) if usable else None),
+               "theory_converged": th.get("converged", ""),
                "theory_on_branch": th.get("on_branch", "")}
         rows.append({**_context(result), **row})
     return rows
@@ -193,6 +197,19 @@ def result_spec(result: dict):
 
     m = result["model"]
     return ModelSpec(sigma=m["sigma"], lam=m["lam"], omega=m["omega"], A=m["A"], attention=m["attention"])
+
+
+def unmatched(rows: Sequence[dict]) -> List[dict]:
+    """Simulated points whose branch has no converged theory solution (one entry per point)."""
+    seen, out = set(), []
+    for r in rows:
+        key = (r["d"], r["alpha"], r["init"])
+        bad = r.get("theory_converged") is False or r.get("theory_on_branch") is False
+        if bad and key not in seen:
+            seen.add(key)
+            out.append({"d": r["d"], "alpha": r["alpha"], "init": r["init"], "branch": r["branch"],
+                        "theory_converged": r["theory_converged"], "theory_on_branch": r["theory_on_branch"]})
+    return out
 
 
 def failing(rows: Sequence[dict], tolerance: float) -> List[dict]:
@@ -417,6 +434,7 @@ def run_validate(spec, alphas: Sequence[float], inits: Sequence[str], d: int, si
     fails = failing(rows, tolerance)
     summary["failing"] = [{k: r[k] for k in ("alpha", "init", "branch", "quantity", "sim_mean", "theory", "z")}
                           for r in fails]
+    summary["unmatched"] = unmatched(rows)
     summary["rows"] = len(rows)
     with open(os.path.join(out, "validate.json"), "w") as f:
         json.dump(summary, f, indent=1)
@@ -437,7 +455,8 @@ def scan_seed(seed: int, d: int) -> int:
 def run_dscan(spec, alpha: float, inits: Sequence[str], d_values: Sequence[int], sim_kwargs: dict, out: str,
               tolerance: float = 3.0, theory: Optional[Theory] = None, resume: bool = True,
               simulate_fn: Optional[Callable] = None) -> dict:
-    """Finite-size scan at fixed ``alpha``: rows per ``(d, init, quantity)``, a fit ``a + b/d`` per ``(init, quantity)``."""
+    """Finite-size scan at fixed ``alpha``: rows per ``(d, init, quantity)``, a fit ``a + b/d``
+    per ``(init, quantity)``, its intercept compared with the theory."""
     os.makedirs(out, exist_ok=True)
     cache = os.path.join(out, "runs") if resume else None
     theory = memoized(theory) if theory is not None else None

@@ -385,7 +385,9 @@ def train(problem: Problem, init: str = "semantic", steps: int = 5000, lr: Optio
 
 
 def summary_statistics(Q: torch.Tensor, problem: Problem) -> dict:
-    """SPEC section 1 overlaps, signed and absolute: ``m = mu_1.Q/d``, ``theta/sigma^2 = Q*.Q/d``, ``q = sigma^2|Q|^2/d``."""
+    """SPEC section 1 overlaps, signed and absolute.
+
+    ``m = mu_1.Q/d``, ``theta/sigma^2 = Q*.Q/d``, ``q = sigma^2|Q|^2/d``."""
     d, s2 = problem.d, problem.spec.sigma ** 2
     Q64 = Q.to(torch.float64)
     m = float(Q64.sum()) / d
