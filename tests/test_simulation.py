@@ -307,21 +307,26 @@ def test_theory_crossing_skips_missing_branch():
     assert compare.theory_crossing(theory, SPEC, [0.5, 0.8, 1.4], refine=False) == pytest.approx(1.0)
 
 
-def test_memoized_theory_solves_each_point_once():
+def test_memoized_theory_solves_each_point_once(tmp_path):
     calls = []
 
     def solve_branch(spec, alpha, branch, precision="fast"):
         calls.append((alpha, branch))
         if alpha < 0.6:
             raise RuntimeError("below the spinodal")
-        return types.SimpleNamespace(q=0.1, m=0.0, theta=0.1, test_error=0.001, train_loss=0.002, converged=True)
+        return types.SimpleNamespace(q=0.1, m=0.0, V=2.0, theta=0.1, test_error=0.001, train_loss=0.002,
+                                     converged=True)
 
-    theory = compare.memoized(compare.Theory(solve_branch, lambda spec: types.SimpleNamespace(test_error=0.002)))
-    for _ in range(3):
-        theory.solve_branch(SPEC, 1.0, "semantic")
-        with pytest.raises(RuntimeError):
-            theory.solve_branch(SPEC, 0.5, "semantic")
-    assert calls == [(1.0, "semantic"), (0.5, "semantic")]
+    raw = compare.Theory(solve_branch, lambda spec: types.SimpleNamespace(test_error=0.002))
+    # in memory; on disk (first fills the folder); on disk again: every solve is a hit
+    for cache_dir, expected_calls in ((None, 2), (str(tmp_path), 2), (str(tmp_path), 0)):
+        calls.clear()
+        theory = compare.memoized(raw, cache_dir)
+        for _ in range(3):
+            assert theory.solve_branch(SPEC, 1.0, "semantic").theta == 0.1
+            with pytest.raises(RuntimeError, match="spinodal"):
+                theory.solve_branch(SPEC, 0.5, "semantic")
+        assert len(calls) == expected_calls
 
 
 def test_run_validate_with_fake_theory_and_simulation(tmp_path):

@@ -62,17 +62,51 @@ class Theory:
     precision: str = "fast"
 
 
-def memoized(theory: Theory) -> Theory:
-    """The same theory, remembering each ``(spec, alpha, branch)`` solve (solves take minutes)."""
+_SOLUTION_FIELDS = ("q", "m", "V", "theta", "test_error", "train_loss", "converged")
+
+
+def _flat_solution(sol) -> dict:
+    def get(name):  # flat attributes (numerics.api contract), or an ``overlaps`` object
+        return getattr(sol, name) if hasattr(sol, name) else getattr(sol.overlaps, name)
+
+    out = {k: float(get(k)) for k in _SOLUTION_FIELDS if k != "converged"}
+    out["converged"] = bool(sol.converged)
+    return out
+
+
+def memoized(theory: Theory, cache_dir: Optional[str] = None) -> Theory:
+    """The same theory, remembering each ``(spec, alpha, branch, precision)`` solve (solves take
+    minutes). With ``cache_dir``, solves are also kept on disk as JSON, so an interrupted or
+    repeated ``validate`` does not solve again; hits return a namespace with the fields of
+    the ``solve_branch`` contract."""
+    import types
+
     solves, baselines = {}, {}
+
+    def path_of(key):
+        blob = json.dumps({"model": key[0].to_dict(), "alpha": key[1], "branch": key[2], "precision": key[3]},
+                          sort_keys=True)
+        return os.path.join(cache_dir, f"theory_{hashlib.sha256(blob.encode()).hexdigest()[:16]}.json")
 
     def solve_branch(spec, alpha, branch, precision="fast"):
         key = (spec, round(float(alpha), 12), branch, precision)
+        if key not in solves and cache_dir and os.path.exists(path_of(key)):
+            with open(path_of(key)) as f:
+                stored = json.load(f)
+            solves[key] = RuntimeError(stored["error"]) if "error" in stored else types.SimpleNamespace(**stored)
         if key not in solves:
             try:
-                solves[key] = theory.solve_branch(spec, alpha, branch, precision=precision)
+                solves[key] = types.SimpleNamespace(**_flat_solution(
+                    theory.solve_branch(spec, alpha, branch, precision=precision)))
+                stored = vars(solves[key])
             except Exception as exc:
                 solves[key] = exc
+                stored = {"error": f"{type(exc).__name__}: {exc}"}
+            if cache_dir:
+                os.makedirs(cache_dir, exist_ok=True)
+                with open(path_of(key) + ".tmp", "w") as f:
+                    json.dump({**stored, "alpha": key[1], "branch": branch, "precision": precision}, f)
+                os.replace(path_of(key) + ".tmp", path_of(key))
         if isinstance(solves[key], Exception):
             raise solves[key]
         return solves[key]
@@ -400,7 +434,7 @@ def run_validate(spec, alphas: Sequence[float], inits: Sequence[str], d: int, si
     Returns a summary dict; ``summary["failing"]`` lists rows with ``|z| > tolerance``.
     """
     os.makedirs(out, exist_ok=True)
-    theory = memoized(theory) if theory is not None else None
+    theory = memoized(theory, os.path.join(out, "theory") if resume else None) if theory is not None else None
     cache = os.path.join(out, "runs") if resume else None
     from tqdm import tqdm
 
@@ -459,7 +493,7 @@ def run_dscan(spec, alpha: float, inits: Sequence[str], d_values: Sequence[int],
     per ``(init, quantity)``, its intercept compared with the theory."""
     os.makedirs(out, exist_ok=True)
     cache = os.path.join(out, "runs") if resume else None
-    theory = memoized(theory) if theory is not None else None
+    theory = memoized(theory, os.path.join(out, "theory") if resume else None) if theory is not None else None
     from tqdm import tqdm
 
     rows = []
