@@ -28,8 +28,7 @@ SUBCOMMANDS = {
 }
 
 
-class UsageError(ValueError):
-    """Bad command-line input; the message names the parameter."""
+from attnphase.errors import UsageError  # noqa: E402  (re-exported for subcommand modules)
 
 
 class _Parser(argparse.ArgumentParser):

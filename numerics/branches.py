@@ -51,7 +51,7 @@ def is_on_branch(fp: FixedPoint, branch: str) -> bool:
 
 def _predict(points: List[FixedPoint], alpha: float) -> Overlaps:
     """Linear extrapolation of the last two points (a secant predictor)."""
-    if len(points) == 1:
+    if len(points) == 1 or points[-1].alpha == points[-2].alpha:
         return points[-1].overlaps
     a, b = points[-2], points[-1]
     t = (alpha - b.alpha) / (b.alpha - a.alpha)
@@ -83,6 +83,11 @@ def follow_branch(spec: ModelSpec, alphas: Sequence[float], branch: str, precisi
         grid = alphas[alphas >= anchor_alpha] if direction > 0 else alphas[alphas < anchor_alpha][::-1]
         trail = [seed]
         for alpha in grid:
+            if alpha == anchor_alpha:
+                points.append(seed)
+                if progress:
+                    progress(seed)
+                continue
             fp = solve_branch(spec, float(alpha), branch, precision, start=_predict(trail, alpha), model=model)
             if not is_on_branch(fp, branch):
                 spinodals.append(_bisect_spinodal(spec, model, branch, precision, trail, float(alpha), bisections))

@@ -117,8 +117,8 @@ def _secant_alpha_l(solver: _BranchSolver, a0: float, a1: float, eps_lin: float,
     raise ThresholdError("alpha_l: the secant method did not converge")
 
 
-def thresholds(spec: ModelSpec, precision: str = "fast", alpha_min: float = 0.3, alpha_max: float = 2.5,
-               n_scan: int = 12, xtol: float = 1e-9, progress: Optional[Callable[[str], None]] = None) -> Thresholds:
+def thresholds(spec: ModelSpec, precision: str = "fast", alpha_min: float = 0.25, alpha_max: float = 2.5,
+               n_scan: int = 10, xtol: float = 1e-9, progress: Optional[Callable[[str], None]] = None) -> Thresholds:
     """``alpha_c`` and ``alpha_l`` with error estimates, the linear baseline and the spinodals."""
     t0 = time.perf_counter()
     prec = PRECISIONS[precision]
@@ -129,7 +129,7 @@ def thresholds(spec: ModelSpec, precision: str = "fast", alpha_min: float = 0.3,
 
     # 1. bracket on a draft scan of both branches
     scan = np.linspace(alpha_min, alpha_max, n_scan)
-    curves = {b: follow_branch(spec, scan, b, "draft") for b in ("semantic", "positional")}
+    curves = {b: follow_branch(spec, scan, b, "draft", bisections=3) for b in ("semantic", "positional")}
     note("scanned both branches")
     common = sorted(set(p.alpha for p in curves["semantic"].points) & set(p.alpha for p in curves["positional"].points))
     by = {b: {p.alpha: p for p in curves[b].points} for b in curves}
