@@ -20,6 +20,7 @@ from derivations import ModelSpec
 from .fixed_point import DEFAULT_START, FixedPoint, solve_branch
 from .model import bind
 from .overlaps import Overlaps
+from .solver import SolverError
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +48,15 @@ def is_on_branch(fp: FixedPoint, branch: str) -> bool:
     if branch == "positional":
         return abs(fp.overlaps.m) > COLLAPSE
     return True
+
+
+def _try_solve(spec, alpha, branch, precision, start, model) -> Optional[FixedPoint]:
+    """A solve that may legitimately fail where the branch does not exist."""
+    try:
+        return solve_branch(spec, alpha, branch, precision, start=start, model=model)
+    except (SolverError, FloatingPointError) as exc:
+        log.info("alpha=%g %s: solver failed (%s)", alpha, branch, exc)
+        return None
 
 
 def _predict(points: List[FixedPoint], alpha: float) -> Overlaps:
@@ -88,8 +98,8 @@ def follow_branch(spec: ModelSpec, alphas: Sequence[float], branch: str, precisi
                 if progress:
                     progress(seed)
                 continue
-            fp = solve_branch(spec, float(alpha), branch, precision, start=_predict(trail, alpha), model=model)
-            if not is_on_branch(fp, branch):
+            fp = _try_solve(spec, float(alpha), branch, precision, _predict(trail, alpha), model)
+            if fp is None or not is_on_branch(fp, branch):
                 spinodals.append(_bisect_spinodal(spec, model, branch, precision, trail, float(alpha), bisections))
                 break
             trail.append(fp)
@@ -105,8 +115,8 @@ def _bisect_spinodal(spec, model, branch, precision, trail, lost_alpha, bisectio
     lo, hi = good.alpha, lost_alpha
     for _ in range(bisections):
         mid = 0.5 * (lo + hi)
-        fp = solve_branch(spec, mid, branch, precision, start=good.overlaps, model=model)
-        if is_on_branch(fp, branch):
+        fp = _try_solve(spec, mid, branch, precision, good.overlaps, model)
+        if fp is not None and is_on_branch(fp, branch):
             good, lo = fp, mid
         else:
             hi = mid

@@ -80,7 +80,7 @@ def register(sub):
 
     p = sub.add_parser("run", help="the main job: branches, baseline, thresholds and the figure, into --out")
     p.add_argument("--out", default="results", help="output directory (default results/)")
-    p.add_argument("--alpha", default="0.05:2.5:25", help="curve grid START:STOP:N (default 0.05:2.5:25)")
+    p.add_argument("--alpha", default="0.05:2.5:15", help="curve grid START:STOP:N (default 0.05:2.5:15)")
     _common(p)
     p.set_defaults(func=cmd_run)
 
@@ -216,7 +216,7 @@ def cmd_run(args) -> int:
     _write_csv(csv_path, rows)
     baseline = linear_baseline(spec)
     try:
-        th = thresholds(spec, args.precision, progress=lambda m: log.info(m))
+        th = thresholds(spec, args.precision, progress=lambda m: log.info(m), scan_curves=curves)
         th_dict = th.to_dict()
     except ThresholdError as exc:
         log.error("thresholds: %s", exc)

@@ -39,11 +39,11 @@ DEFAULT_START = {
 }
 
 
-# Acceptance of the undamped residual of all eight parameters. The switch-resolving
-# quadrature is smooth in the overlaps only up to ~1e-7 relative (lines near the
-# cusp of the two-minima region change rule), so this is the map's noise floor,
-# not a loosened solver tolerance: the solver itself iterates to ``Precision.tol``.
-RESIDUAL8_TOL = 1e-6
+# Acceptance of the undamped residual of all eight parameters (``Precision.residual_tol``).
+# The switch-resolving quadrature is smooth in the overlaps only up to a noise floor
+# (lines near the cusp of the two-minima region change rule): measured ~1e-6 relative
+# for the draft rule and ~1e-7 for the fast rules. The solver itself iterates to
+# ``Precision.tol``; this only decides whether the 8-parameter check passed.
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,6 +57,7 @@ class Precision:
     test_n: int
     test_check_n: int
     tol: float
+    residual_tol: float
 
     @property
     def solution_rule(self) -> ChannelRule:
@@ -67,13 +68,13 @@ PRECISIONS = {
     # draft: for plotting curves only (error estimate from a slightly finer rule)
     # draft: curves for figures and threshold brackets; one rule, so no error estimate (NaN)
     "draft": Precision("draft", ChannelRule(n_eta=12, n_r=6, n_u=6, n_t=14),
-                       ChannelRule(n_eta=12, n_r=6, n_u=6, n_t=14), 16, 16, 1e-8),
+                       ChannelRule(n_eta=12, n_r=6, n_u=6, n_t=14), 16, 16, 1e-8, 1e-5),
     # The reported values use the finer rule; the coarse one supplies the error
     # estimate. Rules chosen by the convergence study in docs/numerics.md.
     "fast": Precision("fast", ChannelRule(n_eta=20, n_r=8, n_u=8, n_t=20),
-                      ChannelRule(n_eta=28, n_r=12, n_u=8, n_t=24), 16, 24, 1e-9),
+                      ChannelRule(n_eta=28, n_r=12, n_u=8, n_t=24), 16, 24, 1e-9, 2e-6),
     "high": Precision("high", ChannelRule(n_eta=40, n_r=14, n_u=10, n_t=32),
-                      ChannelRule(n_eta=56, n_r=18, n_u=12, n_t=40), 28, 36, 1e-12),
+                      ChannelRule(n_eta=56, n_r=18, n_u=12, n_t=40), 28, 36, 1e-12, 2e-7),
 }
 
 
@@ -228,7 +229,7 @@ def solve_branch(spec: ModelSpec, alpha: float, branch: str = "semantic", precis
     fp = FixedPoint(
         alpha=float(alpha), branch=branch, overlaps=ov_f, hats=side_f.hats,
         test_error=te_check, train_loss=outputs["f"]["train_loss"],
-        converged=bool(coarse.converged and fine.converged and r8_f < RESIDUAL8_TOL),
+        converged=bool(coarse.converged and fine.converged and r8_f < prec.residual_tol),
         iterations=coarse.iterations + (0 if single else fine.iterations), residual=r8_f, error=error,
         diagnostics={
             "thetahat_other_form": side_f.thetahat_other_form,

@@ -54,6 +54,7 @@ import sys
 import time
 import traceback
 import uuid
+import warnings
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
@@ -306,6 +307,17 @@ def theory_column_task(payload: dict, api=None) -> dict:
     """
     if api is None:
         from numerics import api
+    # numpy RuntimeWarnings (overflow in exp inside the softmax, sqrt of a negative in a
+    # rejected trial step) would be printed by every worker; they are counted into the
+    # thresholds row instead. Convergence flags and error estimates are in the rows.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", RuntimeWarning)
+        result = _theory_column(payload, api)
+    result["thresholds"]["runtime_warnings"] = sum(issubclass(w.category, RuntimeWarning) for w in caught)
+    return result
+
+
+def _theory_column(payload: dict, api) -> dict:
     spec, alphas, precision = payload["spec"], list(payload["alphas"]), payload["precision"]
     t0 = time.perf_counter()
     baseline = api.linear_baseline(spec)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 from pathlib import Path
 
@@ -102,6 +103,9 @@ def cmd_phase_diagram(args, theory_task=None, simulation_task=None, client=None)
             raise UsageError(f"--what: the theory solver is unavailable here ({exc}); use --what simulation") \
                 from None
     from numerics.phase import run_sweep
+
+    if logging.getLogger().getEffectiveLevel() > logging.DEBUG:  # Dask's INFO chatter only with -vv
+        logging.getLogger("distributed").setLevel(logging.WARNING)
 
     summary = run_sweep(config, args.out, scheduler=args.scheduler, workers=args.workers, client=client,
                         theory_task=theory_task, simulation_task=simulation_task, progress=not args.quiet,

@@ -61,8 +61,9 @@ class Thresholds:
 class _BranchSolver:
     """Warm-started solves of one branch with one rule, remembering every solution."""
 
-    def __init__(self, model, branch, rule, tol, test_n):
+    def __init__(self, model, branch, rule, tol, test_n, residual_tol):
         self.model, self.branch, self.rule, self.tol, self.test_n = model, branch, rule, tol, test_n
+        self.residual_tol = residual_tol
         self.known = {}  # alpha -> (overlaps, side)
 
     def start_for(self, alpha, fallback: Overlaps) -> Overlaps:
@@ -78,7 +79,7 @@ class _BranchSolver:
 
     def solve(self, alpha, fallback: Overlaps):
         sol = solve_with_rule(self.model, alpha, self.branch, self.rule, self.start_for(alpha, fallback), self.tol)
-        if not sol.converged:
+        if not sol.converged or sol.residual8 > self.residual_tol:
             raise ThresholdError(f"{self.branch} branch did not converge at alpha = {alpha} "
                                  f"(residual {sol.residual8:.2e})")
         self.known[alpha] = (sol.overlaps, sol.side)
@@ -117,9 +118,13 @@ def _secant_alpha_l(solver: _BranchSolver, a0: float, a1: float, eps_lin: float,
     raise ThresholdError("alpha_l: the secant method did not converge")
 
 
-def thresholds(spec: ModelSpec, precision: str = "fast", alpha_min: float = 0.25, alpha_max: float = 2.5,
-               n_scan: int = 10, xtol: float = 1e-9, progress: Optional[Callable[[str], None]] = None) -> Thresholds:
-    """``alpha_c`` and ``alpha_l`` with error estimates, the linear baseline and the spinodals."""
+def thresholds(spec: ModelSpec, precision: str = "fast", alpha_min: float = 0.5, alpha_max: float = 2.5,
+               n_scan: int = 6, xtol: float = 1e-9, progress: Optional[Callable[[str], None]] = None,
+               scan_curves: Optional[dict] = None) -> Thresholds:
+    """``alpha_c`` and ``alpha_l`` with error estimates, the linear baseline and the spinodals.
+
+    ``scan_curves`` ({branch: BranchCurve} at draft precision, e.g. from ``attnphase run``)
+    replaces the bracketing scan, so the same branches are not solved twice."""
     t0 = time.perf_counter()
     prec = PRECISIONS[precision]
     model = bind(spec)
@@ -128,8 +133,11 @@ def thresholds(spec: ModelSpec, precision: str = "fast", alpha_min: float = 0.25
     note = progress or (lambda msg: None)
 
     # 1. bracket on a draft scan of both branches
-    scan = np.linspace(alpha_min, alpha_max, n_scan)
-    curves = {b: follow_branch(spec, scan, b, "draft", bisections=3) for b in ("semantic", "positional")}
+    if scan_curves is None:
+        scan = np.linspace(alpha_min, alpha_max, n_scan)
+        curves = {b: follow_branch(spec, scan, b, "draft", bisections=2) for b in ("semantic", "positional")}
+    else:
+        curves = scan_curves
     note("scanned both branches")
     common = sorted(set(p.alpha for p in curves["semantic"].points) & set(p.alpha for p in curves["positional"].points))
     by = {b: {p.alpha: p for p in curves[b].points} for b in curves}
@@ -156,23 +164,29 @@ def thresholds(spec: ModelSpec, precision: str = "fast", alpha_min: float = 0.25
     prev = [a for a in all_alphas if a < first]
     results = {}
     for tag, rule in (("coarse", prec.rule), ("fine", prec.check_rule)):
-        solvers = {b: _BranchSolver(model, b, rule, prec.tol, prec.test_n) for b in ("semantic", "positional")}
+        solvers = {b: _BranchSolver(model, b, rule, prec.tol, prec.test_n, prec.residual_tol) for b in ("semantic", "positional")}
         for b in solvers:
             solvers[b].known[a_lo] = (starts[b], None)
         ac, ac_step = _newton_alpha_c(solvers["positional"], solvers["semantic"], a_guess, starts, xtol,
                                       a_lo - (a_hi - a_lo), a_hi + (a_hi - a_lo))
         note(f"alpha_c ({tag} rule) = {ac:.10f}")
-        # alpha_l: the branch that is global just after the drop
+        # alpha_l: on the branch that is global just after the drop. If the drop happens
+        # across the first-order jump and that branch is already below the baseline at
+        # alpha_c, alpha_l = alpha_c; otherwise it is a root on that branch.
         branch_l = global_point(first).branch
-        if prev and global_point(prev[-1]).branch != branch_l and first > ac and prev[-1] < ac:
-            al, al_step, at_jump = ac, ac_step, True  # drops at the first-order transition itself
+        if not prev:
+            raise ThresholdError("alpha_l: already below the baseline at the smallest scanned alpha")
+        s = solvers[branch_l]
+        jump = global_point(prev[-1]).branch != branch_l and prev[-1] < ac < first
+        at_jump = False
+        if jump:
+            sol, _, _ = s.solve(ac, by[branch_l][first].overlaps)
+            at_jump = test_error(model, sol.overlaps, prec.test_n) < eps_lin
+        if at_jump:
+            al, al_step = ac, ac_step
         else:
-            if not prev:
-                raise ThresholdError("alpha_l: already below the baseline at the smallest scanned alpha")
-            s = solvers[branch_l]
-            al, al_step = _secant_alpha_l(s, prev[-1] if prev[-1] > ac or branch_l != "semantic" else ac, first,
-                                          eps_lin, by[branch_l][first].overlaps, xtol)
-            at_jump = False
+            a0 = max(prev[-1], ac) if jump else prev[-1]
+            al, al_step = _secant_alpha_l(s, a0, first, eps_lin, by[branch_l][first].overlaps, xtol)
         note(f"alpha_l ({tag} rule) = {al:.10f}")
         results[tag] = dict(alpha_c=ac, alpha_c_step=ac_step, alpha_l=al, alpha_l_step=al_step, at_jump=at_jump,
                             branch_l=branch_l)
@@ -181,7 +195,7 @@ def thresholds(spec: ModelSpec, precision: str = "fast", alpha_min: float = 0.25
     fine = results["fine"]
     al_err_quad = 0.0
     if not fine["at_jump"]:
-        s = _BranchSolver(model, fine["branch_l"], prec.check_rule, prec.tol, prec.test_n)
+        s = _BranchSolver(model, fine["branch_l"], prec.check_rule, prec.tol, prec.test_n, prec.residual_tol)
         h = 1e-3
         sols = [s.solve(fine["alpha_l"] + d, by[fine["branch_l"]][first].overlaps)[0] for d in (-h, h)]
         slope = (test_error(model, sols[1].overlaps, prec.test_n) - test_error(model, sols[0].overlaps, prec.test_n)) / (2 * h)
