@@ -38,6 +38,7 @@ class BranchCurve:
     branch: str
     points: List[FixedPoint]
     spinodals: List[dict]
+    note: str = ""
 
 
 def is_on_branch(fp: FixedPoint, branch: str) -> bool:
@@ -84,10 +85,12 @@ def follow_branch(spec: ModelSpec, alphas: Sequence[float], branch: str, precisi
     model = bind(spec)
     alphas = np.sort(np.asarray(alphas, dtype=float))
     anchor_alpha, anchor_start = anchor or ANCHORS[branch]
-    seed = solve_branch(spec, anchor_alpha, branch, precision, start=anchor_start, model=model)
-    if not is_on_branch(seed, branch):
-        raise RuntimeError(f"{branch} branch not found at the anchor alpha = {anchor_alpha} "
-                           f"(converged={seed.converged}, overlaps={seed.overlaps})")
+    seed = _try_solve(spec, anchor_alpha, branch, precision, anchor_start, model)
+    if seed is None or not is_on_branch(seed, branch):
+        note = (f"{branch} branch not found at the anchor alpha = {anchor_alpha} from {anchor_start}: "
+                f"{'solver failed' if seed is None else f'converged={seed.converged} to {seed.overlaps}'}")
+        log.warning(note)
+        return BranchCurve(branch, [], [], note)
     points, spinodals = [], []
     for direction in (+1, -1):
         grid = alphas[alphas >= anchor_alpha] if direction > 0 else alphas[alphas < anchor_alpha][::-1]

@@ -176,10 +176,15 @@ def cmd_curve(args) -> int:
     rows = [p.to_row() for c in curves.values() for p in c.points]
     _write_csv(args.out, rows)
     spin = [s for c in curves.values() for s in c.spinodals]
+    notes = [c.note for c in curves.values() if c.note]
     if args.json:
-        _emit({"csv": args.out, "rows": len(rows), "spinodals": spin}, True)
+        _emit({"csv": args.out, "rows": len(rows), "spinodals": spin, "notes": notes}, True)
     else:
         print(f"wrote {len(rows)} rows to {args.out}; spinodals: {spin}")
+        for n in notes:
+            print(f"note: {n}")
+    if not rows:
+        return 1
     return 0 if all(p.converged for c in curves.values() for p in c.points) else 1
 
 

@@ -25,7 +25,7 @@ from derivations import ModelSpec
 from .channel import ChannelRule
 from .model import BoundModel, bind
 from .overlaps import ALL_NAMES, HatOverlaps, Overlaps
-from .solver import solve_fixed_point
+from .solver import SolverError, solve_fixed_point
 from .state import free_energy, test_error, update_hat_overlaps, update_overlaps
 
 log = logging.getLogger(__name__)
@@ -171,8 +171,19 @@ def solve_with_rule(model: BoundModel, alpha: float, branch: str, rule: ChannelR
     """Solve the branch's fixed point with one channel rule (no error estimate)."""
     F = _Map(model, alpha, branch, rule)
     x0 = start.as_array()[F.free]
-    res = solve_fixed_point(F, x0, tol=tol, maxiter=maxiter, damping=damping, anderson=4,
-                            floor=np.array([1e-8, 1e-6, 1e-8, 1e-6])[F.free])
+    floor = np.array([1e-8, 1e-6, 1e-8, 1e-6])[F.free]
+    # the positional iteration oscillates (Jacobian eigenvalues below -1): if the
+    # accelerated iteration fails, retry more heavily damped with a short history
+    attempts = ((damping, 4, maxiter), (0.2, 2, 3 * maxiter))
+    for k, (beta, history, iters) in enumerate(attempts):
+        try:
+            res = solve_fixed_point(F, x0, tol=tol, maxiter=iters, damping=beta, anderson=history, floor=floor)
+        except SolverError:
+            if k == len(attempts) - 1:
+                raise
+            continue
+        if res.converged:
+            break
     ov = Overlaps.from_array(F.full(res.x))
     if F.last is not None and np.array_equal(F.last[0], res.x):
         side = F.last[1]

@@ -119,7 +119,7 @@ def _secant_alpha_l(solver: _BranchSolver, a0: float, a1: float, eps_lin: float,
 
 
 def thresholds(spec: ModelSpec, precision: str = "fast", alpha_min: float = 0.5, alpha_max: float = 2.5,
-               n_scan: int = 6, xtol: float = 1e-9, progress: Optional[Callable[[str], None]] = None,
+               n_scan: int = 9, xtol: float = 1e-9, progress: Optional[Callable[[str], None]] = None,
                scan_curves: Optional[dict] = None) -> Thresholds:
     """``alpha_c`` and ``alpha_l`` with error estimates, the linear baseline and the spinodals.
 
@@ -138,6 +138,9 @@ def thresholds(spec: ModelSpec, precision: str = "fast", alpha_min: float = 0.5,
         curves = {b: follow_branch(spec, scan, b, "draft", bisections=2) for b in ("semantic", "positional")}
     else:
         curves = scan_curves
+    for b, c in curves.items():
+        if not c.points:
+            raise ThresholdError(f"the {b} branch was not found: {c.note}")
     note("scanned both branches")
     common = sorted(set(p.alpha for p in curves["semantic"].points) & set(p.alpha for p in curves["positional"].points))
     by = {b: {p.alpha: p for p in curves[b].points} for b in curves}
