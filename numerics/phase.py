@@ -573,7 +573,8 @@ def _complete_text(path: Path) -> tuple:
 def _cell(v) -> str:
     if v is None:
         return ""
-    if isinstance(v, float):
+    if isinstance(v, float):  # np.float64 too (a float subclass whose repr is "np.float64(...)")
+        v = float(v)
         return repr(v) if math.isfinite(v) else ("nan" if math.isnan(v) else ("inf" if v > 0 else "-inf"))
     if isinstance(v, (list, dict, tuple)):
         v = json.dumps(v, default=_json_default)

@@ -77,6 +77,15 @@ def test_parse_grid():
         assert str(info.value).startswith("--omega:")
 
 
+def test_cells_are_plain_numbers():
+    import numpy as np
+
+    assert P._cell(np.float64(0.5)) == "0.5"  # not "np.float64(0.5)"
+    assert P._cell(np.bool_(True)) == "True" and P._cell(np.int64(3)) == "3"
+    assert P._cell(float("nan")) == "nan" and P._cell(None) == ""
+    assert P._cell("two\nlines") == "two lines"
+
+
 @pytest.mark.parametrize("argv, flag", [
     (["--omega", "0:2:3"], "--omega:"),
     (["--omega", "0:1:x"], "--omega:"),
