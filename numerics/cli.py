@@ -56,8 +56,9 @@ def _positive_alpha(text):
 def _common(p):
     add_model_options(p)
     add_json_option(p)
-    p.add_argument("--precision", choices=("fast", "high"), default="fast",
-                   help="fast: float64, error estimates ~1e-5..1e-4; high: finer rules (slow)")
+    p.add_argument("--precision", choices=("draft", "fast", "high"), default="fast",
+                   help="draft: one coarse rule, no error estimate (curves for figures); fast: error "
+                        "estimates ~1e-5..1e-4; high: finer rules (slow)")
 
 
 def register(sub):
