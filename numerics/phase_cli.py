@@ -105,6 +105,8 @@ def cmd_phase_diagram(args, theory_task=None, simulation_task=None, client=None)
     from numerics.phase import run_sweep
 
     if logging.getLogger().getEffectiveLevel() > logging.DEBUG:  # Dask's INFO chatter only with -vv
+        import distributed  # noqa: F401  (its import configures the "distributed" logger: do it first)
+
         logging.getLogger("distributed").setLevel(logging.WARNING)
 
     summary = run_sweep(config, args.out, scheduler=args.scheduler, workers=args.workers, client=client,
