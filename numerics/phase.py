@@ -2,10 +2,10 @@
 
 What is computed
 ----------------
-*Theory*: one task per ``omega`` column. It follows the semantic and the positional
-branch by continuation along the ``alpha`` grid (``numerics.api.follow_branch``),
-evaluates the linear baseline, and finds ``alpha_c(omega)``, ``alpha_l(omega)`` and the
-spinodals by root-finding (``numerics.api.thresholds``).
+*Theory*: three independent tasks per ``omega`` column: the semantic and the positional
+branch, each followed by continuation along the ``alpha`` grid
+(``numerics.api.follow_branch``, with the linear baseline), and ``alpha_c(omega)``,
+``alpha_l(omega)`` and the spinodals by root-finding (``numerics.api.thresholds``).
 
 *Simulation*: one task per finite-size run ``(omega, alpha, init, run_index)``
 (``validation.simulate.run_one``), from the semantic and the positional start.
@@ -14,7 +14,8 @@ Files (all under ``--out``)
 ---------------------------
 ``theory.csv``      one row per (omega, alpha, branch), tidy; every model parameter and
                     solver setting is in the row. A grid point where a branch does not
-                    exist (past its spinodal) has ``exists = False`` and empty values.
+                    exist (past its spinodal) has ``exists = False`` and empty values;
+                    ``spinodal_{lower,upper}_alpha(_error)`` are where the branch ended.
 ``thresholds.csv``  one row per omega: ``alpha_c, alpha_c_error, alpha_l, alpha_l_error``,
                     the linear baseline, the spinodals (one column group per branch, all of
                     them as JSON in ``spinodals``) and ``threshold_status``/``_message``.
@@ -148,8 +149,9 @@ def grid_text(values: Sequence[float]) -> str:
     return ",".join(fmt(v) for v in values)
 
 
-def theory_key(omega: float) -> str:
-    return f"theory:omega={fmt(omega)}"
+def theory_key(omega: float, job: str) -> str:
+    """``theory:omega=W:branch=B`` for a branch, ``theory:omega=W:thresholds`` for the thresholds."""
+    return f"theory:omega={fmt(omega)}:" + (job if job == "thresholds" else f"branch={job}")
 
 
 def simulation_key(omega: float, alpha: float, init: str, run_index: int) -> str:
@@ -280,9 +282,12 @@ def make_tasks(config: SweepConfig, theory_task: Callable, simulation_task: Call
     tasks = []
     if "theory" in config.kinds:
         for w in config.omegas:
-            tasks.append(Task(theory_key(w), "theory", theory_task,
-                              {"spec": config.spec_at(w), "omega": w, "alphas": list(config.alphas),
-                               "precision": config.precision}))
+            for job in THEORY_BRANCHES + ("thresholds",):
+                payload = {"spec": config.spec_at(w), "omega": w, "alphas": list(config.alphas),
+                           "precision": config.precision, "job": "thresholds" if job == "thresholds" else "branch"}
+                if job != "thresholds":
+                    payload["branch"] = job
+                tasks.append(Task(theory_key(w, job), "theory", theory_task, payload))
     if "simulation" in config.kinds:
         for w in config.omegas:
             for a in config.alphas:
@@ -299,59 +304,90 @@ def make_tasks(config: SweepConfig, theory_task: Callable, simulation_task: Call
 # --------------------------------------------------------------------------- task functions (run on workers)
 
 
-def theory_column_task(payload: dict, api=None) -> dict:
-    """One ``omega`` column: both branches along the ``alpha`` grid, the baseline, the thresholds.
+def theory_task(payload: dict, api=None) -> dict:
+    """One theory task at one ``omega`` (``payload["job"]``):
 
-    ``api`` defaults to :mod:`numerics.api` (imported here, on the worker); tests pass a fake.
-    Returns ``{"rows": [...], "thresholds": {...}}``; model columns are added by the writer.
+    * ``"branch"``: follow ``payload["branch"]`` along the ``alpha`` grid by continuation;
+      returns ``{"rows": [...]}``, one row per grid ``alpha``, with the linear baseline and
+      the spinodals met on the way;
+    * ``"thresholds"``: ``alpha_c``, ``alpha_l`` and the spinodals by root-finding; returns
+      ``{"thresholds": {...}}``. ``ThresholdError`` (not bracketed) gives NaN and its message.
+
+    The jobs are independent, so a branch that cannot be found does not lose the other
+    branch or the thresholds, and a column's work spreads over several workers.
+    ``api`` defaults to :mod:`numerics.api` (imported here, on the worker); tests pass a
+    fake. Model and solver columns are added by the writer.
     """
     if api is None:
         from numerics import api
     # numpy RuntimeWarnings (overflow in exp inside the softmax, sqrt of a negative in a
     # rejected trial step) would be printed by every worker; they are counted into the
-    # thresholds row instead. Convergence flags and error estimates are in the rows.
+    # rows instead. Convergence flags and error estimates are in the rows.
+    t0 = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", RuntimeWarning)
-        result = _theory_column(payload, api)
-    result["thresholds"]["runtime_warnings"] = sum(issubclass(w.category, RuntimeWarning) for w in caught)
+        if payload["job"] == "thresholds":
+            result = _thresholds_job(payload, api)
+        else:
+            result = _branch_job(payload, api)
+    extra = {"runtime_warnings": sum(issubclass(w.category, RuntimeWarning) for w in caught),
+             "task_wall_time": time.perf_counter() - t0}
+    for r in result.get("rows", []):
+        r.update(extra)
+    if "thresholds" in result:
+        result["thresholds"].update(extra)
     return result
 
 
-def _theory_column(payload: dict, api) -> dict:
-    spec, alphas, precision = payload["spec"], list(payload["alphas"]), payload["precision"]
-    t0 = time.perf_counter()
+DEFAULT_THEORY_TASK = theory_task
+
+
+def _baseline(api, spec) -> tuple:
     baseline = api.linear_baseline(spec)
-    lin, lin_err = float(baseline.test_error), float(getattr(baseline, "error", float("nan")))
-    rows, grid_spinodals = [], []
-    for branch in THEORY_BRANCHES:
-        curve = api.follow_branch(spec, alphas, branch, precision=precision)
-        grid_spinodals += [dict(s) for s in getattr(curve, "spinodals", [])]
-        rows += _branch_rows(curve.points, alphas, branch)
+    return float(baseline.test_error), float(getattr(baseline, "error", float("nan")))
+
+
+def _branch_job(payload: dict, api) -> dict:
+    spec, alphas, branch = payload["spec"], list(payload["alphas"]), payload["branch"]
+    lin, lin_err = _baseline(api, spec)
+    curve = api.follow_branch(spec, alphas, branch, precision=payload["precision"])
+    rows = _branch_rows(curve.points, alphas, branch)
+    spinodals = [dict(sp) for sp in getattr(curve, "spinodals", [])]
+    sp_cols = {}
+    for side in ("lower", "upper"):
+        mine = [sp for sp in spinodals if sp.get("side") == side]
+        sp_cols[f"spinodal_{side}_alpha"] = float(mine[0]["alpha"]) if mine else float("nan")
+        sp_cols[f"spinodal_{side}_alpha_error"] = float(mine[0].get("alpha_error", float("nan"))) if mine \
+            else float("nan")
     for r in rows:
         r["linear_test_error"], r["linear_test_error_error"] = lin, lin_err
+        r.update(sp_cols)
     # one column order for every row and every task, whichever points exist
     rest = sorted({k for r in rows for k in r} - set(FIRST_THEORY_COLUMNS))
-    rows = [{k: r.get(k, "") for k in FIRST_THEORY_COLUMNS[2:] + tuple(rest)} for r in rows]
+    return {"rows": [{k: r.get(k, "") for k in FIRST_THEORY_COLUMNS[2:] + tuple(rest)} for r in rows]}
+
+
+def _thresholds_job(payload: dict, api) -> dict:
+    spec = payload["spec"]
+    lin, lin_err = _baseline(api, spec)
     thr = {k: float("nan") for k in THRESHOLD_COLUMNS[2:6]}
-    thr.update(linear_test_error=lin, linear_test_error_error=lin_err)
+    thr.update(linear_test_error=lin, linear_test_error_error=lin_err, alpha_l_branch="", alpha_l_at_jump="")
     try:
-        th = api.thresholds(spec, precision=precision)
+        th = api.thresholds(spec, precision=payload["precision"])
     except api.ThresholdError as exc:
-        status, message, spinodals = "not_bracketed", str(exc), grid_spinodals
+        status, message, spinodals = "not_bracketed", str(exc), []
     else:
         status, message = "ok", ""
         for k in THRESHOLD_COLUMNS[2:6]:
             thr[k] = float(getattr(th, k))
-        spinodals = [dict(s) for s in getattr(th, "spinodals", [])]
+        spinodals = [dict(sp) for sp in getattr(th, "spinodals", [])]
         fine = (getattr(th, "details", None) or {}).get("fine", {})
         thr["alpha_l_branch"] = fine.get("branch_l", "")
         thr["alpha_l_at_jump"] = fine.get("at_jump", "")
     thr.update(_spinodal_columns(spinodals))
     thr["spinodals"] = json.dumps(spinodals, default=_json_default)
-    thr["grid_spinodals"] = json.dumps(grid_spinodals, default=_json_default)
     thr["threshold_status"], thr["threshold_message"] = status, message
-    thr["column_wall_time"] = time.perf_counter() - t0
-    return {"rows": rows, "thresholds": thr}
+    return {"thresholds": thr}
 
 
 def _json_default(v):
@@ -515,17 +551,20 @@ class _FakeTheoryAPI:
         return SimpleNamespace(**d, to_dict=lambda: dict(d))
 
 
-def _fake_theory_task(payload: dict, delay: float = 0.0, fail_omegas: Sequence[float] = ()) -> dict:
-    """TEST DOUBLE for :func:`theory_column_task`: the real column logic on :class:`_FakeTheoryAPI`.
+def _fake_theory_task(payload: dict, delay: float = 0.0, fail_omegas: Sequence[float] = (),
+                      fail_only: Optional[str] = None) -> dict:
+    """TEST DOUBLE for :func:`theory_task`: the real task logic on :class:`_FakeTheoryAPI`.
 
-    ``delay`` seconds of sleep make a slow task (kill-and-resume tests); an ``omega`` in
-    ``fail_omegas`` raises. Lives in this module so that Dask workers can import it.
+    ``delay`` seconds of sleep make a slow task (kill-and-resume tests). At an ``omega``
+    in ``fail_omegas`` the task raises: every job, or only ``fail_only`` (a branch name or
+    ``"thresholds"``). Lives in this module so that Dask workers can import it.
     """
     if delay:
         time.sleep(delay)
-    if any(abs(payload["omega"] - w) < 1e-12 for w in fail_omegas):
-        raise RuntimeError(f"fake failure at omega={payload['omega']:g}")
-    return theory_column_task(payload, api=_FakeTheoryAPI())
+    job = payload.get("branch", payload["job"])
+    if any(abs(payload["omega"] - w) < 1e-12 for w in fail_omegas) and fail_only in (None, job):
+        raise RuntimeError(f"fake failure at omega={payload['omega']:g} ({job})")
+    return theory_task(payload, api=_FakeTheoryAPI())
 
 
 # --------------------------------------------------------------------------- crash-safe files
@@ -769,21 +808,25 @@ def _diff(old: dict, new: dict, prefix: str = "") -> list:
 
 
 def theory_rows(task: Task, result: dict, config: SweepConfig, shash: str) -> tuple:
+    """``(theory.csv rows, thresholds.csv rows)`` of a finished theory task, with the model and solver columns."""
     spec = task.payload["spec"]
     common = {**model_columns(spec), "precision": config.precision, "alpha_grid": grid_text(config.alphas),
               "settings_hash": shash}
     rows = []
-    for r in result["rows"]:
+    for r in result.get("rows", []):
         row = {"task": task.key, "omega": task.payload["omega"], "alpha": r["alpha"], "branch": r["branch"]}
         row.update({k: v for k, v in r.items() if k not in row})
         for k, v in common.items():
             row.setdefault(k, v)
         rows.append(row)
-    thr = {"task": task.key, "omega": task.payload["omega"]}
-    thr.update({k: v for k, v in result["thresholds"].items() if k not in thr})
-    for k, v in common.items():
-        thr.setdefault(k, v)
-    return rows, [thr]
+    thr = []
+    if "thresholds" in result:
+        t = {"task": task.key, "omega": task.payload["omega"]}
+        t.update({k: v for k, v in result["thresholds"].items() if k not in t})
+        for k, v in common.items():
+            t.setdefault(k, v)
+        thr.append(t)
+    return rows, thr
 
 
 def simulation_rows(task: Task, result: dict, config: SweepConfig, shash: str) -> list:
@@ -845,7 +888,7 @@ def run_sweep(config: SweepConfig, out, *, scheduler: Optional[str] = None, work
     with :func:`open_client`. ``theory_task``/``simulation_task`` replace the task
     functions (tests inject :func:`_fake_theory_task`); they must be importable by workers.
     """
-    theory_task = theory_task or theory_column_task
+    theory_task = theory_task or DEFAULT_THEORY_TASK
     simulation_task = simulation_task or simulation_run_task
     t_start = time.perf_counter()
     run_started = _now()
@@ -937,8 +980,9 @@ def _store_result(store: SweepStore, task: Task, result: dict, config: SweepConf
         rows, thr = theory_rows(task, result, config, hashes["theory"])
         store.append_rows(THEORY_CSV, rows)
         store.append_rows(THRESHOLDS_CSV, thr)
-        if thr[0].get("threshold_status") != "ok":
-            summary["threshold_warnings"].append({"task": task.key, "message": thr[0].get("threshold_message")})
+        for t in thr:
+            if t.get("threshold_status") != "ok":
+                summary["threshold_warnings"].append({"task": task.key, "message": t.get("threshold_message")})
     else:
         store.append_rows(SIMULATION_CSV, simulation_rows(task, result, config, hashes["simulation"]))
     store.mark_done(task.key)

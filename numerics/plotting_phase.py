@@ -13,8 +13,10 @@ For theory rows the global minimiser is the existing, converged branch with the 
 training loss (the free energy at the fixed point). For simulations the "branch" is the
 start (``init``), values are means over runs, and the baseline is the simulated one.
 
-``plot_file`` draws both as colour maps over ``(alpha, omega)`` with ``alpha_c(omega)``,
-``alpha_l(omega)`` and the spinodals from ``thresholds.csv`` overlaid, in PNG and PDF. It
+``plot_file`` draws both as colour maps over ``(alpha, omega)`` with ``alpha_c(omega)``
+and ``alpha_l(omega)`` from ``thresholds.csv`` overlaid, and the spinodals (those met
+while following the branches, from ``theory.csv``, else those of ``thresholds.csv``), in
+PNG and PDF. It
 never imports pyplot (no display needed) and never recomputes anything.
 """
 from __future__ import annotations
@@ -170,7 +172,10 @@ def simulation_points(rows: list) -> list:
 
 
 def points_from_csv(path) -> list:
-    rows = read_rows(path)
+    return points_from_rows(read_rows(path))
+
+
+def points_from_rows(rows: list) -> list:
     kind = file_kind(rows)
     if kind == "theory":
         return theory_points(rows)
@@ -190,18 +195,29 @@ def _is_number(s) -> bool:
         return s == ""
 
 
-def read_thresholds(path) -> list:
-    rows = read_rows(path)
-    out = []
-    for r in rows:
+def read_thresholds(path) -> tuple:
+    """``(curves, spinodals)``: ``alpha_c``/``alpha_l`` per omega, and ``(branch, omega, alpha)`` triples."""
+    curves, spinodals = [], []
+    for r in read_rows(path):
         d = {k: _num(r.get(k)) for k in ("omega", "alpha_c", "alpha_c_error", "alpha_l", "alpha_l_error")}
-        d["spinodals"] = []
+        curves.append(d)
         try:
-            d["spinodals"] = json.loads(r.get("spinodals") or "[]")
-        except ValueError:
+            for sp in json.loads(r.get("spinodals") or "[]"):
+                spinodals.append((sp.get("branch"), d["omega"], _num(sp.get("alpha"))))
+        except (ValueError, AttributeError):
             pass
-        out.append(d)
-    return sorted(out, key=lambda d: d["omega"])
+    return sorted(curves, key=lambda d: d["omega"]), spinodals
+
+
+def theory_spinodals(rows: list) -> list:
+    """``(branch, omega, alpha)`` of the spinodals met while following the branches (theory.csv)."""
+    found = set()
+    for r in rows:
+        for side in ("lower", "upper"):
+            a = _num(r.get(f"spinodal_{side}_alpha"))
+            if math.isfinite(a):
+                found.add((r.get("branch"), _num(r.get("omega")), a))
+    return sorted(found)
 
 
 # --------------------------------------------------------------------------- drawing
@@ -244,7 +260,8 @@ def _title(points: list) -> str:
     return " ".join(parts) + (f" - {src}" if src else "")
 
 
-def draw(points: list, thresholds: Optional[list] = None, title: Optional[str] = None):
+def draw(points: list, thresholds: Optional[list] = None, spinodals: Optional[list] = None,
+         title: Optional[str] = None):
     """A matplotlib Figure with the two colour maps and the threshold curves."""
     from matplotlib.colors import Normalize
     from matplotlib.figure import Figure
@@ -262,19 +279,19 @@ def draw(points: list, thresholds: Optional[list] = None, title: Optional[str] =
         mesh = ax.pcolormesh(_edges(alphas), _edges(omegas), np.ma.masked_invalid(Z), cmap="RdBu_r",
                              norm=Normalize(-vmax, vmax), shading="flat")
         fig.colorbar(mesh, ax=ax, label=label)
-        if thresholds:
-            _overlay(ax, thresholds)
+        _overlay(ax, thresholds or [], spinodals or [])
         ax.set_xlim(_edges(alphas)[[0, -1]])
         ax.set_ylim(_edges(omegas)[[0, -1]])
         ax.set_xlabel(r"$\alpha = n/d$")
         ax.set_ylabel(r"$\omega$")
         ax.set_title(label, fontsize=10)
-    axes[0].legend(loc="best", fontsize=8) if thresholds and axes[0].get_legend_handles_labels()[0] else None
+    if axes[0].get_legend_handles_labels()[0]:
+        axes[0].legend(loc="best", fontsize=8)
     fig.suptitle(title if title is not None else _title(points), fontsize=10)
     return fig
 
 
-def _overlay(ax, thresholds: list) -> None:
+def _overlay(ax, thresholds: list, spinodals: list) -> None:
     w = np.array([t["omega"] for t in thresholds])
     for key, style, color, label in (("alpha_c", "-o", "k", r"$\alpha_c(\omega)$"),
                                      ("alpha_l", "--s", "tab:green", r"$\alpha_l(\omega)$")):
@@ -285,12 +302,10 @@ def _overlay(ax, thresholds: list) -> None:
             ax.errorbar(a[ok], w[ok], xerr=np.where(np.isfinite(e[ok]), e[ok], 0.0), fmt=style, color=color,
                         ms=3, lw=1.3, capsize=2, label=label)
     for branch, color in (("semantic", "tab:purple"), ("positional", "tab:orange")):
-        pts = [(s.get("alpha", math.nan), t["omega"]) for t in thresholds for s in t["spinodals"]
-               if s.get("branch") == branch]
-        pts = [(a, o) for a, o in pts if a is not None and math.isfinite(float(a))]
+        pts = sorted((o, a) for b, o, a in spinodals if b == branch and math.isfinite(a))
         if pts:
-            a, o = zip(*sorted(pts, key=lambda x: x[1]))
-            ax.plot(a, o, ":x", color=color, ms=4, lw=1, label=f"spinodal ({branch})")
+            o, a = zip(*pts)
+            ax.plot(a, o, "x", color=color, ms=5, label=f"spinodal ({branch})")
 
 
 def plot_file(path, out_dir=None, thresholds=None, formats: Sequence[str] = ("png", "pdf")) -> list:
@@ -300,14 +315,17 @@ def plot_file(path, out_dir=None, thresholds=None, formats: Sequence[str] = ("pn
     ``False``: none.
     """
     path = Path(path)
-    points = points_from_csv(path)
+    rows = read_rows(path)
+    points = points_from_rows(rows)
     if not points:
         raise ValueError(f"{path} has no grid points")
     if thresholds is None:
         sibling = path.parent / THRESHOLDS_CSV
         thresholds = sibling if sibling.exists() else None
-    thr = read_thresholds(thresholds) if thresholds else None
-    fig = draw(points, thr)
+    curves, spinodals = read_thresholds(thresholds) if thresholds else ([], [])
+    if file_kind(rows) == "theory":  # the spinodals met on the sweep's own grid and precision
+        spinodals = theory_spinodals(rows) or spinodals
+    fig = draw(points, curves, spinodals)
     out_dir = Path(out_dir) if out_dir else path.parent
     out_dir.mkdir(parents=True, exist_ok=True)
     stem = path.stem[:-len("_points")] if path.stem.endswith("_points") else path.stem

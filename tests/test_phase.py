@@ -25,7 +25,7 @@ from numerics import phase as P
 from numerics.phase_cli import cmd_phase_diagram
 
 FAKE = P._fake_theory_task
-VOLATILE = {"column_wall_time", "wall_time", "train_time", "step_time"}
+VOLATILE = {"task_wall_time", "wall_time", "train_time", "step_time"}
 PY = sys.executable
 DASK = str(Path(sys.executable).parent / "dask")
 ROOT = Path(__file__).resolve().parents[1]
@@ -108,7 +108,7 @@ def test_bad_input_exits_2_with_one_line(argv, flag, capsys, tmp_path):
 
 def test_tidy_rows_thresholds_and_derived_points(client, tmp_path):
     s = P.run_sweep(config(), tmp_path, client=client, theory_task=FAKE, progress=False)
-    assert s["failed"] == [] and len(s["computed"]) == 3 and s["skipped"] == 0
+    assert s["failed"] == [] and len(s["computed"]) == 3 * 3 and s["skipped"] == 0  # 2 branches + thresholds
     _, rows = P.read_csv_rows(tmp_path / P.THEORY_CSV)
     assert len(rows) == 3 * 5 * 2  # one row per grid point and branch
     for r in rows:  # every model parameter and solver setting is in the row
@@ -139,11 +139,12 @@ def test_resume_skips_done_tasks_and_extends_the_omega_grid(client, tmp_path):
     before = (tmp_path / P.THEORY_CSV).read_bytes()
     again = P.run_sweep(config(omegas=(0.0, 0.1)), tmp_path, client=client, theory_task=FAKE, progress=False,
                         plot=False)
-    assert again["computed"] == [] and again["skipped"] == 2
+    assert again["computed"] == [] and again["skipped"] == 6
     assert (tmp_path / P.THEORY_CSV).read_bytes() == before
     more = P.run_sweep(config(omegas=(0.0, 0.1, 0.2)), tmp_path, client=client, theory_task=FAKE, progress=False,
                        plot=False)
-    assert more["computed"] == [P.theory_key(0.2)] and more["skipped"] == 2
+    assert sorted(more["computed"]) == sorted(P.theory_key(0.2, j) for j in ("semantic", "positional", "thresholds"))
+    assert more["skipped"] == 6
     fresh = tmp_path / "fresh"
     P.run_sweep(config(), fresh, client=client, theory_task=FAKE, progress=False, plot=False)
     same_outputs(tmp_path, fresh)
@@ -165,24 +166,27 @@ def test_changed_setting_is_refused(client, tmp_path, capsys):
                "--quiet"])
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1 and "other settings" in err[0], err
-    assert len((tmp_path / P.DONE_FILE).read_text().split()) == 1
+    assert len((tmp_path / P.DONE_FILE).read_text().split()) == 3
 
 
 def test_failed_task_is_logged_kept_apart_and_retried(client, tmp_path, capsys):
     argv = ["phase-diagram", "--omega", "0:0.2:3", "--alpha", "0.2:2.2:5", "--out", str(tmp_path), "--quiet"]
     args = build_parser().parse_args(argv)
-    failing = functools.partial(FAKE, fail_omegas=(0.1,))
+    failing = functools.partial(FAKE, fail_omegas=(0.1,), fail_only="positional")
     assert cmd_phase_diagram(args, theory_task=failing, client=client) == 1
     captured = capsys.readouterr()
-    assert "FAILED theory:omega=0.1: RuntimeError: fake failure at omega=0.1" in captured.err
+    assert "FAILED theory:omega=0.1:branch=positional: RuntimeError: fake failure at omega=0.1" in captured.err
     _, fails = P.read_csv_rows(tmp_path / P.FAILURES_CSV)
-    assert [f["task"] for f in fails] == ["theory:omega=0.1"] and "fake failure" in fails[0]["error"]
+    assert [f["task"] for f in fails] == ["theory:omega=0.1:branch=positional"] and "fake" in fails[0]["error"]
     _, rows = P.read_csv_rows(tmp_path / P.THEORY_CSV)
-    assert {r["omega"] for r in rows} == {"0.0", "0.2"}  # the rest of the diagram is kept
+    # the rest of the diagram is kept, the other branch and the thresholds at omega = 0.1 included
+    assert {(r["omega"], r["branch"]) for r in rows} == {(w, b) for w in ("0.0", "0.1", "0.2")
+                                                         for b in ("semantic", "positional")} - {("0.1", "positional")}
+    assert len(P.read_csv_rows(tmp_path / P.THRESHOLDS_CSV)[1]) == 3
     assert (tmp_path / "theory_diagram.png").exists()
     # re-running retries only the failed column
     assert cmd_phase_diagram(args, theory_task=FAKE, client=client) == 0
-    assert "3 tasks: 2 already done, 1 computed, 0 failed" in capsys.readouterr().out
+    assert "9 tasks: 8 already done, 1 computed, 0 failed" in capsys.readouterr().out
     fresh = tmp_path / "fresh"
     P.run_sweep(config(alphas=P.parse_grid("0.2:2.2:5", "--alpha")), fresh, client=client, theory_task=FAKE,
                 progress=False, plot=False)
@@ -205,7 +209,7 @@ def test_recovery_drops_partial_lines_and_unfinished_tasks(client, tmp_path):
     assert s["computed"] == [] and s["dropped_on_recovery"][P.THEORY_CSV] == 11
     assert table(tmp_path / P.THEORY_CSV) == reference
     assert (tmp_path / P.DONE_FILE).read_text().endswith("\n")
-    assert len((tmp_path / P.DONE_FILE).read_text().split()) == 3
+    assert len((tmp_path / P.DONE_FILE).read_text().split()) == 9
 
 
 def test_a_second_run_on_the_same_out_is_refused(tmp_path):
@@ -223,7 +227,7 @@ KILL_SCRIPT = textwrap.dedent("""
         cfg = P.SweepConfig(spec=ModelSpec(), omegas=P.parse_grid("0:0.45:10", "--omega"),
                             alphas=P.parse_grid("0.2:2.2:5", "--alpha"))
         P.run_sweep(cfg, sys.argv[1], workers=2, progress=False, plot=False,
-                    theory_task=functools.partial(P._fake_theory_task, delay=1.0))
+                    theory_task=functools.partial(P._fake_theory_task, delay=0.5))
 """)
 
 
@@ -247,12 +251,12 @@ def test_kill_and_resume_equals_an_uninterrupted_run(client, tmp_path):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
     n_done = len(done.read_text().split())
-    assert 2 <= n_done < 10
+    assert 2 <= n_done < 30
     with open(out / P.THEORY_CSV, "a") as f:  # as if killed in the middle of the next block
         f.write("theory:omega=0.45,0.45,0.2,positional,Tr")
     cfg = config(omegas=P.parse_grid("0:0.45:10", "--omega"), alphas=P.parse_grid("0.2:2.2:5", "--alpha"))
     resumed = P.run_sweep(cfg, out, client=client, theory_task=FAKE, progress=False, plot=False)
-    assert resumed["failed"] == [] and resumed["skipped"] == n_done and len(resumed["computed"]) == 10 - n_done
+    assert resumed["failed"] == [] and resumed["skipped"] == n_done and len(resumed["computed"]) == 30 - n_done
     ref = tmp_path / "uninterrupted"
     P.run_sweep(cfg, ref, client=client, theory_task=FAKE, progress=False, plot=False)
     same_outputs(out, ref)
@@ -282,7 +286,7 @@ def test_external_scheduler_and_two_workers_give_the_same_csv(client, tmp_path):
         cfg = config(omegas=P.parse_grid("0:0.45:10", "--omega"))
         s = P.run_sweep(cfg, tmp_path / "remote", scheduler=address, theory_task=FAKE, progress=False,
                         plot=False)
-        assert s["failed"] == [] and len(s["computed"]) == 10
+        assert s["failed"] == [] and len(s["computed"]) == 30
     finally:
         for p in reversed(procs):  # workers first, then the scheduler
             p.terminate()
