@@ -59,7 +59,7 @@ import warnings
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-from attnphase.cli import UsageError
+from attnphase.errors import UsageError
 
 log = logging.getLogger(__name__)
 
@@ -359,9 +359,11 @@ def _branch_job(payload: dict, api) -> dict:
         sp_cols[f"spinodal_{side}_alpha"] = float(mine[0]["alpha"]) if mine else float("nan")
         sp_cols[f"spinodal_{side}_alpha_error"] = float(mine[0].get("alpha_error", float("nan"))) if mine \
             else float("nan")
+    note = str(getattr(curve, "note", "") or "")  # e.g. the branch was not found at its anchor
     for r in rows:
         r["linear_test_error"], r["linear_test_error_error"] = lin, lin_err
         r.update(sp_cols)
+        r["branch_note"] = note
     # one column order for every row and every task, whichever points exist
     rest = sorted({k for r in rows for k in r} - set(FIRST_THEORY_COLUMNS))
     return {"rows": [{k: r.get(k, "") for k in FIRST_THEORY_COLUMNS[2:] + tuple(rest)} for r in rows]}
@@ -494,8 +496,9 @@ class _FakeTheoryAPI:
 
     Toy physics with the right shape: ``alpha_c(omega) = 0.8 + 2 omega`` (training losses
     cross there), the semantic branch exists for ``alpha >= 0.3``, the positional one for
-    ``alpha <= 2 + omega``, linear baseline ``0.002 + 0.001 omega``. ``thresholds`` raises
-    ``ThresholdError`` when ``alpha_c > 2.5``.
+    ``alpha <= 2 + omega`` (and is "not found at its anchor" for ``omega >= 0.9``), linear
+    baseline ``0.002 + 0.001 omega``. ``thresholds`` raises ``ThresholdError`` when
+    ``alpha_c > 2.5``.
     """
 
     class ThresholdError(RuntimeError):
@@ -530,6 +533,8 @@ class _FakeTheoryAPI:
     def follow_branch(self, spec, alphas, branch, precision="fast"):
         from types import SimpleNamespace
 
+        if branch == "positional" and spec.omega >= 0.9:  # like numerics.api: an empty curve with a note
+            return SimpleNamespace(points=[], spinodals=[], note="positional branch not found at the anchor")
         lo, hi = (self.SEM_START, math.inf) if branch == "semantic" else (0.0, 2.0 + spec.omega)
         pts = [self._point(spec, a, branch) for a in alphas if lo <= a <= hi]
         side = "lower" if branch == "semantic" else "upper"
@@ -904,7 +909,7 @@ def run_sweep(config: SweepConfig, out, *, scheduler: Optional[str] = None, work
         tasks = make_tasks(config, theory_task, simulation_task)
         pending = [t for t in tasks if t.key not in store.done]
         summary = {"out": str(store.out), "tasks": len(tasks), "skipped": len(tasks) - len(pending),
-                   "computed": [], "failed": [], "dropped_on_recovery": dropped, "threshold_warnings": [],
+                   "computed": [], "failed": [], "dropped_on_recovery": dropped, "notes": [],
                    "settings_hash": hashes, "figures": []}
         if pending:
             if client is not None:
@@ -982,7 +987,10 @@ def _store_result(store: SweepStore, task: Task, result: dict, config: SweepConf
         store.append_rows(THRESHOLDS_CSV, thr)
         for t in thr:
             if t.get("threshold_status") != "ok":
-                summary["threshold_warnings"].append({"task": task.key, "message": t.get("threshold_message")})
+                summary["notes"].append({"task": task.key, "message": f"thresholds not found: "
+                                                                      f"{t.get('threshold_message')}"})
+        if rows and rows[0].get("branch_note"):
+            summary["notes"].append({"task": task.key, "message": rows[0]["branch_note"]})
     else:
         store.append_rows(SIMULATION_CSV, simulation_rows(task, result, config, hashes["simulation"]))
     store.mark_done(task.key)

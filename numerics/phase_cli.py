@@ -11,7 +11,7 @@ import logging
 import sys
 from pathlib import Path
 
-from attnphase.cli import UsageError
+from attnphase.errors import UsageError
 from attnphase.options import add_json_option, add_model_options, model_from_args
 
 DEFAULT_OMEGA = "0:0.45:10"
@@ -120,8 +120,8 @@ def cmd_phase_diagram(args, theory_task=None, simulation_task=None, client=None)
         out.write(f"{summary['tasks']} tasks: {summary['skipped']} already done, "
                   f"{len(summary['computed'])} computed, {len(summary['failed'])} failed "
                   f"({summary['wall_time']:.1f} s) -> {summary['out']}\n")
-        for w in summary["threshold_warnings"]:
-            out.write(f"note: {w['task']}: thresholds not found ({w['message']})\n")
+        for w in summary["notes"]:
+            out.write(f"note: {w['task']}: {w['message']}\n")
         for f in summary["figures"]:
             out.write(f"wrote {f}\n")
     for f in summary["failed"]:

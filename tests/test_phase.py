@@ -193,6 +193,20 @@ def test_failed_task_is_logged_kept_apart_and_retried(client, tmp_path, capsys):
     same_outputs(tmp_path, fresh)
 
 
+def test_missing_branch_and_unbracketed_thresholds_are_notes_not_failures(client, tmp_path, capsys):
+    args = build_parser().parse_args(["phase-diagram", "--omega", "0.95", "--alpha", "0.2:2.2:5", "--out",
+                                      str(tmp_path), "--quiet", "--no-plot"])
+    assert cmd_phase_diagram(args, theory_task=FAKE, client=client) == 0
+    out = capsys.readouterr().out
+    assert "note: theory:omega=0.95:branch=positional: positional branch not found at the anchor" in out
+    assert "note: theory:omega=0.95:thresholds: thresholds not found: alpha_c not bracketed" in out
+    _, rows = P.read_csv_rows(tmp_path / P.THEORY_CSV)
+    pos = [r for r in rows if r["branch"] == "positional"]
+    assert len(pos) == 5 and all(r["exists"] == "False" and "not found" in r["branch_note"] for r in pos)
+    _, thr = P.read_csv_rows(tmp_path / P.THRESHOLDS_CSV)
+    assert thr[0]["threshold_status"] == "not_bracketed" and thr[0]["alpha_c"] == "nan"
+
+
 def test_recovery_drops_partial_lines_and_unfinished_tasks(client, tmp_path):
     P.run_sweep(config(), tmp_path, client=client, theory_task=FAKE, progress=False, plot=False)
     reference = table(tmp_path / P.THEORY_CSV)
