@@ -166,7 +166,9 @@ def thresholds(spec: ModelSpec, precision: str = "fast", alpha_min: float = 0.5,
     first = below[0]
     prev = [a for a in all_alphas if a < first]
     results = {}
-    for tag, rule in (("coarse", prec.rule), ("fine", prec.check_rule)):
+    single = prec.rule == prec.check_rule  # draft: one rule, so no error estimate can be made
+    rules = (("fine", prec.check_rule),) if single else (("coarse", prec.rule), ("fine", prec.check_rule))
+    for tag, rule in rules:
         solvers = {b: _BranchSolver(model, b, rule, prec.tol, prec.test_n, prec.residual_tol) for b in ("semantic", "positional")}
         for b in solvers:
             solvers[b].known[a_lo] = (starts[b], None)
@@ -197,7 +199,7 @@ def thresholds(spec: ModelSpec, precision: str = "fast", alpha_min: float = 0.5,
     # propagated test-error quadrature error for alpha_l: delta eps / |d eps / d alpha|
     fine = results["fine"]
     al_err_quad = 0.0
-    if not fine["at_jump"]:
+    if not fine["at_jump"] and not single:
         s = _BranchSolver(model, fine["branch_l"], prec.check_rule, prec.tol, prec.test_n, prec.residual_tol)
         h = 1e-3
         sols = [s.solve(fine["alpha_l"] + d, by[fine["branch_l"]][first].overlaps)[0] for d in (-h, h)]
@@ -205,13 +207,17 @@ def thresholds(spec: ModelSpec, precision: str = "fast", alpha_min: float = 0.5,
         mid = s.solve(fine["alpha_l"], by[fine["branch_l"]][first].overlaps)[0]
         d_eps = abs(test_error(model, mid.overlaps, prec.test_check_n) - test_error(model, mid.overlaps, prec.test_n))
         al_err_quad = (d_eps + baseline.error) / abs(slope)
-    ac_err = abs(results["fine"]["alpha_c"] - results["coarse"]["alpha_c"]) + fine["alpha_c_step"] + xtol
-    al_err = abs(results["fine"]["alpha_l"] - results["coarse"]["alpha_l"]) + fine["alpha_l_step"] + xtol + al_err_quad
+    if single:
+        ac_err = al_err = float("nan")
+    else:
+        ac_err = abs(results["fine"]["alpha_c"] - results["coarse"]["alpha_c"]) + fine["alpha_c_step"] + xtol
+        al_err = (abs(results["fine"]["alpha_l"] - results["coarse"]["alpha_l"]) + fine["alpha_l_step"] + xtol
+                  + al_err_quad)
     spinodals = curves["semantic"].spinodals + curves["positional"].spinodals
     return Thresholds(
         alpha_c=fine["alpha_c"], alpha_c_error=ac_err, alpha_l=fine["alpha_l"], alpha_l_error=al_err,
         linear_test_error=eps_lin, linear_test_error_error=baseline.error, spinodals=spinodals,
         precision=precision, model=spec, wall_time=time.perf_counter() - t0,
-        details={"coarse": results["coarse"], "fine": results["fine"], "alpha_l_quadrature_error": al_err_quad,
+        details={"coarse": results.get("coarse"), "fine": results["fine"], "alpha_l_quadrature_error": al_err_quad,
                  "bracket": [a_lo, a_hi]},
     )
