@@ -37,7 +37,8 @@ from .prox import global_prox, newton_prox
 
 log = logging.getLogger(__name__)
 
-CHANNEL_NAMES = ("qhat", "mhat", "thetahat_y", "thetahat_dl", "Vhat_y", "Vhat_dl", "envelope")
+# the order of the generated ``channel_integrands`` outputs (derivations owns it)
+from derivations import CHANNEL_NAMES  # noqa: E402
 
 
 @dataclasses.dataclass(frozen=True)

@@ -59,10 +59,6 @@ class Precision:
     tol: float
     residual_tol: float
 
-    @property
-    def solution_rule(self) -> ChannelRule:
-        return self.check_rule
-
 
 PRECISIONS = {
     # draft: for plotting curves only (error estimate from a slightly finer rule)

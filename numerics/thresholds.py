@@ -25,7 +25,7 @@ import numpy as np
 from derivations import ModelSpec
 
 from .baseline import linear_baseline
-from .branches import follow_branch, is_on_branch
+from .branches import follow_branch
 from .fixed_point import PRECISIONS, solve_with_rule
 from .model import bind
 from .overlaps import Overlaps
