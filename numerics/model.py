@@ -63,6 +63,10 @@ class BoundModel:
     def prox_hess(self, h1, h2, w1, w2, hs1, hs2, V):
         return self._call_many("prox_hess", h1, h2, w1, w2, hs1, hs2, V)
 
+    def prox_newton(self, h1, h2, w1, w2, hs1, hs2, V):
+        """``(objective, g1, g2, H11, H12, H22)`` of the prox objective in one generated call."""
+        return self._call_many("prox_newton", h1, h2, w1, w2, hs1, hs2, V)
+
     def channel_integrands(self, h1, h2, xi1, xi2, y1, y2, q, m, V, theta):
         return self._call_many("channel_integrands", h1, h2, xi1, xi2, y1, y2, q, m, V, theta)
 
@@ -78,4 +82,7 @@ class BoundModel:
 
 @functools.lru_cache(maxsize=32)
 def bind(spec: ModelSpec, backend: str = "numpy") -> BoundModel:
+    from .allocator import tune_allocator
+
+    tune_allocator()
     return BoundModel(spec, backend)

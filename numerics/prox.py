@@ -46,15 +46,15 @@ def newton_prox(model: BoundModel, h1, h2, w1, w2, hs1, hs2, V, tol: float = 1e-
             break
         a1, a2 = h1[active], h2[active]
         b1, b2, c1, c2 = w1[active], w2[active], hs1[active], hs2[active]
-        g1, g2 = model.prox_grad(a1, a2, b1, b2, c1, c2, V)
+        f0, g1, g2, H11, H12, H22 = model.prox_newton(a1, a2, b1, b2, c1, c2, V)
         gn = np.abs(g1) + np.abs(g2)
         gnorm[active] = gn
         keep = gn >= tol
         if not keep.all():
-            active, a1, a2, b1, b2, c1, c2, g1, g2 = (x[keep] for x in (active, a1, a2, b1, b2, c1, c2, g1, g2))
+            active, a1, a2, b1, b2, c1, c2, f0, g1, g2, H11, H12, H22 = (
+                x[keep] for x in (active, a1, a2, b1, b2, c1, c2, f0, g1, g2, H11, H12, H22))
             if active.size == 0:
                 break
-        H11, H12, H22 = model.prox_hess(a1, a2, b1, b2, c1, c2, V)
         # saddle-free Newton: divide by |eigenvalue| (floored), so negative curvature
         # pushes away from saddles instead of crawling along flat valleys
         angle = 0.5 * np.arctan2(2.0 * H12, H11 - H22)
@@ -75,15 +75,15 @@ def newton_prox(model: BoundModel, h1, h2, w1, w2, hs1, hs2, V, tol: float = 1e-
         if todo.size:
             # all backtracking candidates in one vectorised call (per-call overhead dominates otherwise)
             a1t, a2t, b1t, b2t, c1t, c2t = (x[todo] for x in (a1, a2, b1, b2, c1, c2))
-            f0 = model.prox_objective(a1t, a2t, b1t, b2t, c1t, c2t, V)
+            f0t = f0[todo]
             slope = g1[todo] * d1[todo] + g2[todo] * d2[todo]
             f1 = model.prox_objective(a1t + d1[todo], a2t + d2[todo], b1t, b2t, c1t, c2t, V)
-            fail = np.nonzero(f1 > f0 + 1e-4 * slope)[0]
+            fail = np.nonzero(f1 > f0t + 1e-4 * slope)[0]
             if fail.size:
                 steps = _BACKTRACK[1:, None]
                 f1 = model.prox_objective(a1t[fail] + steps * d1[todo[fail]], a2t[fail] + steps * d2[todo[fail]],
                                           b1t[fail], b2t[fail], c1t[fail], c2t[fail], V)
-                ok = f1 <= f0[fail] + 1e-4 * steps * slope[fail]
+                ok = f1 <= f0t[fail] + 1e-4 * steps * slope[fail]
                 first = np.where(ok.any(axis=0), ok.argmax(axis=0), len(steps) - 1)
                 step[todo[fail]] = steps[first, 0]
         h1[active] = a1 + step * d1

@@ -28,7 +28,8 @@ class FixedPointResult:
     converged: bool
     iterations: int
     residual: float          # max_i |F(x)_i - x_i| / max(|x_i|, floor), undamped
-    history: tuple = ()
+    history: tuple = ()      # residual per iteration
+    pairs: tuple = ()        # the last Anderson pairs (x, F(x) - x), oldest first
 
 
 def _scaled_residual(x, Fx, floor):
@@ -36,13 +37,15 @@ def _scaled_residual(x, Fx, floor):
 
 
 def solve_fixed_point(F: Callable[[np.ndarray], np.ndarray], x0, *, tol: float = 1e-10, maxiter: int = 100,
-                      damping: float = 1.0, anderson: int = 4, floor=1e-8,
+                      damping: float = 1.0, anderson: int = 4, floor=1e-8, history: tuple = (),
                       callback: Optional[Callable[[int, np.ndarray, float], None]] = None) -> FixedPointResult:
     """Solve ``x = F(x)``.
 
     ``damping`` is the Picard mixing ``x + damping (F(x) - x)``; ``anderson`` the
     history length (0 for plain damped iteration); ``floor`` the scale below which
-    components are compared in absolute terms.
+    components are compared in absolute terms. ``history``: Anderson pairs
+    ``(x_i, G(x_i))`` of a related map ``G`` ending at ``x0``; they are shifted by
+    ``F(x0) - x0 - G(x0)`` and used as this solve's initial history.
     """
     x = np.asarray(x0, dtype=float).copy()
     floor = np.broadcast_to(np.asarray(floor, dtype=float), x.shape)
@@ -50,14 +53,18 @@ def solve_fixed_point(F: Callable[[np.ndarray], np.ndarray], x0, *, tol: float =
     if not np.isfinite(Fx).all():
         raise SolverError(f"the map is not finite at the starting point {x}")
     xs, gs = [x.copy()], [Fx - x]
-    history = []
+    if history and anderson > 0:
+        shift = (Fx - x) - history[-1][1]
+        xs = [np.array(p[0], dtype=float) for p in history[-anderson - 1:-1]] + xs
+        gs = [np.array(p[1], dtype=float) + shift for p in history[-anderson - 1:-1]] + gs
+    residuals = []
     for it in range(1, maxiter + 1):
         res = _scaled_residual(x, Fx, floor)
-        history.append(res)
+        residuals.append(res)
         if callback is not None:
             callback(it - 1, x, res)
         if res < tol:
-            return FixedPointResult(x, Fx, True, it - 1, res, tuple(history))
+            return FixedPointResult(x, Fx, True, it - 1, res, tuple(residuals), tuple(zip(xs, gs)))
         x_new = _anderson_step(xs, gs, damping, anderson)
         beta = 1.0
         for attempt in range(8):
@@ -79,8 +86,8 @@ def solve_fixed_point(F: Callable[[np.ndarray], np.ndarray], x0, *, tol: float =
             xs.pop(0)
             gs.pop(0)
     res = _scaled_residual(x, Fx, floor)
-    history.append(res)
-    return FixedPointResult(x, Fx, res < tol, maxiter, res, tuple(history))
+    residuals.append(res)
+    return FixedPointResult(x, Fx, res < tol, maxiter, res, tuple(residuals), tuple(zip(xs, gs)))
 
 
 def _anderson_step(xs, gs, damping, m):
