@@ -1,52 +1,71 @@
-"""Convergence study of the channel quadrature (docs/numerics.md).
+"""Convergence study of the channel quadrature (docs/numerics.md, section 2).
 
-Prints the channel conjugates at SPEC's reference point (omega=0.3, alpha=2,
-semantic branch) for the tensor Gauss-Hermite teacher rule and the polar rule split
-at the pitchfork, at increasing resolution, with the time of each evaluation.
-Run: python benchmarks/convergence_study.py [--quick]
+For fixed overlaps on both branches at alpha ~ 1 and alpha = 2 (default model), it
+prints the relative error of each channel expectation against a reference rule, for
+the rules of the precision modes and for one-factor-at-a-time variations, with the
+time of each evaluation. The error estimate of a precision mode is
+|reporting - coarse|; the table shows whether it covers the reporting rule's true
+error (measured against the reference).
+
+Run: python benchmarks/convergence_study.py [--points pos2 sem2 ...] [--vary]
 """
 import argparse
+import dataclasses
 import time
+
+import numpy as np
 
 from derivations import ModelSpec
 from numerics.channel import ChannelRule, channel_expectations
+from numerics.fixed_point import PRECISIONS
 from numerics.model import bind
 from numerics.overlaps import Overlaps
 
-REF = Overlaps(q=0.114816, m=0.0, V=12.6686, theta=0.158157)
-ALPHA = 2.0
+POINTS = {
+    # near the fast fixed points of SPEC section 3's model
+    "pos2": Overlaps(q=0.0512, m=0.258, V=11.4, theta=0.0),
+    "sem2": Overlaps(q=0.1148, m=0.0, V=12.67, theta=0.1582),
+    "pos1": Overlaps(q=0.030, m=0.19, V=15.0, theta=0.0),
+    "sem1": Overlaps(q=0.09, m=0.0, V=16.0, theta=0.12),
+}
+NAMES = ("qhat", "mhat", "thetahat_y", "Vhat_y", "envelope")
+REFERENCE = ChannelRule(n_eta=40, n_r=16, n_u=28, n_t=32, n_near=12)
+
+
+def _label(rule: ChannelRule) -> str:
+    return f"{rule.n_eta}/{rule.n_r}/{rule.n_u}/{rule.n_t}/{rule.n_near}"
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--points", nargs="+", default=list(POINTS), choices=list(POINTS))
+    ap.add_argument("--vary", action="store_true", help="also vary one factor of the fast reporting rule at a time")
     args = ap.parse_args()
     model = bind(ModelSpec())
-    rules = [
-        ChannelRule(eta_scheme="hermite", n_eta=12, n_u=8, n_t=24),
-        ChannelRule(eta_scheme="hermite", n_eta=16, n_u=8, n_t=24),
-        ChannelRule(eta_scheme="hermite", n_eta=24, n_u=8, n_t=24),
-        ChannelRule(n_eta=16, n_r=8, n_u=8, n_t=24),
-        ChannelRule(n_eta=20, n_r=8, n_u=8, n_t=20),
-        ChannelRule(n_eta=24, n_r=10, n_u=8, n_t=24),
-        ChannelRule(n_eta=28, n_r=12, n_u=8, n_t=24),
-        ChannelRule(n_eta=32, n_r=12, n_u=8, n_t=24),
-        ChannelRule(n_eta=32, n_r=12, n_u=8, n_t=32),
-        ChannelRule(n_eta=32, n_r=12, n_u=12, n_t=24),
-    ]
-    if not args.quick:
-        rules += [ChannelRule(n_eta=48, n_r=16, n_u=8, n_t=24), ChannelRule(n_eta=56, n_r=18, n_u=12, n_t=40)]
-    print(f"{'scheme':>8} {'n_eta':>5} {'n_r':>3} {'n_u':>3} {'n_t':>3} {'qhat':>16} {'thetahat_y':>16} "
-          f"{'thetahat_dl':>16} {'Vhat_y':>16} {'E[M]':>16} {'unresolved':>10} {'time/s':>7}")
-    for rule in rules:
+    rules = [("draft", PRECISIONS["draft"].rule), ("fast coarse", PRECISIONS["fast"].rule),
+             ("fast report", PRECISIONS["fast"].check_rule), ("high coarse", PRECISIONS["high"].rule)]
+    if args.vary:
+        base = PRECISIONS["fast"].check_rule
+        for field, values in (("n_eta", (20, 36)), ("n_r", (8, 16)), ("n_u", (12, 20)), ("n_t", (16, 24)),
+                              ("n_near", (6, 10))):
+            rules += [(f"{field}={v}", dataclasses.replace(base, **{field: v})) for v in values]
+    print("relative error against the reference rule "
+          f"{_label(REFERENCE)} (n_eta/n_r/n_u/n_t/n_near); columns: {', '.join(NAMES)}")
+    for key in args.points:
+        ov = POINTS[key]
         t0 = time.perf_counter()
-        res = channel_expectations(model, REF, rule)
-        dt = time.perf_counter() - t0
-        e = res.expectations
-        print(f"{rule.eta_scheme:>8} {rule.n_eta:5d} {rule.n_r if rule.eta_scheme == 'polar' else '-':>3} "
-              f"{rule.n_u:3d} {rule.n_t:3d} {ALPHA * e['qhat']:16.10e} {ALPHA * e['thetahat_y']:16.10e} "
-              f"{ALPHA * e['thetahat_dl']:16.10e} {ALPHA * e['Vhat_y']:16.10e} {e['envelope']:16.10e} "
-              f"{res.unresolved_weight:10.1e} {dt:7.2f}", flush=True)
+        ref = channel_expectations(model, ov, REFERENCE).expectations
+        print(f"\n{key}: {ov}  (reference {time.perf_counter() - t0:.1f} s)")
+        ref_v = np.array([ref[n] for n in NAMES])
+        for name, rule in rules:
+            t0 = time.perf_counter()
+            res = channel_expectations(model, ov, rule)
+            dt = time.perf_counter() - t0
+            v = np.array([res.expectations[n] for n in NAMES])
+            # entries that vanish by symmetry on the branch are printed as '-'
+            err = ["       -" if abs(r) < 1e-12 else f"{(x - r) / abs(r):8.1e}" for x, r in zip(v, ref_v)]
+            print(f"  {name:<12} {_label(rule):<16} {' '.join(err)}  {dt:6.2f} s  nodes {res.n_nodes}"
+                  f"  unresolved {res.unresolved_weight:.1e}", flush=True)
 
 
 if __name__ == "__main__":

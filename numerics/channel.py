@@ -45,10 +45,13 @@ from derivations import CHANNEL_NAMES  # noqa: E402
 class ChannelRule:
     """Resolution of the channel quadrature.
 
-    n_eta: Gauss-Hermite nodes per teacher direction (the slowest-converging one);
-    n_u: Gauss-Hermite nodes along the switching line; n_t: Gauss-Legendre nodes on
-    each side of the switch; t_max: truncation of the inner line (Gaussian mass
-    beyond it below 1e-16).
+    n_eta: angles of the polar teacher rule (or Gauss-Hermite nodes per teacher
+    direction with ``eta_scheme='hermite'``); n_r: Gauss-Legendre nodes on each radial
+    piece; n_u: Gauss-Hermite nodes across the lines (along the switching line);
+    n_t: Gauss-Legendre nodes on each side of a line's split point (the switch, or
+    the point nearest ``w = 0``), plus ``n_near`` nodes within ``near`` of it, graded
+    like ``s^grading`` towards it; t_max:
+    truncation of the lines (Gaussian mass beyond it below 1e-16).
     """
 
     n_eta: int = 24
@@ -58,7 +61,9 @@ class ChannelRule:
     newton_tol: float = 1e-12
     eta_scheme: str = "polar"
     n_r: int = 12
-    t_grading: float = 1.0
+    grading: float = 3.0
+    n_near: int = 6
+    near: float = 1.0
 
     def __post_init__(self):
         if self.eta_scheme not in ("polar", "hermite"):
@@ -138,12 +143,22 @@ def _channel_expectations(model: BoundModel, ov: Overlaps, rule: ChannelRule) ->
     n_norm = np.hypot(n1, n2)
     n1, n2 = n1 / n_norm, n2 / n_norm
 
+    # The prox is singular where w = 0 (for teacher nodes at the pitchfork radius it
+    # grows like w^(1/3)), and the switching line passes there. In the line frame
+    # z = t n + u n_perp that point has t = t_c: lines without a switch are split
+    # there, lines with one at the switch, with nodes graded like s^grading towards
+    # the split, so each piece is smooth in s.
+    zc1, zc2 = _zeta_of_w_zero(mu_w, L_wh, L_ww, e1, e2)
+    # across the lines (u) a plain Gauss-Hermite rule: splitting at u_c, with or without
+    # grading, converged more slowly in the study (the switches' cusp ends are further
+    # singular points in u that no cheap rule locates; docs/numerics.md)
     xu, wu = hermegauss(rule.n_u)
-    wu = wu / np.sqrt(2 * np.pi)
-    rep = lambda a: np.repeat(a, rule.n_u)  # noqa: E731  (one line per (eta, u) pair)
-    E1, E2, HS1, HS2, N1, N2, PAIR = map(rep, (e1, e2, hs1, hs2, n1, n2, has_pair))
+    n_lines = rule.n_u
     U = np.tile(xu, e1.size)
-    W_line = rep(w_eta) * np.tile(wu, e1.size)
+    W_u = np.tile(wu / np.sqrt(2 * np.pi), e1.size)
+    rep = lambda a: np.repeat(a, n_lines)  # noqa: E731  (one line per (eta, u) pair)
+    E1, E2, HS1, HS2, N1, N2, PAIR = map(rep, (e1, e2, hs1, hs2, n1, n2, has_pair))
+    W_line = rep(w_eta) * W_u
     C1 = mu_w[0] + L_wh[0, 0] * E1 + L_wh[0, 1] * E2
     C2 = mu_w[1] + L_wh[1, 0] * E1 + L_wh[1, 1] * E2
 
@@ -158,43 +173,36 @@ def _channel_expectations(model: BoundModel, ov: Overlaps, rule: ChannelRule) ->
     w_at0 = w_of(np.zeros_like(U))
     t0 = -(w_at0[0] * D1 + w_at0[1] * D2) / slope
     t0 = np.clip(t0, -rule.t_max + 1.0, rule.t_max - 1.0)
+    t_c = np.clip(rep(zc1) * N1 + rep(zc2) * N2, -rule.t_max + 1.0, rule.t_max - 1.0)
 
     tstar, branch_minus, branch_plus, switched = _locate_switches(model, rule, V, w_of, t0, HS1, HS2, PAIR)
 
     acc = _Accumulator(model, ov, rule, B_inv, mu_w)
-    # lines with a switch: Gauss-Legendre on each side, outward from the switch
+    # each line is split at its switch (or, without one, at t_c) and integrated
+    # outward on each side, following the branch of that side by continuation
     sw = np.nonzero(switched)[0]
-    if sw.size:
-        g, gw = leggauss(rule.n_t)
-        w_of_sw = _restrict(w_of, sw, t0.size)
-        for side, branch in ((-1, branch_minus), (+1, branch_plus)):
-            lo = -rule.t_max if side < 0 else tstar[sw]
-            hi = tstar[sw] if side < 0 else rule.t_max
-            b = (branch[0][sw], branch[1][sw])
-            # nodes graded towards the switch: s in [0, 1] from the switch outward, t - t* ~ s^p
-            p = rule.t_grading
-            sk_all, swk_all = 0.5 * (1 + g), 0.5 * gw
-            length = hi - lo
-            for k in range(rule.n_t):
-                sk, swk = sk_all[k], swk_all[k]
-                off = length * sk**p
-                tk = tstar[sw] - off if side < 0 else tstar[sw] + off
-                wk = length * p * sk ** (p - 1) * swk * np.exp(-0.5 * tk**2) / np.sqrt(2 * np.pi) * W_line[sw]
-                b = acc.add(b, *w_of_sw(tk), HS1[sw], HS2[sw], wk)
-    # lines without a switch are smooth: Gauss-Hermite in t, continued from the centre outward
     sm = np.nonzero(~switched)[0]
-    if sm.size:
-        x, wx = hermegauss(rule.n_t)
-        wx = wx / np.sqrt(2 * np.pi)
-        w_of_sm = _restrict(w_of, sm, t0.size)
-        centre = int(np.argmin(np.abs(x)))
-        start = (branch_plus[0][sm], branch_plus[1][sm])
-        for ks in (range(centre, rule.n_t), range(centre - 1, -1, -1)):
-            b = start
-            for k in ks:
-                b = acc.add(b, *w_of_sm(np.full(sm.size, x[k])), HS1[sm], HS2[sm], wx[k] * W_line[sm])
-                if k == centre:
-                    start = b
+    for lines, split, starts in ((sw, tstar, (branch_minus, branch_plus)), (sm, t_c, None)):
+        # a split far from the Gaussian bulk leaves one side long (up to ~2 t_max): that
+        # side is cut again at t = 0 so the bulk is resolved whichever way the line is
+        # classified (otherwise the map jumps where a far switch crosses t_max)
+        far = np.where(split[lines] > FAR_SPLIT, 1, np.where(split[lines] < -FAR_SPLIT, -1, 0))
+        for sign in (0, 1, -1):
+            idx = lines[far == sign]
+            if idx.size == 0:
+                continue
+            w_of_sub = _restrict(w_of, idx, t0.size)
+            for side, end in ((0, -rule.t_max), (1, rule.t_max)):
+                cut_at_zero = (sign == 1 and side == 0) or (sign == -1 and side == 1)
+                t_nodes, t_weights = _side_rule(split[idx], end, rule, cut_at_zero)
+                if starts is not None:
+                    b = (starts[side][0][idx], starts[side][1][idx])
+                else:
+                    w1, w2 = w_of_sub(t_nodes[0])
+                    b = global_prox(model, w1, w2, HS1[idx], HS2[idx], V, tol=rule.newton_tol)[:2]
+                for tk, wk in zip(t_nodes, t_weights):
+                    wk = wk * np.exp(-0.5 * tk**2) / np.sqrt(2 * np.pi) * W_line[idx]
+                    b = acc.add(b, *w_of_sub(tk), HS1[idx], HS2[idx], wk)
     acc.finish()
     sums, unresolved, max_gn = acc.sums, acc.unresolved, acc.max_gn
     return ChannelResult(dict(zip(CHANNEL_NAMES, sums)), unresolved, max_gn, float(switched.mean()), acc.nodes)
@@ -207,6 +215,8 @@ def _channel_expectations(model: BoundModel, ov: Overlaps, rule: ChannelRule) ->
 # every node whose full (60-step) check found a lower minimum was already below
 # after 4 steps.
 CHECK_STEPS = 6
+CHUNK = 16384  # nodes per batch in the checks: the temporaries stay in cache
+FAR_SPLIT = 2.0  # a line's split beyond this |t|: its long side is cut again at t = 0
 
 
 class _Accumulator:
@@ -235,13 +245,27 @@ class _Accumulator:
         return b1, b2
 
     def finish(self):
-        model, V, tol = self.model, self.ov.V, self.rule.newton_tol
-        b1, b2, gn, w1, w2, hs1, hs2, weight = (np.concatenate(a) for a in zip(*self._queue))
+        """Check every queued node and add its integrands, in chunks of ``CHUNK``
+        nodes so that the temporaries stay in cache. (Threads over the chunks were
+        tried: no gain on 2 cores, the boolean indexing holds the GIL.)"""
+        arrays = [np.concatenate(a) for a in zip(*self._queue)]
         self._queue = []
+        n = arrays[0].size
+        for lo in range(0, n, CHUNK):
+            sums, unresolved, max_gn = self._finish_chunk([a[lo:lo + CHUNK] for a in arrays])
+            self.sums += sums
+            self.unresolved += unresolved
+            self.max_gn = max(self.max_gn, max_gn)
+        self.nodes += n
+
+    def _finish_chunk(self, arrays):
+        model, V, tol = self.model, self.ov.V, self.rule.newton_tol
+        b1, b2, gn, w1, w2, hs1, hs2, weight = arrays
         fb = model.prox_objective(b1, b2, w1, w2, hs1, hs2, V)
         best1, best2, bestf, bestgn = (np.array(a, dtype=float, copy=True) for a in (b1, b2, fb, gn))
         for s1, s2 in ((w1, w2), (-b1, -b2)):
-            c1, c2, cgn = newton_prox(model, s1, s2, w1, w2, hs1, hs2, V, tol=tol, maxiter=CHECK_STEPS)
+            c1, c2, cgn = newton_prox(model, s1, s2, w1, w2, hs1, hs2, V, tol=tol, maxiter=CHECK_STEPS,
+                                      known=(best1, best2))
             fc = model.prox_objective(c1, c2, w1, w2, hs1, hs2, V)
             better = np.nonzero(fc < bestf - 1e-13 * np.maximum(1.0, np.abs(bestf)))[0]
             if better.size == 0:
@@ -251,13 +275,44 @@ class _Accumulator:
             best1[better], best2[better], bestgn[better] = d1, d2, dgn
             bestf[better] = model.prox_objective(d1, d2, *sub, V)
         jumped = bestf < fb - 1e-13 * np.maximum(1.0, np.abs(fb))
-        self.unresolved += float(weight[jumped].sum())
-        self.max_gn = max(self.max_gn, float(bestgn.max()))
         xi1, xi2, y1, y2 = _xi_y(self.B_inv, self.mu_w, w1, w2, hs1, hs2)
         ov = self.ov
         vals = model.channel_integrands(best1, best2, xi1, xi2, y1, y2, ov.q, ov.m, V, ov.theta)
-        self.sums += np.array([np.dot(v, weight) for v in vals])
-        self.nodes += weight.size
+        sums = np.array([np.dot(v, weight) for v in vals])
+        return sums, float(weight[jumped].sum()), float(bestgn.max())
+
+
+def _zeta_of_w_zero(mu_w, L_wh, L_ww, e1, e2):
+    """The student Gaussian ``zeta`` at which ``w = mu_w + L_wh eta + L_ww zeta = 0``, per teacher node."""
+    c1 = mu_w[0] + L_wh[0, 0] * e1 + L_wh[0, 1] * e2
+    c2 = mu_w[1] + L_wh[1, 0] * e1 + L_wh[1, 1] * e2
+    z = -np.linalg.solve(L_ww, np.vstack([c1, c2]))
+    return z[0], z[1]
+
+
+def _side_rule(centre, end, rule: ChannelRule, cut_at_zero: bool = False):
+    """Nodes and weights from ``centre`` outward to ``end`` (one per line), in order.
+
+    A near piece of length ``min(near, half the side)`` with ``n_near`` Gauss-Legendre
+    nodes in ``s``, ``|t - centre| ~ s^grading`` (smooth in ``s`` for a
+    ``|t - centre|^(1/3)`` singularity when ``grading = 3``), then a far piece with
+    ``n_t`` plain Gauss-Legendre nodes; with ``cut_at_zero`` the far piece is cut at
+    ``t = 0`` into two such pieces. Returns arrays of shape ``(nodes, lines)``."""
+    centre = np.asarray(centre, dtype=float)
+    length = np.abs(end - centre)
+    sign = np.sign(end - centre)
+    near = np.minimum(rule.near, 0.5 * length)
+    gn, gwn = leggauss(rule.n_near)
+    sn, wsn = 0.5 * (1 + gn)[:, None], 0.5 * gwn[:, None]
+    p = rule.grading
+    offsets, weights = [near * sn**p], [near * p * sn ** (p - 1) * wsn]
+    g, gw = leggauss(rule.n_t)
+    s, ws = 0.5 * (1 + g)[:, None], 0.5 * gw[:, None]
+    pieces = [(near, np.abs(centre)), (np.abs(centre), length)] if cut_at_zero else [(near, length)]
+    for a, b in pieces:
+        offsets.append(a + (b - a) * s)
+        weights.append((b - a) * ws)
+    return centre + sign * np.concatenate(offsets), np.concatenate(weights)
 
 
 def _restrict(w_of, idx, n):

@@ -23,7 +23,8 @@ from .model import BoundModel
 _BACKTRACK = 0.5 ** np.arange(24)
 
 
-def newton_prox(model: BoundModel, h1, h2, w1, w2, hs1, hs2, V, tol: float = 1e-13, maxiter: int = 60):
+def newton_prox(model: BoundModel, h1, h2, w1, w2, hs1, hs2, V, tol: float = 1e-13, maxiter: int = 60,
+                known=None, capture: float = 1e-3):
     """Damped Newton descent on the prox objective, vectorised over nodes.
 
     Each step divides the gradient by the absolute Hessian eigenvalues (floored at
@@ -31,6 +32,10 @@ def newton_prox(model: BoundModel, h1, h2, w1, w2, hs1, hs2, V, tol: float = 1e-
     away from a strict minimum the length is chosen by Armijo backtracking. Returns
     ``(h1, h2, gradient_norm)``; nodes whose gradient norm is still above
     ``tol`` after ``maxiter`` steps are reported through that norm, never hidden.
+
+    ``known = (k1, k2)``: a local minimum per node already found. Nodes whose
+    iterate comes within ``capture`` of it stop there (they are converging to that
+    minimum, and their objective is not below it), which is all a check needs.
     """
     h1 = np.array(h1, dtype=float, copy=True)
     h2 = np.array(h2, dtype=float, copy=True)
@@ -40,6 +45,8 @@ def newton_prox(model: BoundModel, h1, h2, w1, w2, hs1, hs2, V, tol: float = 1e-
     w1, w2, hs1, hs2 = (np.broadcast_to(np.asarray(a, dtype=float), shape).ravel() for a in (w1, w2, hs1, hs2))
     gnorm = np.full(h1.shape, np.inf)
     active = np.arange(h1.size)
+    if known is not None:
+        k1, k2 = (np.broadcast_to(np.asarray(a, dtype=float), shape).ravel() for a in known)
     min_curvature = 1e-6 / V
     for _ in range(maxiter):
         if active.size == 0:
@@ -50,6 +57,8 @@ def newton_prox(model: BoundModel, h1, h2, w1, w2, hs1, hs2, V, tol: float = 1e-
         gn = np.abs(g1) + np.abs(g2)
         gnorm[active] = gn
         keep = gn >= tol
+        if known is not None:
+            keep &= np.abs(a1 - k1[active]) + np.abs(a2 - k2[active]) >= capture
         if not keep.all():
             active, a1, a2, b1, b2, c1, c2, f0, g1, g2, H11, H12, H22 = (
                 x[keep] for x in (active, a1, a2, b1, b2, c1, c2, f0, g1, g2, H11, H12, H22))

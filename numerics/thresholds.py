@@ -59,12 +59,16 @@ class Thresholds:
 
 
 class _BranchSolver:
-    """Warm-started solves of one branch with one rule, remembering every solution."""
+    """Warm-started solves of one branch with one rule, remembering every solution.
 
-    def __init__(self, model, branch, rule, tol, test_n, residual_tol):
+    ``seeds``: another rule's solver on the same branch; where it has solved the
+    same ``alpha``, its solution starts this one and seeds its Anderson history."""
+
+    def __init__(self, model, branch, rule, tol, test_n, residual_tol, seeds: Optional["_BranchSolver"] = None):
         self.model, self.branch, self.rule, self.tol, self.test_n = model, branch, rule, tol, test_n
         self.residual_tol = residual_tol
-        self.known = {}  # alpha -> (overlaps, side)
+        self.seeds = seeds
+        self.known = {}  # alpha -> (overlaps, RuleSolution or None)
 
     def start_for(self, alpha, fallback: Overlaps) -> Overlaps:
         if not self.known:
@@ -78,11 +82,13 @@ class _BranchSolver:
         return Overlaps.from_array(x) if x[0] > 0 and x[2] > 0 else self.known[a0][0]
 
     def solve(self, alpha, fallback: Overlaps):
-        sol = solve_with_rule(self.model, alpha, self.branch, self.rule, self.start_for(alpha, fallback), self.tol)
+        seed = self.seeds.known.get(alpha, (None, None))[1] if self.seeds is not None else None
+        start = seed.overlaps if seed is not None else self.start_for(alpha, fallback)
+        sol = solve_with_rule(self.model, alpha, self.branch, self.rule, start, self.tol, seed=seed)
         if not sol.converged or sol.residual8 > self.residual_tol:
             raise ThresholdError(f"{self.branch} branch did not converge at alpha = {alpha} "
                                  f"(residual {sol.residual8:.2e})")
-        self.known[alpha] = (sol.overlaps, sol.side)
+        self.known[alpha] = (sol.overlaps, sol)
         F = free_energy(self.model, sol.overlaps, sol.side.hats, alpha, sol.side.mean_envelope)
         return sol, F, sol.side.mean_envelope
 
@@ -96,7 +102,9 @@ def _newton_alpha_c(pos: _BranchSolver, sem: _BranchSolver, a0: float, starts, x
         new = float(np.clip(alpha + step, lo, hi))
         log.debug("alpha_c Newton: alpha=%.12g dF=%.3e step=%.3e", alpha, Fp - Fs, step)
         if abs(new - alpha) < xtol:
-            return new, abs(step)
+            # the last solved point; Newton converges quadratically, so its error is
+            # far below the step, which is reported as the root-finding error
+            return alpha, abs(step)
         alpha = new
     raise ThresholdError("alpha_c: Newton's method did not converge in 30 steps")
 
@@ -114,12 +122,13 @@ def _secant_alpha_l(solver: _BranchSolver, a0: float, a1: float, eps_lin: float,
         a0, g0 = a1, g1
         a1, g1 = a2, g(a2)
         if abs(a1 - a0) < xtol:
-            return a1, abs(a1 - a0)
+            slope = (g1 - g0) / (a1 - a0)
+            return a1, abs(a1 - a0), slope
     raise ThresholdError("alpha_l: the secant method did not converge")
 
 
 def thresholds(spec: ModelSpec, precision: str = "fast", alpha_min: float = 0.5, alpha_max: float = 2.5,
-               n_scan: int = 9, xtol: float = 1e-9, progress: Optional[Callable[[str], None]] = None,
+               n_scan: int = 9, xtol: float = 1e-8, progress: Optional[Callable[[str], None]] = None,
                scan_curves: Optional[dict] = None) -> Thresholds:
     """``alpha_c`` and ``alpha_l`` with error estimates, the linear baseline and the spinodals.
 
@@ -168,11 +177,15 @@ def thresholds(spec: ModelSpec, precision: str = "fast", alpha_min: float = 0.5,
     results = {}
     single = prec.rule == prec.check_rule  # draft: one rule, so no error estimate can be made
     rules = (("fine", prec.check_rule),) if single else (("coarse", prec.rule), ("fine", prec.check_rule))
+    seeds = {}
     for tag, rule in rules:
-        solvers = {b: _BranchSolver(model, b, rule, prec.tol, prec.test_n, prec.residual_tol) for b in ("semantic", "positional")}
+        # the fine rule starts where the coarse one converged, from its solutions (seeded)
+        solvers = {b: _BranchSolver(model, b, rule, prec.tol, prec.test_n, prec.residual_tol, seeds.get(b))
+                   for b in ("semantic", "positional")}
         for b in solvers:
             solvers[b].known[a_lo] = (starts[b], None)
-        ac, ac_step = _newton_alpha_c(solvers["positional"], solvers["semantic"], a_guess, starts, xtol,
+        guess = results["coarse"]["alpha_c"] if "coarse" in results else a_guess
+        ac, ac_step = _newton_alpha_c(solvers["positional"], solvers["semantic"], guess, starts, xtol,
                                       a_lo - (a_hi - a_lo), a_hi + (a_hi - a_lo))
         note(f"alpha_c ({tag} rule) = {ac:.10f}")
         # alpha_l: on the branch that is global just after the drop. If the drop happens
@@ -187,26 +200,29 @@ def thresholds(spec: ModelSpec, precision: str = "fast", alpha_min: float = 0.5,
         if jump:
             sol, _, _ = s.solve(ac, by[branch_l][first].overlaps)
             at_jump = test_error(model, sol.overlaps, prec.test_n) < eps_lin
+        slope = float("nan")
         if at_jump:
             al, al_step = ac, ac_step
         else:
-            a0 = max(prev[-1], ac) if jump else prev[-1]
-            al, al_step = _secant_alpha_l(s, a0, first, eps_lin, by[branch_l][first].overlaps, xtol)
+            if "coarse" in results and not results["coarse"]["at_jump"]:
+                a0 = results["coarse"]["alpha_l"]
+                a1 = a0 - 1e-4 * np.sign(results["coarse"]["slope"] or 1.0)
+            else:
+                a0, a1 = (max(prev[-1], ac) if jump else prev[-1]), first
+            al, al_step, slope = _secant_alpha_l(s, a0, a1, eps_lin, by[branch_l][first].overlaps, xtol)
         note(f"alpha_l ({tag} rule) = {al:.10f}")
         results[tag] = dict(alpha_c=ac, alpha_c_step=ac_step, alpha_l=al, alpha_l_step=al_step, at_jump=at_jump,
-                            branch_l=branch_l)
+                            branch_l=branch_l, slope=slope)
+        seeds = solvers
 
-    # propagated test-error quadrature error for alpha_l: delta eps / |d eps / d alpha|
+    # propagated test-error quadrature error for alpha_l: delta eps / |d eps / d alpha|,
+    # with the slope from the secant iterations and delta eps from two test-error rules
     fine = results["fine"]
     al_err_quad = 0.0
     if not fine["at_jump"] and not single:
-        s = _BranchSolver(model, fine["branch_l"], prec.check_rule, prec.tol, prec.test_n, prec.residual_tol)
-        h = 1e-3
-        sols = [s.solve(fine["alpha_l"] + d, by[fine["branch_l"]][first].overlaps)[0] for d in (-h, h)]
-        slope = (test_error(model, sols[1].overlaps, prec.test_n) - test_error(model, sols[0].overlaps, prec.test_n)) / (2 * h)
-        mid = s.solve(fine["alpha_l"], by[fine["branch_l"]][first].overlaps)[0]
-        d_eps = abs(test_error(model, mid.overlaps, prec.test_check_n) - test_error(model, mid.overlaps, prec.test_n))
-        al_err_quad = (d_eps + baseline.error) / abs(slope)
+        mid = seeds[fine["branch_l"]].known[fine["alpha_l"]][0]
+        d_eps = abs(test_error(model, mid, prec.test_check_n) - test_error(model, mid, prec.test_n))
+        al_err_quad = (d_eps + baseline.error) / abs(fine["slope"])
     if single:
         ac_err = al_err = float("nan")
     else:
