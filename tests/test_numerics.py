@@ -187,3 +187,75 @@ def test_cli_bad_input_is_one_line_exit_2(argv):
     assert proc.returncode == 2
     assert len(proc.stderr.strip().splitlines()) == 1
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("centre", [-1.6, 0.3, 2.5, -6.6])
+def test_line_rule_resolves_a_cube_root_singularity(centre):
+    """The split line rule (channel._side_rule, 2 x 28 nodes) integrates |t - c|^(1/3) and a
+    smooth function against the Gaussian to 2e-8 (measured: at most 8e-9), wherever the
+    split c lies; Gauss-Hermite with as many nodes misses the singular one by 4e-4 to
+    3e-3 when c is in the bulk (docs/numerics.md, section 2)."""
+    from numpy.polynomial.hermite_e import hermegauss
+    from scipy.integrate import quad
+
+    from numerics.channel import FAR_SPLIT, _side_rule
+
+    rule = ChannelRule(n_t=20, n_near=8)
+    phi = lambda t: np.exp(-0.5 * t**2) / np.sqrt(2 * np.pi)  # noqa: E731
+    for f in (lambda t: np.abs(t - centre) ** (1 / 3), lambda t: np.cos(t) + t**2):
+        exact = sum(quad(lambda t: f(t) * phi(t), a, b, epsabs=1e-15, epsrel=1e-13, limit=200)[0]
+                    for a, b in ((-rule.t_max, centre), (centre, rule.t_max)))
+        total = 0.0
+        for side, end in ((0, -rule.t_max), (1, rule.t_max)):
+            cut = (centre > FAR_SPLIT and side == 0) or (centre < -FAR_SPLIT and side == 1)
+            t, w = _side_rule(np.array([centre]), end, rule, cut)
+            total += float(np.sum(w[:, 0] * f(t[:, 0]) * phi(t[:, 0])))
+        assert abs(total - exact) < 2e-8 * abs(exact)
+    if abs(centre) > 4:
+        return
+    x, wx = hermegauss(2 * (rule.n_t + rule.n_near))
+    gh = float(np.sum(wx / np.sqrt(2 * np.pi) * np.abs(x - centre) ** (1 / 3)))
+    exact = sum(quad(lambda t: np.abs(t - centre) ** (1 / 3) * phi(t), a, b, epsabs=1e-15, limit=200)[0]
+                for a, b in ((-rule.t_max, centre), (centre, rule.t_max)))
+    assert abs(gh - exact) > 1e-4 * exact
+
+
+def test_draft_map_is_continuous_where_a_far_switch_leaves_the_line():
+    """Regression: near the semantic fixed point at alpha = 2.5 the last far-out switches
+    cross t_max between these two overlaps. Before the long side of a far split was
+    cut at t = 0, qhat jumped by 2.1e-3 relative here (the smooth change is 1.3e-4)."""
+    model = bind(SPEC)
+    rule = ChannelRule(n_eta=12, n_r=6, n_u=6, n_t=10, n_near=4)
+    a = Overlaps(q=0.13170783402779415, m=0.0, V=10.374281057395875, theta=0.1743151790443708)
+    b = Overlaps(q=a.q + 5e-6, m=0.0, V=a.V, theta=a.theta + 5e-6)
+    ra, rb = channel_expectations(model, a, rule), channel_expectations(model, b, rule)
+    assert ra.switch_fraction > 0 and rb.switch_fraction == 0  # the event this test is about
+    for name in ("qhat", "thetahat_y", "Vhat_y"):
+        x, y = ra.expectations[name], rb.expectations[name]
+        assert abs(y - x) < 5e-4 * abs(x), name
+
+
+def test_seeded_anderson_history_converges_to_the_same_fixed_point_faster():
+    """A solve seeded with a related map's history (shifted by the maps' difference)
+    reaches the same fixed point as an unseeded one, in fewer evaluations."""
+    rng = np.random.default_rng(5)
+    J = 0.6 * np.linalg.qr(rng.standard_normal((4, 4)))[0] @ np.diag([0.9, -0.8, 0.5, 0.2])
+    b = rng.standard_normal(4)
+    coarse = lambda x: J @ x + b  # noqa: E731
+    offset = 1e-3 * rng.standard_normal(4)
+    counts = {"n": 0}
+
+    def fine(x):
+        counts["n"] += 1
+        return J @ x + b + offset
+
+    first = solve_fixed_point(coarse, np.zeros(4), tol=1e-12, anderson=4, damping=0.5, maxiter=200)
+    assert first.converged
+    plain = solve_fixed_point(fine, first.x, tol=1e-12, anderson=4, damping=0.5, maxiter=200)
+    n_plain, counts["n"] = counts["n"], 0
+    seeded = solve_fixed_point(fine, first.x, tol=1e-12, anderson=4, damping=0.5, maxiter=200, history=first.pairs)
+    exact = np.linalg.solve(np.eye(4) - J, b + offset)
+    assert seeded.converged and plain.converged
+    np.testing.assert_allclose(seeded.x, exact, rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(plain.x, exact, rtol=1e-10, atol=1e-10)
+    assert counts["n"] < n_plain
