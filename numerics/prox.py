@@ -23,6 +23,20 @@ from .model import BoundModel
 _BACKTRACK = 0.5 ** np.arange(24)
 
 
+def _overflow_is_a_limit(fn):
+    """``exp`` overflows in the generated logistic functions far out on the search grid
+    or a trial step give the correct limits (a logistic of +-inf is 0 or 1), so they
+    are silenced; NaNs are not (they surface in the gradient norm and the channel)."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        with np.errstate(over="ignore", under="ignore"):
+            return fn(*args, **kwargs)
+    return wrapper
+
+
+@_overflow_is_a_limit
 def newton_prox(model: BoundModel, h1, h2, w1, w2, hs1, hs2, V, tol: float = 1e-13, maxiter: int = 60,
                 known=None, capture: float = 1e-3):
     """Damped Newton descent on the prox objective, vectorised over nodes.
@@ -103,6 +117,7 @@ def newton_prox(model: BoundModel, h1, h2, w1, w2, hs1, hs2, V, tol: float = 1e-
     return h1.reshape(shape), h2.reshape(shape), gnorm.reshape(shape)
 
 
+@_overflow_is_a_limit
 def global_prox(model: BoundModel, w1, w2, hs1, hs2, V, starts=(), n_angles: int = 12, n_radii: int = 4,
                 keep: int = 3, tol: float = 1e-13):
     """Global minimiser of the prox objective: Newton from ``w``, from ``starts``
