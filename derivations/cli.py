@@ -4,8 +4,6 @@ from __future__ import annotations
 import json
 import logging
 
-import sympy as sp
-
 from attnphase.options import add_json_option, add_model_options, model_from_args
 
 log = logging.getLogger(__name__)

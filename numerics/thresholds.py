@@ -128,12 +128,16 @@ def _secant_alpha_l(solver: _BranchSolver, a0: float, a1: float, eps_lin: float,
 
 
 def thresholds(spec: ModelSpec, precision: str = "fast", alpha_min: float = 0.5, alpha_max: float = 2.5,
-               n_scan: int = 9, xtol: float = 1e-8, progress: Optional[Callable[[str], None]] = None,
+               n_scan: int = 9, xtol: float = 1e-6, progress: Optional[Callable[[str], None]] = None,
                scan_curves: Optional[dict] = None) -> Thresholds:
     """``alpha_c`` and ``alpha_l`` with error estimates, the linear baseline and the spinodals.
 
     ``scan_curves`` ({branch: BranchCurve} at draft precision, e.g. from ``attnphase run``)
-    replaces the bracketing scan, so the same branches are not solved twice."""
+    replaces the bracketing scan, so the same branches are not solved twice.
+
+    ``xtol``: the root search stops once a step is below it. Newton's and the secant
+    method's convergence is superlinear, so the remaining error is far below that last
+    step, which is nevertheless added to the reported error in full."""
     t0 = time.perf_counter()
     prec = PRECISIONS[precision]
     model = bind(spec)
