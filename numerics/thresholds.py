@@ -83,6 +83,12 @@ class _BranchSolver:
 
     def solve(self, alpha, fallback: Overlaps):
         seed = self.seeds.known.get(alpha, (None, None))[1] if self.seeds is not None else None
+        if seed is None:
+            # the nearest own solution: started from it, its Anderson history (the
+            # Jacobian at a nearby alpha) carries over, shifted like a rule change
+            own = [a for a, (_, sol) in self.known.items() if sol is not None]
+            if own:
+                seed = self.known[min(own, key=lambda a: abs(a - alpha))][1]
         start = seed.overlaps if seed is not None else self.start_for(alpha, fallback)
         sol = solve_with_rule(self.model, alpha, self.branch, self.rule, start, self.tol, seed=seed)
         if not sol.converged or sol.residual8 > self.residual_tol:
