@@ -17,7 +17,7 @@ import numpy as np
 
 from derivations import ModelSpec
 
-from .fixed_point import DEFAULT_START, FixedPoint, solve_branch
+from .fixed_point import DEFAULT_START, BranchLost, FixedPoint, solve_branch
 from .model import bind
 from .overlaps import Overlaps
 from .solver import SolverError
@@ -30,6 +30,10 @@ ANCHORS = {
     "positional": (2.0, Overlaps(q=0.050, m=0.259, V=14.0, theta=0.0)),
     "trivial": (1.0, DEFAULT_START["trivial"]),
 }
+# a solve is abandoned once an iterate is below 10 x COLLAPSE: it is collapsing (the
+# branch's own value near its spinodals is 0.2 for theta/sigma^2, and m -> 0 only within
+# ~1e-6 in alpha of the positional spinodal, far inside the bisection bracket)
+LOST_BELOW_FACTOR = 10.0
 COLLAPSE = 1e-4  # |theta|/sigma^2 or |m| below this: the branch has merged with the trivial one
 
 
@@ -54,7 +58,11 @@ def is_on_branch(fp: FixedPoint, branch: str) -> bool:
 def _try_solve(spec, alpha, branch, precision, start, model) -> Optional[FixedPoint]:
     """A solve that may legitimately fail where the branch does not exist."""
     try:
-        return solve_branch(spec, alpha, branch, precision, start=start, model=model)
+        return solve_branch(spec, alpha, branch, precision, start=start, model=model,
+                            lost_below=LOST_BELOW_FACTOR * COLLAPSE)
+    except BranchLost as exc:
+        log.info("alpha=%g %s: %s", alpha, branch, exc)
+        return None
     except (SolverError, FloatingPointError) as exc:
         log.info("alpha=%g %s: solver failed (%s)", alpha, branch, exc)
         return None

@@ -168,15 +168,24 @@ class RuleSolution:
     history: tuple = ()       # the solver's last (x, F(x) - x) pairs, to seed a related solve
 
 
+class BranchLost(RuntimeError):
+    """The iteration left the branch: its defining overlap fell below ``lost_below``."""
+
+
 def solve_with_rule(model: BoundModel, alpha: float, branch: str, rule: ChannelRule, start: Overlaps,
                     tol: float, maxiter: int = 80, damping: float = 0.5,
-                    seed: Optional["RuleSolution"] = None) -> RuleSolution:
+                    seed: Optional["RuleSolution"] = None, lost_below: Optional[float] = None) -> RuleSolution:
     """Solve the branch's fixed point with one channel rule (no error estimate).
 
     ``seed``: a solution of the same branch with another rule, started from its
     overlaps. Its Anderson history is reused, shifted by the difference of the two
     maps at the start (the maps differ by a nearly constant quadrature error), so
     the finer solve starts with the coarse Jacobian information.
+
+    ``lost_below``: raise :class:`BranchLost` as soon as an iterate's ``theta/sigma^2``
+    (semantic) or ``|m|`` (positional) is below it. A solve that collapses onto the
+    trivial branch otherwise spends most of its evaluations converging that overlap
+    to zero.
 
     The reported point is ``P = (x, hats(x))`` at the solver's last iterate ``x``;
     its undamped residual is ``update_overlaps(hats(x)) - x`` in all four overlaps
@@ -195,7 +204,7 @@ def solve_with_rule(model: BoundModel, alpha: float, branch: str, rule: ChannelR
     for k, (beta, depth, iters, hist) in enumerate(attempts):
         try:
             res = solve_fixed_point(F, x0, tol=tol, maxiter=iters, damping=beta, anderson=depth, floor=floor,
-                                    history=hist)
+                                    history=hist, callback=_lost_check(F, model, branch, lost_below))
         except SolverError:
             if k == len(attempts) - 1:
                 raise
@@ -214,8 +223,23 @@ def solve_with_rule(model: BoundModel, alpha: float, branch: str, rule: ChannelR
     return RuleSolution(ov, side, bool(res.converged), res.iterations, residual8, F.evaluations, res.pairs)
 
 
+def _lost_check(F: "_Map", model: BoundModel, branch: str, lost_below: Optional[float]):
+    if lost_below is None or branch not in ("semantic", "positional"):
+        return None
+    sigma2 = model.spec.sigma**2
+
+    def check(iteration, x, residual):
+        q, m, V, theta = F.full(x)
+        value = abs(theta) / sigma2 if branch == "semantic" else abs(m)
+        if value < lost_below:
+            raise BranchLost(f"{branch} branch lost at alpha = {F.alpha}: iterate {value:.2e} < {lost_below:g} "
+                             f"after {iteration} iterations")
+    return check
+
+
 def solve_branch(spec: ModelSpec, alpha: float, branch: str = "semantic", precision: str = "fast",
-                 start: Optional[Overlaps] = None, model: Optional[BoundModel] = None) -> FixedPoint:
+                 start: Optional[Overlaps] = None, model: Optional[BoundModel] = None,
+                 lost_below: Optional[float] = None) -> FixedPoint:
     """Solve one branch at one ``alpha`` with error estimates.
 
     The fixed point is solved with the precision mode's coarse rule, then again
@@ -233,7 +257,8 @@ def solve_branch(spec: ModelSpec, alpha: float, branch: str = "semantic", precis
     start = start or DEFAULT_START.get(branch, DEFAULT_START["semantic"])
     start = Overlaps.from_array([start.as_array()[i] if n not in FIXED_ZERO[branch] else 0.0
                                  for i, n in enumerate(("q", "m", "V", "theta"))])
-    coarse = solve_with_rule(model, alpha, branch, prec.rule, start, prec.coarse_tol or prec.tol)
+    coarse = solve_with_rule(model, alpha, branch, prec.rule, start, prec.coarse_tol or prec.tol,
+                             lost_below=lost_below)
     single = prec.rule == prec.check_rule
     fine = coarse if single else solve_with_rule(model, alpha, branch, prec.check_rule, coarse.overlaps, prec.tol,
                                                  seed=coarse)

@@ -260,3 +260,18 @@ def test_seeded_anderson_history_converges_to_the_same_fixed_point_faster():
     np.testing.assert_allclose(seeded.x, exact, rtol=1e-10, atol=1e-10)
     np.testing.assert_allclose(plain.x, exact, rtol=1e-10, atol=1e-10)
     assert counts["n"] < n_plain
+
+
+def test_a_collapsing_solve_is_abandoned_as_lost():
+    """Below the semantic spinodal (~0.70) the semantic start collapses onto theta = 0;
+    with ``lost_below`` the solve stops early with BranchLost instead of converging
+    theta to zero, and follow_branch records the spinodal from such losses."""
+    from numerics.fixed_point import BranchLost
+
+    model = bind(SPEC)
+    rule = ChannelRule(n_eta=12, n_r=6, n_u=6, n_t=10, n_near=4)
+    start = Overlaps(q=0.06, m=0.0, V=20.0, theta=0.07)
+    with pytest.raises(BranchLost):
+        solve_with_rule(model, 0.5, "semantic", rule, start, tol=1e-8, lost_below=1e-3)
+    plain = solve_with_rule(model, 0.5, "semantic", rule, start, tol=1e-8)
+    assert plain.converged and abs(plain.overlaps.theta) < 1e-8  # what it would have spent its time on
