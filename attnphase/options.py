@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import argparse
+import math
+from typing import Optional
 
 from derivations.spec import ATTENTIONS, DEFAULT_A, ModelSpec, parse_A
 
@@ -25,3 +27,21 @@ def model_from_args(args: argparse.Namespace) -> ModelSpec:
 
 def add_json_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print a machine-readable JSON object")
+
+
+def simulation_option_error(steps: int, lr: Optional[float], n_test: int, seeds: int, seed: int) -> Optional[str]:
+    """The first invalid gradient-descent run option, as a message naming the flag, or None.
+
+    Shared by ``attnphase simulate``/``validate`` and the simulated phase diagram,
+    which raise it as their own error type."""
+    if steps < 0:
+        return f"--steps: must be >= 0, got {steps}"
+    if lr is not None and not (math.isfinite(lr) and lr > 0):
+        return f"--lr: must be a positive number, got {lr}"
+    if n_test < 1:
+        return f"--n-test: must be >= 1, got {n_test}"
+    if seeds < 1:
+        return f"--seeds: must be >= 1, got {seeds}"
+    if seed < 0:
+        return f"--seed: must be >= 0, got {seed}"
+    return None

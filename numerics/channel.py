@@ -25,6 +25,7 @@ reported as ``unresolved_weight`` (an unlocated switch).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 
 import numpy as np
@@ -148,7 +149,9 @@ def _channel_expectations(model: BoundModel, ov: Overlaps, rule: ChannelRule) ->
     # z = t n + u n_perp that point has t = t_c: lines without a switch are split
     # there, lines with one at the switch, with nodes graded like s^grading towards
     # the split, so each piece is smooth in s.
-    zc1, zc2 = _zeta_of_w_zero(mu_w, L_wh, L_ww, e1, e2)
+    c1 = mu_w[0] + L_wh[0, 0] * e1 + L_wh[0, 1] * e2  # w at zeta = 0, per teacher node
+    c2 = mu_w[1] + L_wh[1, 0] * e1 + L_wh[1, 1] * e2
+    zc1, zc2 = -np.linalg.solve(L_ww, np.vstack([c1, c2]))  # zeta where w = 0
     # across the lines (u) a plain Gauss-Hermite rule: splitting at u_c, with or without
     # grading, converged more slowly in the study (the switches' cusp ends are further
     # singular points in u that no cheap rule locates; docs/numerics.md)
@@ -157,15 +160,15 @@ def _channel_expectations(model: BoundModel, ov: Overlaps, rule: ChannelRule) ->
     U = np.tile(xu, e1.size)
     W_u = np.tile(wu / np.sqrt(2 * np.pi), e1.size)
     rep = lambda a: np.repeat(a, n_lines)  # noqa: E731  (one line per (eta, u) pair)
-    E1, E2, HS1, HS2, N1, N2, PAIR = map(rep, (e1, e2, hs1, hs2, n1, n2, has_pair))
+    C1, C2, HS1, HS2, N1, N2, PAIR = map(rep, (c1, c2, hs1, hs2, n1, n2, has_pair))
     W_line = rep(w_eta) * W_u
-    C1 = mu_w[0] + L_wh[0, 0] * E1 + L_wh[0, 1] * E2
-    C2 = mu_w[1] + L_wh[1, 0] * E1 + L_wh[1, 1] * E2
 
-    def w_of(t):
-        z1 = t * N1 - U * N2
-        z2 = t * N2 + U * N1
-        return (C1 + L_ww[0, 0] * z1 + L_ww[0, 1] * z2, C2 + L_ww[1, 0] * z1 + L_ww[1, 1] * z2)
+    def w_of(t, idx=slice(None)):
+        """w at position t along the lines ``idx`` (all by default)."""
+        n1_, n2_, u_ = N1[idx], N2[idx], U[idx]
+        z1 = t * n1_ - u_ * n2_
+        z2 = t * n2_ + u_ * n1_
+        return (C1[idx] + L_ww[0, 0] * z1 + L_ww[0, 1] * z2, C2[idx] + L_ww[1, 0] * z1 + L_ww[1, 1] * z2)
 
     # the line crosses {w . d = 0} at t0
     D1, D2 = rep(d1), rep(d2)
@@ -191,7 +194,7 @@ def _channel_expectations(model: BoundModel, ov: Overlaps, rule: ChannelRule) ->
             idx = lines[far == sign]
             if idx.size == 0:
                 continue
-            w_of_sub = _restrict(w_of, idx, t0.size)
+            w_of_sub = functools.partial(w_of, idx=idx)
             for side, end in ((0, -rule.t_max), (1, rule.t_max)):
                 cut_at_zero = (sign == 1 and side == 0) or (sign == -1 and side == 1)
                 t_nodes, t_weights = _side_rule(split[idx], end, rule, cut_at_zero)
@@ -282,14 +285,6 @@ class _Accumulator:
         return sums, float(weight[jumped].sum()), float(bestgn.max())
 
 
-def _zeta_of_w_zero(mu_w, L_wh, L_ww, e1, e2):
-    """The student Gaussian ``zeta`` at which ``w = mu_w + L_wh eta + L_ww zeta = 0``, per teacher node."""
-    c1 = mu_w[0] + L_wh[0, 0] * e1 + L_wh[0, 1] * e2
-    c2 = mu_w[1] + L_wh[1, 0] * e1 + L_wh[1, 1] * e2
-    z = -np.linalg.solve(L_ww, np.vstack([c1, c2]))
-    return z[0], z[1]
-
-
 def _side_rule(centre, end, rule: ChannelRule, cut_at_zero: bool = False):
     """Nodes and weights from ``centre`` outward to ``end`` (one per line), in order.
 
@@ -313,16 +308,6 @@ def _side_rule(centre, end, rule: ChannelRule, cut_at_zero: bool = False):
         offsets.append(a + (b - a) * s)
         weights.append((b - a) * ws)
     return centre + sign * np.concatenate(offsets), np.concatenate(weights)
-
-
-def _restrict(w_of, idx, n):
-    """``w_of`` for the subset ``idx`` of the lines (w_of takes a full-length t)."""
-    def sub(t_sub):
-        t = np.zeros(n)
-        t[idx] = t_sub
-        w1, w2 = w_of(t)
-        return w1[idx], w2[idx]
-    return sub
 
 
 def _bifurcation_margin(model, V, L_hh, c, s, r):

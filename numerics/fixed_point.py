@@ -63,10 +63,10 @@ class Precision:
     coarse_tol: Optional[float] = None
 
 
+_DRAFT_RULE = ChannelRule(n_eta=12, n_r=6, n_u=6, n_t=10, n_near=4)
 PRECISIONS = {
     # draft: curves for figures and threshold brackets; one rule, so no error estimate (NaN)
-    "draft": Precision("draft", ChannelRule(n_eta=12, n_r=6, n_u=6, n_t=10, n_near=4),
-                       ChannelRule(n_eta=12, n_r=6, n_u=6, n_t=10, n_near=4), 16, 16, 1e-8, 1e-5),
+    "draft": Precision("draft", _DRAFT_RULE, _DRAFT_RULE, 16, 16, 1e-8, 1e-5),
     # The reported values use the finer rule; the coarse one supplies the error
     # estimate. Rules chosen by the convergence study in docs/numerics.md: against a
     # 40/16/28/32/12 reference the fast fine rule is within 5.4e-5 relative on both

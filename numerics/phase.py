@@ -60,6 +60,7 @@ from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from attnphase.errors import UsageError
+from attnphase.options import simulation_option_error
 
 log = logging.getLogger(__name__)
 
@@ -207,16 +208,9 @@ class SweepConfig:
         if "simulation" in self.kinds:
             if self.d < 2:
                 raise SweepError(f"--d: must be >= 2, got {self.d}")
-            if self.seeds < 1:
-                raise SweepError(f"--seeds: must be >= 1, got {self.seeds}")
-            if self.seed < 0:
-                raise SweepError(f"--seed: must be >= 0, got {self.seed}")
-            if self.steps < 0:
-                raise SweepError(f"--steps: must be >= 0, got {self.steps}")
-            if self.lr is not None and not (math.isfinite(self.lr) and self.lr > 0):
-                raise SweepError(f"--lr: must be a positive number, got {self.lr}")
-            if self.n_test < 1:
-                raise SweepError(f"--n-test: must be >= 1, got {self.n_test}")
+            error = simulation_option_error(self.steps, self.lr, self.n_test, self.seeds, self.seed)
+            if error:
+                raise SweepError(error)
             if self.optimizer not in ("gd", "adam"):
                 raise SweepError(f"--optimizer: choose from gd, adam, got {self.optimizer!r}")
             if self.dtype not in ("float32", "float64"):

@@ -16,6 +16,8 @@ lowest objective.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from .model import BoundModel
@@ -27,8 +29,6 @@ def _overflow_is_a_limit(fn):
     """``exp`` overflows in the generated logistic functions far out on the search grid
     or a trial step give the correct limits (a logistic of +-inf is 0 or 1), so they
     are silenced; NaNs are not (they surface in the gradient norm and the channel)."""
-    import functools
-
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         with np.errstate(over="ignore", under="ignore"):

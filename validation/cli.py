@@ -11,7 +11,7 @@ import math
 import sys
 
 from attnphase.cli import UsageError
-from attnphase.options import add_json_option, add_model_options, model_from_args
+from attnphase.options import add_json_option, add_model_options, model_from_args, simulation_option_error
 
 log = logging.getLogger(__name__)
 
@@ -75,16 +75,9 @@ def register(subparsers) -> None:
 
 
 def _check_common(args) -> None:
-    if args.steps < 0:
-        raise UsageError(f"--steps: must be >= 0, got {args.steps}")
-    if args.lr is not None and not (math.isfinite(args.lr) and args.lr > 0):
-        raise UsageError(f"--lr: must be a positive number, got {args.lr}")
-    if args.n_test < 1:
-        raise UsageError(f"--n-test: must be >= 1, got {args.n_test}")
-    if args.seeds < 1:
-        raise UsageError(f"--seeds: must be >= 1, got {args.seeds}")
-    if args.seed < 0:
-        raise UsageError(f"--seed: must be >= 0, got {args.seed}")
+    error = simulation_option_error(args.steps, args.lr, args.n_test, args.seeds, args.seed)
+    if error:
+        raise UsageError(error)
     if args.device:
         import torch
 
