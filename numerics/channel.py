@@ -35,6 +35,7 @@ from numpy.polynomial.legendre import leggauss
 from .model import BoundModel
 from .overlaps import Overlaps
 from .prox import global_prox, newton_prox
+from .symmetry import channel_symmetries, fold_teacher_nodes
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +53,9 @@ class ChannelRule:
     n_t: Gauss-Legendre nodes on each side of a line's split point (the switch, or
     the point nearest ``w = 0``), plus ``n_near`` nodes within ``near`` of it, graded
     like ``s^grading`` towards it; t_max:
-    truncation of the lines (Gaussian mass beyond it below 1e-16).
+    truncation of the lines (Gaussian mass beyond it below 1e-16); use_symmetry: fold
+    the teacher rule by the channel's symmetries (:mod:`numerics.symmetry`) and set the
+    integrands odd under one of them to their exact value zero.
     """
 
     n_eta: int = 24
@@ -65,6 +68,7 @@ class ChannelRule:
     grading: float = 3.0
     n_near: int = 6
     near: float = 1.0
+    use_symmetry: bool = True
 
     def __post_init__(self):
         if self.eta_scheme not in ("polar", "hermite"):
@@ -78,6 +82,7 @@ class ChannelResult:
     max_gradient_norm: float    # worst prox stationarity over all nodes
     switch_fraction: float      # fraction of lines carrying a located switch
     n_nodes: int
+    symmetry_order: float = 1.0  # teacher nodes per folded node, on average (1: no folding)
 
 
 def _gaussian_factor(model: BoundModel, ov: Overlaps):
@@ -125,6 +130,17 @@ def _channel_expectations(model: BoundModel, ov: Overlaps, rule: ChannelRule) ->
         w_eta = np.outer(wx, wx).ravel()
     else:
         e1, e2, w_eta = _polar_eta_nodes(model, V, L_hh, rule)
+    odd = np.zeros(len(CHANNEL_NAMES), dtype=bool)
+    order = 1.0
+    if rule.use_symmetry:
+        symmetries = channel_symmetries(model, ov, mu_w, B)
+        for sym in symmetries:
+            odd |= np.array(sym.characters) < 0
+        n_before = e1.size
+        e1, e2, w_eta, used = fold_teacher_nodes(e1, e2, w_eta, L_hh, symmetries)
+        order = n_before / e1.size
+        log.debug("channel: %d symmetries (%d fold the teacher rule), %d of %d teacher nodes kept",
+                  len(symmetries), len(used), e1.size, n_before)
     hs1 = L_hh[0, 0] * e1 + L_hh[0, 1] * e2
     hs2 = L_hh[1, 0] * e1 + L_hh[1, 1] * e2
     zeros = np.zeros_like(e1)
@@ -183,6 +199,7 @@ def _channel_expectations(model: BoundModel, ov: Overlaps, rule: ChannelRule) ->
     acc = _Accumulator(model, ov, rule, B_inv, mu_w)
     # each line is split at its switch (or, without one, at t_c) and integrated
     # outward on each side, following the branch of that side by continuation
+    pieces = []  # (line indices, nodes (K, n), weights (K, n), start branch or None)
     sw = np.nonzero(switched)[0]
     sm = np.nonzero(~switched)[0]
     for lines, split, starts in ((sw, tstar, (branch_minus, branch_plus)), (sm, t_c, None)):
@@ -194,21 +211,62 @@ def _channel_expectations(model: BoundModel, ov: Overlaps, rule: ChannelRule) ->
             idx = lines[far == sign]
             if idx.size == 0:
                 continue
-            w_of_sub = functools.partial(w_of, idx=idx)
             for side, end in ((0, -rule.t_max), (1, rule.t_max)):
                 cut_at_zero = (sign == 1 and side == 0) or (sign == -1 and side == 1)
                 t_nodes, t_weights = _side_rule(split[idx], end, rule, cut_at_zero)
-                if starts is not None:
-                    b = (starts[side][0][idx], starts[side][1][idx])
-                else:
-                    w1, w2 = w_of_sub(t_nodes[0])
-                    b = global_prox(model, w1, w2, HS1[idx], HS2[idx], V, tol=rule.newton_tol)[:2]
-                for tk, wk in zip(t_nodes, t_weights):
-                    wk = wk * np.exp(-0.5 * tk**2) / np.sqrt(2 * np.pi) * W_line[idx]
-                    b = acc.add(b, *w_of_sub(tk), HS1[idx], HS2[idx], wk)
+                start = (starts[side][0][idx], starts[side][1][idx]) if starts is not None else None
+                pieces.append((idx, t_nodes, t_weights, start))
+    _follow_sides(model, rule, V, w_of, HS1, HS2, W_line, pieces, acc)
     acc.finish()
     sums, unresolved, max_gn = acc.sums, acc.unresolved, acc.max_gn
-    return ChannelResult(dict(zip(CHANNEL_NAMES, sums)), unresolved, max_gn, float(switched.mean()), acc.nodes)
+    sums[odd] = 0.0  # exact: E = E o g = -E for an integrand odd under a symmetry g
+    return ChannelResult(dict(zip(CHANNEL_NAMES, sums)), unresolved, max_gn, float(switched.mean()), acc.nodes,
+                         order)
+
+
+def _follow_sides(model, rule, V, w_of, HS1, HS2, W_line, pieces, acc):
+    """Integrate every side of every line at once, node ``k`` of all sides in one batch
+    (small per-group batches cost more in numpy call overhead than in arithmetic).
+
+    Sides are sorted by their number of nodes, longest first, so the sides still
+    running at node ``k`` are a prefix. Each side follows its branch by continuation
+    from its split point outward: Newton from a secant prediction of the last two nodes."""
+    K = np.array([p[1].shape[0] for p in pieces])
+    counts = [p[0].size for p in pieces]
+    order = np.argsort(-K, kind="stable")
+    line = np.concatenate([pieces[o][0] for o in order])
+    k_max = K[order[0]]
+    T = np.concatenate([np.pad(pieces[o][1], ((0, k_max - K[o]), (0, 0))) for o in order], axis=1)
+    WT = np.concatenate([np.pad(pieces[o][2], ((0, k_max - K[o]), (0, 0))) for o in order], axis=1)
+    K_line = np.concatenate([np.full(counts[o], K[o]) for o in order])
+    hs1, hs2, w_line = HS1[line], HS2[line], W_line[line]
+    # starts: the located branches of switched lines, the global prox at the first node otherwise
+    b1, b2 = np.empty(line.size), np.empty(line.size)
+    unknown = []
+    pos = 0
+    for o in order:
+        n = counts[o]
+        if pieces[o][3] is not None:
+            b1[pos:pos + n], b2[pos:pos + n] = pieces[o][3]
+        else:
+            unknown.append(np.arange(pos, pos + n))
+        pos += n
+    if unknown:
+        u = np.concatenate(unknown)
+        w1, w2 = w_of(T[0, u], idx=line[u])
+        b1[u], b2[u] = global_prox(model, w1, w2, hs1[u], hs2[u], V, tol=rule.newton_tol)[:2]
+    p1, p2 = b1.copy(), b2.copy()  # the branch at the node before
+    for k in range(k_max):
+        n = int(np.count_nonzero(K_line > k))
+        tk = T[k, :n]
+        s1, s2 = b1[:n], b2[:n]
+        if k >= 2:
+            # secant predictor along the branch: Newton then starts O(dt^2) away
+            r = (tk - T[k - 1, :n]) / (T[k - 1, :n] - T[k - 2, :n])
+            s1, s2 = s1 + r * (s1 - p1[:n]), s2 + r * (s2 - p2[:n])
+        p1[:n], p2[:n] = b1[:n], b2[:n]
+        wk = WT[k, :n] * np.exp(-0.5 * tk**2) / np.sqrt(2 * np.pi) * w_line[:n]
+        b1[:n], b2[:n] = acc.add((s1, s2), *w_of(tk, idx=line[:n]), hs1[:n], hs2[:n], wk)
 
 
 # Newton steps a safety check may take before it is abandoned. A check only matters

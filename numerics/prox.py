@@ -23,6 +23,7 @@ import numpy as np
 from .model import BoundModel
 
 _BACKTRACK = 0.5 ** np.arange(24)
+_BACKTRACK_BLOCKS = (_BACKTRACK[1:5], _BACKTRACK[5:])
 
 
 def _overflow_is_a_limit(fn):
@@ -79,36 +80,50 @@ def newton_prox(model: BoundModel, h1, h2, w1, w2, hs1, hs2, V, tol: float = 1e-
             if active.size == 0:
                 break
         # saddle-free Newton: divide by |eigenvalue| (floored), so negative curvature
-        # pushes away from saddles instead of crawling along flat valleys
-        angle = 0.5 * np.arctan2(2.0 * H12, H11 - H22)
-        cs, sn = np.cos(angle), np.sin(angle)
+        # pushes away from saddles instead of crawling along flat valleys. Where the
+        # Hessian is safely positive definite that is the plain Newton step.
         mid = 0.5 * (H11 + H22)
         rad = np.hypot(0.5 * (H11 - H22), H12)
-        lam_plus, lam_minus = mid + rad, mid - rad
-        gp = cs * g1 + sn * g2
-        gm = -sn * g1 + cs * g2
-        sp = gp / np.maximum(np.abs(lam_plus), min_curvature)
-        sm = gm / np.maximum(np.abs(lam_minus), min_curvature)
-        d1 = -(cs * sp - sn * sm)
-        d2 = -(sn * sp + cs * sm)
-        shift = (lam_minus < min_curvature)
+        lam_minus = mid - rad
+        shift = lam_minus < min_curvature
+        det = H11 * H22 - H12 * H12
+        det = np.where(shift, 1.0, det)
+        d1 = -(H22 * g1 - H12 * g2) / det
+        d2 = -(H11 * g2 - H12 * g1) / det
+        indefinite = np.nonzero(shift)[0]
+        if indefinite.size:
+            e11, e12, e22, f1, f2 = (x[indefinite] for x in (H11, H12, H22, g1, g2))
+            angle = 0.5 * np.arctan2(2.0 * e12, e11 - e22)
+            cs, sn = np.cos(angle), np.sin(angle)
+            lam_plus = mid[indefinite] + rad[indefinite]
+            gp = cs * f1 + sn * f2
+            gm = -sn * f1 + cs * f2
+            sp = gp / np.maximum(np.abs(lam_plus), min_curvature)
+            sm = gm / np.maximum(np.abs(lam_minus[indefinite]), min_curvature)
+            d1[indefinite] = -(cs * sp - sn * sm)
+            d2[indefinite] = -(sn * sp + cs * sm)
         # near a strict minimum the full Newton step converges quadratically: no line search
         step = np.ones_like(a1)
         todo = np.nonzero(shift | (np.abs(d1) + np.abs(d2) > 1e-3))[0]
         if todo.size:
-            # all backtracking candidates in one vectorised call (per-call overhead dominates otherwise)
             a1t, a2t, b1t, b2t, c1t, c2t = (x[todo] for x in (a1, a2, b1, b2, c1, c2))
             f0t = f0[todo]
             slope = g1[todo] * d1[todo] + g2[todo] * d2[todo]
             f1 = model.prox_objective(a1t + d1[todo], a2t + d2[todo], b1t, b2t, c1t, c2t, V)
             fail = np.nonzero(f1 > f0t + 1e-4 * slope)[0]
-            if fail.size:
-                steps = _BACKTRACK[1:, None]
-                f1 = model.prox_objective(a1t[fail] + steps * d1[todo[fail]], a2t[fail] + steps * d2[todo[fail]],
+            # Armijo backtracking, the candidate steps of a block in one vectorised call
+            # (per-call overhead dominates otherwise); most nodes accept within the first block
+            for block in _BACKTRACK_BLOCKS:
+                if fail.size == 0:
+                    break
+                steps = block[:, None]
+                sel = todo[fail]
+                f1 = model.prox_objective(a1t[fail] + steps * d1[sel], a2t[fail] + steps * d2[sel],
                                           b1t[fail], b2t[fail], c1t[fail], c2t[fail], V)
                 ok = f1 <= f0t[fail] + 1e-4 * steps * slope[fail]
-                first = np.where(ok.any(axis=0), ok.argmax(axis=0), len(steps) - 1)
-                step[todo[fail]] = steps[first, 0]
+                accepted = ok.any(axis=0)
+                step[sel] = np.where(accepted, block[ok.argmax(axis=0)], block[-1])
+                fail = fail[~accepted]
         h1[active] = a1 + step * d1
         h2[active] = a2 + step * d2
     else:

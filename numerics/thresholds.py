@@ -11,7 +11,9 @@
 Each threshold is found twice, with the precision mode's coarse and fine
 channel rules; the fine value is reported and the error is the difference of
 the two plus the root-finding tolerance and the propagated test-error
-quadrature error. A threshold that cannot be bracketed raises ``ThresholdError``.
+quadrature error. (``high`` mode finds them with the fast rules first and
+starts its own two from there.) A threshold that cannot be bracketed raises
+``ThresholdError``.
 """
 from __future__ import annotations
 
@@ -121,6 +123,9 @@ def _secant_alpha_l(solver: _BranchSolver, a0: float, a1: float, eps_lin: float,
         return test_error(solver.model, sol.overlaps, solver.test_n) - eps_lin
 
     g0, g1 = g(a0), g(a1)
+    # the slope for the error propagation comes from the two starting points: the last
+    # secant pair is closer than the solver's resolution in alpha (its g may not differ)
+    slope = (g1 - g0) / (a1 - a0)
     for _ in range(40):
         if g1 == g0:
             break
@@ -128,24 +133,29 @@ def _secant_alpha_l(solver: _BranchSolver, a0: float, a1: float, eps_lin: float,
         a0, g0 = a1, g1
         a1, g1 = a2, g(a2)
         if abs(a1 - a0) < xtol:
-            slope = (g1 - g0) / (a1 - a0)
             return a1, abs(a1 - a0), slope
     raise ThresholdError("alpha_l: the secant method did not converge")
 
 
 def thresholds(spec: ModelSpec, precision: str = "fast", alpha_min: float = 0.5, alpha_max: float = 2.5,
-               n_scan: int = 9, xtol: float = 1e-6, progress: Optional[Callable[[str], None]] = None,
+               n_scan: int = 9, xtol: Optional[float] = None, progress: Optional[Callable[[str], None]] = None,
                scan_curves: Optional[dict] = None) -> Thresholds:
     """``alpha_c`` and ``alpha_l`` with error estimates, the linear baseline and the spinodals.
 
     ``scan_curves`` ({branch: BranchCurve} at draft precision, e.g. from ``attnphase run``)
     replaces the bracketing scan, so the same branches are not solved twice.
 
-    ``xtol``: the root search stops once a step is below it. Newton's and the secant
-    method's convergence is superlinear, so the remaining error is far below that last
-    step, which is nevertheless added to the reported error in full."""
+    ``xtol``: the root search stops once a step is below it (default 1e-6, and 1e-7 in
+    ``high`` mode). Newton's and the secant method's convergence is superlinear, so the
+    remaining error is far below that last step, which is nevertheless added to the
+    reported error in full, as is ``xtol``.
+
+    ``high`` mode first finds both roots with the fast rules, then refines them with
+    the high rules from there."""
     t0 = time.perf_counter()
     prec = PRECISIONS[precision]
+    if xtol is None:
+        xtol = 1e-7 if precision == "high" else 1e-6
     model = bind(spec)
     baseline = linear_baseline(spec)
     eps_lin = baseline.test_error
@@ -186,15 +196,22 @@ def thresholds(spec: ModelSpec, precision: str = "fast", alpha_min: float = 0.5,
     prev = [a for a in all_alphas if a < first]
     results = {}
     single = prec.rule == prec.check_rule  # draft: one rule, so no error estimate can be made
-    rules = (("fine", prec.check_rule),) if single else (("coarse", prec.rule), ("fine", prec.check_rule))
+    rules = [("fine", prec.check_rule, prec)] if single else [("coarse", prec.rule, prec), ("fine", prec.check_rule, prec)]
+    if precision == "high":
+        # the high rules start at the fast roots, from the fast solutions there: each
+        # then needs a step or two of Newton's or the secant method, not a search
+        fast = PRECISIONS["fast"]
+        rules = [("fast coarse", fast.rule, fast), ("fast fine", fast.check_rule, fast)] + rules
     seeds = {}
-    for tag, rule in rules:
-        # the fine rule starts where the coarse one converged, from its solutions (seeded)
-        solvers = {b: _BranchSolver(model, b, rule, prec.tol, prec.test_n, prec.residual_tol, seeds.get(b))
+    previous = None
+    for tag, rule, rule_prec in rules:
+        # each rule starts where the one before converged, from its solutions (seeded)
+        solvers = {b: _BranchSolver(model, b, rule, rule_prec.tol, rule_prec.test_n, rule_prec.residual_tol,
+                                    seeds.get(b))
                    for b in ("semantic", "positional")}
         for b in solvers:
             solvers[b].known[a_lo] = (starts[b], None)
-        guess = results["coarse"]["alpha_c"] if "coarse" in results else a_guess
+        guess = previous["alpha_c"] if previous else a_guess
         ac, ac_step = _newton_alpha_c(solvers["positional"], solvers["semantic"], guess, starts, xtol,
                                       a_lo - (a_hi - a_lo), a_hi + (a_hi - a_lo))
         note(f"alpha_c ({tag} rule) = {ac:.10f}")
@@ -209,20 +226,21 @@ def thresholds(spec: ModelSpec, precision: str = "fast", alpha_min: float = 0.5,
         at_jump = False
         if jump:
             sol, _, _ = s.solve(ac, by[branch_l][first].overlaps)
-            at_jump = test_error(model, sol.overlaps, prec.test_n) < eps_lin
+            at_jump = test_error(model, sol.overlaps, rule_prec.test_n) < eps_lin
         slope = float("nan")
         if at_jump:
             al, al_step = ac, ac_step
         else:
-            if "coarse" in results and not results["coarse"]["at_jump"]:
-                a0 = results["coarse"]["alpha_l"]
-                a1 = a0 - 1e-4 * np.sign(results["coarse"]["slope"] or 1.0)
+            if previous and not previous["at_jump"]:
+                a0 = previous["alpha_l"]
+                a1 = a0 - 1e-4 * np.sign(previous["slope"] or 1.0)
             else:
                 a0, a1 = (max(prev[-1], ac) if jump else prev[-1]), first
             al, al_step, slope = _secant_alpha_l(s, a0, a1, eps_lin, by[branch_l][first].overlaps, xtol)
         note(f"alpha_l ({tag} rule) = {al:.10f}")
         results[tag] = dict(alpha_c=ac, alpha_c_step=ac_step, alpha_l=al, alpha_l_step=al_step, at_jump=at_jump,
                             branch_l=branch_l, slope=slope)
+        previous = results[tag]
         seeds = solvers
 
     # propagated test-error quadrature error for alpha_l: delta eps / |d eps / d alpha|,
@@ -244,6 +262,5 @@ def thresholds(spec: ModelSpec, precision: str = "fast", alpha_min: float = 0.5,
         alpha_c=fine["alpha_c"], alpha_c_error=ac_err, alpha_l=fine["alpha_l"], alpha_l_error=al_err,
         linear_test_error=eps_lin, linear_test_error_error=baseline.error, spinodals=spinodals,
         precision=precision, model=spec, wall_time=time.perf_counter() - t0,
-        details={"coarse": results.get("coarse"), "fine": results["fine"], "alpha_l_quadrature_error": al_err_quad,
-                 "bracket": [a_lo, a_hi]},
+        details={**results, "alpha_l_quadrature_error": al_err_quad, "bracket": [a_lo, a_hi], "xtol": xtol},
     )

@@ -3,6 +3,7 @@
 Each test can fail: the tolerances are the code's own error estimates or
 quadrature-independent identities, never loosened to pass.
 """
+import dataclasses
 import json
 import subprocess
 import sys
@@ -62,12 +63,13 @@ def test_global_prox_matches_dense_grid_search(model):
 
 
 def test_channel_two_forms_of_thetahat_agree_within_error_estimate(model):
-    coarse = channel_expectations(model, SEMANTIC_REF, SMALL).expectations
-    fine = channel_expectations(model, SEMANTIC_REF, ChannelRule(n_eta=24, n_r=10, n_u=8, n_t=20)).expectations
+    coarse = channel_expectations(model, SEMANTIC_REF, dataclasses.replace(SMALL, use_symmetry=False)).expectations
+    fine_rule = ChannelRule(n_eta=24, n_r=10, n_u=8, n_t=20, use_symmetry=False)
+    fine = channel_expectations(model, SEMANTIC_REF, fine_rule).expectations
     estimate = abs(fine["thetahat_y"] - coarse["thetahat_y"]) + abs(fine["thetahat_dl"] - coarse["thetahat_dl"])
     assert estimate < 1e-3 * abs(fine["thetahat_y"])
     assert abs(fine["thetahat_y"] - fine["thetahat_dl"]) <= estimate
-    # m = 0 is an exact symmetry of the semantic branch
+    # m = 0 is an exact symmetry of the semantic branch, which the unfolded rule keeps
     assert abs(fine["mhat"]) < 1e-14
 
 
@@ -75,7 +77,9 @@ def test_positional_thetahat_vanishes_for_any_A():
     """At theta = 0 the teacher is even in h* = sqrt(rho) y, so thetahat = 0 for any A
     (SPEC section 3 asks to check the non-symmetric A of the paper's second example)."""
     spec = ModelSpec(A=((0.3, 0.7), (0.8, 0.2)))
-    e = channel_expectations(bind(spec), Overlaps(q=0.05, m=0.25, V=12.0, theta=0.0), SMALL).expectations
+    # unfolded: this checks the quadrature itself (with folding the zero is imposed; tests/test_symmetry.py)
+    rule = dataclasses.replace(SMALL, use_symmetry=False)
+    e = channel_expectations(bind(spec), Overlaps(q=0.05, m=0.25, V=12.0, theta=0.0), rule).expectations
     assert abs(e["thetahat_y"]) < 1e-13 and abs(e["thetahat_dl"]) < 1e-13
     assert abs(e["mhat"]) > 1e-4
 

@@ -1,0 +1,153 @@
+"""Symmetries of the channel integral, found numerically and used to fold the teacher rule.
+
+A pair of signed token permutations ``(G_w, G_h)`` is a symmetry of the channel
+(SPEC section 3, "Symmetries behind this") when
+
+1. the Gaussian law of ``(w, h*)`` is invariant: ``G_w mu_w = mu_w`` and
+   ``D Sigma D^T = Sigma`` with ``D = diag(G_w, G_h)``;
+2. the prox objective is invariant: ``|G_w h - G_w w|^2 / (2V) + l(G_w h; G_h h*)``
+   equals the original at every point. Then the global prox is equivariant,
+   ``prox(G_w w, G_h h*) = G_w prox(w, h*)``.
+
+Each generated channel integrand then picks up a sign ``chi = +-1`` (measured here at
+random points, not assumed). An integrand odd under a symmetry has expectation
+exactly zero (``E = E o g = -E``). For the even ones the inner integral over the
+student direction for a teacher node ``eta`` equals that for ``g eta``. The teacher
+rule can therefore be folded: one node per orbit, carrying the orbit's summed weight.
+
+For the default model (``A`` commutes with the token swap) this gives:
+
+* on the semantic branch (``m = 0``): the flip ``(xi, y) -> -(xi, y)`` and the swap;
+* on the positional branch (``theta = 0``): the teacher sign ``y -> -y`` and the swap
+  combined with the flip.
+
+Each of these is a group of four maps, so the teacher rule shrinks by a factor of
+about four. Nothing is assumed about ``A`` or the model: a candidate that fails a
+check is simply not used.
+"""
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import logging
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+_CHECK_POINTS = 64
+_LOSS_RTOL = 1e-12
+_CHARACTER_RTOL = 1e-9
+
+
+def _signed_permutations():
+    mats = []
+    for perm in ((0, 1), (1, 0)):
+        for signs in itertools.product((1.0, -1.0), repeat=2):
+            M = np.zeros((2, 2))
+            M[0, perm[0]], M[1, perm[1]] = signs
+            mats.append(M)
+    return mats
+
+
+@dataclasses.dataclass(frozen=True)
+class ChannelSymmetry:
+    """``(w, h*) -> (G_w w, G_h h*)`` with the sign of each channel integrand (CHANNEL_NAMES order)."""
+
+    G_w: np.ndarray
+    G_h: np.ndarray
+    characters: tuple
+
+    @property
+    def is_identity(self) -> bool:
+        return bool(np.array_equal(self.G_w, np.eye(2)) and np.array_equal(self.G_h, np.eye(2)))
+
+
+def channel_symmetries(model, ov, mu_w, B, seed: int = 0) -> list:
+    """Every signed-permutation symmetry of the channel at these overlaps, identity included.
+
+    ``mu_w`` and ``B`` are the affine preactivation map ``(w, h*) = (mu_w, 0) + B (xi, y)``.
+    The returned set is closed under composition (a group)."""
+    rng = np.random.default_rng(seed)
+    cov = B @ B.T
+    scale = np.sqrt(np.max(np.abs(np.diag(cov))))
+    B_inv = np.linalg.inv(B)
+    h = rng.normal(size=(2, _CHECK_POINTS)) * scale
+    z = rng.normal(size=(4, _CHECK_POINTS))
+    pre = np.concatenate([mu_w, np.zeros(2)])[:, None] + B @ z
+    w, hs = pre[:2], pre[2:]
+    f0 = model.prox_objective(h[0], h[1], w[0], w[1], hs[0], hs[1], ov.V)
+    base = np.array(model.channel_integrands(h[0], h[1], *z, ov.q, ov.m, ov.V, ov.theta))
+    found = []
+    for G_w, G_h in itertools.product(_signed_permutations(), repeat=2):
+        D = np.zeros((4, 4))
+        D[:2, :2], D[2:, 2:] = G_w, G_h
+        if np.max(np.abs(G_w @ mu_w - mu_w)) > 1e-13 * scale:
+            continue
+        if np.max(np.abs(D @ cov @ D.T - cov)) > 1e-13 * scale**2:
+            continue
+        gh, gw, ghs = G_w @ h, G_w @ w, G_h @ hs
+        f1 = model.prox_objective(gh[0], gh[1], gw[0], gw[1], ghs[0], ghs[1], ov.V)
+        if np.max(np.abs(f1 - f0)) > _LOSS_RTOL * np.max(np.abs(f0)):
+            continue
+        gz = B_inv @ (D @ (B @ z))  # the standard-normal coordinates of the mapped point
+        mapped = np.array(model.channel_integrands(gh[0], gh[1], *gz, ov.q, ov.m, ov.V, ov.theta))
+        characters = []
+        for b, m in zip(base, mapped):
+            tol = _CHARACTER_RTOL * max(np.max(np.abs(b)), 1e-300)
+            if np.max(np.abs(m - b)) <= tol:
+                characters.append(1)
+            elif np.max(np.abs(m + b)) <= tol:
+                characters.append(-1)
+            else:
+                break
+        else:
+            found.append(ChannelSymmetry(G_w, G_h, tuple(characters)))
+            continue
+        log.debug("candidate symmetry G_w=%s G_h=%s leaves the loss invariant but not the integrands",
+                  G_w.tolist(), G_h.tolist())
+    return found
+
+
+def fold_teacher_nodes(e1, e2, weight, L_hh, symmetries):
+    """Keep one teacher node per orbit of the symmetries that map the node set onto itself,
+    with the orbit's summed weight. Returns ``(e1, e2, weight, used)`` where ``used``
+    are the symmetries applied (a subgroup)."""
+    nodes = np.stack([e1, e2], axis=1)
+    L_inv = np.linalg.inv(L_hh)
+    scale = max(np.max(np.abs(nodes)), 1.0)
+    order = np.lexsort((nodes[:, 1], nodes[:, 0]))
+    sorted_nodes = nodes[order]
+    images, used = [], []
+    for sym in symmetries:
+        action = L_inv @ sym.G_h @ L_hh  # the map on eta
+        mapped = nodes @ action.T
+        index = _match(mapped, sorted_nodes, order, 1e-10 * scale)
+        if index is None:
+            log.debug("symmetry G_h=%s does not map the teacher nodes onto themselves; not folded",
+                      sym.G_h.tolist())
+            continue
+        images.append(index)
+        used.append(sym)
+    if not images:
+        return e1, e2, weight, used
+    representative = np.min(np.stack(images), axis=0)
+    keep = np.unique(representative)
+    folded = np.zeros(nodes.shape[0])
+    np.add.at(folded, representative, weight)
+    return e1[keep], e2[keep], folded[keep], used
+
+
+def _match(points, sorted_nodes, order, tol):
+    """Index into the node set of each point, or None if some point is not a node."""
+    n = sorted_nodes.shape[0]
+    pos = np.searchsorted(sorted_nodes[:, 0], points[:, 0] - tol)
+    index = np.full(points.shape[0], -1)
+    for k in range(points.shape[0]):
+        j = pos[k]
+        while j < n and sorted_nodes[j, 0] <= points[k, 0] + tol:
+            if abs(sorted_nodes[j, 1] - points[k, 1]) <= tol:
+                index[k] = order[j]
+                break
+            j += 1
+    return None if np.any(index < 0) else index
