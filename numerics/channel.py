@@ -31,6 +31,7 @@ import logging
 import numpy as np
 from numpy.polynomial.hermite_e import hermegauss
 from numpy.polynomial.legendre import leggauss
+from scipy.optimize.elementwise import find_root
 
 from .model import BoundModel
 from .overlaps import Overlaps
@@ -395,12 +396,15 @@ def _polar_eta_nodes(model, V, L_hh, rule):
     neg = margins < 0
     has_root = neg.any(axis=0) & (margins[0] > 0)
     first = np.where(has_root, neg.argmax(axis=0), 1)
-    lo, hi = grid[first - 1], grid[first]
-    for _ in range(60):  # bisection to machine precision: the split must sit exactly on the kink
-        mid = 0.5 * (lo + hi)
-        go_right = _bifurcation_margin(model, V, L_hh, c, s, mid) > 0
-        lo, hi = np.where(go_right, mid, lo), np.where(go_right, hi, mid)
-    r_split = np.where(has_root, 0.5 * (lo + hi), 0.5 * R)
+    r_split = np.full(n_beta, 0.5 * R)
+    rays = np.nonzero(has_root)[0]
+    if rays.size:
+        # to machine precision (scipy's default tolerances): the split must sit exactly on the kink
+        found = find_root(lambda r, c_, s_: _bifurcation_margin(model, V, L_hh, c_, s_, r),
+                          (grid[first[rays] - 1], grid[first[rays]]), args=(c[rays], s[rays]))
+        if not np.all(found.success):
+            raise FloatingPointError(f"pitchfork radius not located on {np.count_nonzero(~found.success)} rays")
+        r_split[rays] = found.x
     g, gw = leggauss(rule.n_r)
     e1, e2, w = [], [], []
     for a, b in ((np.zeros_like(r_split), r_split), (r_split, np.full_like(r_split, R))):

@@ -43,7 +43,8 @@ class BoundModel:
         if self.backend != "numpy":
             return tuple(out)
         shape = np.broadcast(*args).shape
-        return tuple(np.broadcast_to(np.asarray(o, dtype=float), shape) for o in out)
+        return tuple(o if type(o) is np.ndarray and o.shape == shape and o.dtype == float
+                     else np.broadcast_to(np.asarray(o, dtype=float), shape) for o in out)
 
     def preactivations(self, xi1, xi2, y1, y2, q, m, theta):
         return self._call_many("preactivations", xi1, xi2, y1, y2, q, m, theta)

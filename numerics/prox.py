@@ -143,27 +143,27 @@ def global_prox(model: BoundModel, w1, w2, hs1, hs2, V, starts=(), n_angles: int
     """
     w1, w2, hs1, hs2 = np.broadcast_arrays(*(np.asarray(a, dtype=float) for a in (w1, w2, hs1, hs2)))
     radius = np.sqrt(2.0 * V * np.maximum(model.loss(w1, w2, hs1, hs2), 0.0))
-    grid_h1, grid_h2, grid_f = [], [], []
+    # the whole grid in one call (per-call overhead dominates for small node sets)
     angles = np.linspace(0.0, 2.0 * np.pi, n_angles, endpoint=False)
-    for r in np.arange(1, n_radii + 1) / n_radii:
-        for a in angles:
-            g1 = w1 + r * radius * np.cos(a)
-            g2 = w2 + r * radius * np.sin(a)
-            grid_h1.append(g1)
-            grid_h2.append(g2)
-            grid_f.append(model.prox_objective(g1, g2, w1, w2, hs1, hs2, V))
-    grid_h1, grid_h2, grid_f = np.array(grid_h1), np.array(grid_h2), np.array(grid_f)
+    radii = np.arange(1, n_radii + 1) / n_radii
+    r_grid = np.repeat(radii, n_angles).reshape((-1,) + (1,) * w1.ndim)
+    a_grid = np.tile(angles, n_radii).reshape((-1,) + (1,) * w1.ndim)
+    grid_h1 = w1 + r_grid * radius * np.cos(a_grid)
+    grid_h2 = w2 + r_grid * radius * np.sin(a_grid)
+    grid_f = model.prox_objective(grid_h1, grid_h2, w1, w2, hs1, hs2, V)
     best = np.argsort(grid_f, axis=0)[:keep]
-    candidates = [(w1, w2)] + [tuple(s) for s in starts]
+    candidates = [(w1, w2)] + [tuple(np.broadcast_to(a, w1.shape) for a in s) for s in starts]
     candidates += [(np.take_along_axis(grid_h1, best[k:k + 1], 0)[0], np.take_along_axis(grid_h2, best[k:k + 1], 0)[0])
-                   for k in range(min(keep, len(grid_f)))]
-    out = None
-    for s1, s2 in candidates:
-        c1, c2, gn = newton_prox(model, s1, s2, w1, w2, hs1, hs2, V, tol=tol)
-        f = model.prox_objective(c1, c2, w1, w2, hs1, hs2, V)
-        if out is None:
-            out = [c1, c2, f, gn]
-            continue
-        better = f < out[2]
-        out = [np.where(better, new, old) for new, old in zip((c1, c2, f, gn), out)]
+                   for k in range(min(keep, grid_f.shape[0]))]
+    # every start's Newton run in one batch; the lowest objective wins (ties: the earliest start)
+    n_starts = len(candidates)
+    s1 = np.stack([c[0] for c in candidates])
+    s2 = np.stack([c[1] for c in candidates])
+    rep = lambda a: np.broadcast_to(a, (n_starts,) + a.shape)  # noqa: E731
+    c1, c2, gn = newton_prox(model, s1, s2, rep(w1), rep(w2), rep(hs1), rep(hs2), V, tol=tol)
+    f = model.prox_objective(c1, c2, rep(w1), rep(w2), rep(hs1), rep(hs2), V)
+    out = [c1[0], c2[0], f[0], gn[0]]
+    for k in range(1, n_starts):
+        better = f[k] < out[2]
+        out = [np.where(better, new, old) for new, old in zip((c1[k], c2[k], f[k], gn[k]), out)]
     return tuple(out)

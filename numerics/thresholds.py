@@ -197,11 +197,15 @@ def thresholds(spec: ModelSpec, precision: str = "fast", alpha_min: float = 0.5,
     results = {}
     single = prec.rule == prec.check_rule  # draft: one rule, so no error estimate can be made
     rules = [("fine", prec.check_rule, prec)] if single else [("coarse", prec.rule, prec), ("fine", prec.check_rule, prec)]
+    # each rule starts at the roots of the rule before, from its solutions there, so it
+    # needs a step or two of Newton's or the secant method, not a search: the search
+    # from the scan's bracket is done with the draft rule (high mode: then the fast rules)
     if precision == "high":
-        # the high rules start at the fast roots, from the fast solutions there: each
-        # then needs a step or two of Newton's or the secant method, not a search
         fast = PRECISIONS["fast"]
         rules = [("fast coarse", fast.rule, fast), ("fast fine", fast.check_rule, fast)] + rules
+    if not single:
+        draft = PRECISIONS["draft"]
+        rules = [("draft", draft.rule, draft)] + rules
     seeds = {}
     previous = None
     for tag, rule, rule_prec in rules:
