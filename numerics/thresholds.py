@@ -36,6 +36,11 @@ from .state import free_energy, test_error
 log = logging.getLogger(__name__)
 
 
+# below this spacing the secant pair's slope is left to the previous rule's (test-error
+# differences over a shorter interval are not resolved well enough to propagate errors)
+SLOPE_MIN_SPACING = 1e-5
+
+
 class ThresholdError(RuntimeError):
     """A threshold could not be bracketed or the root-finding failed."""
 
@@ -117,15 +122,25 @@ def _newton_alpha_c(pos: _BranchSolver, sem: _BranchSolver, a0: float, starts, x
     raise ThresholdError("alpha_c: Newton's method did not converge in 30 steps")
 
 
-def _secant_alpha_l(solver: _BranchSolver, a0: float, a1: float, eps_lin: float, start, xtol: float):
+def _secant_alpha_l(solver: _BranchSolver, a0: float, a1: Optional[float], eps_lin: float, start, xtol: float,
+                    slope_guess: Optional[float] = None):
+    """The secant method on ``test_error - eps_lin`` from ``a0`` and ``a1``; with
+    ``slope_guess`` (another rule's slope at a nearby root) ``a1`` is instead the
+    Newton step from ``a0`` with that slope, which lands within the rules' difference
+    in slope of the root. Returns ``(root, last step, slope)``."""
     def g(alpha):
         sol, _, _ = solver.solve(alpha, start)
         return test_error(solver.model, sol.overlaps, solver.test_n) - eps_lin
 
-    g0, g1 = g(a0), g(a1)
-    # the slope for the error propagation comes from the two starting points: the last
-    # secant pair is closer than the solver's resolution in alpha (its g may not differ)
-    slope = (g1 - g0) / (a1 - a0)
+    g0 = g(a0)
+    if slope_guess is not None:
+        a1 = a0 - g0 / slope_guess
+        if abs(a1 - a0) < xtol:  # already at the root: a distinct second point for the slope
+            a1 = a0 + xtol
+    g1 = g(a1)
+    # the slope for the error propagation: the starting pair, or the other rule's slope
+    # where the pair is too close for the test-error differences to resolve it
+    slope = (g1 - g0) / (a1 - a0) if slope_guess is None or abs(a1 - a0) > SLOPE_MIN_SPACING else slope_guess
     for _ in range(40):
         if g1 == g0:
             break
@@ -235,12 +250,13 @@ def thresholds(spec: ModelSpec, precision: str = "fast", alpha_min: float = 0.5,
         if at_jump:
             al, al_step = ac, ac_step
         else:
-            if previous and not previous["at_jump"]:
-                a0 = previous["alpha_l"]
-                a1 = a0 - 1e-4 * np.sign(previous["slope"] or 1.0)
+            slope_guess = None
+            if previous and not previous["at_jump"] and np.isfinite(previous["slope"]) and previous["slope"] != 0:
+                a0, a1, slope_guess = previous["alpha_l"], None, previous["slope"]
             else:
                 a0, a1 = (max(prev[-1], ac) if jump else prev[-1]), first
-            al, al_step, slope = _secant_alpha_l(s, a0, a1, eps_lin, by[branch_l][first].overlaps, xtol)
+            al, al_step, slope = _secant_alpha_l(s, a0, a1, eps_lin, by[branch_l][first].overlaps, xtol,
+                                                 slope_guess)
         note(f"alpha_l ({tag} rule) = {al:.10f}")
         results[tag] = dict(alpha_c=ac, alpha_c_step=ac_step, alpha_l=al, alpha_l_step=al_step, at_jump=at_jump,
                             branch_l=branch_l, slope=slope)
