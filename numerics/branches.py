@@ -86,17 +86,26 @@ def follow_branch(spec: ModelSpec, alphas: Sequence[float], branch: str, precisi
     """Solve ``branch`` on every alpha of ``alphas`` by continuation from an anchor.
 
     The branch is first solved at the anchor alpha (by default SPEC's alpha = 2
-    values as start), then followed upward and downward through the grid. Where it is
+    values as start; if it is not found there, at the grid points at half and a fifth
+    of the grid, from the same start), then followed upward and downward through the grid. Where it is
     lost, the spinodal is bracketed and bisected ``bisections`` times; its error
     is half the final bracket.
     """
     model = bind(spec)
     alphas = np.sort(np.asarray(alphas, dtype=float))
     anchor_alpha, anchor_start = anchor or ANCHORS[branch]
-    seed = _try_solve(spec, anchor_alpha, branch, precision, anchor_start, model)
-    if seed is None or not is_on_branch(seed, branch):
-        note = (f"{branch} branch not found at the anchor alpha = {anchor_alpha} from {anchor_start}: "
-                f"{'solver failed' if seed is None else f'converged={seed.converged} to {seed.overlaps}'}")
+    # a branch may exist only on part of the grid (e.g. the positional one at small
+    # omega): without an explicit anchor, grid points inside the grid are tried next
+    candidates = [anchor_alpha] if anchor is not None else _anchor_alphas(anchor_alpha, alphas)
+    failures = []
+    for anchor_alpha in candidates:
+        seed = _try_solve(spec, anchor_alpha, branch, precision, anchor_start, model)
+        if seed is not None and is_on_branch(seed, branch):
+            break
+        failures.append(f"alpha = {anchor_alpha:g}: "
+                        f"{'solver failed' if seed is None else f'converged={seed.converged} to {seed.overlaps}'}")
+    else:
+        note = f"{branch} branch not found at the anchor from {anchor_start} ({'; '.join(failures)})"
         log.warning(note)
         return BranchCurve(branch, [], [], note)
     points, spinodals = [], []
@@ -119,6 +128,20 @@ def follow_branch(spec: ModelSpec, alphas: Sequence[float], branch: str, precisi
                 progress(fp)
     points.sort(key=lambda p: p.alpha)
     return BranchCurve(branch, points, spinodals)
+
+
+ANCHOR_GRID_FRACTIONS = (0.5, 0.2)  # where in the grid a branch is looked for after the anchor
+
+
+def _anchor_alphas(anchor_alpha: float, alphas: np.ndarray) -> list:
+    """The anchor, then the grid points at ``ANCHOR_GRID_FRACTIONS`` of the grid."""
+    out = [float(anchor_alpha)]
+    if alphas.size:
+        for fraction in ANCHOR_GRID_FRACTIONS:
+            a = float(alphas[int(round(fraction * (alphas.size - 1)))])
+            if all(abs(a - b) > 1e-12 for b in out):
+                out.append(a)
+    return out
 
 
 def _bisect_spinodal(spec, model, branch, precision, trail, lost_alpha, bisections) -> dict:

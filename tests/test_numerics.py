@@ -279,3 +279,33 @@ def test_a_collapsing_solve_is_abandoned_as_lost():
         solve_with_rule(model, 0.5, "semantic", rule, start, tol=1e-8, lost_below=1e-3)
     plain = solve_with_rule(model, 0.5, "semantic", rule, start, tol=1e-8)
     assert plain.converged and abs(plain.overlaps.theta) < 1e-8  # what it would have spent its time on
+
+
+def test_follow_branch_looks_for_a_branch_inside_the_grid_when_the_anchor_fails(monkeypatch):
+    """A branch that exists only below alpha = 1 (as the positional one may at small
+    omega) is missed at the anchor alpha = 2 and found at a grid point; it is then followed
+    down the grid and its upper end bisected. With an explicit anchor nothing else is tried."""
+    from types import SimpleNamespace
+
+    from numerics import branches
+
+    tried = []
+
+    def fake_solve(spec, alpha, branch, precision, start, model):
+        tried.append(alpha)
+        if alpha >= 1.0:
+            return None  # the solver fails where the branch does not exist
+        return SimpleNamespace(alpha=alpha, converged=True, overlaps=Overlaps(q=0.03, m=0.2, V=20.0, theta=0.0),
+                               model=SPEC)
+
+    monkeypatch.setattr(branches, "_try_solve", fake_solve)
+    monkeypatch.setattr(branches, "bind", lambda spec: None)
+    grid = np.linspace(0.1, 2.5, 13)  # 0.1, 0.3, ..., 2.5
+    curve = branches.follow_branch(SPEC, grid, "positional", "draft", bisections=1)
+    assert tried[:3] == [2.0, pytest.approx(1.3), pytest.approx(0.5)]
+    assert [round(p.alpha, 6) for p in curve.points] == [0.1, 0.3, 0.5, 0.7, 0.9]
+    assert [s["side"] for s in curve.spinodals] == ["upper"]
+    assert 0.9 <= curve.spinodals[0]["alpha"] <= 1.1
+    tried.clear()
+    explicit = branches.follow_branch(SPEC, grid, "positional", "draft", anchor=(2.0, Overlaps(0.05, 0.25, 14.0, 0.0)))
+    assert tried == [2.0] and explicit.points == [] and "not found at the anchor" in explicit.note
