@@ -25,7 +25,6 @@ reported as ``unresolved_weight`` (an unlocated switch).
 from __future__ import annotations
 
 import dataclasses
-import functools
 import logging
 
 import numpy as np

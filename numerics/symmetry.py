@@ -32,6 +32,7 @@ import itertools
 import logging
 
 import numpy as np
+from scipy.spatial import cKDTree
 
 log = logging.getLogger(__name__)
 
@@ -115,15 +116,13 @@ def fold_teacher_nodes(e1, e2, weight, L_hh, symmetries):
     are the symmetries applied (a subgroup)."""
     nodes = np.stack([e1, e2], axis=1)
     L_inv = np.linalg.inv(L_hh)
-    scale = max(np.max(np.abs(nodes)), 1.0)
-    order = np.lexsort((nodes[:, 1], nodes[:, 0]))
-    sorted_nodes = nodes[order]
+    tol = 1e-10 * max(np.max(np.abs(nodes)), 1.0)
+    tree = cKDTree(nodes)
     images, used = [], []
     for sym in symmetries:
         action = L_inv @ sym.G_h @ L_hh  # the map on eta
-        mapped = nodes @ action.T
-        index = _match(mapped, sorted_nodes, order, 1e-10 * scale)
-        if index is None:
+        distance, index = tree.query(nodes @ action.T, distance_upper_bound=tol)
+        if not np.all(np.isfinite(distance)):
             log.debug("symmetry G_h=%s does not map the teacher nodes onto themselves; not folded",
                       sym.G_h.tolist())
             continue
@@ -136,18 +135,3 @@ def fold_teacher_nodes(e1, e2, weight, L_hh, symmetries):
     folded = np.zeros(nodes.shape[0])
     np.add.at(folded, representative, weight)
     return e1[keep], e2[keep], folded[keep], used
-
-
-def _match(points, sorted_nodes, order, tol):
-    """Index into the node set of each point, or None if some point is not a node."""
-    n = sorted_nodes.shape[0]
-    pos = np.searchsorted(sorted_nodes[:, 0], points[:, 0] - tol)
-    index = np.full(points.shape[0], -1)
-    for k in range(points.shape[0]):
-        j = pos[k]
-        while j < n and sorted_nodes[j, 0] <= points[k, 0] + tol:
-            if abs(sorted_nodes[j, 1] - points[k, 1]) <= tol:
-                index[k] = order[j]
-                break
-            j += 1
-    return None if np.any(index < 0) else index
