@@ -55,11 +55,14 @@ def is_on_branch(fp: FixedPoint, branch: str) -> bool:
     return True
 
 
-def _try_solve(spec, alpha, branch, precision, start, model) -> Optional[FixedPoint]:
-    """A solve that may legitimately fail where the branch does not exist."""
+def _try_solve(spec, alpha, branch, precision, start, model, near: Optional[FixedPoint] = None
+               ) -> Optional[FixedPoint]:
+    """A solve that may legitimately fail where the branch does not exist; ``near``: a
+    solution at a nearby alpha whose solver history seeds this solve."""
     try:
         return solve_branch(spec, alpha, branch, precision, start=start, model=model,
-                            lost_below=LOST_BELOW_FACTOR * COLLAPSE)
+                            lost_below=LOST_BELOW_FACTOR * COLLAPSE,
+                            history=near.continuation_pairs if near is not None else ())
     except BranchLost as exc:
         log.info("alpha=%g %s: %s", alpha, branch, exc)
         return None
@@ -118,7 +121,7 @@ def follow_branch(spec: ModelSpec, alphas: Sequence[float], branch: str, precisi
                 if progress:
                     progress(seed)
                 continue
-            fp = _try_solve(spec, float(alpha), branch, precision, _predict(trail, alpha), model)
+            fp = _try_solve(spec, float(alpha), branch, precision, _predict(trail, alpha), model, trail[-1])
             if fp is None or not is_on_branch(fp, branch):
                 spinodals.append(_bisect_spinodal(spec, model, branch, precision, trail, float(alpha), bisections))
                 break
@@ -149,7 +152,7 @@ def _bisect_spinodal(spec, model, branch, precision, trail, lost_alpha, bisectio
     lo, hi = good.alpha, lost_alpha
     for _ in range(bisections):
         mid = 0.5 * (lo + hi)
-        fp = _try_solve(spec, mid, branch, precision, good.overlaps, model)
+        fp = _try_solve(spec, mid, branch, precision, good.overlaps, model, good)
         if fp is not None and is_on_branch(fp, branch):
             good, lo = fp, mid
         else:

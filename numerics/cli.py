@@ -195,16 +195,22 @@ def cmd_thresholds(args) -> int:
     spec = model_from_args(args)
     th = thresholds(spec, args.precision, progress=lambda m: log.info(m))
     d = th.to_dict()
+    if th.alpha_l_status != "ok":  # alpha_c found, alpha_l not: null in JSON, exit status 1
+        d.update(alpha_l=None, alpha_l_error=None)
+        log.error("alpha_l %s", th.alpha_l_status)
     if args.json:
         _emit(d, True)
     else:
         print(f"alpha_c = {th.alpha_c:.8f} +- {th.alpha_c_error:.1e}")
-        print(f"alpha_l = {th.alpha_l:.8f} +- {th.alpha_l_error:.1e}")
+        if th.alpha_l_status == "ok":
+            print(f"alpha_l = {th.alpha_l:.8f} +- {th.alpha_l_error:.1e}")
+        else:
+            print(f"alpha_l: {th.alpha_l_status}")
         print(f"linear baseline test error = {th.linear_test_error:.12g}")
         for s in th.spinodals:
             print(f"spinodal: {s['branch']} branch ends at alpha = {s['alpha']:.5f} +- {s['alpha_error']:.1e}")
         print(f"wall time {th.wall_time:.1f} s")
-    return 0
+    return 0 if th.alpha_l_status == "ok" else 1
 
 
 def cmd_run(args) -> int:

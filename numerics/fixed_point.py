@@ -98,6 +98,8 @@ class FixedPoint:
     precision: str
     wall_time: float
     global_minimum: Optional[bool] = None
+    # the coarse solve's last Anderson pairs: they seed the next solve of a continuation
+    continuation_pairs: tuple = dataclasses.field(default=(), repr=False, compare=False)
 
     def to_dict(self) -> dict:
         d = {"alpha": self.alpha, "branch": self.branch}
@@ -168,19 +170,31 @@ class RuleSolution:
     history: tuple = ()       # the solver's last (x, F(x) - x) pairs, to seed a related solve
 
 
+# a solve gives up once its residual has not halved in this many iterations. Healthy
+# solves halve it every 1-3 iterations (Anderson) or ~every 7 (the damped retry);
+# solves that stall are those past a fold, which otherwise spent up to 80 + 240
+# evaluations failing (docs/phase_diagram.md)
+STALL_WINDOW = 20
+
+
 class BranchLost(RuntimeError):
     """The iteration left the branch: its defining overlap fell below ``lost_below``."""
 
 
 def solve_with_rule(model: BoundModel, alpha: float, branch: str, rule: ChannelRule, start: Overlaps,
                     tol: float, maxiter: int = 80, damping: float = 0.5,
-                    seed: Optional["RuleSolution"] = None, lost_below: Optional[float] = None) -> RuleSolution:
+                    seed: Optional["RuleSolution"] = None, lost_below: Optional[float] = None,
+                    history: tuple = ()) -> RuleSolution:
     """Solve the branch's fixed point with one channel rule (no error estimate).
 
     ``seed``: a solution of the same branch with another rule, started from its
     overlaps. Its Anderson history is reused, shifted by the difference of the two
     maps at the start (the maps differ by a nearly constant quadrature error), so
     the finer solve starts with the coarse Jacobian information.
+
+    ``history``: Anderson pairs of a related solve that need not end at ``start``
+    (the same rule at the previous ``alpha`` of a continuation); used likewise, after
+    extrapolating their secant model to ``start`` (``solver._seeded_history``).
 
     ``lost_below``: raise :class:`BranchLost` as soon as an iterate's ``theta/sigma^2``
     (semantic) or ``|m|`` (positional) is below it. A solve that collapses onto the
@@ -195,7 +209,6 @@ def solve_with_rule(model: BoundModel, alpha: float, branch: str, rule: ChannelR
     F = _Map(model, alpha, branch, rule)
     x0 = start.as_array()[F.free]
     floor = np.array([1e-8, 1e-6, 1e-8, 1e-6])[F.free]
-    history = ()
     if seed is not None and seed.history and np.array_equal(seed.history[-1][0], x0):
         history = seed.history
     # the positional iteration oscillates (Jacobian eigenvalues below -1): if the
@@ -204,7 +217,8 @@ def solve_with_rule(model: BoundModel, alpha: float, branch: str, rule: ChannelR
     for k, (beta, depth, iters, hist) in enumerate(attempts):
         try:
             res = solve_fixed_point(F, x0, tol=tol, maxiter=iters, damping=beta, anderson=depth, floor=floor,
-                                    history=hist, callback=_lost_check(F, model, branch, lost_below))
+                                    history=hist, callback=_lost_check(F, model, branch, lost_below),
+                                    stall_window=STALL_WINDOW)
         except SolverError:
             if k == len(attempts) - 1:
                 raise
@@ -239,13 +253,16 @@ def _lost_check(F: "_Map", model: BoundModel, branch: str, lost_below: Optional[
 
 def solve_branch(spec: ModelSpec, alpha: float, branch: str = "semantic", precision: str = "fast",
                  start: Optional[Overlaps] = None, model: Optional[BoundModel] = None,
-                 lost_below: Optional[float] = None) -> FixedPoint:
+                 lost_below: Optional[float] = None, history: tuple = ()) -> FixedPoint:
     """Solve one branch at one ``alpha`` with error estimates.
 
     The fixed point is solved with the precision mode's coarse rule, then again
     with its finer rule from there; the finer values are reported and the
     difference is their error estimate (plus the test-error quadrature error and
     the solver residual). ``converged`` requires both solves to converge.
+
+    ``history``: the ``continuation_pairs`` of a solution at a nearby ``alpha``; the
+    coarse solve starts with their Jacobian information.
     """
     if branch not in FIXED_ZERO:
         raise ValueError(f"branch: unknown branch {branch!r}; choose from {', '.join(FIXED_ZERO)}")
@@ -258,8 +275,10 @@ def solve_branch(spec: ModelSpec, alpha: float, branch: str = "semantic", precis
     start = Overlaps.from_array([start.as_array()[i] if n not in FIXED_ZERO[branch] else 0.0
                                  for i, n in enumerate(("q", "m", "V", "theta"))])
     coarse = solve_with_rule(model, alpha, branch, prec.rule, start, prec.coarse_tol or prec.tol,
-                             lost_below=lost_below)
-    single = prec.rule == prec.check_rule
+                             lost_below=lost_below, history=history)
+    # a coarse solve that did not converge (stalled past a fold, say) gives no start
+    # for the fine one: the point is reported as it is, not converged, with no estimate
+    single = prec.rule == prec.check_rule or not coarse.converged
     fine = coarse if single else solve_with_rule(model, alpha, branch, prec.check_rule, coarse.overlaps, prec.tol,
                                                  seed=coarse)
     ov_c, side_c, r8_c = coarse.overlaps, coarse.side, coarse.residual8
@@ -293,6 +312,7 @@ def solve_branch(spec: ModelSpec, alpha: float, branch: str = "semantic", precis
             "coarse_residual": r8_c,
         },
         model=spec, precision=precision, wall_time=time.perf_counter() - t_start,
+        continuation_pairs=coarse.history,
     )
     if not fp.converged:
         log.warning("alpha=%g %s: not converged (residual %.2e)", alpha, branch, fp.residual)

@@ -377,6 +377,9 @@ def _thresholds_job(payload: dict, api) -> dict:
         for k in THRESHOLD_COLUMNS[2:6]:
             thr[k] = float(getattr(th, k))
         spinodals = [dict(sp) for sp in getattr(th, "spinodals", [])]
+        al_status = getattr(th, "alpha_l_status", "ok")
+        if al_status != "ok":  # alpha_c found, alpha_l off the scan: a result, as below
+            status, message = "alpha_l_not_bracketed", f"alpha_l {al_status}"
         fine = (getattr(th, "details", None) or {}).get("fine", {})
         thr["alpha_l_branch"] = fine.get("branch_l", "")
         thr["alpha_l_at_jump"] = fine.get("at_jump", "")

@@ -30,6 +30,7 @@ class FixedPointResult:
     residual: float          # max_i |F(x)_i - x_i| / max(|x_i|, floor), undamped
     history: tuple = ()      # residual per iteration
     pairs: tuple = ()        # the last Anderson pairs (x, F(x) - x), oldest first
+    stalled: bool = False    # stopped early: the residual had stopped falling (``stall_window``)
 
 
 def _scaled_residual(x, Fx, floor):
@@ -38,14 +39,20 @@ def _scaled_residual(x, Fx, floor):
 
 def solve_fixed_point(F: Callable[[np.ndarray], np.ndarray], x0, *, tol: float = 1e-10, maxiter: int = 100,
                       damping: float = 1.0, anderson: int = 4, floor=1e-8, history: tuple = (),
-                      callback: Optional[Callable[[int, np.ndarray, float], None]] = None) -> FixedPointResult:
+                      callback: Optional[Callable[[int, np.ndarray, float], None]] = None,
+                      stall_window: Optional[int] = None) -> FixedPointResult:
     """Solve ``x = F(x)``.
 
     ``damping`` is the Picard mixing ``x + damping (F(x) - x)``; ``anderson`` the
     history length (0 for plain damped iteration); ``floor`` the scale below which
     components are compared in absolute terms. ``history``: Anderson pairs
-    ``(x_i, G(x_i))`` of a related map ``G`` ending at ``x0``; they are shifted by
-    ``F(x0) - x0 - G(x0)`` and used as this solve's initial history.
+    ``(x_i, G(x_i) - x_i)`` of a related map ``G`` (another rule, a nearby ``alpha``),
+    made consistent with ``F`` at ``x0`` by :func:`_seeded_history` and used as this
+    solve's initial history. ``stall_window``: give up (``converged=False``,
+    ``stalled=True``) once that many iterations have passed without the residual
+    falling below half of its best value at the previous such improvement; a solve
+    that has stopped converging (e.g. past a fold, where no fixed point is near)
+    then costs a bounded number of evaluations instead of ``maxiter``.
     """
     x = np.asarray(x0, dtype=float).copy()
     floor = np.broadcast_to(np.asarray(floor, dtype=float), x.shape)
@@ -54,10 +61,9 @@ def solve_fixed_point(F: Callable[[np.ndarray], np.ndarray], x0, *, tol: float =
         raise SolverError(f"the map is not finite at the starting point {x}")
     xs, gs = [x.copy()], [Fx - x]
     if history and anderson > 0:
-        shift = (Fx - x) - history[-1][1]
-        xs = [np.array(p[0], dtype=float) for p in history[-anderson - 1:-1]] + xs
-        gs = [np.array(p[1], dtype=float) + shift for p in history[-anderson - 1:-1]] + gs
+        xs, gs = _seeded_history(history, x, Fx - x, anderson)
     residuals = []
+    mark, mark_it = np.inf, 0  # the residual level to halve, and when it was set
     for it in range(1, maxiter + 1):
         res = _scaled_residual(x, Fx, floor)
         residuals.append(res)
@@ -65,6 +71,11 @@ def solve_fixed_point(F: Callable[[np.ndarray], np.ndarray], x0, *, tol: float =
             callback(it - 1, x, res)
         if res < tol:
             return FixedPointResult(x, Fx, True, it - 1, res, tuple(residuals), tuple(zip(xs, gs)))
+        if res < 0.5 * mark:
+            mark, mark_it = res, it
+        elif stall_window is not None and it - mark_it >= stall_window:
+            log.debug("stalled: residual %.3e has not halved in %d iterations", mark, stall_window)
+            return FixedPointResult(x, Fx, False, it - 1, res, tuple(residuals), tuple(zip(xs, gs)), stalled=True)
         x_new = _anderson_step(xs, gs, damping, anderson)
         beta = 1.0
         for attempt in range(8):
@@ -88,6 +99,33 @@ def solve_fixed_point(F: Callable[[np.ndarray], np.ndarray], x0, *, tol: float =
     res = _scaled_residual(x, Fx, floor)
     residuals.append(res)
     return FixedPointResult(x, Fx, res < tol, maxiter, res, tuple(residuals), tuple(zip(xs, gs)))
+
+
+def _seeded_history(history, x0, g0, anderson):
+    """Anderson pairs of a related map ``G``, made consistent with this map at ``x0``.
+
+    The pairs' secant model of ``G`` is extrapolated to ``x0`` (least squares on their
+    differences; nothing to extrapolate when the last pair is at ``x0``), and every
+    ``G`` value is shifted by ``F(x0) - x0`` minus that prediction. The differences,
+    which carry the Jacobian information, are unchanged, so a map that differs from
+    ``G`` by a nearly constant term (another quadrature rule; a nearby ``alpha``)
+    starts with ``G``'s Jacobian estimate.
+    """
+    hx = [np.array(p[0], dtype=float) for p in history]
+    hg = [np.array(p[1], dtype=float) for p in history]
+    if np.array_equal(hx[-1], x0):
+        hx, hg = hx[:-1], hg[:-1]
+        predicted = np.array(history[-1][1], dtype=float)
+    else:
+        predicted = hg[-1]
+        if len(hx) >= 2:
+            dX = np.array([hx[i + 1] - hx[i] for i in range(len(hx) - 1)]).T
+            dG = np.array([hg[i + 1] - hg[i] for i in range(len(hg) - 1)]).T
+            gamma, *_ = np.linalg.lstsq(dX, x0 - hx[-1], rcond=1e-10)
+            predicted = hg[-1] + dG @ gamma
+    shift = g0 - predicted
+    keep = slice(-anderson, None)
+    return hx[keep] + [x0.copy()], [g + shift for g in hg[keep]] + [g0.copy()]
 
 
 def _anderson_step(xs, gs, damping, m):

@@ -12,8 +12,10 @@ Each threshold is found twice, with the precision mode's coarse and fine
 channel rules; the fine value is reported and the error is the difference of
 the two plus the root-finding tolerance and the propagated test-error
 quadrature error. (``high`` mode finds them with the fast rules first and
-starts its own two from there.) A threshold that cannot be bracketed raises
-``ThresholdError``.
+starts its own two from there.) An ``alpha_c`` that cannot be bracketed raises
+``ThresholdError``; an ``alpha_l`` that cannot (e.g. beyond the scan at large
+``omega``) is NaN with the reason in ``Thresholds.alpha_l_status``, and ``alpha_c``
+is kept.
 """
 from __future__ import annotations
 
@@ -58,6 +60,7 @@ class Thresholds:
     model: ModelSpec
     wall_time: float
     details: dict
+    alpha_l_status: str = "ok"   # otherwise why alpha_l is NaN (alpha_c is still valid)
 
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
@@ -205,10 +208,18 @@ def thresholds(spec: ModelSpec, precision: str = "fast", alpha_min: float = 0.5,
 
     all_alphas = sorted(set(by["semantic"]) | set(by["positional"]))
     below = [a for a in all_alphas if global_point(a).test_error < eps_lin]
+    # alpha_l may be off the scan while alpha_c is on it: alpha_c is then still found,
+    # and alpha_l is NaN with the reason in ``alpha_l_status``
+    alpha_l_status = "ok"
     if not below:
-        raise ThresholdError("alpha_l: the global minimiser never beats the linear baseline on the scan")
-    first = below[0]
-    prev = [a for a in all_alphas if a < first]
+        alpha_l_status = (f"not bracketed: the global minimiser never beats the linear baseline on alpha in "
+                          f"[{alpha_min}, {alpha_max}]")
+        first, prev = None, []
+    else:
+        first = below[0]
+        prev = [a for a in all_alphas if a < first]
+        if not prev:
+            alpha_l_status = "not bracketed: already below the linear baseline at the smallest scanned alpha"
     results = {}
     single = prec.rule == prec.check_rule  # draft: one rule, so no error estimate can be made
     rules = [("fine", prec.check_rule, prec)] if single else [("coarse", prec.rule, prec), ("fine", prec.check_rule, prec)]
@@ -234,12 +245,16 @@ def thresholds(spec: ModelSpec, precision: str = "fast", alpha_min: float = 0.5,
         ac, ac_step = _newton_alpha_c(solvers["positional"], solvers["semantic"], guess, starts, xtol,
                                       a_lo - (a_hi - a_lo), a_hi + (a_hi - a_lo))
         note(f"alpha_c ({tag} rule) = {ac:.10f}")
+        results[tag] = dict(alpha_c=ac, alpha_c_step=ac_step, alpha_l=float("nan"), alpha_l_step=float("nan"),
+                            at_jump=False, branch_l="", slope=float("nan"))
+        previous = results[tag]
+        seeds = solvers
+        if alpha_l_status != "ok":
+            continue
         # alpha_l: on the branch that is global just after the drop. If the drop happens
         # across the first-order jump and that branch is already below the baseline at
         # alpha_c, alpha_l = alpha_c; otherwise it is a root on that branch.
         branch_l = global_point(first).branch
-        if not prev:
-            raise ThresholdError("alpha_l: already below the baseline at the smallest scanned alpha")
         s = solvers[branch_l]
         jump = global_point(prev[-1]).branch != branch_l and prev[-1] < ac < first
         at_jump = False
@@ -251,23 +266,30 @@ def thresholds(spec: ModelSpec, precision: str = "fast", alpha_min: float = 0.5,
             al, al_step = ac, ac_step
         else:
             slope_guess = None
-            if previous and not previous["at_jump"] and np.isfinite(previous["slope"]) and previous["slope"] != 0:
-                a0, a1, slope_guess = previous["alpha_l"], None, previous["slope"]
+            before = [r for r in results.values() if r is not results[tag]]
+            last = before[-1] if before else None
+            if last and not last["at_jump"] and np.isfinite(last["slope"]) and last["slope"] != 0:
+                a0, a1, slope_guess = last["alpha_l"], None, last["slope"]
             else:
                 a0, a1 = (max(prev[-1], ac) if jump else prev[-1]), first
-            al, al_step, slope = _secant_alpha_l(s, a0, a1, eps_lin, by[branch_l][first].overlaps, xtol,
-                                                 slope_guess)
+            try:
+                al, al_step, slope = _secant_alpha_l(s, a0, a1, eps_lin, by[branch_l][first].overlaps, xtol,
+                                                     slope_guess)
+            except ThresholdError as exc:
+                alpha_l_status = f"failed with the {tag} rule: {exc}"
+                continue
         note(f"alpha_l ({tag} rule) = {al:.10f}")
-        results[tag] = dict(alpha_c=ac, alpha_c_step=ac_step, alpha_l=al, alpha_l_step=al_step, at_jump=at_jump,
-                            branch_l=branch_l, slope=slope)
-        previous = results[tag]
-        seeds = solvers
+        results[tag].update(alpha_l=al, alpha_l_step=al_step, at_jump=at_jump, branch_l=branch_l, slope=slope)
 
     # propagated test-error quadrature error for alpha_l: delta eps / |d eps / d alpha|,
     # with the slope from the secant iterations and delta eps from two test-error rules
     fine = results["fine"]
     al_err_quad = 0.0
-    if not fine["at_jump"] and not single:
+    if alpha_l_status != "ok":
+        for r in results.values():
+            r.update(alpha_l=float("nan"), alpha_l_step=float("nan"))
+        log.warning("alpha_l %s; alpha_c is still reported", alpha_l_status)
+    elif not fine["at_jump"] and not single:
         mid = seeds[fine["branch_l"]].known[fine["alpha_l"]][0]
         d_eps = abs(test_error(model, mid, prec.test_check_n) - test_error(model, mid, prec.test_n))
         al_err_quad = (d_eps + baseline.error) / abs(fine["slope"])
@@ -283,4 +305,5 @@ def thresholds(spec: ModelSpec, precision: str = "fast", alpha_min: float = 0.5,
         linear_test_error=eps_lin, linear_test_error_error=baseline.error, spinodals=spinodals,
         precision=precision, model=spec, wall_time=time.perf_counter() - t0,
         details={**results, "alpha_l_quadrature_error": al_err_quad, "bracket": [a_lo, a_hi], "xtol": xtol},
+        alpha_l_status=alpha_l_status,
     )

@@ -266,6 +266,51 @@ def test_seeded_anderson_history_converges_to_the_same_fixed_point_faster():
     assert counts["n"] < n_plain
 
 
+def test_history_from_a_nearby_map_at_another_point_seeds_a_continuation_step():
+    """Continuation: the pairs of the previous alpha's solve do not end at the new start
+    (the predictor); extrapolated to it and shifted (``_seeded_history``), they still
+    give the same fixed point in fewer evaluations than an unseeded solve."""
+    rng = np.random.default_rng(7)
+    J = 0.6 * np.linalg.qr(rng.standard_normal((3, 3)))[0] @ np.diag([0.9, -0.8, 0.4])
+    b = rng.standard_normal(3)
+    previous = solve_fixed_point(lambda x: J @ x + b, np.zeros(3), tol=1e-12, anderson=4, damping=0.5,
+                                 maxiter=200)
+    db = 0.05 * rng.standard_normal(3)  # the map at the next alpha
+    counts = {"n": 0}
+
+    def nxt(x):
+        counts["n"] += 1
+        return J @ x + b + db + 1e-3 * np.sin(x)  # and slightly nonlinear
+
+    start = previous.x + 0.02 * rng.standard_normal(3)  # a predictor, not the old solution
+    plain = solve_fixed_point(nxt, start, tol=1e-12, anderson=4, damping=0.5, maxiter=200)
+    n_plain, counts["n"] = counts["n"], 0
+    seeded = solve_fixed_point(nxt, start, tol=1e-12, anderson=4, damping=0.5, maxiter=200, history=previous.pairs)
+    assert plain.converged and seeded.converged
+    np.testing.assert_allclose(seeded.x, plain.x, rtol=1e-10, atol=1e-10)
+    assert counts["n"] < n_plain
+
+
+def test_a_solve_whose_residual_stops_falling_is_stopped_as_stalled():
+    """Undamped Picard on ``F(x) = 3 - x`` cycles between 0.5 and 2.5 for ever: the
+    residual never halves after the second iterate, so with ``stall_window`` the solve
+    stops after that many more iterations, not ``maxiter``; a slowly but steadily
+    converging solve (rate 0.97 per step) is not stopped."""
+    calls = {"n": 0}
+
+    def cycling(x):
+        calls["n"] += 1
+        return 3.0 - x
+
+    res = solve_fixed_point(cycling, np.full(1, 0.5), tol=1e-10, maxiter=500, anderson=0, stall_window=20)
+    assert not res.converged and res.stalled
+    assert res.iterations == 21 and calls["n"] == 22
+    slow = solve_fixed_point(lambda x: 0.97 * x + 0.03, np.zeros(1), tol=1e-8, maxiter=2000, anderson=0,
+                             stall_window=30)
+    assert slow.converged and not slow.stalled
+    np.testing.assert_allclose(slow.x, 1.0, rtol=1e-8 / 0.03 * 1.2)  # residual / (1 - rate)
+
+
 def test_a_collapsing_solve_is_abandoned_as_lost():
     """Below the semantic spinodal (~0.70) the semantic start collapses onto theta = 0;
     with ``lost_below`` the solve stops early with BranchLost instead of converging
@@ -291,7 +336,7 @@ def test_follow_branch_looks_for_a_branch_inside_the_grid_when_the_anchor_fails(
 
     tried = []
 
-    def fake_solve(spec, alpha, branch, precision, start, model):
+    def fake_solve(spec, alpha, branch, precision, start, model, near=None):
         tried.append(alpha)
         if alpha >= 1.0:
             return None  # the solver fails where the branch does not exist
@@ -309,3 +354,18 @@ def test_follow_branch_looks_for_a_branch_inside_the_grid_when_the_anchor_fails(
     tried.clear()
     explicit = branches.follow_branch(SPEC, grid, "positional", "draft", anchor=(2.0, Overlaps(0.05, 0.25, 14.0, 0.0)))
     assert tried == [2.0] and explicit.points == [] and "not found at the anchor" in explicit.note
+
+
+def test_alpha_l_off_the_scan_keeps_alpha_c():
+    """At large omega alpha_l can lie beyond the scan while alpha_c is on it (the full
+    phase diagram at omega = 0.45). Emulated at omega = 0.3 by ending the scan at 1.4,
+    between alpha_c ~ 1.25 and alpha_l ~ 1.49: alpha_c is still found, the same as with
+    the longer scan, and alpha_l is NaN with the reason."""
+    from numerics.thresholds import thresholds
+
+    short = thresholds(SPEC, "draft", alpha_min=0.9, alpha_max=1.4, n_scan=6)
+    full = thresholds(SPEC, "draft", alpha_min=0.9, alpha_max=1.7, n_scan=6)
+    assert short.alpha_l_status.startswith("not bracketed") and np.isnan(short.alpha_l)
+    assert full.alpha_l_status == "ok" and 1.4 < full.alpha_l < 1.7
+    assert 1.2 < full.alpha_c < 1.3
+    assert abs(short.alpha_c - full.alpha_c) < 2e-6  # Newton to xtol = 1e-6 from different brackets
