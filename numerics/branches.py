@@ -89,8 +89,8 @@ def follow_branch(spec: ModelSpec, alphas: Sequence[float], branch: str, precisi
     """Solve ``branch`` on every alpha of ``alphas`` by continuation from an anchor.
 
     The branch is first solved at the anchor alpha (by default SPEC's alpha = 2
-    values as start; if it is not found there, at the grid points at half and a fifth
-    of the grid, from the same start), then followed upward and downward through the grid. Where it is
+    values as start; if it is not found there, at the grid points at half, a fifth and
+    a tenth of the grid, from the same start), then followed upward and downward through the grid. Where it is
     lost, the spinodal is bracketed and bisected ``bisections`` times; its error
     is half the final bracket.
     """
@@ -133,7 +133,10 @@ def follow_branch(spec: ModelSpec, alphas: Sequence[float], branch: str, precisi
     return BranchCurve(branch, points, spinodals)
 
 
-ANCHOR_GRID_FRACTIONS = (0.5, 0.2)  # where in the grid a branch is looked for after the anchor
+# where in the grid a branch is looked for after the anchor. At omega = 0 the positional
+# branch exists only on alpha ~ 0.10-0.92: the thresholds' scan [0.5, 2.5] meets it only
+# at its second point (a tenth of the way)
+ANCHOR_GRID_FRACTIONS = (0.5, 0.2, 0.1)
 
 
 def _anchor_alphas(anchor_alpha: float, alphas: np.ndarray) -> list:

@@ -230,13 +230,16 @@ def cmd_run(args) -> int:
     try:
         th = thresholds(spec, args.precision, progress=lambda m: log.info(m), scan_curves=curves)
         th_dict = th.to_dict()
+        if th.alpha_l_status != "ok":
+            log.error("alpha_l %s", th.alpha_l_status)
+            th_dict.update(alpha_l=None, alpha_l_error=None)
     except ThresholdError as exc:
         log.error("thresholds: %s", exc)
         th, th_dict = None, {"error": str(exc)}
     summary = {
         "model": spec.to_dict(),
         "alpha_c": th.alpha_c if th else None, "alpha_c_error": th.alpha_c_error if th else None,
-        "alpha_l": th.alpha_l if th else None, "alpha_l_error": th.alpha_l_error if th else None,
+        "alpha_l": th_dict.get("alpha_l"), "alpha_l_error": th_dict.get("alpha_l_error"),
         "linear_test_error": baseline.test_error,
         "spinodals": th.spinodals if th else [s for c in curves.values() for s in c.spinodals],
         "thresholds": th_dict, "curve_csv": csv_path, "curve_precision": "draft",
@@ -252,8 +255,10 @@ def cmd_run(args) -> int:
     else:
         print(_fp_table([p for c in curves.values() for p in c.points if p.global_minimum]))
         if th:
-            print(f"alpha_c = {th.alpha_c:.8f} +- {th.alpha_c_error:.1e}   alpha_l = {th.alpha_l:.8f} +- {th.alpha_l_error:.1e}")
+            print(f"alpha_c = {th.alpha_c:.8f} +- {th.alpha_c_error:.1e}   " +
+                  (f"alpha_l = {th.alpha_l:.8f} +- {th.alpha_l_error:.1e}" if th.alpha_l_status == "ok"
+                   else f"alpha_l: {th.alpha_l_status}"))
         print(f"linear baseline test error = {baseline.test_error:.10g}")
         print(f"wrote {csv_path}, {os.path.join(args.out, 'summary.json')}, {', '.join(fig_paths)}")
         print(f"wall time {summary['wall_time']:.1f} s")
-    return 0 if th is not None else 1
+    return 0 if th is not None and th.alpha_l_status == "ok" else 1

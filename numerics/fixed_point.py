@@ -211,14 +211,24 @@ def solve_with_rule(model: BoundModel, alpha: float, branch: str, rule: ChannelR
     floor = np.array([1e-8, 1e-6, 1e-8, 1e-6])[F.free]
     if seed is not None and seed.history and np.array_equal(seed.history[-1][0], x0):
         history = seed.history
-    # the positional iteration oscillates (Jacobian eigenvalues below -1): if the
-    # accelerated iteration fails, retry more heavily damped with a short history
-    attempts = ((damping, 4, maxiter, history), (0.2, 2, 3 * maxiter, ()))
+    # A borrowed history can mislead: across a long continuation step (the thresholds'
+    # draft scan steps 0.25 in alpha) its first Anderson step once collapsed the
+    # positional branch at omega = 0, which then looked like a spinodal. So a seeded
+    # attempt that fails is repeated without it. The positional iteration oscillates
+    # (Jacobian eigenvalues below -1): if the accelerated iteration fails, retry more
+    # heavily damped with a short history.
+    attempts = ([(damping, 4, maxiter, history)] if history else []) + [(damping, 4, maxiter, ()),
+                                                                         (0.2, 2, 3 * maxiter, ())]
     for k, (beta, depth, iters, hist) in enumerate(attempts):
         try:
             res = solve_fixed_point(F, x0, tol=tol, maxiter=iters, damping=beta, anderson=depth, floor=floor,
                                     history=hist, callback=_lost_check(F, model, branch, lost_below),
                                     stall_window=STALL_WINDOW)
+        except BranchLost:
+            if not hist:
+                raise
+            log.debug("alpha=%g %s: lost from the seeded start; retrying without the history", alpha, branch)
+            continue
         except SolverError:
             if k == len(attempts) - 1:
                 raise

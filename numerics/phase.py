@@ -546,11 +546,15 @@ class _FakeTheoryAPI:
         if ac > 2.5:
             raise self.ThresholdError(f"alpha_c not bracketed in [0.05, 2.5] at omega={spec.omega:g}")
         al = max(ac, 0.004 / self.linear(spec.omega) - 1.0)
+        # like numerics.api at large omega: alpha_c on the scan, alpha_l beyond it
+        al_status = "not bracketed: beyond the scan" if 0.6 <= spec.omega < 0.85 else "ok"
+        if al_status != "ok":
+            al = float("nan")
         sp = [{"branch": "semantic", "alpha": self.SEM_START, "alpha_error": 1e-4, "side": "lower"},
               {"branch": "positional", "alpha": 2.0 + spec.omega, "alpha_error": 1e-4, "side": "upper"}]
         d = {"alpha_c": ac, "alpha_c_error": 1e-4, "alpha_l": al, "alpha_l_error": 2e-4,
              "linear_test_error": self.linear(spec.omega), "spinodals": sp}
-        return SimpleNamespace(**d, to_dict=lambda: dict(d))
+        return SimpleNamespace(**d, alpha_l_status=al_status, to_dict=lambda: dict(d))
 
 
 def _fake_theory_task(payload: dict, delay: float = 0.0, fail_omegas: Sequence[float] = (),
@@ -984,8 +988,9 @@ def _store_result(store: SweepStore, task: Task, result: dict, config: SweepConf
         store.append_rows(THRESHOLDS_CSV, thr)
         for t in thr:
             if t.get("threshold_status") != "ok":
-                summary["notes"].append({"task": task.key, "message": f"thresholds not found: "
-                                                                      f"{t.get('threshold_message')}"})
+                what = "alpha_l not found" if t.get("threshold_status") == "alpha_l_not_bracketed" \
+                    else "thresholds not found"
+                summary["notes"].append({"task": task.key, "message": f"{what}: {t.get('threshold_message')}"})
         if rows and rows[0].get("branch_note"):
             summary["notes"].append({"task": task.key, "message": rows[0]["branch_note"]})
     else:

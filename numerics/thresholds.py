@@ -29,7 +29,7 @@ import numpy as np
 from derivations import ModelSpec
 
 from .baseline import linear_baseline
-from .branches import follow_branch
+from .branches import COLLAPSE, _try_solve, follow_branch, is_on_branch
 from .fixed_point import PRECISIONS, solve_with_rule
 from .model import bind
 from .overlaps import Overlaps
@@ -104,55 +104,126 @@ class _BranchSolver:
         if not sol.converged or sol.residual8 > self.residual_tol:
             raise ThresholdError(f"{self.branch} branch did not converge at alpha = {alpha} "
                                  f"(residual {sol.residual8:.2e})")
+        defining = abs(sol.overlaps.theta) / self.model.spec.sigma**2 if self.branch == "semantic" \
+            else abs(sol.overlaps.m)
+        if defining < COLLAPSE:  # converged onto the trivial branch: this branch is not here
+            raise ThresholdError(f"{self.branch} branch collapsed onto the trivial one at alpha = {alpha}")
         self.known[alpha] = (sol.overlaps, sol)
         F = free_energy(self.model, sol.overlaps, sol.side.hats, alpha, sol.side.mean_envelope)
         return sol, F, sol.side.mean_envelope
 
 
-def _newton_alpha_c(pos: _BranchSolver, sem: _BranchSolver, a0: float, starts, xtol: float, lo: float, hi: float):
+def _newton_alpha_c(pos: _BranchSolver, sem: _BranchSolver, a0: float, starts, xtol: float, lo: float, hi: float,
+                    positive_at_hi: bool):
+    """Newton's method on ``F_pos - F_sem``, safeguarded by the scan's bracket ``[lo, hi]``
+    (the difference is positive at ``hi`` iff ``positive_at_hi``): a step that leaves the
+    bracket is replaced by bisection, and every solved point narrows it. Near a branch's
+    fold ``F`` curves strongly, and the plain Newton step once left the bracket at
+    ``omega = 0`` and stopped at a clip bound."""
     alpha = a0
-    for _ in range(30):
+    for _ in range(60):
         _, Fp, dFp = pos.solve(alpha, starts["positional"])
         _, Fs, dFs = sem.solve(alpha, starts["semantic"])
-        step = -(Fp - Fs) / (dFp - dFs)
-        new = float(np.clip(alpha + step, lo, hi))
-        log.debug("alpha_c Newton: alpha=%.12g dF=%.3e step=%.3e", alpha, Fp - Fs, step)
-        if abs(new - alpha) < xtol:
+        diff = Fp - Fs
+        if (diff > 0) == positive_at_hi:
+            hi = min(hi, alpha)
+        else:
+            lo = max(lo, alpha)
+        step = -diff / (dFp - dFs)
+        new = alpha + step
+        newton = lo < new < hi
+        if not newton:
+            new = 0.5 * (lo + hi)
+        log.debug("alpha_c: alpha=%.12g dF=%.3e %s step to %.12g", alpha, diff, "Newton" if newton else "bisection",
+                  new)
+        if newton and abs(new - alpha) < xtol:
             # the last solved point; Newton converges quadratically, so its error is
             # far below the step, which is reported as the root-finding error
             return alpha, abs(step)
+        if hi - lo < xtol:
+            return alpha, hi - lo
         alpha = new
-    raise ThresholdError("alpha_c: Newton's method did not converge in 30 steps")
+    raise ThresholdError("alpha_c: the safeguarded Newton method did not converge in 60 steps")
 
 
 def _secant_alpha_l(solver: _BranchSolver, a0: float, a1: Optional[float], eps_lin: float, start, xtol: float,
-                    slope_guess: Optional[float] = None):
+                    slope_guess: Optional[float] = None, bracket: Optional[tuple] = None):
     """The secant method on ``test_error - eps_lin`` from ``a0`` and ``a1``; with
     ``slope_guess`` (another rule's slope at a nearby root) ``a1`` is instead the
     Newton step from ``a0`` with that slope, which lands within the rules' difference
-    in slope of the root. Returns ``(root, last step, slope)``."""
+    in slope of the root. ``bracket = (lo, hi)``: the test error is above the baseline
+    at ``lo`` and below it at ``hi`` (the scan); an iterate outside it is replaced by
+    bisection, and every solved point narrows it. Returns ``(root, last step, slope)``."""
+    lo, hi = bracket if bracket is not None else (-np.inf, np.inf)
+
     def g(alpha):
+        nonlocal lo, hi
         sol, _, _ = solver.solve(alpha, start)
-        return test_error(solver.model, sol.overlaps, solver.test_n) - eps_lin
+        value = test_error(solver.model, sol.overlaps, solver.test_n) - eps_lin
+        if value > 0:
+            lo = max(lo, alpha)
+        else:
+            hi = min(hi, alpha)
+        return value
+
+    def inside(a):
+        return a if lo < a < hi or not np.isfinite(hi - lo) else 0.5 * (lo + hi)
 
     g0 = g(a0)
     if slope_guess is not None:
-        a1 = a0 - g0 / slope_guess
+        a1 = inside(a0 - g0 / slope_guess)
         if abs(a1 - a0) < xtol:  # already at the root: a distinct second point for the slope
             a1 = a0 + xtol
     g1 = g(a1)
     # the slope for the error propagation: the starting pair, or the other rule's slope
     # where the pair is too close for the test-error differences to resolve it
     slope = (g1 - g0) / (a1 - a0) if slope_guess is None or abs(a1 - a0) > SLOPE_MIN_SPACING else slope_guess
-    for _ in range(40):
+    for _ in range(60):
         if g1 == g0:
             break
-        a2 = a1 - g1 * (a1 - a0) / (g1 - g0)
+        a2 = inside(a1 - g1 * (a1 - a0) / (g1 - g0))
         a0, g0 = a1, g1
         a1, g1 = a2, g(a2)
         if abs(a1 - a0) < xtol:
             return a1, abs(a1 - a0), slope
-    raise ThresholdError("alpha_l: the secant method did not converge")
+    raise ThresholdError("alpha_l: the safeguarded secant method did not converge")
+
+
+def _train_loss_differences(by: dict):
+    """``F_pos - F_sem`` where both branches were solved, and the indices of its sign changes."""
+    common = sorted(set(by["semantic"]) & set(by["positional"]))
+    dF = [by["positional"][a].train_loss - by["semantic"][a].train_loss for a in common]
+    sign_change = [i for i in range(len(common) - 1) if dF[i] < 0 <= dF[i + 1] or dF[i] > 0 >= dF[i + 1]]
+    return common, dF, sign_change
+
+
+def _add_spinodal_points(spec, model, curves: dict, by: dict, alpha_min: float, alpha_max: float) -> bool:
+    """Solve both branches (the scan's precision) at the ``last_found`` alpha of every
+    spinodal the scan met, from each branch's nearest scan point; add what is found to
+    ``by``. Returns whether any alpha was added to both branches."""
+    added = False
+    for sp in curves["semantic"].spinodals + curves["positional"].spinodals:
+        a = float(sp.get("last_found", float("nan")))
+        if not (alpha_min <= a <= alpha_max) or all(a in by[b] for b in by):
+            continue
+        found = {}
+        for b in ("semantic", "positional"):
+            if a in by[b]:
+                found[b] = by[b][a]
+                continue
+            if not by[b]:
+                break
+            near = by[b][min(by[b], key=lambda x: abs(x - a))]
+            fp = _try_solve(spec, a, b, near.precision, near.overlaps, model, near)
+            if fp is None or not is_on_branch(fp, b):
+                break
+            found[b] = fp
+        if len(found) == 2:
+            for b, fp in found.items():
+                by[b][a] = fp
+            added = True
+            log.info("thresholds: both branches added at alpha = %.6g (a spinodal's last point)", a)
+    return added
 
 
 def thresholds(spec: ModelSpec, precision: str = "fast", alpha_min: float = 0.5, alpha_max: float = 2.5,
@@ -189,17 +260,30 @@ def thresholds(spec: ModelSpec, precision: str = "fast", alpha_min: float = 0.5,
         if not c.points:
             raise ThresholdError(f"the {b} branch was not found: {c.note}")
     note("scanned both branches")
-    common = sorted(set(p.alpha for p in curves["semantic"].points) & set(p.alpha for p in curves["positional"].points))
     by = {b: {p.alpha: p for p in curves[b].points} for b in curves}
-    dF = [by["positional"][a].train_loss - by["semantic"][a].train_loss for a in common]
-    sign_change = [i for i in range(len(common) - 1) if dF[i] < 0 <= dF[i + 1] or dF[i] > 0 >= dF[i + 1]]
+    common, dF, sign_change = _train_loss_differences(by)
+    if not sign_change:
+        # the crossing may lie between a branch's end and the first scan point where both
+        # exist (at small omega the semantic branch starts ~0.05 above the scan's first
+        # point and alpha_c is just above that): add the last alphas where the scan's
+        # spinodal bisections still found each branch
+        if _add_spinodal_points(spec, model, curves, by, alpha_min, alpha_max):
+            common, dF, sign_change = _train_loss_differences(by)
     if not sign_change:
         raise ThresholdError(f"alpha_c: F_pos - F_sem has no sign change on alpha in [{alpha_min}, {alpha_max}] "
                              f"where both branches exist ({len(common)} points)")
     i = sign_change[0]
     a_lo, a_hi = common[i], common[i + 1]
     a_guess = a_lo - dF[i] * (a_hi - a_lo) / (dF[i + 1] - dF[i])
-    starts = {b: by[b][a_lo].overlaps for b in by}
+    # each branch starts from the bracket end where its defining overlap is larger, i.e.
+    # away from its own end: at omega = 0 the semantic branch at a_lo = 0.5 is at its
+    # spinodal, and a solve at 0.55 from there fell onto the trivial branch
+    def defining(b, a):
+        ov = by[b][a].overlaps
+        return abs(ov.theta) if b == "semantic" else abs(ov.m)
+
+    start_alpha = {b: max((a_lo, a_hi), key=lambda a: defining(b, a)) for b in by}
+    starts = {b: by[b][start_alpha[b]].overlaps for b in by}
 
     # global minimiser's test error on the scan: where does it first drop below the baseline?
     def global_point(a):
@@ -240,10 +324,10 @@ def thresholds(spec: ModelSpec, precision: str = "fast", alpha_min: float = 0.5,
                                     seeds.get(b))
                    for b in ("semantic", "positional")}
         for b in solvers:
-            solvers[b].known[a_lo] = (starts[b], None)
+            solvers[b].known[start_alpha[b]] = (starts[b], None)
         guess = previous["alpha_c"] if previous else a_guess
         ac, ac_step = _newton_alpha_c(solvers["positional"], solvers["semantic"], guess, starts, xtol,
-                                      a_lo - (a_hi - a_lo), a_hi + (a_hi - a_lo))
+                                      a_lo, a_hi, dF[i + 1] > 0)
         note(f"alpha_c ({tag} rule) = {ac:.10f}")
         results[tag] = dict(alpha_c=ac, alpha_c_step=ac_step, alpha_l=float("nan"), alpha_l_step=float("nan"),
                             at_jump=False, branch_l="", slope=float("nan"))
@@ -274,7 +358,7 @@ def thresholds(spec: ModelSpec, precision: str = "fast", alpha_min: float = 0.5,
                 a0, a1 = (max(prev[-1], ac) if jump else prev[-1]), first
             try:
                 al, al_step, slope = _secant_alpha_l(s, a0, a1, eps_lin, by[branch_l][first].overlaps, xtol,
-                                                     slope_guess)
+                                                     slope_guess, (max(prev[-1], ac) if jump else prev[-1], first))
             except ThresholdError as exc:
                 alpha_l_status = f"failed with the {tag} rule: {exc}"
                 continue

@@ -369,3 +369,28 @@ def test_alpha_l_off_the_scan_keeps_alpha_c():
     assert full.alpha_l_status == "ok" and 1.4 < full.alpha_l < 1.7
     assert 1.2 < full.alpha_c < 1.3
     assert abs(short.alpha_c - full.alpha_c) < 2e-6  # Newton to xtol = 1e-6 from different brackets
+
+
+def test_alpha_c_newton_is_safeguarded_by_the_scan_bracket():
+    """Near a branch's fold ``F_pos - F_sem`` curves strongly; at omega = 0 the plain
+    Newton step left the scan's bracket and stopped at a clip bound. With a derivative
+    that is 20 times too small (every Newton step overshoots), the safeguarded method
+    still returns the root, and never solves outside the bracket."""
+    from numerics.thresholds import _newton_alpha_c
+
+    root, visited = 0.6, []
+
+    class Fake:
+        def __init__(self, sign):
+            self.sign = sign
+
+        def solve(self, alpha, start):
+            visited.append(alpha)
+            d = alpha - root
+            F = self.sign * 0.5 * (d**3 + 0.01 * d)
+            return None, F, self.sign * 0.5 * (3 * d**2 + 0.01) / 20.0
+
+    alpha, step = _newton_alpha_c(Fake(+1), Fake(-1), 0.55, {"positional": None, "semantic": None}, 1e-9,
+                                  0.5, 0.75, True)
+    assert abs(alpha - root) < 1e-8 and step < 1e-8
+    assert all(0.5 <= a <= 0.75 for a in visited)

@@ -207,6 +207,18 @@ def test_missing_branch_and_unbracketed_thresholds_are_notes_not_failures(client
     assert thr[0]["threshold_status"] == "not_bracketed" and thr[0]["alpha_c"] == "nan"
 
 
+def test_alpha_l_beyond_the_scan_keeps_alpha_c_in_the_thresholds_row(client, tmp_path, capsys):
+    """The first full diagram lost alpha_c at omega = 0.45 because alpha_l was beyond the
+    scan; the fake's omega = 0.7 has alpha_c = 2.2 on the scan and alpha_l beyond it."""
+    args = build_parser().parse_args(["phase-diagram", "--omega", "0.7", "--alpha", "0.2:2.2:5", "--out",
+                                      str(tmp_path), "--quiet", "--no-plot"])
+    assert cmd_phase_diagram(args, theory_task=FAKE, client=client) == 0
+    assert "note: theory:omega=0.7:thresholds: alpha_l not found: alpha_l not bracketed" in capsys.readouterr().out
+    _, thr = P.read_csv_rows(tmp_path / P.THRESHOLDS_CSV)
+    assert thr[0]["threshold_status"] == "alpha_l_not_bracketed"
+    assert float(thr[0]["alpha_c"]) == pytest.approx(2.2) and thr[0]["alpha_l"] == "nan"
+
+
 def test_recovery_drops_partial_lines_and_unfinished_tasks(client, tmp_path):
     P.run_sweep(config(), tmp_path, client=client, theory_task=FAKE, progress=False, plot=False)
     reference = table(tmp_path / P.THEORY_CSV)
