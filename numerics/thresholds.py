@@ -115,20 +115,24 @@ class _BranchSolver:
 
 def _newton_alpha_c(pos: _BranchSolver, sem: _BranchSolver, a0: float, starts, xtol: float, lo: float, hi: float,
                     positive_at_hi: bool):
-    """Newton's method on ``F_pos - F_sem``, safeguarded by the scan's bracket ``[lo, hi]``
-    (the difference is positive at ``hi`` iff ``positive_at_hi``): a step that leaves the
-    bracket is replaced by bisection, and every solved point narrows it. Near a branch's
-    fold ``F`` curves strongly, and the plain Newton step once left the bracket at
-    ``omega = 0`` and stopped at a clip bound."""
-    alpha = a0
+    """Newton's method on ``F_pos - F_sem`` inside ``[lo, hi]`` (the scan's range), where
+    the difference is positive above the root iff ``positive_at_hi``; a safeguarded
+    Newton method. Every solved point narrows the interval by its sign; a step that
+    leaves it is replaced by bisection. The signs come from this rule's own solves
+    only: the draft scan's bracket is not valid for finer rules (at ``omega = 0.1`` the
+    fast root lies 0.018 above the draft one, beyond the draft bracket). A root that
+    only converges onto an end whose sign this rule never saw is not a root: that is a
+    ``ThresholdError``. (Near a branch's fold ``F`` curves strongly; the plain Newton
+    step once left the bracket at ``omega = 0`` and stopped at a clip bound.)"""
+    alpha, seen_lo, seen_hi = a0, False, False
     for _ in range(60):
         _, Fp, dFp = pos.solve(alpha, starts["positional"])
         _, Fs, dFs = sem.solve(alpha, starts["semantic"])
         diff = Fp - Fs
         if (diff > 0) == positive_at_hi:
-            hi = min(hi, alpha)
+            hi, seen_hi = min(hi, alpha), True
         else:
-            lo = max(lo, alpha)
+            lo, seen_lo = max(lo, alpha), True
         step = -diff / (dFp - dFs)
         new = alpha + step
         newton = lo < new < hi
@@ -141,6 +145,9 @@ def _newton_alpha_c(pos: _BranchSolver, sem: _BranchSolver, a0: float, starts, x
             # far below the step, which is reported as the root-finding error
             return alpha, abs(step)
         if hi - lo < xtol:
+            if not (seen_lo and seen_hi):
+                raise ThresholdError(f"alpha_c: F_pos - F_sem keeps one sign up to alpha = {alpha:.6g}, "
+                                     f"the end of the scanned range")
             return alpha, hi - lo
         alpha = new
     raise ThresholdError("alpha_c: the safeguarded Newton method did not converge in 60 steps")
@@ -151,19 +158,21 @@ def _secant_alpha_l(solver: _BranchSolver, a0: float, a1: Optional[float], eps_l
     """The secant method on ``test_error - eps_lin`` from ``a0`` and ``a1``; with
     ``slope_guess`` (another rule's slope at a nearby root) ``a1`` is instead the
     Newton step from ``a0`` with that slope, which lands within the rules' difference
-    in slope of the root. ``bracket = (lo, hi)``: the test error is above the baseline
-    at ``lo`` and below it at ``hi`` (the scan); an iterate outside it is replaced by
-    bisection, and every solved point narrows it. Returns ``(root, last step, slope)``."""
+    in slope of the root. ``bracket = (lo, hi)``: the scanned range; every solved point
+    narrows it by its sign (test error above the baseline: the root is above), and an
+    iterate outside it is replaced by bisection. As for ``alpha_c``, only this rule's
+    own signs count. Returns ``(root, last step, slope)``."""
     lo, hi = bracket if bracket is not None else (-np.inf, np.inf)
+    seen = {"lo": False, "hi": False}
 
     def g(alpha):
         nonlocal lo, hi
         sol, _, _ = solver.solve(alpha, start)
         value = test_error(solver.model, sol.overlaps, solver.test_n) - eps_lin
         if value > 0:
-            lo = max(lo, alpha)
+            lo, seen["lo"] = max(lo, alpha), True
         else:
-            hi = min(hi, alpha)
+            hi, seen["hi"] = min(hi, alpha), True
         return value
 
     def inside(a):
@@ -185,6 +194,10 @@ def _secant_alpha_l(solver: _BranchSolver, a0: float, a1: Optional[float], eps_l
         a0, g0 = a1, g1
         a1, g1 = a2, g(a2)
         if abs(a1 - a0) < xtol:
+            # converging onto an end of the range whose side this rule never saw
+            if (not seen["lo"] and abs(a1 - lo) < 2 * xtol) or (not seen["hi"] and abs(a1 - hi) < 2 * xtol):
+                raise ThresholdError(f"alpha_l: the test error stays on one side of the baseline up to "
+                                     f"alpha = {a1:.6g}, the end of the scanned range")
             return a1, abs(a1 - a0), slope
     raise ThresholdError("alpha_l: the safeguarded secant method did not converge")
 
@@ -327,7 +340,7 @@ def thresholds(spec: ModelSpec, precision: str = "fast", alpha_min: float = 0.5,
             solvers[b].known[start_alpha[b]] = (starts[b], None)
         guess = previous["alpha_c"] if previous else a_guess
         ac, ac_step = _newton_alpha_c(solvers["positional"], solvers["semantic"], guess, starts, xtol,
-                                      a_lo, a_hi, dF[i + 1] > 0)
+                                      common[0], common[-1], dF[i + 1] > 0)
         note(f"alpha_c ({tag} rule) = {ac:.10f}")
         results[tag] = dict(alpha_c=ac, alpha_c_step=ac_step, alpha_l=float("nan"), alpha_l_step=float("nan"),
                             at_jump=False, branch_l="", slope=float("nan"))
@@ -358,7 +371,7 @@ def thresholds(spec: ModelSpec, precision: str = "fast", alpha_min: float = 0.5,
                 a0, a1 = (max(prev[-1], ac) if jump else prev[-1]), first
             try:
                 al, al_step, slope = _secant_alpha_l(s, a0, a1, eps_lin, by[branch_l][first].overlaps, xtol,
-                                                     slope_guess, (max(prev[-1], ac) if jump else prev[-1], first))
+                                                     slope_guess, ((ac if jump else alpha_min), alpha_max))
             except ThresholdError as exc:
                 alpha_l_status = f"failed with the {tag} rule: {exc}"
                 continue

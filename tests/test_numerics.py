@@ -375,10 +375,13 @@ def test_alpha_c_newton_is_safeguarded_by_the_scan_bracket():
     """Near a branch's fold ``F_pos - F_sem`` curves strongly; at omega = 0 the plain
     Newton step left the scan's bracket and stopped at a clip bound. With a derivative
     that is 20 times too small (every Newton step overshoots), the safeguarded method
-    still returns the root, and never solves outside the bracket."""
-    from numerics.thresholds import _newton_alpha_c
+    still returns the root, and never solves outside the range. A root beyond the
+    range (the draft bracket at omega = 0.1 did not hold for the fast rules) is an
+    error, not the range's end."""
+    from numerics.thresholds import ThresholdError, _newton_alpha_c
 
-    root, visited = 0.6, []
+    visited = []
+    root = 0.8
 
     class Fake:
         def __init__(self, sign):
@@ -390,7 +393,10 @@ def test_alpha_c_newton_is_safeguarded_by_the_scan_bracket():
             F = self.sign * 0.5 * (d**3 + 0.01 * d)
             return None, F, self.sign * 0.5 * (3 * d**2 + 0.01) / 20.0
 
-    alpha, step = _newton_alpha_c(Fake(+1), Fake(-1), 0.55, {"positional": None, "semantic": None}, 1e-9,
-                                  0.5, 0.75, True)
+    starts = {"positional": None, "semantic": None}
+    with pytest.raises(ThresholdError, match="keeps one sign"):
+        _newton_alpha_c(Fake(+1), Fake(-1), 0.55, starts, 1e-9, 0.5, 0.75, True)
+    root = 0.6
+    alpha, step = _newton_alpha_c(Fake(+1), Fake(-1), 0.55, starts, 1e-9, 0.5, 0.75, True)
     assert abs(alpha - root) < 1e-8 and step < 1e-8
     assert all(0.5 <= a <= 0.75 for a in visited)
