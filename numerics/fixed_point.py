@@ -150,6 +150,11 @@ class _Map:
     def __call__(self, x_free):
         ov = Overlaps.from_array(self.full(x_free))
         ov.validate()
+        if ov.theta**2 >= self.model.spec.rho * ov.q:
+            # Cauchy-Schwarz for the Gaussian pair (h, h*) of SPEC section 2: outside, the
+            # covariance is not positive (numpy would warn and return NaN); the solver
+            # shortens a step that lands here
+            raise FloatingPointError(f"theta^2 >= rho q at {ov}: the covariance is not positive")
         side = update_hat_overlaps(self.model, ov, self.alpha, self.rule)
         self.evaluations += 1
         self.last = (np.array(x_free, dtype=float), side)
