@@ -45,13 +45,17 @@ class BranchCurve:
     note: str = ""
 
 
+def defining_overlap(overlaps: Overlaps, branch: str, sigma: float) -> float:
+    """The overlap that vanishes when ``branch`` merges with the trivial one:
+    ``|theta|/sigma^2`` (semantic) or ``|m|`` (positional)."""
+    return abs(overlaps.theta) / sigma**2 if branch == "semantic" else abs(overlaps.m)
+
+
 def is_on_branch(fp: FixedPoint, branch: str) -> bool:
     if not fp.converged:
         return False
-    if branch == "semantic":
-        return abs(fp.overlaps.theta) / fp.model.sigma**2 > COLLAPSE
-    if branch == "positional":
-        return abs(fp.overlaps.m) > COLLAPSE
+    if branch in ("semantic", "positional"):
+        return defining_overlap(fp.overlaps, branch, fp.model.sigma) > COLLAPSE
     return True
 
 

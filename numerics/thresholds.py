@@ -29,7 +29,7 @@ import numpy as np
 from derivations import ModelSpec
 
 from .baseline import linear_baseline
-from .branches import COLLAPSE, _try_solve, follow_branch, is_on_branch
+from .branches import COLLAPSE, _try_solve, defining_overlap, follow_branch, is_on_branch
 from .fixed_point import PRECISIONS, solve_with_rule
 from .model import bind
 from .overlaps import Overlaps
@@ -104,9 +104,7 @@ class _BranchSolver:
         if not sol.converged or sol.residual8 > self.residual_tol:
             raise ThresholdError(f"{self.branch} branch did not converge at alpha = {alpha} "
                                  f"(residual {sol.residual8:.2e})")
-        defining = abs(sol.overlaps.theta) / self.model.spec.sigma**2 if self.branch == "semantic" \
-            else abs(sol.overlaps.m)
-        if defining < COLLAPSE:  # converged onto the trivial branch: this branch is not here
+        if defining_overlap(sol.overlaps, self.branch, self.model.spec.sigma) < COLLAPSE:  # converged onto the trivial branch: this branch is not here
             raise ThresholdError(f"{self.branch} branch collapsed onto the trivial one at alpha = {alpha}")
         self.known[alpha] = (sol.overlaps, sol)
         F = free_energy(self.model, sol.overlaps, sol.side.hats, alpha, sol.side.mean_envelope)
@@ -291,11 +289,8 @@ def thresholds(spec: ModelSpec, precision: str = "fast", alpha_min: float = 0.5,
     # each branch starts from the bracket end where its defining overlap is larger, i.e.
     # away from its own end: at omega = 0 the semantic branch at a_lo = 0.5 is at its
     # spinodal, and a solve at 0.55 from there fell onto the trivial branch
-    def defining(b, a):
-        ov = by[b][a].overlaps
-        return abs(ov.theta) if b == "semantic" else abs(ov.m)
-
-    start_alpha = {b: max((a_lo, a_hi), key=lambda a: defining(b, a)) for b in by}
+    start_alpha = {b: max((a_lo, a_hi), key=lambda a: defining_overlap(by[b][a].overlaps, b, spec.sigma))
+                   for b in by}
     starts = {b: by[b][start_alpha[b]].overlaps for b in by}
 
     # global minimiser's test error on the scan: where does it first drop below the baseline?
