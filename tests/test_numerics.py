@@ -341,9 +341,14 @@ def test_follow_branch_looks_for_a_branch_inside_the_grid_when_the_anchor_fails(
         if alpha >= 1.0:
             return None  # the solver fails where the branch does not exist
         return SimpleNamespace(alpha=alpha, converged=True, overlaps=Overlaps(q=0.03, m=0.2, V=20.0, theta=0.0),
-                               model=SPEC)
+                               model=SPEC, continuation_pairs=())
+
+    def fake_exists(model, alpha, branch, precision, start, history):  # the bisection's coarse-rule test
+        tried.append(alpha)
+        return None if alpha >= 1.0 else SimpleNamespace(overlaps=start, history=())
 
     monkeypatch.setattr(branches, "_try_solve", fake_solve)
+    monkeypatch.setattr(branches, "_exists_at", fake_exists)
     monkeypatch.setattr(branches, "bind", lambda spec: None)
     grid = np.linspace(0.1, 2.5, 13)  # 0.1, 0.3, ..., 2.5
     curve = branches.follow_branch(SPEC, grid, "positional", "draft", bisections=1)
@@ -400,3 +405,58 @@ def test_alpha_c_newton_is_safeguarded_by_the_scan_bracket():
     alpha, step = _newton_alpha_c(Fake(+1), Fake(-1), 0.55, starts, 1e-9, 0.5, 0.75, True)
     assert abs(alpha - root) < 1e-8 and step < 1e-8
     assert all(0.5 <= a <= 0.75 for a in visited)
+
+
+def test_a_two_phase_solve_ends_on_a_fixed_point_of_the_checked_map(model):
+    """``solve_with_rule`` approaches with the global-prox checks off and finishes with
+    them on: its result is a fixed point of the checked map (undamped residual below
+    the tolerance, recomputed here from scratch), the same one a single checked solve
+    finds, and the approach map really is a different map on the positional branch."""
+    from numerics.fixed_point import _solve_on_map
+    from numerics.state import update_overlaps
+
+    from numerics.fixed_point import PRECISIONS
+
+    rule = PRECISIONS["fast"].rule  # the draft rule's checks find nothing here
+    start = Overlaps(q=0.05, m=0.25, V=14.0, theta=0.0)
+    two = solve_with_rule(model, 1.5, "positional", rule, start, tol=1e-9)
+    one = _solve_on_map(model, 1.5, "positional", rule, start, tol=1e-9)
+    unchecked = _solve_on_map(model, 1.5, "positional", dataclasses.replace(rule, check_global=False), start,
+                              tol=1e-9)
+    assert two.converged and one.converged and unchecked.converged
+    side = update_hat_overlaps(model, two.overlaps, 1.5, rule)
+    x, new = two.overlaps.as_array(), update_overlaps(model, side.hats).as_array()
+    assert np.max(np.abs(new - x)[[0, 1, 2]] / np.abs(x[[0, 1, 2]])) < 1e-9 and new[3] == 0.0
+    # the same fixed point as the single checked solve, to the tolerance times the
+    # iteration's amplification (a few units here)
+    np.testing.assert_allclose(two.overlaps.as_array(), one.overlaps.as_array(), rtol=1e-8, atol=1e-12)
+    # the checks matter on this branch: the approach map's fixed point is elsewhere
+    assert side.channel.unresolved_weight > 0
+    assert np.max(np.abs(unchecked.overlaps.as_array() - x)[[0, 1, 2]] / x[[0, 1, 2]]) > 1e-7
+    assert two.checks_moved
+
+
+def test_a_seeded_solve_that_stalls_is_not_retried(model, monkeypatch):
+    """A solve started from another rule's solution (``seed``) that stalls has no fixed
+    point nearby (past that rule's fold): it is reported not converged after one
+    attempt with half the stall window. Unseeded, the same stall is retried more
+    heavily damped (two attempts)."""
+    from numerics import fixed_point
+    from numerics.solver import FixedPointResult
+
+    calls = []
+
+    def stalling(F, x0, **kw):
+        calls.append(kw["stall_window"])
+        x = np.asarray(x0, dtype=float)
+        return FixedPointResult(x, x, False, kw["stall_window"], 1e-3, stalled=True)
+
+    monkeypatch.setattr(fixed_point, "solve_fixed_point", stalling)
+    rule = ChannelRule(n_eta=12, n_r=6, n_u=6, n_t=10, n_near=4, check_global=False)
+    start = Overlaps(q=0.05, m=0.25, V=14.0, theta=0.0)
+    plain = solve_with_rule(model, 1.5, "positional", rule, start, tol=1e-9)
+    assert not plain.converged and calls == [fixed_point.STALL_WINDOW] * 2
+    calls.clear()
+    seed = dataclasses.replace(plain, history=())
+    seeded = solve_with_rule(model, 1.5, "positional", rule, start, tol=1e-9, seed=seed)
+    assert not seeded.converged and calls == [fixed_point.STALL_WINDOW // 2]
