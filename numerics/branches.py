@@ -63,16 +63,20 @@ def _try_solve(spec, alpha, branch, precision, start, model, near: Optional[Fixe
                ) -> Optional[FixedPoint]:
     """A solve that may legitimately fail where the branch does not exist; ``near``: a
     solution at a nearby alpha whose solver history seeds this solve."""
+    return _none_where_lost(alpha, branch, lambda: solve_branch(
+        spec, alpha, branch, precision, start=start, model=model, lost_below=LOST_BELOW_FACTOR * COLLAPSE,
+        history=near.continuation_pairs if near is not None else ()))
+
+
+def _none_where_lost(alpha, branch, solve: Callable):
+    """``solve()``, or None (logged) where the branch was lost or the solver failed."""
     try:
-        return solve_branch(spec, alpha, branch, precision, start=start, model=model,
-                            lost_below=LOST_BELOW_FACTOR * COLLAPSE,
-                            history=near.continuation_pairs if near is not None else ())
+        return solve()
     except BranchLost as exc:
         log.info("alpha=%g %s: %s", alpha, branch, exc)
-        return None
     except (SolverError, FloatingPointError) as exc:
         log.info("alpha=%g %s: solver failed (%s)", alpha, branch, exc)
-        return None
+    return None
 
 
 def _predict(points: List[FixedPoint], alpha: float) -> Overlaps:
@@ -163,16 +167,10 @@ def _exists_at(model, alpha, branch, precision, start: Overlaps, history: tuple)
     brackets (~3e-3 on the phase diagram's grid); the reporting-rule solve would
     double the cost of each bisection step."""
     prec = PRECISIONS[precision]
-    try:
-        sol = solve_with_rule(model, alpha, branch, prec.rule, start, prec.coarse_tol or prec.tol,
-                              lost_below=LOST_BELOW_FACTOR * COLLAPSE, history=history)
-    except BranchLost as exc:
-        log.info("alpha=%g %s: %s", alpha, branch, exc)
-        return None
-    except (SolverError, FloatingPointError) as exc:
-        log.info("alpha=%g %s: solver failed (%s)", alpha, branch, exc)
-        return None
-    if not (sol.converged and sol.residual8 < prec.residual_tol):
+    sol = _none_where_lost(alpha, branch, lambda: solve_with_rule(
+        model, alpha, branch, prec.rule, start, prec.coarse_tol or prec.tol,
+        lost_below=LOST_BELOW_FACTOR * COLLAPSE, history=history))
+    if sol is None or not (sol.converged and sol.residual8 < prec.residual_tol):
         return None
     if defining_overlap(sol.overlaps, branch, model.spec.sigma) <= COLLAPSE:
         return None
