@@ -366,3 +366,16 @@ def test_simulation_sweep_runs_validation_runs_and_plots(client, tmp_path):
     again = P.run_sweep(cfg, tmp_path / "again", client=client, progress=False, plot=False)
     assert again["failed"] == []
     assert table(tmp_path / P.SIMULATION_CSV, ("task",)) == table(tmp_path / "again" / P.SIMULATION_CSV, ("task",))
+
+
+def test_long_tasks_are_scheduled_first():
+    """Branch tasks (the longest) outrank threshold tasks, and theory outranks
+    simulation runs, so a sweep ends on short tasks."""
+    config = P.SweepConfig(spec=ModelSpec(), omegas=(0.1, 0.2), alphas=(1.0, 2.0), what="both")
+    tasks = P.make_tasks(config, P._fake_theory_task, P.simulation_run_task)
+    ranks = {}
+    for t in tasks:
+        kind = t.payload.get("job", "simulation") if t.kind == "theory" else "simulation"
+        ranks.setdefault(kind, set()).add(P._priority(t))
+    assert all(len(r) == 1 for r in ranks.values())
+    assert ranks["branch"].pop() > ranks["thresholds"].pop() > ranks["simulation"].pop()
