@@ -343,12 +343,7 @@ def test_follow_branch_looks_for_a_branch_inside_the_grid_when_the_anchor_fails(
         return SimpleNamespace(alpha=alpha, converged=True, overlaps=Overlaps(q=0.03, m=0.2, V=20.0, theta=0.0),
                                model=SPEC, continuation_pairs=())
 
-    def fake_exists(model, alpha, branch, precision, start, history):  # the bisection's coarse-rule test
-        tried.append(alpha)
-        return None if alpha >= 1.0 else SimpleNamespace(overlaps=start, history=())
-
     monkeypatch.setattr(branches, "_try_solve", fake_solve)
-    monkeypatch.setattr(branches, "_exists_at", fake_exists)
     monkeypatch.setattr(branches, "bind", lambda spec: None)
     grid = np.linspace(0.1, 2.5, 13)  # 0.1, 0.3, ..., 2.5
     curve = branches.follow_branch(SPEC, grid, "positional", "draft", bisections=1)
@@ -460,3 +455,24 @@ def test_a_seeded_solve_that_stalls_is_not_retried(model, monkeypatch):
     seed = dataclasses.replace(plain, history=())
     seeded = solve_with_rule(model, 1.5, "positional", rule, start, tol=1e-9, seed=seed)
     assert not seeded.converged and calls == [fixed_point.STALL_WINDOW // 2]
+
+
+def test_only_the_checked_map_decides_that_a_branch_is_lost(model, monkeypatch):
+    """Where the approach (checks off) fails, the solve is repeated with the checks on
+    from the same start: near the positional folds at small omega the unchecked map's
+    fold comes ~0.02 in alpha earlier than the checked map's."""
+    from numerics import fixed_point
+    from numerics.fixed_point import BranchLost, RuleSolution
+
+    calls = []
+
+    def fake(model_, alpha, branch, rule, start, tol, *args, **kw):
+        calls.append(rule.check_global)
+        if not rule.check_global:
+            raise BranchLost("collapsed on the unchecked map")
+        return RuleSolution(start, None, True, 3, 1e-10, 3)
+
+    monkeypatch.setattr(fixed_point, "_solve_on_map", fake)
+    rule = ChannelRule(n_eta=12, n_r=6, n_u=6, n_t=10, n_near=4)
+    sol = solve_with_rule(model, 1.5, "positional", rule, Overlaps(0.05, 0.25, 14.0, 0.0), tol=1e-9)
+    assert calls == [False, True] and sol.converged
