@@ -200,12 +200,14 @@ def solve_with_rule(model: BoundModel, alpha: float, branch: str, rule: ChannelR
     2.5x cheaper per evaluation), then the solve continues with the checks on from
     there, seeded with the approach's Anderson history. Where the checks find nothing
     the two maps agree to ~1e-11 and the second phase stops after one evaluation; on
-    the positional branch they move the conjugates by up to ~5e-5 relative and it takes
-    one or two more. A solve seeded by another rule's solution on which the checks
-    moved the fixed point (``seed.checks_moved``) skips the approach: there, two or
-    three checked evaluations from the seed cost less than the approach plus those
-    (measured on the positional branch at omega = 0.3). Every converged result is therefore a fixed point of the checked
-    map, judged on its undamped residual. The approach makes one attempt; where it fails
+    the positional branch at omega = 0.3 they move the conjugates by ~5e-5 relative and
+    it takes one or two more (near the positional folds at small omega they move ``m``
+    by up to 14%, and it takes more). A solve seeded by another rule's solution on
+    which the checks moved the fixed point (``seed.checks_moved``) skips the approach:
+    there, two or three checked evaluations from the seed cost less than the approach
+    plus those (measured on the positional branch at omega = 0.3). Every converged
+    result is therefore a fixed point of the checked map, judged on its undamped
+    residual. The approach makes one attempt; where it fails
     (:class:`BranchLost`, a stall, the solver), the solve is done again from ``start``
     with the checks on, so that only the checked map decides that a branch is lost.
 
@@ -221,8 +223,8 @@ def solve_with_rule(model: BoundModel, alpha: float, branch: str, rule: ChannelR
         approach = None
     if approach is None or not approach.converged:
         # only the checked map decides that there is no fixed point: near the positional
-        # folds at small omega the checks move m by ~10% and the unchecked map's fold lies
-        # ~0.02 in alpha before the checked one's (omega = 0.15)
+        # folds at small omega the checks move m by up to 14% and the unchecked map's fold
+        # lies ~0.02 in alpha before the checked one's (omega = 0.15)
         sol = _solve_on_map(model, alpha, branch, rule, start, tol, maxiter, damping, seed, lost_below, history)
         spent = approach.evaluations if approach is not None else 0
         return dataclasses.replace(sol, evaluations=sol.evaluations + spent)
