@@ -63,15 +63,10 @@ def _try_solve(spec, alpha, branch, precision, start, model, near: Optional[Fixe
                ) -> Optional[FixedPoint]:
     """A solve that may legitimately fail where the branch does not exist; ``near``: a
     solution at a nearby alpha whose solver history seeds this solve."""
-    return _none_where_lost(alpha, branch, lambda: solve_branch(
-        spec, alpha, branch, precision, start=start, model=model, lost_below=LOST_BELOW_FACTOR * COLLAPSE,
-        history=near.continuation_pairs if near is not None else ()))
-
-
-def _none_where_lost(alpha, branch, solve: Callable):
-    """``solve()``, or None (logged) where the branch was lost or the solver failed."""
     try:
-        return solve()
+        return solve_branch(spec, alpha, branch, precision, start=start, model=model,
+                            lost_below=LOST_BELOW_FACTOR * COLLAPSE,
+                            history=near.continuation_pairs if near is not None else ())
     except BranchLost as exc:
         log.info("alpha=%g %s: %s", alpha, branch, exc)
     except (SolverError, FloatingPointError) as exc:

@@ -213,9 +213,11 @@ def solve_with_rule(model: BoundModel, alpha: float, branch: str, rule: ChannelR
 
     Arguments are those of :func:`_solve_on_map`, which does one phase.
     """
+    def checked_from_start():
+        return _solve_on_map(model, alpha, branch, rule, start, tol, maxiter, damping, seed, lost_below, history)
+
     if not rule.check_global or (seed is not None and seed.checks_moved):
-        sol = _solve_on_map(model, alpha, branch, rule, start, tol, maxiter, damping, seed, lost_below, history)
-        return dataclasses.replace(sol, checks_moved=seed is not None and seed.checks_moved)
+        return dataclasses.replace(checked_from_start(), checks_moved=seed is not None and seed.checks_moved)
     try:
         approach = _solve_on_map(model, alpha, branch, dataclasses.replace(rule, check_global=False), start, tol,
                                  maxiter, damping, seed, lost_below, history, first_attempt_only=True)
@@ -225,7 +227,7 @@ def solve_with_rule(model: BoundModel, alpha: float, branch: str, rule: ChannelR
         # only the checked map decides that there is no fixed point: near the positional
         # folds at small omega the checks move m by up to 14% and the unchecked map's fold
         # lies ~0.02 in alpha before the checked one's (omega = 0.15)
-        sol = _solve_on_map(model, alpha, branch, rule, start, tol, maxiter, damping, seed, lost_below, history)
+        sol = checked_from_start()
         spent = approach.evaluations if approach is not None else 0
         return dataclasses.replace(sol, evaluations=sol.evaluations + spent)
     checked = _solve_on_map(model, alpha, branch, rule, approach.overlaps, tol, maxiter, damping, seed=approach,
@@ -276,9 +278,9 @@ def _solve_on_map(model: BoundModel, alpha: float, branch: str, rule: ChannelRul
     # heavily damped with a short history. A solve that starts from another rule's
     # solution at the same alpha (``seed``) starts within that rule's quadrature error
     # of its fixed point: if it stalls there, this rule has no fixed point nearby (past
-    # its fold), and retrying cost up
-    # to 80 evaluations of the reporting rule at the positional folds. Such a solve
-    # normally converges in 2-5 evaluations, so it is also given half the stall window.
+    # its fold), and retrying cost up to 80 evaluations of the reporting rule at the
+    # positional folds. Such a solve normally converges in 2-5 evaluations, so it is
+    # also given half the stall window.
     final_stall = seed is not None
     attempts = ([(damping, 4, maxiter, history)] if history else []) + [(damping, 4, maxiter, ()),
                                                                          (0.2, 2, 3 * maxiter, ())]

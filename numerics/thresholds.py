@@ -104,11 +104,35 @@ class _BranchSolver:
         if not sol.converged or sol.residual8 > self.residual_tol:
             raise ThresholdError(f"{self.branch} branch did not converge at alpha = {alpha} "
                                  f"(residual {sol.residual8:.2e})")
-        if defining_overlap(sol.overlaps, self.branch, self.model.spec.sigma) < COLLAPSE:  # converged onto the trivial branch: this branch is not here
+        # converged onto the trivial branch: this branch is not here
+        if defining_overlap(sol.overlaps, self.branch, self.model.spec.sigma) < COLLAPSE:
             raise ThresholdError(f"{self.branch} branch collapsed onto the trivial one at alpha = {alpha}")
         self.known[alpha] = (sol.overlaps, sol)
         F = free_energy(self.model, sol.overlaps, sol.side.hats, alpha, sol.side.mean_envelope)
         return sol, F, sol.side.mean_envelope
+
+
+class _SignBracket:
+    """The interval ``(lo, hi)`` known to hold a root, narrowed by the sign of every solved
+    point: ``positive_at_hi`` says on which side of the root the function is positive.
+    Only the current rule's own solves are recorded (see :func:`_newton_alpha_c`)."""
+
+    def __init__(self, lo: float, hi: float, positive_at_hi: bool):
+        self.lo, self.hi, self.positive_at_hi = lo, hi, positive_at_hi
+        self.seen_lo = self.seen_hi = False
+
+    def record(self, alpha: float, value: float) -> None:
+        if (value > 0) == self.positive_at_hi:
+            self.hi, self.seen_hi = min(self.hi, alpha), True
+        else:
+            self.lo, self.seen_lo = max(self.lo, alpha), True
+
+    def contains(self, alpha: float) -> bool:
+        return self.lo < alpha < self.hi or not np.isfinite(self.hi - self.lo)
+
+    @property
+    def midpoint(self) -> float:
+        return 0.5 * (self.lo + self.hi)
 
 
 def _newton_alpha_c(pos: _BranchSolver, sem: _BranchSolver, a0: float, starts, xtol: float, lo: float, hi: float,
@@ -122,31 +146,28 @@ def _newton_alpha_c(pos: _BranchSolver, sem: _BranchSolver, a0: float, starts, x
     only converges onto an end whose sign this rule never saw is not a root: that is a
     ``ThresholdError``. (Near a branch's fold ``F`` curves strongly; the plain Newton
     step once left the bracket at ``omega = 0`` and stopped at a clip bound.)"""
-    alpha, seen_lo, seen_hi = a0, False, False
+    alpha, bracket = a0, _SignBracket(lo, hi, positive_at_hi)
     for _ in range(60):
         _, Fp, dFp = pos.solve(alpha, starts["positional"])
         _, Fs, dFs = sem.solve(alpha, starts["semantic"])
         diff = Fp - Fs
-        if (diff > 0) == positive_at_hi:
-            hi, seen_hi = min(hi, alpha), True
-        else:
-            lo, seen_lo = max(lo, alpha), True
+        bracket.record(alpha, diff)
         step = -diff / (dFp - dFs)
         new = alpha + step
-        newton = lo < new < hi
+        newton = bracket.contains(new)
         if not newton:
-            new = 0.5 * (lo + hi)
+            new = bracket.midpoint
         log.debug("alpha_c: alpha=%.12g dF=%.3e %s step to %.12g", alpha, diff, "Newton" if newton else "bisection",
                   new)
         if newton and abs(new - alpha) < xtol:
             # the last solved point; Newton converges quadratically, so its error is
             # far below the step, which is reported as the root-finding error
             return alpha, abs(step)
-        if hi - lo < xtol:
-            if not (seen_lo and seen_hi):
+        if bracket.hi - bracket.lo < xtol:
+            if not (bracket.seen_lo and bracket.seen_hi):
                 raise ThresholdError(f"alpha_c: F_pos - F_sem keeps one sign up to alpha = {alpha:.6g}, "
                                      f"the end of the scanned range")
-            return alpha, hi - lo
+            return alpha, bracket.hi - bracket.lo
         alpha = new
     raise ThresholdError("alpha_c: the safeguarded Newton method did not converge in 60 steps")
 
@@ -160,21 +181,17 @@ def _secant_alpha_l(solver: _BranchSolver, a0: float, a1: Optional[float], eps_l
     narrows it by its sign (test error above the baseline: the root is above), and an
     iterate outside it is replaced by bisection. As for ``alpha_c``, only this rule's
     own signs count. Returns ``(root, last step, slope)``."""
-    lo, hi = bracket if bracket is not None else (-np.inf, np.inf)
-    seen = {"lo": False, "hi": False}
+    # test error above the baseline: the root is above, so the function is positive below it
+    signs = _SignBracket(*(bracket if bracket is not None else (-np.inf, np.inf)), positive_at_hi=False)
 
     def g(alpha):
-        nonlocal lo, hi
         sol, _, _ = solver.solve(alpha, start)
         value = test_error(solver.model, sol.overlaps, solver.test_n) - eps_lin
-        if value > 0:
-            lo, seen["lo"] = max(lo, alpha), True
-        else:
-            hi, seen["hi"] = min(hi, alpha), True
+        signs.record(alpha, value)
         return value
 
     def inside(a):
-        return a if lo < a < hi or not np.isfinite(hi - lo) else 0.5 * (lo + hi)
+        return a if signs.contains(a) else signs.midpoint
 
     g0 = g(a0)
     if slope_guess is not None:
@@ -193,7 +210,8 @@ def _secant_alpha_l(solver: _BranchSolver, a0: float, a1: Optional[float], eps_l
         a1, g1 = a2, g(a2)
         if abs(a1 - a0) < xtol:
             # converging onto an end of the range whose side this rule never saw
-            if (not seen["lo"] and abs(a1 - lo) < 2 * xtol) or (not seen["hi"] and abs(a1 - hi) < 2 * xtol):
+            if (not signs.seen_lo and abs(a1 - signs.lo) < 2 * xtol) or \
+                    (not signs.seen_hi and abs(a1 - signs.hi) < 2 * xtol):
                 raise ThresholdError(f"alpha_l: the test error stays on one side of the baseline up to "
                                      f"alpha = {a1:.6g}, the end of the scanned range")
             return a1, abs(a1 - a0), slope
