@@ -213,8 +213,9 @@ def solve_with_rule(model: BoundModel, alpha: float, branch: str, rule: ChannelR
 
     Arguments are those of :func:`_solve_on_map`, which does one phase.
     """
-    def checked_from_start():
-        return _solve_on_map(model, alpha, branch, rule, start, tol, maxiter, damping, seed, lost_below, history)
+    def checked_from_start(skip_history_attempt=False):
+        return _solve_on_map(model, alpha, branch, rule, start, tol, maxiter, damping, seed, lost_below, history,
+                             skip_history_attempt=skip_history_attempt)
 
     if not rule.check_global or (seed is not None and seed.checks_moved):
         return dataclasses.replace(checked_from_start(), checks_moved=seed is not None and seed.checks_moved)
@@ -226,8 +227,13 @@ def solve_with_rule(model: BoundModel, alpha: float, branch: str, rule: ChannelR
     if approach is None or not approach.converged:
         # only the checked map decides that there is no fixed point: near the positional
         # folds at small omega the checks move m by up to 14% and the unchecked map's fold
-        # lies ~0.02 in alpha before the checked one's (omega = 0.15)
-        sol = checked_from_start()
+        # lies ~0.02 in alpha before the checked one's (omega = 0.15). The approach has
+        # just made the borrowed-history attempt on a map close to this one, so the
+        # checked solve goes on with the retries (no history, then more damped): repeating
+        # that attempt cost about 6 s per lost solve in the spinodal bisections. Not for a
+        # solve seeded by another rule at the same alpha: there the first attempt, with
+        # that rule's Jacobian from the same point, is the only attempt made when it stalls
+        sol = checked_from_start(skip_history_attempt=seed is None)
         spent = approach.evaluations if approach is not None else 0
         return dataclasses.replace(sol, evaluations=sol.evaluations + spent)
     checked = _solve_on_map(model, alpha, branch, rule, approach.overlaps, tol, maxiter, damping, seed=approach,
@@ -240,11 +246,13 @@ def solve_with_rule(model: BoundModel, alpha: float, branch: str, rule: ChannelR
 def _solve_on_map(model: BoundModel, alpha: float, branch: str, rule: ChannelRule, start: Overlaps,
                   tol: float, maxiter: int = 80, damping: float = 0.5,
                   seed: Optional["RuleSolution"] = None, lost_below: Optional[float] = None,
-                  history: tuple = (), first_attempt_only: bool = False) -> RuleSolution:
+                  history: tuple = (), first_attempt_only: bool = False,
+                  skip_history_attempt: bool = False) -> RuleSolution:
     """Solve the branch's fixed point of one map (one channel rule, checks on or off).
 
     ``first_attempt_only``: no retries (without the borrowed history, more damped); a
-    failure raises or returns ``converged=False`` at once.
+    failure raises or returns ``converged=False`` at once. ``skip_history_attempt``:
+    only the retries (for a solve whose first attempt was just made on a nearby map).
 
     ``seed``: a solution of the same branch with another rule, started from its
     overlaps. Its Anderson history is reused, shifted by the difference of the two
@@ -284,6 +292,8 @@ def _solve_on_map(model: BoundModel, alpha: float, branch: str, rule: ChannelRul
     final_stall = seed is not None
     attempts = ([(damping, 4, maxiter, history)] if history else []) + [(damping, 4, maxiter, ()),
                                                                          (0.2, 2, 3 * maxiter, ())]
+    if skip_history_attempt and history:
+        attempts = attempts[1:]
     attempts = attempts[:1] if first_attempt_only else attempts
     for k, (beta, depth, iters, hist) in enumerate(attempts):
         try:

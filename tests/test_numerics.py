@@ -356,6 +356,43 @@ def test_follow_branch_looks_for_a_branch_inside_the_grid_when_the_anchor_fails(
     assert tried == [2.0] and explicit.points == [] and "not found at the anchor" in explicit.note
 
 
+def test_anchor_candidates_are_probed_with_the_draft_rule(monkeypatch):
+    """Each anchor candidate is first solved with the draft rule; the precision's solve
+    runs only where the draft one found the branch, and starts from its solution. If no
+    probe finds the branch, every candidate is tried again with the precision's rules
+    (the draft rule's folds are not the fast ones')."""
+    from types import SimpleNamespace
+
+    from numerics import branches
+
+    tried = []
+    draft_solution = Overlaps(q=0.031, m=0.21, V=19.0, theta=0.0)
+    limit = {}
+
+    def fake_solve(spec, alpha, branch, precision, start, model, near=None):
+        tried.append((alpha, precision, start))
+        if alpha < limit.get(precision, 0.0):
+            return SimpleNamespace(alpha=alpha, converged=True, overlaps=draft_solution, model=SPEC,
+                                   continuation_pairs=())
+        return None
+
+    monkeypatch.setattr(branches, "_try_solve", fake_solve)
+    start = Overlaps(0.05, 0.25, 14.0, 0.0)
+    limit.update(draft=1.0, fast=1.0)
+    alpha, fp = branches._find_anchor(SPEC, None, "positional", "fast", [2.0, 0.5, 0.2], start)
+    assert alpha == 0.5 and [t[:2] for t in tried] == [(2.0, "draft"), (0.5, "draft"), (0.5, "fast")]
+    assert tried[-1][2] is draft_solution  # the fast solve starts from the draft solution
+    tried.clear()
+    limit.update(draft=0.0, fast=1.0)  # no draft probe finds the branch
+    alpha, fp = branches._find_anchor(SPEC, None, "positional", "fast", [2.0, 0.5, 0.2], start)
+    assert alpha == 0.5 and [t[:2] for t in tried] == [(2.0, "draft"), (0.5, "draft"), (0.2, "draft"),
+                                                       (2.0, "fast"), (0.5, "fast")]
+    tried.clear()
+    limit.clear()
+    note = branches._find_anchor(SPEC, None, "positional", "fast", [2.0, 0.5], start)
+    assert isinstance(note, str) and "alpha = 2 (draft)" in note and "alpha = 0.5 (fast)" in note
+
+
 def test_alpha_l_off_the_scan_keeps_alpha_c():
     """At large omega alpha_l can lie beyond the scan while alpha_c is on it (the full
     phase diagram at omega = 0.45). Emulated at omega = 0.3 by ending the scan at 1.4,
@@ -476,3 +513,31 @@ def test_only_the_checked_map_decides_that_a_branch_is_lost(model, monkeypatch):
     rule = ChannelRule(n_eta=12, n_r=6, n_u=6, n_t=10, n_near=4)
     sol = solve_with_rule(model, 1.5, "positional", rule, Overlaps(0.05, 0.25, 14.0, 0.0), tol=1e-9)
     assert calls == [False, True] and sol.converged
+
+
+def test_after_a_failed_approach_the_checked_solve_runs_only_the_retries(model, monkeypatch):
+    """The approach (checks off) makes the first attempt, with the borrowed history; when
+    it fails, the checked solve goes on with the retries (no history first) instead of
+    repeating that attempt on a map that differs only by the checks."""
+    from numerics import fixed_point
+    from numerics.fixed_point import BranchLost, RuleSolution
+
+    calls = []
+
+    def collapsing(F, x0, **kw):
+        calls.append((F.rule.check_global, len(kw["history"])))
+        raise BranchLost("collapsed")
+
+    monkeypatch.setattr(fixed_point, "solve_fixed_point", collapsing)
+    rule = ChannelRule(n_eta=12, n_r=6, n_u=6, n_t=10, n_near=4)
+    history = ((np.array([0.05, 0.25, 14.0]), np.zeros(3)), (np.array([0.051, 0.25, 14.1]), np.zeros(3)))
+    with pytest.raises(BranchLost):
+        solve_with_rule(model, 1.5, "positional", rule, Overlaps(0.05, 0.25, 14.0, 0.0), tol=1e-9, history=history)
+    assert calls == [(False, 2), (True, 0)]
+    # a solve seeded by another rule's solution keeps that rule's history for its checked
+    # solve: on a stall that is its only attempt
+    calls.clear()
+    seed = RuleSolution(Overlaps(0.05, 0.25, 14.0, 0.0), None, True, 3, 1e-10, 3, history=history[::-1])
+    with pytest.raises(BranchLost):
+        solve_with_rule(model, 1.5, "positional", rule, Overlaps(0.05, 0.25, 14.0, 0.0), tol=1e-9, seed=seed)
+    assert calls == [(False, 2), (True, 2), (True, 0)]
