@@ -3,11 +3,11 @@ from .baseline import Baseline, linear_baseline, linear_baseline_mp
 from .branches import BranchCurve, follow_branch, is_on_branch
 from .fixed_point import BRANCHES, PRECISIONS, FixedPoint, solve_branch
 from .overlaps import HatOverlaps, Overlaps
-from .thresholds import ThresholdError, Thresholds, thresholds
+from .thresholds import ThresholdError, Thresholds, scan_curves_from_rows, thresholds
 
 __all__ = ["Baseline", "linear_baseline", "linear_baseline_mp", "BranchCurve", "follow_branch", "is_on_branch",
            "BRANCHES", "PRECISIONS", "FixedPoint", "solve_branch", "HatOverlaps", "Overlaps", "ThresholdError",
-           "Thresholds", "thresholds", "solve_all"]
+           "Thresholds", "thresholds", "scan_curves_from_rows", "solve_all"]
 
 
 def solve_all(spec, alpha, precision="fast"):

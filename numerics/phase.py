@@ -2,10 +2,13 @@
 
 What is computed
 ----------------
-*Theory*: three independent tasks per ``omega`` column: the semantic and the positional
-branch, each followed by continuation along the ``alpha`` grid
-(``numerics.api.follow_branch``, with the linear baseline), and ``alpha_c(omega)``,
-``alpha_l(omega)`` and the spinodals by root-finding (``numerics.api.thresholds``).
+*Theory*: three tasks per ``omega`` column: the semantic and the positional branch,
+each followed by continuation along the ``alpha`` grid (``numerics.api.follow_branch``,
+with the linear baseline), and then ``alpha_c(omega)`` and ``alpha_l(omega)`` by
+root-finding (``numerics.api.thresholds``), bracketed by the two branch tasks' rows as
+read back from ``theory.csv`` (so a resumed sweep starts from the same values as an
+uninterrupted one). The threshold task is submitted when both branch tasks of its
+column are stored; the spinodals in its row are theirs.
 
 *Simulation*: one task per finite-size run ``(omega, alpha, init, run_index)``
 (``validation.simulate.run_one``), from the semantic and the positional start.
@@ -307,8 +310,12 @@ def theory_task(payload: dict, api=None) -> dict:
     * ``"thresholds"``: ``alpha_c``, ``alpha_l`` and the spinodals by root-finding; returns
       ``{"thresholds": {...}}``. ``ThresholdError`` (not bracketed) gives NaN and its message.
 
-    The jobs are independent, so a branch that cannot be found does not lose the other
-    branch or the thresholds, and a column's work spreads over several workers.
+    The two branch jobs are independent, so a branch that cannot be found does not lose
+    the other, and a column's work spreads over several workers. The thresholds job
+    starts from both branch jobs' rows (``payload["branch_rows"]``, added when they are
+    stored; without them it brackets the roots with a draft scan of its own, as
+    ``attnphase thresholds`` does); a branch that was not found gives rows with
+    ``exists = False`` and then a thresholds row with its reason.
     ``api`` defaults to :mod:`numerics.api` (imported here, on the worker); tests pass a
     fake. Model and solver columns are added by the writer.
     """
@@ -353,6 +360,8 @@ def _branch_job(payload: dict, api) -> dict:
         sp_cols[f"spinodal_{side}_alpha"] = float(mine[0]["alpha"]) if mine else float("nan")
         sp_cols[f"spinodal_{side}_alpha_error"] = float(mine[0].get("alpha_error", float("nan"))) if mine \
             else float("nan")
+        sp_cols[f"spinodal_{side}_last_found"] = float(mine[0].get("last_found", float("nan"))) if mine \
+            else float("nan")
     note = str(getattr(curve, "note", "") or "")  # e.g. the branch was not found at its anchor
     for r in rows:
         r["linear_test_error"], r["linear_test_error_error"] = lin, lin_err
@@ -368,8 +377,14 @@ def _thresholds_job(payload: dict, api) -> dict:
     lin, lin_err = _baseline(api, spec)
     thr = {k: float("nan") for k in THRESHOLD_COLUMNS[2:6]}
     thr.update(linear_test_error=lin, linear_test_error_error=lin_err, alpha_l_branch="", alpha_l_at_jump="")
+    thr["bracket_source"] = "branch rows" if payload.get("branch_rows") is not None else "own scan"
     try:
-        th = api.thresholds(spec, precision=payload["precision"])
+        if payload.get("branch_rows") is not None:
+            # the column's own branch rows bracket the roots (at the sweep's precision)
+            th = api.thresholds(spec, precision=payload["precision"],
+                                scan_curves=api.scan_curves_from_rows(payload["branch_rows"]))
+        else:
+            th = api.thresholds(spec, precision=payload["precision"])
     except api.ThresholdError as exc:
         status, message, spinodals = "not_bracketed", str(exc), []
     else:
@@ -539,12 +554,19 @@ class _FakeTheoryAPI:
         sp = [{"branch": branch, "alpha": edge, "alpha_error": 0.01, "side": side}] if min(alphas) < edge < max(alphas) else []
         return SimpleNamespace(points=pts, spinodals=sp)
 
-    def thresholds(self, spec, precision="fast"):
+    @staticmethod
+    def scan_curves_from_rows(rows):
+        return {b: [r for r in rows if r.get("branch") == b and str(r.get("exists")) == "True"]
+                for b in THEORY_BRANCHES}
+
+    def thresholds(self, spec, precision="fast", scan_curves=None):
         from types import SimpleNamespace
 
         ac = self.alpha_c(spec.omega)
         if ac > 2.5:
             raise self.ThresholdError(f"alpha_c not bracketed in [0.05, 2.5] at omega={spec.omega:g}")
+        if scan_curves is not None and not all(scan_curves.values()):
+            raise self.ThresholdError("a branch has no rows in this column")
         al = max(ac, 0.004 / self.linear(spec.omega) - 1.0)
         # like numerics.api at large omega: alpha_c on the scan, alpha_l beyond it
         al_status = "not bracketed: beyond the scan" if 0.6 <= spec.omega < 0.85 else "ok"
@@ -928,20 +950,48 @@ def run_sweep(config: SweepConfig, out, *, scheduler: Optional[str] = None, work
 
 def _execute(client, pending: list, store: SweepStore, config: SweepConfig, hashes: dict, summary: dict,
              run_started: str, progress: bool) -> None:
+    """Submit the pending tasks and store each result as it arrives. A column's threshold
+    task is submitted once both its branch tasks are stored (now, if an earlier run did
+    them): it starts from their rows (:func:`_with_branch_rows`). If one of them fails,
+    the threshold task is recorded as failed too, and a re-run does all three."""
     from distributed import as_completed
     from tqdm import tqdm
     from tqdm.contrib.logging import logging_redirect_tqdm
 
     token = uuid.uuid4().hex[:8]
     futures = {}
-    for t in pending:
+
+    def submit(t: Task):
         fut = client.submit(t.fn, t.payload, key=f"{t.key}-{token}", pure=False, priority=_priority(t))
         futures[fut] = t
+        return fut
+
+    waiting = {t.key: t for t in pending if _needs_branch_rows(t)}
+    for t in pending:
+        if t.key not in waiting:
+            submit(t)
+    done_now = as_completed(list(futures))
     bar = tqdm(total=summary["tasks"], initial=summary["skipped"], unit="task", desc="phase-diagram",
                file=sys.stderr, disable=not progress, mininterval=0.5, dynamic_ncols=True)
+    failed_keys = set()
+
+    def release_waiting():
+        for key, t in list(waiting.items()):
+            deps = _branch_keys(t)
+            if all(d in store.done for d in deps):
+                del waiting[key]
+                done_now.add(submit(_with_branch_rows(t, store)))
+            elif any(d in failed_keys for d in deps):
+                del waiting[key]
+                bad = ", ".join(d for d in deps if d in failed_keys)
+                _fail(store, t, RuntimeError(f"not run: it starts from the branch tasks' rows, and {bad} failed"),
+                      "", run_started, summary)
+                bar.update(1)
+
     try:
         with logging_redirect_tqdm():
-            for fut in as_completed(list(futures)):
+            release_waiting()  # threshold tasks of columns whose branches an earlier run finished
+            for fut in done_now:
                 task = futures.pop(fut)
                 try:
                     if fut.status != "finished":
@@ -952,18 +1002,39 @@ def _execute(client, pending: list, store: SweepStore, config: SweepConfig, hash
                     _store_result(store, task, result, config, hashes, summary)
                     summary["computed"].append(task.key)
                 except _TaskFailed as failed:
+                    failed_keys.add(task.key)
                     _fail(store, task, failed.exc, failed.tb, run_started, summary)
                 except Exception as exc:  # a malformed result: record it, keep going
+                    failed_keys.add(task.key)
                     _fail(store, task, exc, traceback.format_exc(), run_started, summary)
                 finally:
                     fut.release()
                 bar.update(1)
+                if waiting:
+                    release_waiting()
     except BaseException:
         for fut in futures:
             fut.cancel()
         raise
     finally:
         bar.close()
+
+
+def _needs_branch_rows(task: Task) -> bool:
+    return task.kind == "theory" and task.payload.get("job") == "thresholds"
+
+
+def _branch_keys(task: Task) -> tuple:
+    return tuple(theory_key(task.payload["omega"], b) for b in THEORY_BRANCHES)
+
+
+def _with_branch_rows(task: Task, store: SweepStore) -> Task:
+    """The threshold task with its column's branch rows, as read back from ``theory.csv``
+    (the same text whether this run or an earlier one wrote them)."""
+    keys = set(_branch_keys(task))
+    _, rows = read_csv_rows(store.out / THEORY_CSV)
+    mine = [r for r in rows if r.get("task") in keys]
+    return dataclasses.replace(task, payload={**task.payload, "branch_rows": mine})
 
 
 def _priority(task: Task) -> int:

@@ -29,7 +29,7 @@ import numpy as np
 from derivations import ModelSpec
 
 from .baseline import linear_baseline
-from .branches import COLLAPSE, _try_solve, defining_overlap, follow_branch, is_on_branch
+from .branches import COLLAPSE, BranchCurve, _try_solve, defining_overlap, follow_branch, is_on_branch
 from .fixed_point import PRECISIONS, solve_with_rule
 from .model import bind
 from .overlaps import Overlaps
@@ -66,6 +66,57 @@ class Thresholds:
         d = dataclasses.asdict(self)
         d["model"] = self.model.to_dict()
         return d
+
+
+@dataclasses.dataclass(frozen=True)
+class ScanPoint:
+    """A solved point of a branch as the thresholds' bracketing needs it (a row of a
+    phase diagram's ``theory.csv``, or a :class:`~numerics.fixed_point.FixedPoint`)."""
+
+    alpha: float
+    branch: str
+    overlaps: Overlaps
+    test_error: float
+    train_loss: float
+    precision: str
+    continuation_pairs: tuple = ()
+
+
+def _as_float(v) -> float:
+    return float("nan") if v is None or v == "" else float(v)
+
+
+def _as_bool(v) -> bool:
+    return v if isinstance(v, bool) else str(v) == "True"
+
+
+def scan_curves_from_rows(rows) -> dict:
+    """``{branch: BranchCurve}`` of :class:`ScanPoint` from branch rows as the phase diagram
+    writes them (``numerics.phase``; values or their CSV text): the points where the branch
+    exists and converged, and the spinodals of the ``spinodal_{lower,upper}_*`` columns.
+
+    The phase diagram's threshold task starts from its column's branch rows, read back
+    from ``theory.csv``, whether they were computed in this run or in an earlier one, so a
+    resumed sweep gives the same thresholds as an uninterrupted one."""
+    curves = {}
+    for branch in ("semantic", "positional"):
+        mine = sorted((r for r in rows if r.get("branch") == branch), key=lambda r: _as_float(r["alpha"]))
+        points = [ScanPoint(_as_float(r["alpha"]), branch,
+                            Overlaps(*(_as_float(r[k]) for k in ("q", "m", "V", "theta"))),
+                            _as_float(r["test_error"]), _as_float(r["train_loss"]), str(r.get("precision", "")))
+                  for r in mine if _as_bool(r.get("exists")) and _as_bool(r.get("converged"))]
+        spinodals = []
+        for side in ("lower", "upper"):
+            a = _as_float(mine[0].get(f"spinodal_{side}_alpha")) if mine else float("nan")
+            if not np.isfinite(a):
+                continue
+            err = _as_float(mine[0].get(f"spinodal_{side}_alpha_error"))
+            last = _as_float(mine[0].get(f"spinodal_{side}_last_found"))
+            if not np.isfinite(last):  # rows written before that column existed
+                last = a + 0.5 * err if side == "lower" else a - 0.5 * err
+            spinodals.append({"branch": branch, "alpha": a, "alpha_error": err, "side": side, "last_found": last})
+        curves[branch] = BranchCurve(branch, points, spinodals, "" if points else f"no {branch} rows")
+    return curves
 
 
 class _BranchSolver:
@@ -260,8 +311,11 @@ def thresholds(spec: ModelSpec, precision: str = "fast", alpha_min: float = 0.5,
                scan_curves: Optional[dict] = None) -> Thresholds:
     """``alpha_c`` and ``alpha_l`` with error estimates, the linear baseline and the spinodals.
 
-    ``scan_curves`` ({branch: BranchCurve} at draft precision, e.g. from ``attnphase run``)
-    replaces the bracketing scan, so the same branches are not solved twice.
+    ``scan_curves`` ({branch: BranchCurve}, e.g. the draft curves of ``attnphase run``, or a
+    phase diagram's fast branch rows through :func:`scan_curves_from_rows`) replaces the
+    bracketing scan, so the same branches are not solved twice. Curves solved with the
+    precision's own rules need no draft search: their bracket is already that
+    precision's, so the root-finding starts with the coarse rule.
 
     ``xtol``: the root search stops once a step is below it (default 1e-6, and 1e-7 in
     ``high`` mode). Newton's and the secant method's convergence is superlinear, so the
@@ -339,7 +393,8 @@ def thresholds(spec: ModelSpec, precision: str = "fast", alpha_min: float = 0.5,
     if precision == "high":
         fast = PRECISIONS["fast"]
         rules = [("fast coarse", fast.rule, fast), ("fast fine", fast.check_rule, fast)] + rules
-    if not single:
+    scan_precision = {p.precision for c in curves.values() for p in c.points}
+    if not single and scan_precision <= {"draft"}:
         draft = PRECISIONS["draft"]
         rules = [("draft", draft.rule, draft)] + rules
     seeds = {}

@@ -122,6 +122,8 @@ def test_tidy_rows_thresholds_and_derived_points(client, tmp_path):
     for col in ("omega", "alpha_c", "alpha_c_error", "alpha_l", "alpha_l_error", "spinodal_semantic_alpha",
                 "spinodal_positional_alpha", "spinodals"):
         assert col in thr[0]
+    # every threshold task started from its column's branch rows, not from a scan of its own
+    assert [r["bracket_source"] for r in thr] == ["branch rows"] * 3
     _, pts = P.read_csv_rows(tmp_path / "theory_points.csv")
     assert len(pts) == 15
     p = next(r for r in pts if r["omega"] == "0.0" and r["alpha"] == "1.4")
@@ -177,16 +179,18 @@ def test_failed_task_is_logged_kept_apart_and_retried(client, tmp_path, capsys):
     captured = capsys.readouterr()
     assert "FAILED theory:omega=0.1:branch=positional: RuntimeError: fake failure at omega=0.1" in captured.err
     _, fails = P.read_csv_rows(tmp_path / P.FAILURES_CSV)
-    assert [f["task"] for f in fails] == ["theory:omega=0.1:branch=positional"] and "fake" in fails[0]["error"]
+    # the column's threshold task starts from both branch tasks' rows: it is not run
+    assert [f["task"] for f in fails] == ["theory:omega=0.1:branch=positional", "theory:omega=0.1:thresholds"]
+    assert "fake" in fails[0]["error"] and "not run" in fails[1]["error"]
     _, rows = P.read_csv_rows(tmp_path / P.THEORY_CSV)
-    # the rest of the diagram is kept, the other branch and the thresholds at omega = 0.1 included
+    # the rest of the diagram is kept, the other branch at omega = 0.1 included
     assert {(r["omega"], r["branch"]) for r in rows} == {(w, b) for w in ("0.0", "0.1", "0.2")
                                                          for b in ("semantic", "positional")} - {("0.1", "positional")}
-    assert len(P.read_csv_rows(tmp_path / P.THRESHOLDS_CSV)[1]) == 3
+    assert sorted(r["omega"] for r in P.read_csv_rows(tmp_path / P.THRESHOLDS_CSV)[1]) == ["0.0", "0.2"]
     assert (tmp_path / "theory_diagram.png").exists()
-    # re-running retries only the failed column
+    # re-running retries only the failed tasks
     assert cmd_phase_diagram(args, theory_task=FAKE, client=client) == 0
-    assert "9 tasks: 8 already done, 1 computed, 0 failed" in capsys.readouterr().out
+    assert "9 tasks: 7 already done, 2 computed, 0 failed" in capsys.readouterr().out
     fresh = tmp_path / "fresh"
     P.run_sweep(config(alphas=P.parse_grid("0.2:2.2:5", "--alpha")), fresh, client=client, theory_task=FAKE,
                 progress=False, plot=False)
@@ -379,3 +383,36 @@ def test_long_tasks_are_scheduled_first():
         ranks.setdefault(kind, set()).add(P._priority(t))
     assert all(len(r) == 1 for r in ranks.values())
     assert ranks["branch"].pop() > ranks["thresholds"].pop() > ranks["simulation"].pop()
+
+
+def test_threshold_scan_curves_from_branch_rows_are_the_same_from_memory_and_from_the_csv(tmp_path):
+    """A threshold task starts from its column's branch rows read back from theory.csv,
+    so a resumed sweep brackets the roots from exactly the values an uninterrupted one
+    used: the rows' values and their CSV text give the same points and spinodals."""
+    from numerics.api import scan_curves_from_rows
+
+    rows = []
+    for branch, alphas, exists in (("semantic", (0.5, 0.6, 0.7), (False, True, True)),
+                                   ("positional", (0.5, 0.6, 0.7), (True, True, False))):
+        for a, e in zip(alphas, exists):
+            rows.append({"alpha": a, "branch": branch, "exists": e, "converged": e, "precision": "fast",
+                         "q": 0.1 + a / 3 if e else float("nan"), "m": 0.0 if branch == "semantic" else 0.25,
+                         "V": 12.0 + a, "theta": 0.15 if branch == "semantic" else 0.0,
+                         "test_error": 0.002 + a / 7, "train_loss": 0.003 + a / 11,
+                         "spinodal_lower_alpha": 0.53 if branch == "semantic" else float("nan"),
+                         "spinodal_lower_alpha_error": 0.0064 if branch == "semantic" else float("nan"),
+                         "spinodal_lower_last_found": 0.6 if branch == "semantic" else float("nan"),
+                         "spinodal_upper_alpha": 0.66 if branch == "positional" else float("nan"),
+                         "spinodal_upper_alpha_error": 0.0064 if branch == "positional" else float("nan"),
+                         "spinodal_upper_last_found": 0.6 if branch == "positional" else float("nan")})
+    header = list(rows[0])
+    (tmp_path / "t.csv").write_text(P._render(header, rows, True))
+    _, text_rows = P.read_csv_rows(tmp_path / "t.csv")
+    from_memory, from_csv = scan_curves_from_rows(rows), scan_curves_from_rows(text_rows)
+    assert from_memory == from_csv
+    sem, pos = from_csv["semantic"], from_csv["positional"]
+    assert [p.alpha for p in sem.points] == [0.6, 0.7] and [p.alpha for p in pos.points] == [0.5, 0.6]
+    assert sem.points[0].train_loss == 0.003 + 0.6 / 11 and pos.points[1].overlaps.m == 0.25
+    assert sem.spinodals == [{"branch": "semantic", "alpha": 0.53, "alpha_error": 0.0064, "side": "lower",
+                              "last_found": 0.6}]
+    assert [s["side"] for s in pos.spinodals] == ["upper"] and pos.spinodals[0]["last_found"] == 0.6
