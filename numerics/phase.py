@@ -950,27 +950,40 @@ def run_sweep(config: SweepConfig, out, *, scheduler: Optional[str] = None, work
 
 def _execute(client, pending: list, store: SweepStore, config: SweepConfig, hashes: dict, summary: dict,
              run_started: str, progress: bool) -> None:
-    """Submit the pending tasks and store each result as it arrives. A column's threshold
-    task is submitted once both its branch tasks are stored (now, if an earlier run did
-    them): it starts from their rows (:func:`_with_branch_rows`). If one of them fails,
-    the threshold task is recorded as failed too, and a re-run does all three."""
+    """Submit the pending tasks and store each result as it arrives.
+
+    Only as many tasks as the cluster has worker threads are in flight; the next one, by
+    :func:`_priority`, is submitted when one finishes. Submitted all at once, the tasks
+    were spread over the workers' own queues up front (each key is its own task group,
+    so Dask neither queues them on the scheduler nor learns their durations to steal
+    them): on the target diagram the workers then sat idle for 19% of the run, and in a
+    two-column test one worker idled 190 s of 339 s with a task queued on the other.
+
+    A column's threshold task becomes ready once both its branch tasks are stored (at
+    once, if an earlier run did them): it starts from their rows
+    (:func:`_with_branch_rows`). If one of them fails, the threshold task is recorded as
+    failed too, and a re-run does all three."""
     from distributed import as_completed
     from tqdm import tqdm
     from tqdm.contrib.logging import logging_redirect_tqdm
 
     token = uuid.uuid4().hex[:8]
     futures = {}
+    done_now = as_completed()
 
     def submit(t: Task):
         fut = client.submit(t.fn, t.payload, key=f"{t.key}-{token}", pure=False, priority=_priority(t))
         futures[fut] = t
-        return fut
+        done_now.add(fut)
 
     waiting = {t.key: t for t in pending if _needs_branch_rows(t)}
-    for t in pending:
-        if t.key not in waiting:
-            submit(t)
-    done_now = as_completed(list(futures))
+    # a stable sort: within a priority, the order of make_tasks
+    ready = sorted((t for t in pending if t.key not in waiting), key=lambda t: -_priority(t))
+
+    def fill():
+        slots = _worker_threads(client)
+        while ready and len(futures) < slots:
+            submit(ready.pop(0))
     bar = tqdm(total=summary["tasks"], initial=summary["skipped"], unit="task", desc="phase-diagram",
                file=sys.stderr, disable=not progress, mininterval=0.5, dynamic_ncols=True)
     failed_keys = set()
@@ -980,7 +993,8 @@ def _execute(client, pending: list, store: SweepStore, config: SweepConfig, hash
             deps = _branch_keys(t)
             if all(d in store.done for d in deps):
                 del waiting[key]
-                done_now.add(submit(_with_branch_rows(t, store)))
+                ready.append(_with_branch_rows(t, store))
+                ready.sort(key=lambda t: -_priority(t))
             elif any(d in failed_keys for d in deps):
                 del waiting[key]
                 bad = ", ".join(d for d in deps if d in failed_keys)
@@ -991,6 +1005,7 @@ def _execute(client, pending: list, store: SweepStore, config: SweepConfig, hash
     try:
         with logging_redirect_tqdm():
             release_waiting()  # threshold tasks of columns whose branches an earlier run finished
+            fill()
             for fut in done_now:
                 task = futures.pop(fut)
                 try:
@@ -1012,12 +1027,22 @@ def _execute(client, pending: list, store: SweepStore, config: SweepConfig, hash
                 bar.update(1)
                 if waiting:
                     release_waiting()
+                fill()
     except BaseException:
         for fut in futures:
             fut.cancel()
         raise
     finally:
         bar.close()
+
+
+def _worker_threads(client) -> int:
+    """Worker threads in the cluster now (workers may join or leave a user's cluster)."""
+    try:
+        return max(1, sum(client.nthreads().values()))
+    except Exception:  # a cluster that cannot say: one task at a time still finishes
+        log.debug("could not read the cluster's worker threads; submitting one task at a time")
+        return 1
 
 
 def _needs_branch_rows(task: Task) -> bool:

@@ -416,3 +416,51 @@ def test_threshold_scan_curves_from_branch_rows_are_the_same_from_memory_and_fro
     assert sem.spinodals == [{"branch": "semantic", "alpha": 0.53, "alpha_error": 0.0064, "side": "lower",
                               "last_found": 0.6}]
     assert [s["side"] for s in pos.spinodals] == ["upper"] and pos.spinodals[0]["last_found"] == 0.6
+
+
+class _CountingClient:
+    """The test cluster's client, counting the tasks in flight at each submission."""
+
+    def __init__(self, client):
+        self._client, self.in_flight, self.most, self.order = client, 0, 0, []
+
+    def __getattr__(self, name):
+        return getattr(self._client, name)
+
+    def submit(self, fn, payload, **kw):
+        fut = self._client.submit(fn, payload, **kw)
+        self.in_flight += 1
+        self.most = max(self.most, self.in_flight)
+        self.order.append(kw["key"].rsplit("-", 1)[0])
+        fut.add_done_callback(lambda f: setattr(self, "in_flight", self.in_flight - 1))
+        return fut
+
+
+def test_no_more_tasks_in_flight_than_worker_threads(client, tmp_path):
+    """Tasks are handed to the cluster one per free worker thread, by priority, so no
+    task waits in one worker's queue while another worker is idle (submitted all at
+    once, the target diagram's workers idled for 19% of the run). Branch tasks go
+    first; each column's thresholds follow its branches."""
+    counting = _CountingClient(client)
+    s = P.run_sweep(config(), tmp_path, client=counting, theory_task=functools.partial(FAKE, delay=0.05),
+                    progress=False, plot=False)
+    assert s["failed"] == [] and len(s["computed"]) == 9
+    threads = sum(client.nthreads().values())
+    assert threads == 2 and 1 <= counting.most <= threads
+    kinds = ["thresholds" if k.endswith("thresholds") else "branch" for k in counting.order]
+    assert kinds[:2] == ["branch", "branch"] and kinds.count("thresholds") == 3
+    for w in ("0", "0.1", "0.2"):
+        column = [counting.order.index(f"theory:omega={w}:{j}") for j in ("branch=semantic", "branch=positional")]
+        assert max(column) < counting.order.index(f"theory:omega={w}:thresholds")
+
+
+def test_worker_threads_of_a_cluster_that_cannot_say_is_one():
+    class Broken:
+        def nthreads(self):
+            raise OSError("scheduler gone")
+
+    class Four:
+        def nthreads(self):
+            return {"a": 1, "b": 3}
+
+    assert P._worker_threads(Broken()) == 1 and P._worker_threads(Four()) == 4
