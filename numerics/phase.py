@@ -377,14 +377,12 @@ def _thresholds_job(payload: dict, api) -> dict:
     lin, lin_err = _baseline(api, spec)
     thr = {k: float("nan") for k in THRESHOLD_COLUMNS[2:6]}
     thr.update(linear_test_error=lin, linear_test_error_error=lin_err, alpha_l_branch="", alpha_l_at_jump="")
-    thr["bracket_source"] = "branch rows" if payload.get("branch_rows") is not None else "own scan"
+    rows = payload.get("branch_rows")
+    thr["bracket_source"] = "own scan" if rows is None else "branch rows"
+    # the column's own branch rows bracket the roots (at the sweep's precision)
+    scan = {} if rows is None else {"scan_curves": api.scan_curves_from_rows(rows)}
     try:
-        if payload.get("branch_rows") is not None:
-            # the column's own branch rows bracket the roots (at the sweep's precision)
-            th = api.thresholds(spec, precision=payload["precision"],
-                                scan_curves=api.scan_curves_from_rows(payload["branch_rows"]))
-        else:
-            th = api.thresholds(spec, precision=payload["precision"])
+        th = api.thresholds(spec, precision=payload["precision"], **scan)
     except api.ThresholdError as exc:
         status, message, spinodals = "not_bracketed", str(exc), []
     else:
@@ -994,13 +992,13 @@ def _execute(client, pending: list, store: SweepStore, config: SweepConfig, hash
             if all(d in store.done for d in deps):
                 del waiting[key]
                 ready.append(_with_branch_rows(t, store))
-                ready.sort(key=lambda t: -_priority(t))
             elif any(d in failed_keys for d in deps):
                 del waiting[key]
                 bad = ", ".join(d for d in deps if d in failed_keys)
                 _fail(store, t, RuntimeError(f"not run: it starts from the branch tasks' rows, and {bad} failed"),
                       "", run_started, summary)
                 bar.update(1)
+        ready.sort(key=lambda t: -_priority(t))
 
     try:
         with logging_redirect_tqdm():

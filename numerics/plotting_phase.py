@@ -30,23 +30,12 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from .csv_cells import is_true, number
+
 THRESHOLDS_CSV = "thresholds.csv"
 POINT_COLUMNS = ("omega", "alpha", "source", "train_loss_semantic", "train_loss_positional", "train_loss_diff",
                  "train_loss_diff_error", "global_branch", "global_test_error", "linear_test_error",
                  "test_error_diff", "test_error_diff_error")
-
-
-def _num(s) -> float:
-    if s is None or s == "":
-        return math.nan
-    try:
-        return float(s)
-    except ValueError:
-        return math.nan
-
-
-def _true(s) -> bool:
-    return str(s).strip().lower() in ("true", "1", "yes")
 
 
 def read_rows(path) -> list:
@@ -108,24 +97,24 @@ def _combine(omega, alpha, source, tl_sem, tl_pos, err_sem, err_pos, te, lin, te
 def theory_points(rows: list) -> list:
     groups = defaultdict(dict)
     for r in rows:
-        groups[(_num(r["omega"]), _num(r["alpha"]))][r["branch"]] = r
+        groups[(number(r["omega"]), number(r["alpha"]))][r["branch"]] = r
     const = _constant_columns(rows, skip=("task", "omega", "alpha", "branch"))
     keep = {k: v for k, v in const.items() if k in _CONTEXT_THEORY}
     out = []
     for (w, a), by in sorted(groups.items()):
         def val(b, k):
             r = by.get(b)
-            if r is None or not _true(r.get("exists", "True")) or not _true(r.get("converged", "True")):
+            if r is None or not is_true(r.get("exists", "True")) or not is_true(r.get("converged", "True")):
                 return math.nan
-            return _num(r.get(k))
+            return number(r.get(k))
 
         lin_row = next(iter(by.values()))
         p = _combine(w, a, "theory", val("semantic", "train_loss"), val("positional", "train_loss"),
                      _zero_nan(val("semantic", "train_loss_error")), _zero_nan(val("positional", "train_loss_error")),
                      {b: val(b, "test_error") for b in ("semantic", "positional")},
-                     _num(lin_row.get("linear_test_error")),
+                     number(lin_row.get("linear_test_error")),
                      {b: _zero_nan(val(b, "test_error_error")) for b in ("semantic", "positional")},
-                     _zero_nan(_num(lin_row.get("linear_test_error_error"))))
+                     _zero_nan(number(lin_row.get("linear_test_error_error"))))
         p.update(keep)
         out.append(p)
     return out
@@ -144,20 +133,20 @@ def _zero_nan(x: float) -> float:
 def simulation_points(rows: list) -> list:
     groups = defaultdict(lambda: defaultdict(list))
     for r in rows:
-        groups[(_num(r["omega"]), _num(r["alpha"]))][r["init"]].append(r)
+        groups[(number(r["omega"]), number(r["alpha"]))][r["init"]].append(r)
     const = _constant_columns(rows, skip=("task", "omega", "alpha", "init", "run_index"))
     keep = {k: v for k, v in const.items() if k in _CONTEXT_SIM}
     out = []
     for (w, a), by in sorted(groups.items()):
         def stat(b, k):
-            vals = np.array([_num(r.get(k)) for r in by.get(b, [])], dtype=float)
+            vals = np.array([number(r.get(k)) for r in by.get(b, [])], dtype=float)
             vals = vals[np.isfinite(vals)]
             if vals.size == 0:
                 return math.nan, math.nan
             sem = float(vals.std(ddof=1) / math.sqrt(vals.size)) if vals.size > 1 else 0.0
             return float(vals.mean()), sem
 
-        lin_vals = np.array([_num(r.get("linear_test_error")) for b in by for r in by[b]], dtype=float)
+        lin_vals = np.array([number(r.get("linear_test_error")) for b in by for r in by[b]], dtype=float)
         lin_vals = lin_vals[np.isfinite(lin_vals)]
         lin = float(lin_vals.mean()) if lin_vals.size else math.nan
         lin_err = float(lin_vals.std(ddof=1) / math.sqrt(lin_vals.size)) if lin_vals.size > 1 else 0.0
@@ -182,7 +171,7 @@ def points_from_rows(rows: list) -> list:
     if kind == "simulation":
         return simulation_points(rows)
     if kind == "points":
-        return [{k: (_num(v) if k not in ("source", "global_branch") and _is_number(v) else v)
+        return [{k: (number(v) if k not in ("source", "global_branch") and _is_number(v) else v)
                  for k, v in r.items()} for r in rows]
     raise ValueError("a thresholds file has no grid to draw; give theory.csv, simulation.csv or *_points.csv")
 
@@ -199,11 +188,11 @@ def read_thresholds(path) -> tuple:
     """``(curves, spinodals)``: ``alpha_c``/``alpha_l`` per omega, and ``(branch, omega, alpha)`` triples."""
     curves, spinodals = [], []
     for r in read_rows(path):
-        d = {k: _num(r.get(k)) for k in ("omega", "alpha_c", "alpha_c_error", "alpha_l", "alpha_l_error")}
+        d = {k: number(r.get(k)) for k in ("omega", "alpha_c", "alpha_c_error", "alpha_l", "alpha_l_error")}
         curves.append(d)
         try:
             for sp in json.loads(r.get("spinodals") or "[]"):
-                spinodals.append((sp.get("branch"), d["omega"], _num(sp.get("alpha"))))
+                spinodals.append((sp.get("branch"), d["omega"], number(sp.get("alpha"))))
         except (ValueError, AttributeError):
             pass
     return sorted(curves, key=lambda d: d["omega"]), spinodals
@@ -214,9 +203,9 @@ def theory_spinodals(rows: list) -> list:
     found = set()
     for r in rows:
         for side in ("lower", "upper"):
-            a = _num(r.get(f"spinodal_{side}_alpha"))
+            a = number(r.get(f"spinodal_{side}_alpha"))
             if math.isfinite(a):
-                found.add((r.get("branch"), _num(r.get("omega")), a))
+                found.add((r.get("branch"), number(r.get("omega")), a))
     return sorted(found)
 
 
@@ -238,7 +227,7 @@ def _grid(points: list, key: str):
     wi = {w: i for i, w in enumerate(omegas)}
     ai = {a: j for j, a in enumerate(alphas)}
     for p in points:
-        Z[wi[p["omega"]], ai[p["alpha"]]] = _num(p.get(key))
+        Z[wi[p["omega"]], ai[p["alpha"]]] = number(p.get(key))
     return omegas, alphas, Z
 
 

@@ -30,6 +30,7 @@ from derivations import ModelSpec
 
 from .baseline import linear_baseline
 from .branches import COLLAPSE, BranchCurve, _try_solve, defining_overlap, follow_branch, is_on_branch
+from .csv_cells import is_true, number
 from .fixed_point import PRECISIONS, solve_with_rule
 from .model import bind
 from .overlaps import Overlaps
@@ -82,14 +83,6 @@ class ScanPoint:
     continuation_pairs: tuple = ()
 
 
-def _as_float(v) -> float:
-    return float("nan") if v is None or v == "" else float(v)
-
-
-def _as_bool(v) -> bool:
-    return v if isinstance(v, bool) else str(v) == "True"
-
-
 def scan_curves_from_rows(rows) -> dict:
     """``{branch: BranchCurve}`` of :class:`ScanPoint` from branch rows as the phase diagram
     writes them (``numerics.phase``; values or their CSV text): the points where the branch
@@ -100,18 +93,18 @@ def scan_curves_from_rows(rows) -> dict:
     resumed sweep gives the same thresholds as an uninterrupted one."""
     curves = {}
     for branch in ("semantic", "positional"):
-        mine = sorted((r for r in rows if r.get("branch") == branch), key=lambda r: _as_float(r["alpha"]))
-        points = [ScanPoint(_as_float(r["alpha"]), branch,
-                            Overlaps(*(_as_float(r[k]) for k in ("q", "m", "V", "theta"))),
-                            _as_float(r["test_error"]), _as_float(r["train_loss"]), str(r.get("precision", "")))
-                  for r in mine if _as_bool(r.get("exists")) and _as_bool(r.get("converged"))]
+        mine = sorted((r for r in rows if r.get("branch") == branch), key=lambda r: number(r["alpha"]))
+        points = [ScanPoint(number(r["alpha"]), branch,
+                            Overlaps(*(number(r[k]) for k in ("q", "m", "V", "theta"))),
+                            number(r["test_error"]), number(r["train_loss"]), str(r.get("precision", "")))
+                  for r in mine if is_true(r.get("exists")) and is_true(r.get("converged"))]
         spinodals = []
         for side in ("lower", "upper"):
-            a = _as_float(mine[0].get(f"spinodal_{side}_alpha")) if mine else float("nan")
+            a = number(mine[0].get(f"spinodal_{side}_alpha")) if mine else float("nan")
             if not np.isfinite(a):
                 continue
-            err = _as_float(mine[0].get(f"spinodal_{side}_alpha_error"))
-            last = _as_float(mine[0].get(f"spinodal_{side}_last_found"))
+            err = number(mine[0].get(f"spinodal_{side}_alpha_error"))
+            last = number(mine[0].get(f"spinodal_{side}_last_found"))
             if not np.isfinite(last):  # rows written before that column existed
                 last = a + 0.5 * err if side == "lower" else a - 0.5 * err
             spinodals.append({"branch": branch, "alpha": a, "alpha_error": err, "side": side, "last_found": last})
