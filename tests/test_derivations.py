@@ -322,6 +322,29 @@ def test_prox_grad_and_hessian_match_finite_differences(cache_env, attention):
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
 
 
+@pytest.mark.parametrize("attention", ["softmax", "linear", "sigmoid"])
+def test_chain_rule_prox_terms_equal_plain_differentiation(cache_env, attention):
+    """The generated prox terms (logistic values shared, derivatives by the chain rule
+    through them, ``codegen._prox_derivatives``) equal ``sympy.diff`` of the plain
+    exp-form objective, evaluated without CSE."""
+    import sympy as sp
+
+    from derivations import symbols as S
+    from derivations.model import prox_objective
+
+    spec = ModelSpec(attention=attention, A=ASYM_A)
+    gm = generated_functions(spec)
+    plain = prox_objective(spec)
+    exprs = (plain,) + tuple(sp.diff(plain, h) for h in S.H) + (
+        sp.diff(plain, S.h1, S.h1), sp.diff(plain, S.h1, S.h2), sp.diff(plain, S.h2, S.h2))
+    args = (S.h1, S.h2, S.w1, S.w2, S.hs1, S.hs2, S.V) + S.PARAMS
+    reference = sp.lambdify(args, exprs, modules="numpy", cse=False)
+    pt = random_point(np.random.default_rng(11), 40)
+    values = (pt["h1"], pt["h2"], pt["w1"], pt["w2"], pt["hs1"], pt["hs2"], pt["V"], *gm.params(spec))
+    for got, want in zip(gm.prox_newton(*values), reference(*values)):
+        np.testing.assert_allclose(got, np.broadcast_to(want, np.shape(got)), rtol=1e-11, atol=1e-13)
+
+
 def test_loss_pieces_consistent(cache_env):
     """loss = (sigma^2/2)|S - T|^2 from the generated S and T; dl/dh* by FD; test error = loss at h = w."""
     spec = ModelSpec(A=ASYM_A, omega=0.45)
