@@ -283,6 +283,7 @@ def _follow_sides(model, rule, V, w_of, HS1, HS2, W_line, pieces, acc):
 # steps to go below, but with both checks at 4 steps the channel expectations differ
 # from those with 60 steps by at most 1.8e-11 relative.
 CHECK_STEPS = 4
+CHECK_CAPTURE = 1e-3
 CHUNK = 16384  # nodes per batch in the checks: the temporaries stay in cache
 FAR_SPLIT = 2.0  # a line's split beyond this |t|: its long side is cut again at t = 0
 
@@ -307,9 +308,9 @@ class _Accumulator:
         """Refine the followed branch at a batch of nodes (continuation) and queue
         the nodes; the checks and integrands run over all queued nodes in
         :meth:`finish` (one large vectorised batch instead of many small ones)."""
-        b1, b2, gn = newton_prox(self.model, branch[0], branch[1], w1, w2, hs1, hs2, self.ov.V,
-                                 tol=self.rule.newton_tol)
-        self._queue.append((b1, b2, gn, w1, w2, hs1, hs2, weight))
+        b1, b2, gn, terms = newton_prox(self.model, branch[0], branch[1], w1, w2, hs1, hs2, self.ov.V,
+                                        tol=self.rule.newton_tol, return_terms=True)
+        self._queue.append((b1, b2, gn, w1, w2, hs1, hs2, weight) + terms)
         return b1, b2
 
     def finish(self):
@@ -328,13 +329,18 @@ class _Accumulator:
 
     def _finish_chunk(self, arrays):
         model, V, tol = self.model, self.ov.V, self.rule.newton_tol
-        b1, b2, gn, w1, w2, hs1, hs2, weight = arrays
-        fb = model.prox_objective(b1, b2, w1, w2, hs1, hs2, V)
+        b1, b2, gn, w1, w2, hs1, hs2, weight, fb, g1, g2, H11, H12, H22 = arrays
         best1, best2, bestf, bestgn = (np.array(a, dtype=float, copy=True) for a in (b1, b2, fb, gn))
-        checks = ((w1, w2), (-b1, -b2)) if self.rule.check_global else ()
-        for s1, s2 in checks:
-            c1, c2, cgn = newton_prox(model, s1, s2, w1, w2, hs1, hs2, V, tol=tol, maxiter=CHECK_STEPS,
-                                      known=(best1, best2))
+        # the loss is even in h (it depends on h h^T), so the objective's terms at the
+        # reflected start -b follow from those at b: f + 2 b.w/V, -2 w/V - g, and the
+        # same Hessian; its first Newton step needs no evaluation
+        reflected = ((fb + 2.0 * (b1 * w1 + b2 * w2) / V, -2.0 * w1 / V - g1, -2.0 * w2 / V - g2, H11, H12, H22)
+                     if model.loss_is_even else None)
+        checks = ((w1, w2, None), (-b1, -b2, reflected)) if self.rule.check_global else ()
+        for s1, s2, first in checks:
+            c1, c2, _ = newton_prox(model, s1, s2, w1, w2, hs1, hs2, V, tol=tol, maxiter=CHECK_STEPS,
+                                    known=(best1, best2), capture=CHECK_CAPTURE, first_terms=first,
+                                    final_gradient=False)
             fc = model.prox_objective(c1, c2, w1, w2, hs1, hs2, V)
             better = np.nonzero(fc < bestf - 1e-13 * np.maximum(1.0, np.abs(bestf)))[0]
             if better.size == 0:

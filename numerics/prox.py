@@ -39,7 +39,8 @@ def _overflow_is_a_limit(fn):
 
 @_overflow_is_a_limit
 def newton_prox(model: BoundModel, h1, h2, w1, w2, hs1, hs2, V, tol: float = 1e-13, maxiter: int = 60,
-                known=None, capture: float = 1e-3):
+                known=None, capture: float = 1e-3, first_terms=None, return_terms: bool = False,
+                final_gradient: bool = True):
     """Damped Newton descent on the prox objective, vectorised over nodes.
 
     Each step divides the gradient by the absolute Hessian eigenvalues (floored at
@@ -51,33 +52,57 @@ def newton_prox(model: BoundModel, h1, h2, w1, w2, hs1, hs2, V, tol: float = 1e-
     ``known = (k1, k2)``: a local minimum per node already found. Nodes whose
     iterate comes within ``capture`` of it stop there (they are converging to that
     minimum, and their objective is not below it), which is all a check needs.
+
+    ``first_terms``: ``(objective, g1, g2, H11, H12, H22)`` at the starting points,
+    already known to the caller (the reflected start of :mod:`numerics.channel`):
+    the first generated evaluation is skipped. ``return_terms``: also return those
+    six terms at the returned points (for nodes stopped at ``maxiter`` they are
+    evaluated there once more). ``final_gradient=False``: nodes stopped at
+    ``maxiter`` are not evaluated again and their gradient norm is NaN (a check that
+    only compares objectives does not need it).
     """
     h1 = np.array(h1, dtype=float, copy=True)
     h2 = np.array(h2, dtype=float, copy=True)
     shape = np.broadcast(h1, h2, w1, w2, hs1, hs2).shape
     h1 = np.broadcast_to(h1, shape).copy().ravel()
     h2 = np.broadcast_to(h2, shape).copy().ravel()
-    w1, w2, hs1, hs2 = (np.broadcast_to(np.asarray(a, dtype=float), shape).ravel() for a in (w1, w2, hs1, hs2))
-    gnorm = np.full(h1.shape, np.inf)
-    active = np.arange(h1.size)
+    # the working arrays hold the active nodes only; ``node`` maps them back
+    a1, a2 = h1.copy(), h2.copy()
+    b1, b2, c1, c2 = (np.broadcast_to(np.asarray(a, dtype=float), shape).ravel() for a in (w1, w2, hs1, hs2))
+    k1 = k2 = None
     if known is not None:
         k1, k2 = (np.broadcast_to(np.asarray(a, dtype=float), shape).ravel() for a in known)
+    node = np.arange(h1.size)
+    gnorm = np.full(h1.size, np.inf)
+    terms_out = tuple(np.full(h1.size, np.nan) for _ in range(6)) if return_terms else None
+    pending = None
+    if first_terms is not None:
+        pending = tuple(np.broadcast_to(np.asarray(t, dtype=float), shape).ravel() for t in first_terms)
     min_curvature = 1e-6 / V
     for _ in range(maxiter):
-        if active.size == 0:
+        if node.size == 0:
             break
-        a1, a2 = h1[active], h2[active]
-        b1, b2, c1, c2 = w1[active], w2[active], hs1[active], hs2[active]
-        f0, g1, g2, H11, H12, H22 = model.prox_newton(a1, a2, b1, b2, c1, c2, V)
+        if pending is not None:
+            terms, pending = pending, None
+        else:
+            terms = model.prox_newton(a1, a2, b1, b2, c1, c2, V)
+        f0, g1, g2, H11, H12, H22 = terms
         gn = np.abs(g1) + np.abs(g2)
-        gnorm[active] = gn
+        gnorm[node] = gn
         keep = gn >= tol
-        if known is not None:
-            keep &= np.abs(a1 - k1[active]) + np.abs(a2 - k2[active]) >= capture
+        if k1 is not None:
+            keep &= np.abs(a1 - k1) + np.abs(a2 - k2) >= capture
         if not keep.all():
-            active, a1, a2, b1, b2, c1, c2, f0, g1, g2, H11, H12, H22 = (
-                x[keep] for x in (active, a1, a2, b1, b2, c1, c2, f0, g1, g2, H11, H12, H22))
-            if active.size == 0:
+            done = ~keep
+            h1[node[done]], h2[node[done]] = a1[done], a2[done]
+            if return_terms:
+                for out, t in zip(terms_out, terms):
+                    out[node[done]] = t[done]
+            node, a1, a2, b1, b2, c1, c2, f0, g1, g2, H11, H12, H22 = (
+                x[keep] for x in (node, a1, a2, b1, b2, c1, c2, f0, g1, g2, H11, H12, H22))
+            if k1 is not None:
+                k1, k2 = k1[keep], k2[keep]
+            if node.size == 0:
                 break
         # saddle-free Newton: divide by |eigenvalue| (floored), so negative curvature
         # pushes away from saddles instead of crawling along flat valleys. Where the
@@ -103,9 +128,9 @@ def newton_prox(model: BoundModel, h1, h2, w1, w2, hs1, hs2, V, tol: float = 1e-
             d1[indefinite] = -(cs * sp - sn * sm)
             d2[indefinite] = -(sn * sp + cs * sm)
         # near a strict minimum the full Newton step converges quadratically: no line search
-        step = np.ones_like(a1)
         todo = np.nonzero(shift | (np.abs(d1) + np.abs(d2) > 1e-3))[0]
         if todo.size:
+            step = np.ones_like(a1)
             a1t, a2t, b1t, b2t, c1t, c2t = (x[todo] for x in (a1, a2, b1, b2, c1, c2))
             f0t = f0[todo]
             slope = g1[todo] * d1[todo] + g2[todo] * d2[todo]
@@ -124,12 +149,28 @@ def newton_prox(model: BoundModel, h1, h2, w1, w2, hs1, hs2, V, tol: float = 1e-
                 accepted = ok.any(axis=0)
                 step[sel] = np.where(accepted, block[ok.argmax(axis=0)], block[-1])
                 fail = fail[~accepted]
-        h1[active] = a1 + step * d1
-        h2[active] = a2 + step * d2
+            a1 = a1 + step * d1
+            a2 = a2 + step * d2
+        else:
+            a1 = a1 + d1
+            a2 = a2 + d2
     else:
-        g1, g2 = model.prox_grad(h1[active], h2[active], w1[active], w2[active], hs1[active], hs2[active], V)
-        gnorm[active] = np.abs(g1) + np.abs(g2)
-    return h1.reshape(shape), h2.reshape(shape), gnorm.reshape(shape)
+        if node.size:
+            h1[node], h2[node] = a1, a2
+            if return_terms:
+                terms = model.prox_newton(a1, a2, b1, b2, c1, c2, V)
+                for out, t in zip(terms_out, terms):
+                    out[node] = t
+                gnorm[node] = np.abs(terms[1]) + np.abs(terms[2])
+            elif final_gradient:
+                g1, g2 = model.prox_grad(a1, a2, b1, b2, c1, c2, V)
+                gnorm[node] = np.abs(g1) + np.abs(g2)
+            else:
+                gnorm[node] = np.nan
+    result = (h1.reshape(shape), h2.reshape(shape), gnorm.reshape(shape))
+    if return_terms:
+        result += (tuple(t.reshape(shape) for t in terms_out),)
+    return result
 
 
 @_overflow_is_a_limit
