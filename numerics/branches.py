@@ -180,8 +180,15 @@ ANCHOR_GRID_FRACTIONS = (0.5, 0.2, 0.1)
 
 
 def _anchor_alphas(anchor_alpha: float, alphas: np.ndarray) -> list:
-    """The anchor, then the grid points at ``ANCHOR_GRID_FRACTIONS`` of the grid."""
+    """The anchor, then the grid points at ``ANCHOR_GRID_FRACTIONS`` of the grid.
+
+    An anchor inside the grid's range is moved to the nearest grid point (at most half a
+    spacing away): its solution is then one of the reported points, not an extra full
+    solve that only seeds the continuation (one solve per branch and column of a phase
+    diagram, whose default grid does not contain alpha = 2)."""
     out = [float(anchor_alpha)]
+    if alphas.size and alphas[0] <= anchor_alpha <= alphas[-1]:
+        out = [float(alphas[np.argmin(np.abs(alphas - anchor_alpha))])]
     if alphas.size:
         for fraction in ANCHOR_GRID_FRACTIONS:
             a = float(alphas[int(round(fraction * (alphas.size - 1)))])

@@ -88,16 +88,16 @@ def newton_prox(model: BoundModel, h1, h2, w1, w2, hs1, hs2, V, tol: float = 1e-
             terms = model.prox_newton(a1, a2, b1, b2, c1, c2, V)
         f0, g1, g2, H11, H12, H22 = terms
         gn = np.abs(g1) + np.abs(g2)
-        gnorm[node] = gn
         keep = gn >= tol
         if k1 is not None:
             keep &= np.abs(a1 - k1) + np.abs(a2 - k2) >= capture
         if not keep.all():
             done = ~keep
-            h1[node[done]], h2[node[done]] = a1[done], a2[done]
+            finished = node[done]
+            h1[finished], h2[finished], gnorm[finished] = a1[done], a2[done], gn[done]
             if return_terms:
                 for out, t in zip(terms_out, terms):
-                    out[node[done]] = t[done]
+                    out[finished] = t[done]
             node, a1, a2, b1, b2, c1, c2, f0, g1, g2, H11, H12, H22 = (
                 x[keep] for x in (node, a1, a2, b1, b2, c1, c2, f0, g1, g2, H11, H12, H22))
             if k1 is not None:
