@@ -573,3 +573,29 @@ def test_after_a_failed_approach_the_checked_solve_runs_only_the_retries(model, 
     with pytest.raises(BranchLost):
         solve_with_rule(model, 1.5, "positional", rule, Overlaps(0.05, 0.25, 14.0, 0.0), tol=1e-9, seed=seed)
     assert calls == [(False, 2), (True, 2), (True, 0)]
+
+
+def test_continuation_predictor_is_quadratic_where_the_branch_is_smooth():
+    """``branches._predict``: exact on a quadratic path; the secant where the quadratic
+    correction exceeds half the secant step (a branch turning at a fold)."""
+    from types import SimpleNamespace
+
+    from numerics import branches
+
+    def path(a, curvature):
+        return SimpleNamespace(alpha=a, overlaps=Overlaps(q=0.1 + 0.01 * a + curvature * a**2, m=0.2 - 0.01 * a,
+                                                          V=10.0 + a, theta=0.0))
+
+    for curvature in (0.002, 0.0):
+        trail = [path(a, curvature) for a in (1.3, 1.2, 1.1)]
+        got = branches._predict(trail, 1.0).as_array()
+        np.testing.assert_allclose(got, path(1.0, curvature).overlaps.as_array(), rtol=1e-12)
+    # q turns near alpha = 1.05 (a fold-like turn): the quadratic term is as large as the
+    # secant step, so the secant is used
+    trail = [SimpleNamespace(alpha=a, overlaps=Overlaps(q=0.1 + (a - 1.05)**2, m=0.2, V=10.0 + a, theta=0.0))
+             for a in (1.3, 1.2, 1.1)]
+    x1, x2 = trail[-1].overlaps.as_array(), trail[-2].overlaps.as_array()
+    np.testing.assert_allclose(branches._predict(trail, 1.0).as_array(), 2 * x1 - x2, rtol=1e-12)
+    # two points: the secant
+    np.testing.assert_allclose(branches._predict(trail[:2], 1.1).as_array(),
+                               2 * trail[1].overlaps.as_array() - trail[0].overlaps.as_array(), rtol=1e-12)
