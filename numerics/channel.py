@@ -25,11 +25,12 @@ reported as ``unresolved_weight`` (an unlocated switch).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 
 import numpy as np
-from numpy.polynomial.hermite_e import hermegauss
-from numpy.polynomial.legendre import leggauss
+from numpy.polynomial.hermite_e import hermegauss as _hermegauss
+from numpy.polynomial.legendre import leggauss as _leggauss
 from scipy.optimize.elementwise import find_root
 
 from .model import BoundModel
@@ -38,6 +39,25 @@ from .prox import global_prox, newton_prox
 from .symmetry import channel_symmetries, fold_teacher_nodes
 
 log = logging.getLogger(__name__)
+
+
+def _read_only(nodes_weights):
+    for a in nodes_weights:
+        a.flags.writeable = False
+    return nodes_weights
+
+
+@functools.lru_cache(maxsize=None)
+def leggauss(n: int):
+    """numpy's Gauss-Legendre rule, computed once per order (every map evaluation asks
+    for the same few orders; numpy refines the nodes by Newton's method on each call)."""
+    return _read_only(_leggauss(n))
+
+
+@functools.lru_cache(maxsize=None)
+def hermegauss(n: int):
+    """numpy's Gauss-Hermite (probabilists') rule, computed once per order."""
+    return _read_only(_hermegauss(n))
 
 # the order of the generated ``channel_integrands`` outputs (derivations owns it)
 from derivations import CHANNEL_NAMES  # noqa: E402
@@ -405,7 +425,8 @@ def _polar_eta_nodes(model, V, L_hh, rule):
     beta = 2 * np.pi * (np.arange(n_beta) + 0.5) / n_beta
     c, s = np.cos(beta), np.sin(beta)
     grid = np.linspace(0.0, R, 65)
-    margins = np.array([_bifurcation_margin(model, V, L_hh, c, s, np.full_like(c, r)) for r in grid])
+    # all radii of all rays in one generated call (row k: radius grid[k])
+    margins = _bifurcation_margin(model, V, L_hh, c[None, :], s[None, :], grid[:, None] + np.zeros_like(c)[None, :])
     neg = margins < 0
     has_root = neg.any(axis=0) & (margins[0] > 0)
     first = np.where(has_root, neg.argmax(axis=0), 1)
