@@ -66,7 +66,8 @@ def _shared_logistics(expr):
     has the leading minus sign. The softmax rows, the chain rule and the teacher give the
     same logistic in up to four spellings (``h1**2 - h1*h2``, ``h1*(h1 - h2)``, and their
     negatives); once they are one symbol CSE shares it, and the prox Newton terms of the
-    two-token softmax need 4 exponentials instead of 16 (measured: 2x faster). The form
+    two-token softmax need 4 exponentials instead of 16 (1.35-1.5x faster,
+    ``benchmarks/bench_prox_kernel.py``). The form
     ``1 - Logistic(a)`` is exact in exact arithmetic; in float64 it is accurate in
     absolute terms (to ~1e-16), which is how the prox uses it: gradients are compared
     with an absolute tolerance and objectives with each other."""
@@ -92,8 +93,9 @@ def _prox_derivatives(objective, h):
     symbol ``u_k``; the total derivative is ``D_i E = dE/dh_i + sum_k dE/du_k u_k (1 - u_k)
     da_k/dh_i``. The result is the same function as ``sympy.diff`` gives, but grouped by
     the factors ``dE/du_k``, which CSE then computes once: for the two-token softmax the
-    prox Newton terms take 199 arithmetic operations instead of 313 (measured 1.8x
-    faster). Without logistic values this is plain differentiation."""
+    prox Newton terms take about 199 arithmetic operations instead of 313 (about 4x
+    faster than ``sympy.diff`` of the unshared form, ``benchmarks/bench_prox_kernel.py``).
+    Without logistic values this is plain differentiation."""
     import sympy as sp
 
     from .model import Logistic
