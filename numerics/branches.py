@@ -205,9 +205,8 @@ def _anchor_alphas(anchor_alpha: float, alphas: np.ndarray) -> list:
     spacing away): its solution is then one of the reported points, not an extra full
     solve that only seeds the continuation (one solve per branch and column of a phase
     diagram, whose default grid does not contain alpha = 2)."""
-    out = [float(anchor_alpha)]
-    if alphas.size and alphas[0] <= anchor_alpha <= alphas[-1]:
-        out = [float(alphas[np.argmin(np.abs(alphas - anchor_alpha))])]
+    inside = alphas.size and alphas[0] <= anchor_alpha <= alphas[-1]
+    out = [float(alphas[np.argmin(np.abs(alphas - anchor_alpha))] if inside else anchor_alpha)]
     if alphas.size:
         for fraction in ANCHOR_GRID_FRACTIONS:
             a = float(alphas[int(round(fraction * (alphas.size - 1)))])

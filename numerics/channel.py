@@ -303,7 +303,6 @@ def _follow_sides(model, rule, V, w_of, HS1, HS2, W_line, pieces, acc):
 # steps to go below, but with both checks at 4 steps the channel expectations differ
 # from those with 60 steps by at most 1.8e-11 relative.
 CHECK_STEPS = 4
-CHECK_CAPTURE = 1e-3  # a check stops within this of the known minimum; 1e-2..1e-1 saved only 8%
 CHUNK = 16384  # nodes per batch in the checks: the temporaries stay in cache
 FAR_SPLIT = 2.0  # a line's split beyond this |t|: its long side is cut again at t = 0
 
@@ -328,9 +327,11 @@ class _Accumulator:
         """Refine the followed branch at a batch of nodes (continuation) and queue
         the nodes; the checks and integrands run over all queued nodes in
         :meth:`finish` (one large vectorised batch instead of many small ones)."""
-        b1, b2, gn, terms = newton_prox(self.model, branch[0], branch[1], w1, w2, hs1, hs2, self.ov.V,
-                                        tol=self.rule.newton_tol, return_terms=True)
-        self._queue.append((b1, b2, gn, w1, w2, hs1, hs2, weight) + terms)
+        # the checks reuse the objective's terms at the followed branch (_finish_chunk)
+        checks = self.rule.check_global
+        b1, b2, gn, *terms = newton_prox(self.model, branch[0], branch[1], w1, w2, hs1, hs2, self.ov.V,
+                                         tol=self.rule.newton_tol, return_terms=checks)
+        self._queue.append((b1, b2, gn, w1, w2, hs1, hs2, weight) + (tuple(terms[0]) if checks else ()))
         return b1, b2
 
     def finish(self):
@@ -349,18 +350,31 @@ class _Accumulator:
 
     def _finish_chunk(self, arrays):
         model, V, tol = self.model, self.ov.V, self.rule.newton_tol
-        b1, b2, gn, w1, w2, hs1, hs2, weight, fb, g1, g2, H11, H12, H22 = arrays
+        b1, b2, gn, w1, w2, hs1, hs2, weight = arrays[:8]
+        best1, best2, bestgn, unresolved = b1, b2, gn, 0.0
+        if self.rule.check_global:
+            best1, best2, bestgn, unresolved = self._checked(b1, b2, gn, w1, w2, hs1, hs2, weight, *arrays[8:])
+        xi1, xi2, y1, y2 = _xi_y(self.B_inv, self.mu_w, w1, w2, hs1, hs2)
+        ov = self.ov
+        vals = model.channel_integrands(best1, best2, xi1, xi2, y1, y2, ov.q, ov.m, V, ov.theta)
+        sums = np.array([np.dot(v, weight) for v in vals])
+        return sums, unresolved, float(bestgn.max())
+
+    def _checked(self, b1, b2, gn, w1, w2, hs1, hs2, weight, fb, g1, g2, H11, H12, H22):
+        """The global prox at each node: the followed branch ``b`` (objective ``fb``,
+        gradient ``g``, Hessian ``H`` there) checked by Newton from ``w`` and from ``-b``.
+        Returns the best points, their gradient norms and the weight of the nodes where a
+        check went lower."""
+        model, V, tol = self.model, self.ov.V, self.rule.newton_tol
         best1, best2, bestf, bestgn = (np.array(a, dtype=float, copy=True) for a in (b1, b2, fb, gn))
         # the loss is even in h (it depends on h h^T), so the objective's terms at the
         # reflected start -b follow from those at b: f + 2 b.w/V, -2 w/V - g, and the
         # same Hessian; its first Newton step needs no evaluation
         reflected = ((fb + 2.0 * (b1 * w1 + b2 * w2) / V, -2.0 * w1 / V - g1, -2.0 * w2 / V - g2, H11, H12, H22)
                      if model.loss_is_even else None)
-        checks = ((w1, w2, None), (-b1, -b2, reflected)) if self.rule.check_global else ()
-        for s1, s2, first in checks:
+        for s1, s2, first in ((w1, w2, None), (-b1, -b2, reflected)):
             c1, c2, _ = newton_prox(model, s1, s2, w1, w2, hs1, hs2, V, tol=tol, maxiter=CHECK_STEPS,
-                                    known=(best1, best2), capture=CHECK_CAPTURE, first_terms=first,
-                                    final_gradient=False)
+                                    known=(best1, best2), first_terms=first, final_gradient=False)
             fc = model.prox_objective(c1, c2, w1, w2, hs1, hs2, V)
             better = np.nonzero(fc < bestf - 1e-13 * np.maximum(1.0, np.abs(bestf)))[0]
             if better.size == 0:
@@ -370,11 +384,7 @@ class _Accumulator:
             best1[better], best2[better], bestgn[better] = d1, d2, dgn
             bestf[better] = model.prox_objective(d1, d2, *sub, V)
         jumped = bestf < fb - 1e-13 * np.maximum(1.0, np.abs(fb))
-        xi1, xi2, y1, y2 = _xi_y(self.B_inv, self.mu_w, w1, w2, hs1, hs2)
-        ov = self.ov
-        vals = model.channel_integrands(best1, best2, xi1, xi2, y1, y2, ov.q, ov.m, V, ov.theta)
-        sums = np.array([np.dot(v, weight) for v in vals])
-        return sums, float(weight[jumped].sum()), float(bestgn.max())
+        return best1, best2, bestgn, float(weight[jumped].sum())
 
 
 def _side_rule(centre, end, rule: ChannelRule, cut_at_zero: bool = False):
@@ -426,7 +436,7 @@ def _polar_eta_nodes(model, V, L_hh, rule):
     c, s = np.cos(beta), np.sin(beta)
     grid = np.linspace(0.0, R, 65)
     # all radii of all rays in one generated call (row k: radius grid[k])
-    margins = _bifurcation_margin(model, V, L_hh, c[None, :], s[None, :], grid[:, None] + np.zeros_like(c)[None, :])
+    margins = _bifurcation_margin(model, V, L_hh, c[None, :], s[None, :], grid[:, None])
     neg = margins < 0
     has_root = neg.any(axis=0) & (margins[0] > 0)
     first = np.where(has_root, neg.argmax(axis=0), 1)
