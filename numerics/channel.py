@@ -494,6 +494,9 @@ def _locate_switches(model, rule, V, w_of, t0, hs1, hs2, has_pair, half_width: f
     if lines.size == 0:
         return t_split, tuple(left), tuple(right), switched
     gap_tol = 1e-7
+    # A and B this close at the bracket's ends: one branch, no switch (a switch's gap is
+    # below this only within ~1e-8 of a cusp end of its segment)
+    join_tol = 1e-4
     tl = np.maximum(t0[lines] - half_width, -rule.t_max)
     tr = np.minimum(t0[lines] + half_width, rule.t_max)
 
@@ -540,7 +543,7 @@ def _locate_switches(model, rule, V, w_of, t0, hs1, hs2, has_pair, half_width: f
         # a bracket that has shrunk to nothing: a switch if the minima still differ
         width = tr[act] - tl[act]
         tiny = ~conv & (width < 1e-12 * np.maximum(1.0, np.abs(tm)))
-        joined = ~conv & (np.hypot(A1[act] - B1[act], A2[act] - B2[act]) <= gap_tol)
+        joined = ~conv & (np.hypot(A1[act] - B1[act], A2[act] - B2[act]) <= join_tol)
         s = act[tiny & ~joined]
         t_split[lines[s]] = 0.5 * (tl[s] + tr[s])
         found[s] = True
