@@ -80,7 +80,12 @@ class ChannelRule:
     safety net of :class:`_Accumulator`, about 60% of an evaluation). Off, the map is the
     one the located switches give; the solver uses it only to approach a fixed point,
     which is then always confirmed with the checks on
-    (:func:`numerics.fixed_point.solve_with_rule`).
+    (:func:`numerics.fixed_point.solve_with_rule`). check_from_w: the checks start
+    Newton from ``w`` as well as from the reflected branch (off, only the reflected
+    start: with the switches bracketed, the ``w`` start changed the fast channel
+    expectations by at most 7e-8 relative on twelve study points, near the positional
+    fold at ``omega = 0.15``, and by 9e-9 elsewhere, and cost a quarter of a checked
+    evaluation; docs/numerics.md, "The switch location").
     """
 
     n_eta: int = 24
@@ -95,6 +100,7 @@ class ChannelRule:
     near: float = 1.0
     use_symmetry: bool = True
     check_global: bool = True
+    check_from_w: bool = True
 
     def __post_init__(self):
         if self.eta_scheme not in ("polar", "hermite"):
@@ -362,7 +368,8 @@ class _Accumulator:
 
     def _checked(self, b1, b2, gn, w1, w2, hs1, hs2, weight, fb, g1, g2, H11, H12, H22):
         """The global prox at each node: the followed branch ``b`` (objective ``fb``,
-        gradient ``g``, Hessian ``H`` there) checked by Newton from ``w`` and from ``-b``.
+        gradient ``g``, Hessian ``H`` there) checked by Newton from ``-b`` and, unless the
+        rule leaves it out, from ``w``.
         Returns the best points, their gradient norms and the weight of the nodes where a
         check went lower."""
         model, V, tol = self.model, self.ov.V, self.rule.newton_tol
@@ -372,7 +379,10 @@ class _Accumulator:
         # same Hessian; its first Newton step needs no evaluation
         reflected = ((fb + 2.0 * (b1 * w1 + b2 * w2) / V, -2.0 * w1 / V - g1, -2.0 * w2 / V - g2, H11, H12, H22)
                      if model.loss_is_even else None)
-        for s1, s2, first in ((w1, w2, None), (-b1, -b2, reflected)):
+        starts = ((w1, w2, None), (-b1, -b2, reflected))
+        if not self.rule.check_from_w and model.loss_is_even:
+            starts = starts[1:]  # the reflected start alone (ChannelRule.check_from_w)
+        for s1, s2, first in starts:
             c1, c2, _ = newton_prox(model, s1, s2, w1, w2, hs1, hs2, V, tol=tol, maxiter=CHECK_STEPS,
                                     known=(best1, best2), first_terms=first, final_gradient=False)
             fc = model.prox_objective(c1, c2, w1, w2, hs1, hs2, V)
@@ -482,7 +492,9 @@ def _locate_switches(model, rule, V, w_of, t0, hs1, hs2, has_pair, half_width: f
     whose bracket shrinks with ``A`` and ``B`` joining continuously carries no
     switch; its split stays at ``t0``. Near the cusp ends of a switching segment,
     where both minima exist only in a narrow window, this keeps the switch that
-    Newton's method from ``t0 -+ 1`` lost (docs/numerics.md, section 2).
+    Newton's method from ``t0 -+ 1`` lost (docs/numerics.md, "The switch location").
+    A line still open after ``max_iter`` steps is left without a switch; the checks
+    of :class:`_Accumulator` then report its jump as unresolved weight.
     Returns ``(t_split, branch_left, branch_right, switched)``.
     """
     n = t0.size
@@ -494,9 +506,11 @@ def _locate_switches(model, rule, V, w_of, t0, hs1, hs2, has_pair, half_width: f
     if lines.size == 0:
         return t_split, tuple(left), tuple(right), switched
     gap_tol = 1e-7
-    # A and B this close at the bracket's ends: one branch, no switch (a switch's gap is
-    # below this only within ~1e-8 of a cusp end of its segment)
-    join_tol = 1e-4
+    # A and B this close at the bracket's ends: one branch, no switch. A switch's gap is
+    # below this only within ~1e-4 of a cusp end of its segment (gap ~ sqrt(distance));
+    # such a jump left in a line is small, and the checks report its nodes. (1e-4 gave
+    # bitwise the same channel values on six study points, with 7 more bisection steps.)
+    join_tol = 1e-2
     tl = np.maximum(t0[lines] - half_width, -rule.t_max)
     tr = np.minimum(t0[lines] + half_width, rule.t_max)
 
