@@ -355,7 +355,7 @@ class _Accumulator:
         self.nodes += n
 
     def _finish_chunk(self, arrays):
-        model, V, tol = self.model, self.ov.V, self.rule.newton_tol
+        model, V = self.model, self.ov.V
         b1, b2, gn, w1, w2, hs1, hs2, weight = arrays[:8]
         best1, best2, bestgn, unresolved = b1, b2, gn, 0.0
         if self.rule.check_global:

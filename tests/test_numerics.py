@@ -295,18 +295,11 @@ def test_switch_location_agrees_with_a_dense_scan_along_the_lines(model, monkeyp
     assert n_switched > 20
 
 
-def test_reflected_check_alone_catches_lost_switches(model, monkeypatch):
-    """The fast rules check each node from the reflected branch only (``check_from_w``
-    off). Where switches go unlocated (half of them hidden here), that check alone
-    finds the lower minimum on the nodes the two checks together find (at least 99%
-    of their weight); with the switches located it changes nothing measurable."""
+def _hide_half_of_the_switches(monkeypatch):
+    """Make the channel's switch location report every other located switch as none,
+    as a location that loses switches would (the checks then have work to do)."""
     from numerics import channel
 
-    ov = Overlaps(q=0.05, m=0.25, V=14.0, theta=0.0)
-    rule = ChannelRule(n_eta=12, n_r=6, n_u=6, n_t=10, n_near=4)
-    located = [channel_expectations(model, ov, dataclasses.replace(rule, check_from_w=w)) for w in (True, False)]
-    for name, value in located[0].expectations.items():
-        assert abs(located[1].expectations[name] - value) <= 1e-8 * abs(value), name
     locate = channel._locate_switches
 
     def losing_half(*args, **kwargs):
@@ -316,6 +309,20 @@ def test_reflected_check_alone_catches_lost_switches(model, monkeypatch):
         return t_split, left, right, switched
 
     monkeypatch.setattr(channel, "_locate_switches", losing_half)
+
+
+def test_reflected_check_alone_catches_lost_switches(model, monkeypatch):
+    """The fast rules check each node from the reflected branch only (``check_from_w``
+    off). Where switches go unlocated (half of them hidden here), that check alone
+    finds the lower minimum on the nodes the two checks together find (at least 99%
+    of their weight); with the switches located it changes nothing measurable."""
+
+    ov = Overlaps(q=0.05, m=0.25, V=14.0, theta=0.0)
+    rule = ChannelRule(n_eta=12, n_r=6, n_u=6, n_t=10, n_near=4)
+    located = [channel_expectations(model, ov, dataclasses.replace(rule, check_from_w=w)) for w in (True, False)]
+    for name, value in located[0].expectations.items():
+        assert abs(located[1].expectations[name] - value) <= 1e-8 * abs(value), name
+    _hide_half_of_the_switches(monkeypatch)
     both, reflected = (channel_expectations(model, ov, dataclasses.replace(rule, check_from_w=w)) for w in (True, False))
     assert both.unresolved_weight > 1e-5
     assert reflected.unresolved_weight >= 0.99 * both.unresolved_weight
@@ -550,21 +557,12 @@ def test_a_two_phase_solve_ends_on_a_fixed_point_of_the_checked_map(model, monke
     (unresolved weight below 1e-12 here), so half of them are hidden from the
     integration, as a switch location that loses switches would: the checks then
     matter, which is the case the two phases exist for."""
-    from numerics import channel
     from numerics.fixed_point import _solve_on_map
     from numerics.state import update_overlaps
 
     from numerics.fixed_point import PRECISIONS
 
-    locate = channel._locate_switches
-
-    def losing_half(*args, **kwargs):
-        t_split, left, right, switched = locate(*args, **kwargs)
-        switched = switched.copy()
-        switched[::2] = False
-        return t_split, left, right, switched
-
-    monkeypatch.setattr(channel, "_locate_switches", losing_half)
+    _hide_half_of_the_switches(monkeypatch)
     rule = PRECISIONS["fast"].rule
     start = Overlaps(q=0.05, m=0.25, V=14.0, theta=0.0)
     two = solve_with_rule(model, 1.5, "positional", rule, start, tol=1e-9)
