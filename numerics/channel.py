@@ -489,8 +489,8 @@ def _locate_switches(model, rule, V, w_of, t0, hs1, hs2, has_pair, half_width: f
     ``D`` says on which side ``t*`` lies. Where they have merged, one of them has
     ended in a fold, and a fold of the left minimum lies right of ``t*`` (and vice
     versa); the merged point is attributed to the minimum it is nearer to. A line
-    whose bracket shrinks with ``A`` and ``B`` joining continuously carries no
-    switch; its split stays at ``t0``. Near the cusp ends of a switching segment,
+    whose bracket ends come to hold minima within ``join_tol`` (1e-2) of each other
+    carries no switch; its split stays at ``t0``. Near the cusp ends of a switching segment,
     where both minima exist only in a narrow window, this keeps the switch that
     Newton's method from ``t0 -+ 1`` lost (docs/numerics.md, "The switch location").
     A line still open after ``max_iter`` steps is left without a switch; the checks
