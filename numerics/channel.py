@@ -517,10 +517,8 @@ def _locate_switches(model, rule, V, w_of, t0, hs1, hs2, has_pair, half_width: f
     def at(t, idx):
         return w_of(t, idx=lines[idx])
 
-    A = global_prox(model, *at(tl, slice(None)), hs1[lines], hs2[lines], V, tol=rule.newton_tol)[:2]
-    B = global_prox(model, *at(tr, slice(None)), hs1[lines], hs2[lines], V, tol=rule.newton_tol)[:2]
-    A1, A2 = A
-    B1, B2 = B
+    A1, A2 = global_prox(model, *at(tl, slice(None)), hs1[lines], hs2[lines], V, tol=rule.newton_tol)[:2]
+    B1, B2 = global_prox(model, *at(tr, slice(None)), hs1[lines], hs2[lines], V, tol=rule.newton_tol)[:2]
     # the direction of w along the lines (w is affine in t)
     wa, wb = at(np.ones(lines.size), slice(None)), at(np.zeros(lines.size), slice(None))
     dw1, dw2 = wa[0] - wb[0], wa[1] - wb[1]

@@ -74,9 +74,9 @@ PRECISIONS = {
     "draft": Precision("draft", _DRAFT_RULE, _DRAFT_RULE, 16, 16, 1e-8, 1e-5),
     # The reported values use the finer rule; the coarse one supplies the error
     # estimate. Rules chosen by the convergence study in docs/numerics.md: against a
-    # 40/16/28/32/12 reference the fast fine rule is within 5.4e-5 relative on both
-    # branches at alpha = 1 and 2; |fine - coarse| exceeded that true error in 18 of 20
-    # entries (short at alpha = 2 positional: Vhat 1.8e-5 vs 2.3e-5, E[M] 1e-8 vs 5e-7).
+    # 40/16/28/32/12 reference the fast fine rule is within 2.0e-5 relative on both
+    # branches at alpha ~ 1 and 2, and |fine - coarse| exceeds that true error in all 16
+    # entries (eighth session).
     # Both fast solves stop at 1e-7: the fast map is smooth only to ~1e-7 and its error
     # estimates are 1e-6..1e-4 relative (docs/numerics.md section 3). The reporting rule
     # has 16 near nodes (8 until the eighth session): with 8 both fast rules shared an
