@@ -17,10 +17,11 @@ import numpy as np
 
 from derivations import ModelSpec
 
-from .fixed_point import DEFAULT_START, BranchLost, FixedPoint, solve_branch
+from .fixed_point import DEFAULT_START, PRECISIONS, BranchLost, FixedPoint, solve_branch
 from .model import bind
 from .overlaps import Overlaps
 from .solver import SolverError
+from .starts import search_starts
 
 log = logging.getLogger(__name__)
 
@@ -162,7 +163,10 @@ def _find_anchor(spec, model, branch, precision, candidates, start):
     positional branch ends below alpha = 2); a failing draft probe about a quarter of
     that. The draft rule's folds are not the fast rules' (they differ by ~0.01 in alpha
     near the positional ones), so if no probe succeeds, every candidate is tried again
-    with the precision's own rules before the branch is declared not found."""
+    with the precision's own rules before the branch is declared not found. Before
+    that, each candidate is probed from the starts of :func:`starts.search_starts`
+    (only where the anchor start has failed everywhere, so the softmax model's
+    branches, found from their anchor starts, never pay for the search)."""
     failures = []
 
     def attempt(alpha, precision_, start_):
@@ -173,16 +177,34 @@ def _find_anchor(spec, model, branch, precision, candidates, start):
                         f"{'solver failed' if fp is None else f'converged={fp.converged} to {fp.overlaps}'}")
         return None
 
+    def probe_then_solve(alpha, start_):
+        probe = attempt(alpha, "draft", start_)
+        if probe is None or precision == "draft":
+            return probe, probe
+        return probe, attempt(alpha, precision, probe.overlaps)
+
     probed = set()
-    if precision != "draft":
-        for alpha in candidates:
-            probe = attempt(alpha, "draft", start)
-            if probe is None:
-                continue
+    for alpha in candidates:
+        probe, fp = probe_then_solve(alpha, start)
+        if fp is not None:
+            return alpha, fp
+        if probe is not None:
             probed.add(alpha)
-            fp = attempt(alpha, precision, probe.overlaps)
+    # the anchor start is the softmax model's; a regenerated model's branch may lie far
+    # from it (numerics/starts.py). Searched starts are tried before the precision's own
+    # rules from the anchor start, which cost a failed full solve per candidate
+    for alpha in candidates:
+        for searched in search_starts(model, alpha, branch, PRECISIONS["draft"].rule):
+            probe, fp = probe_then_solve(alpha, searched)
             if fp is not None:
+                log.info("%s branch: anchor found at alpha = %g from the searched start %s", branch, alpha,
+                         searched)
                 return alpha, fp
+            if probe is not None:
+                probed.add(alpha)
+                break
+    if precision == "draft":
+        return "; ".join(failures)
     for alpha in candidates:
         if alpha in probed:
             continue  # already solved with the precision's rules, from the draft solution

@@ -72,6 +72,10 @@ def register(sub):
     p.add_argument("--alpha", default="0.1:2.5:25", help="grid START:STOP:N (default 0.1:2.5:25)")
     p.add_argument("--branches", default="semantic,positional", help="comma-separated (default semantic,positional)")
     p.add_argument("--out", default="curve.csv", help="CSV file to write (default curve.csv)")
+    p.add_argument("--figure", action="store_true",
+                   help="also draw q, the overlaps and the test error against alpha beside the CSV (.png, .pdf)")
+    p.add_argument("--compare", default="", metavar="CSV[,CSV...]",
+                   help="with --figure: curve CSVs of other models (e.g. another --attention) to draw beside")
     _common(p)
     p.set_defaults(func=cmd_curve)
 
@@ -172,21 +176,59 @@ def cmd_curve(args) -> int:
     for b in branches:
         if b not in ("semantic", "positional", "trivial"):
             raise _usage(f"--branches: unknown branch {b!r}")
+    compare = [c.strip() for c in args.compare.split(",") if c.strip()]
+    if compare and not args.figure:
+        raise _usage("--compare: needs --figure")
+    for path in compare:  # checked before the curve is computed
+        if not os.access(path, os.R_OK):
+            raise _usage(f"--compare: cannot read {path}")
     with _progress(len(alphas) * len(branches), "curve") as bar:
         curves = _curves(spec, alphas, branches, args.precision, bar)
     rows = [p.to_row() for c in curves.values() for p in c.points]
     _write_csv(args.out, rows)
     spin = [s for c in curves.values() for s in c.spinodals]
     notes = [c.note for c in curves.values() if c.note]
+    figures = _curve_figure(spec, args.out, args.compare) if args.figure else []
     if args.json:
-        _emit({"csv": args.out, "rows": len(rows), "spinodals": spin, "notes": notes}, True)
+        _emit({"csv": args.out, "rows": len(rows), "spinodals": spin, "notes": notes, "figures": figures}, True)
     else:
-        print(f"wrote {len(rows)} rows to {args.out}; spinodals: {spin}")
+        print(f"wrote {len(rows)} rows to {args.out}; spinodals: {spin}" +
+              (f"; figures: {', '.join(figures)}" if figures else ""))
         for n in notes:
             print(f"note: {n}")
     if not rows:
         return 1
     return 0 if all(p.converged for c in curves.values() for p in c.points) else 1
+
+
+def _curve_figure(spec, csv_path, compare):
+    """The figure of the curve just written, read back from its CSV, beside the curves
+    of ``compare`` (comma-separated CSV paths), each labelled by its model."""
+    import csv
+
+    from derivations import ModelSpec
+    from numerics.api import linear_baseline
+    from numerics.plotting import plot_model_comparison
+
+    def spec_from_row(r):  # the model columns of FixedPoint.to_row
+        return ModelSpec(sigma=float(r["sigma"]), lam=float(r["lam"]), omega=float(r["omega"]),
+                         A=((float(r["a11"]), float(r["a12"])), (float(r["a21"]), float(r["a22"]))),
+                         attention=r["attention"], teacher=r["teacher"], regulariser=r["regulariser"])
+
+    def label(s):
+        return f"{s.attention} attention, omega={s.omega:g}"
+
+    curves = {}
+    for path in [csv_path] + [c.strip() for c in compare.split(",") if c.strip()]:
+        with open(path, newline="") as fh:
+            rows = list(csv.DictReader(fh))
+        model = spec_from_row(rows[0]) if rows else spec
+        name = label(model)
+        while name in curves:
+            name += "'"
+        curves[name] = (rows, linear_baseline(model).test_error)
+    stem = os.path.splitext(csv_path)[0]
+    return plot_model_comparison(curves, stem)
 
 
 def cmd_thresholds(args) -> int:

@@ -349,6 +349,52 @@ def _lost_check(F: "_Map", model: BoundModel, branch: str, lost_below: Optional[
     return check
 
 
+def _on_branch(start: Overlaps, branch: str) -> Overlaps:
+    return Overlaps.from_array([start.as_array()[i] if n not in FIXED_ZERO[branch] else 0.0
+                                for i, n in enumerate(("q", "m", "V", "theta"))])
+
+
+def _coarse_solve(model: BoundModel, alpha: float, branch: str, prec: Precision, start: Optional[Overlaps],
+                  lost_below: Optional[float], history: tuple) -> RuleSolution:
+    """The coarse-rule solve of :func:`solve_branch`. Without a ``start``, from the
+    branch's default start and, where that fails (an error or ``converged=False``),
+    from the best starts of :func:`starts.search_starts` in turn (multi-start; the
+    default starts are the softmax model's, see that module)."""
+    tol = prec.coarse_tol or prec.tol
+    if start is not None:
+        return solve_with_rule(model, alpha, branch, prec.rule, _on_branch(start, branch), tol,
+                               lost_below=lost_below, history=history)
+    default = _on_branch(DEFAULT_START.get(branch, DEFAULT_START["semantic"]), branch)
+    failures = []
+    try:
+        coarse = solve_with_rule(model, alpha, branch, prec.rule, default, tol, lost_below=lost_below,
+                                 history=history)
+        if coarse.converged:
+            return coarse
+        failures.append(f"default start: not converged (residual {coarse.residual8:.2e})")
+    except (SolverError, FloatingPointError) as exc:
+        coarse = None
+        failures.append(f"default start: {exc}")
+    from .starts import search_starts
+
+    for searched in search_starts(model, alpha, branch, prec.rule):
+        try:
+            sol = solve_with_rule(model, alpha, branch, prec.rule, searched, tol, lost_below=lost_below)
+        except (SolverError, FloatingPointError) as exc:
+            failures.append(f"searched start {searched}: {exc}")
+            continue
+        if sol.converged:
+            log.info("alpha=%g %s: default start failed, solved from the searched start %s", alpha, branch,
+                     searched)
+            return sol
+        failures.append(f"searched start {searched}: not converged (residual {sol.residual8:.2e})")
+        coarse = coarse or sol
+    if coarse is None:
+        raise SolverError(f"alpha={alpha} {branch}: no start converged ({'; '.join(failures)})")
+    log.info("alpha=%g %s: no start converged (%s)", alpha, branch, "; ".join(failures))
+    return coarse
+
+
 def solve_branch(spec: ModelSpec, alpha: float, branch: str = "semantic", precision: str = "fast",
                  start: Optional[Overlaps] = None, model: Optional[BoundModel] = None,
                  lost_below: Optional[float] = None, history: tuple = ()) -> FixedPoint:
@@ -361,6 +407,10 @@ def solve_branch(spec: ModelSpec, alpha: float, branch: str = "semantic", precis
 
     ``history``: the ``continuation_pairs`` of a solution at a nearby ``alpha``; the
     coarse solve starts with their Jacobian information.
+
+    ``start``: where the coarse solve starts; by default the branch's
+    ``DEFAULT_START`` and, if the solve from there fails, searched starts
+    (:func:`_coarse_solve`).
     """
     if branch not in FIXED_ZERO:
         raise ValueError(f"branch: unknown branch {branch!r}; choose from {', '.join(FIXED_ZERO)}")
@@ -369,11 +419,7 @@ def solve_branch(spec: ModelSpec, alpha: float, branch: str = "semantic", precis
     prec = PRECISIONS[precision]
     model = model or bind(spec)
     t_start = time.perf_counter()
-    start = start or DEFAULT_START.get(branch, DEFAULT_START["semantic"])
-    start = Overlaps.from_array([start.as_array()[i] if n not in FIXED_ZERO[branch] else 0.0
-                                 for i, n in enumerate(("q", "m", "V", "theta"))])
-    coarse = solve_with_rule(model, alpha, branch, prec.rule, start, prec.coarse_tol or prec.tol,
-                             lost_below=lost_below, history=history)
+    coarse = _coarse_solve(model, alpha, branch, prec, start, lost_below, history)
     # a coarse solve that did not converge (stalled past a fold, say) gives no start
     # for the fine one: the point is reported as it is, not converged, with no estimate
     single = prec.rule == prec.check_rule or not coarse.converged

@@ -7,6 +7,16 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 
+def _save(fig, stem):
+    paths = []
+    for ext in ("png", "pdf"):
+        path = f"{stem}.{ext}"
+        fig.savefig(path, dpi=130)
+        paths.append(path)
+    plt.close(fig)
+    return paths
+
+
 def plot_curves(rows, linear_test_error, summary, stem):
     """The paper's Figure-2-like panel: overlaps and test error against alpha, both
     branches, the global minimum bold, the linear baseline, alpha_c and alpha_l."""
@@ -20,10 +30,13 @@ def plot_curves(rows, linear_test_error, summary, stem):
         a = [float(r["alpha"]) for r in pts]
         glob = [str(r["global_minimum"]) == "True" for r in pts]
         over = [abs(float(r["theta"])) / sigma2 if branch == "semantic" else abs(float(r["m"])) / sigma2 for r in pts]
-        label = r"$\theta/\sigma^2$ (semantic)" if branch == "semantic" else r"$m/\sigma^2$ (positional)"
-        axes[0].plot(a, over, color=colour, lw=1, label=label)
+        series = [(axes[1], [float(r["test_error"]) for r in pts])]
+        if branch != "trivial":  # its overlaps m and theta vanish
+            label = r"$\theta/\sigma^2$ (semantic)" if branch == "semantic" else r"$m/\sigma^2$ (positional)"
+            axes[0].plot(a, over, color=colour, lw=1, label=label)
+            series.append((axes[0], over))
         axes[1].plot(a, [float(r["test_error"]) for r in pts], color=colour, lw=1, label=branch)
-        for ax, ys in ((axes[0], over), (axes[1], [float(r["test_error"]) for r in pts])):
+        for ax, ys in series:
             ax.plot([x for x, g in zip(a, glob) if g], [y for y, g in zip(ys, glob) if g], "o", ms=3, color=colour)
     axes[1].axhline(linear_test_error, color="k", ls="--", lw=1, label="linear baseline")
     for ax in axes:
@@ -39,10 +52,45 @@ def plot_curves(rows, linear_test_error, summary, stem):
     fig.suptitle(f"omega={m.get('omega')}, sigma={m.get('sigma')}, lam={m.get('lam')}, attention={m.get('attention')}"
                  " (dots: global minimum)", fontsize=9)
     fig.tight_layout()
-    paths = []
-    for ext in ("png", "pdf"):
-        path = f"{stem}.{ext}"
-        fig.savefig(path, dpi=130)
-        paths.append(path)
-    plt.close(fig)
-    return paths
+    return _save(fig, stem)
+
+
+def plot_model_comparison(curves, stem):
+    """Curves of several models side by side (e.g. linear against softmax attention):
+    ``curves`` maps a label to ``(rows, linear_test_error)``. Panels: ``q``, the defining
+    overlap of each branch (``theta/sigma^2`` semantic, ``m/sigma^2`` positional) and the
+    test error against alpha; colour by branch, line style by model, dots at the global
+    minimum, each model's linear baseline dashed in its line style."""
+    fig, axes = plt.subplots(1, 3, figsize=(13, 4))
+    colours = {"semantic": "tab:blue", "positional": "tab:orange", "trivial": "tab:gray"}
+    styles = ["-", "--", ":", "-."]
+    for k, (label, (rows, linear_test_error)) in enumerate(curves.items()):
+        ls = styles[k % len(styles)]
+        for branch, colour in colours.items():
+            pts = sorted((r for r in rows if r["branch"] == branch), key=lambda r: float(r["alpha"]))
+            if not pts:
+                continue
+            sigma2 = float(pts[0]["sigma"]) ** 2
+            a = [float(r["alpha"]) for r in pts]
+            glob = [str(r["global_minimum"]) == "True" for r in pts]
+            series = [(axes[0], [float(r["q"]) for r in pts]),
+                      (axes[2], [float(r["test_error"]) for r in pts])]
+            if branch != "trivial":
+                key = "theta" if branch == "semantic" else "m"
+                series.append((axes[1], [abs(float(r[key])) / sigma2 for r in pts]))
+            for ax, ys in series:
+                ax.plot(a, ys, ls, color=colour, lw=1.2, label=f"{label}: {branch}")
+                ax.plot([x for x, g in zip(a, glob) if g], [y for y, g in zip(ys, glob) if g], "o", ms=3,
+                        color=colour)
+        axes[2].axhline(linear_test_error, color="k", ls=ls, lw=0.8, label=f"{label}: linear baseline")
+    axes[0].set_ylabel("q")
+    axes[1].set_ylabel(r"$\theta/\sigma^2$ (semantic), $m/\sigma^2$ (positional)")
+    axes[2].set_ylabel("test error")
+    axes[2].set_yscale("log")
+    for ax in axes:
+        ax.set_xlabel(r"$\alpha$")
+        if ax.get_legend_handles_labels()[0]:  # the overlap panel is empty when only trivial points are drawn
+            ax.legend(fontsize=6)
+    fig.suptitle("dots: global minimum among the branches found", fontsize=9)
+    fig.tight_layout()
+    return _save(fig, stem)

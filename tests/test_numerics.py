@@ -19,7 +19,7 @@ from numerics.fixed_point import solve_branch, solve_with_rule
 from numerics.model import bind
 from numerics.overlaps import Overlaps
 from numerics.prox import global_prox, newton_prox
-from numerics.solver import solve_fixed_point
+from numerics.solver import SolverError, solve_fixed_point
 from numerics.state import free_energy, update_hat_overlaps
 from numerics.state import test_error as generalisation_error
 
@@ -173,6 +173,45 @@ def test_solve_branch_result_object():
     json.dumps(d)
 
 
+def test_linear_attention_is_solved_from_a_searched_start():
+    """Linear attention (``S = h h^T``) has its loss concave around ``h = 0``: from the
+    softmax model's default start the map sends ``V`` below zero and the solve fails.
+    Without a start, ``solve_branch`` then searches one (``numerics/starts.py``) and
+    reaches the trivial fixed point, a fixed point of the map on all eight parameters,
+    at which the free energy is stationary in ``q`` and ``V`` (central differences of
+    prior part + alpha E[M] against the conjugates, as for the softmax model)."""
+    from numerics.fixed_point import DEFAULT_START, PRECISIONS
+    from numerics.starts import map_displacement, search_starts
+
+    spec, alpha = ModelSpec(attention="linear"), 1.5
+    lin = bind(spec)
+    rule = PRECISIONS["draft"].rule
+    assert map_displacement(lin, alpha, DEFAULT_START["trivial"], rule) == np.inf  # the undamped V < 0
+    try:
+        assert not solve_with_rule(lin, alpha, "trivial", rule, DEFAULT_START["trivial"], tol=1e-8).converged
+    except (SolverError, FloatingPointError):
+        pass
+    fp = solve_branch(spec, alpha, "trivial", "draft", model=lin)
+    assert fp.converged and fp.residual < 1e-6
+    ov, hats = fp.overlaps, fp.hats
+    assert hats.Vhat > 0 and ov.m == 0 and ov.theta == 0
+    # the searched start is a start, not the answer: the solve moved it
+    best = search_starts(lin, alpha, "trivial", rule)[0]
+    assert abs(best.q / ov.q - 1) > 0.05 or abs(best.V / ov.V - 1) > 0.05
+
+    def F(x):
+        o = Overlaps.from_array(x)
+        envelope = channel_expectations(lin, o, rule).expectations["envelope"]
+        return free_energy(lin, o, hats, alpha, envelope)
+
+    x0 = ov.as_array()
+    for i, h, j in ((0, 1e-3, 2), (2, 1e-2, 0)):  # dF/dq = -Vhat/2 + ..., dF/dV = qhat/2 - ...
+        e = np.zeros(4)
+        e[i] = h
+        dF = (F(x0 + e) - F(x0 - e)) / (2 * h)
+        assert abs(dF) < 1e-4 * 0.5 * abs(hats.as_array()[j]), (i, dF, hats)
+
+
 def test_small_alpha_tends_to_uniform_attention(model):
     """As alpha -> 0 the solution is trivial and the test error is that of uniform
     attention S = 1/2: (sigma^2/2)(E|T|_F^2 - 1), since T's rows sum to one."""
@@ -216,12 +255,35 @@ def test_solver_converges_and_reports_failure_honestly():
     ["curve", "--alpha", "1:2"],
     ["thresholds", "--A", "0.6,0.4,0.4"],
     ["solve", "--alpha", "2", "--attention", "cubic"],
+    ["curve", "--alpha", "1:2:2", "--figure", "--compare", "/nonexistent/curve.csv"],
+    ["curve", "--alpha", "1:2:2", "--compare", "other.csv"],
 ])
 def test_cli_bad_input_is_one_line_exit_2(argv):
     proc = subprocess.run([sys.executable, "-m", "attnphase.cli", *argv], capture_output=True, text=True)
     assert proc.returncode == 2
     assert len(proc.stderr.strip().splitlines()) == 1
     assert "Traceback" not in proc.stderr
+
+
+def test_curve_figure_draws_two_models_from_their_csvs(tmp_path):
+    """``curve --figure --compare``: each CSV is read back, labelled by the model in its
+    rows, and drawn with that model's linear baseline."""
+    from numerics.cli import _curve_figure, _write_csv
+    from numerics.fixed_point import FixedPoint
+    from numerics.overlaps import HatOverlaps
+
+    def rows(spec, branch, q):
+        return [FixedPoint(alpha=a, branch=branch, overlaps=Overlaps(q, 0.0, 5.0, 0.0), hats=HatOverlaps(0, 0, 0, 0),
+                           test_error=0.1, train_loss=0.01 * a, converged=True, iterations=3, residual=0.0,
+                           error={}, diagnostics={}, model=spec, precision="draft", wall_time=0.1).to_row()
+                for a in (0.5, 1.0, 1.5)]
+
+    linear, softmax = ModelSpec(attention="linear"), ModelSpec()
+    _write_csv(str(tmp_path / "linear.csv"), rows(linear, "trivial", 0.5))
+    _write_csv(str(tmp_path / "softmax.csv"), rows(softmax, "trivial", 0.05))
+    paths = _curve_figure(linear, str(tmp_path / "linear.csv"), str(tmp_path / "softmax.csv"))
+    assert paths == [str(tmp_path / "linear.png"), str(tmp_path / "linear.pdf")]
+    assert all((tmp_path / p).stat().st_size > 10_000 for p in ("linear.png", "linear.pdf"))
 
 
 @pytest.mark.parametrize("centre", [-1.6, 0.3, 2.5, -6.6])
@@ -451,6 +513,8 @@ def test_follow_branch_looks_for_a_branch_inside_the_grid_when_the_anchor_fails(
 
     monkeypatch.setattr(branches, "_try_solve", fake_solve)
     monkeypatch.setattr(branches, "bind", lambda spec: None)
+    searched = Overlaps(0.3, 0.5, 2.0, 0.0)
+    monkeypatch.setattr(branches, "search_starts", lambda model, alpha, branch, rule: [searched])
     grid = np.linspace(0.1, 2.5, 13)  # 0.1, 0.3, ..., 2.5
     curve = branches.follow_branch(SPEC, grid, "positional", "draft", bisections=1)
     # the anchor alpha = 2 lies inside the grid: it is moved to the nearest grid point
@@ -461,14 +525,16 @@ def test_follow_branch_looks_for_a_branch_inside_the_grid_when_the_anchor_fails(
     assert 0.9 <= curve.spinodals[0]["alpha"] <= 1.1
     tried.clear()
     explicit = branches.follow_branch(SPEC, grid, "positional", "draft", anchor=(2.0, Overlaps(0.05, 0.25, 14.0, 0.0)))
-    assert tried == [2.0] and explicit.points == [] and "not found at the anchor" in explicit.note
+    # the anchor start failed: the searched start is tried before the branch is declared not found
+    assert tried == [2.0, 2.0] and explicit.points == [] and "not found at the anchor" in explicit.note
 
 
 def test_anchor_candidates_are_probed_with_the_draft_rule(monkeypatch):
     """Each anchor candidate is first solved with the draft rule; the precision's solve
     runs only where the draft one found the branch, and starts from its solution. If no
-    probe finds the branch, every candidate is tried again with the precision's rules
-    (the draft rule's folds are not the fast ones')."""
+    probe finds the branch, each candidate is probed from the searched starts
+    (``starts.search_starts``), then every candidate is tried again with the precision's
+    rules from the anchor start (the draft rule's folds are not the fast ones')."""
     from types import SimpleNamespace
 
     from numerics import branches
@@ -485,6 +551,8 @@ def test_anchor_candidates_are_probed_with_the_draft_rule(monkeypatch):
         return None
 
     monkeypatch.setattr(branches, "_try_solve", fake_solve)
+    searched = [Overlaps(0.3, 0.5, 2.0, 0.0), Overlaps(0.5, 0.7, 1.0, 0.0)]
+    monkeypatch.setattr(branches, "search_starts", lambda model, alpha, branch, rule: searched)
     start = Overlaps(0.05, 0.25, 14.0, 0.0)
     limit.update(draft=1.0, fast=1.0)
     alpha, fp = branches._find_anchor(SPEC, None, "positional", "fast", [2.0, 0.5, 0.2], start)
@@ -493,10 +561,22 @@ def test_anchor_candidates_are_probed_with_the_draft_rule(monkeypatch):
     tried.clear()
     limit.update(draft=0.0, fast=1.0)  # no draft probe finds the branch
     alpha, fp = branches._find_anchor(SPEC, None, "positional", "fast", [2.0, 0.5, 0.2], start)
-    assert alpha == 0.5 and [t[:2] for t in tried] == [(2.0, "draft"), (0.5, "draft"), (0.2, "draft"),
-                                                       (2.0, "fast"), (0.5, "fast")]
+    from_anchor_start = [(a, "draft", start) for a in (2.0, 0.5, 0.2)]
+    from_searched = [(a, "draft", s) for a in (2.0, 0.5, 0.2) for s in searched]
+    assert alpha == 0.5 and tried == from_anchor_start + from_searched + [(2.0, "fast", start), (0.5, "fast", start)]
+    tried.clear()
+    limit.update(draft=0.0, fast=0.0)
+    # the draft rule finds the branch from the second searched start only
+    monkeypatch.setattr(branches, "_try_solve", lambda spec, alpha, branch, precision, start_, model, near=None: (
+        tried.append((alpha, precision, start_)) or (SimpleNamespace(
+            alpha=alpha, converged=True, overlaps=draft_solution, model=SPEC, continuation_pairs=())
+            if start_ is searched[1] or precision == "fast" else None)))
+    alpha, fp = branches._find_anchor(SPEC, None, "positional", "fast", [2.0, 0.5], start)
+    assert alpha == 2.0 and tried == [(2.0, "draft", start), (0.5, "draft", start), (2.0, "draft", searched[0]),
+                                      (2.0, "draft", searched[1]), (2.0, "fast", draft_solution)]
     tried.clear()
     limit.clear()
+    monkeypatch.setattr(branches, "_try_solve", fake_solve)
     note = branches._find_anchor(SPEC, None, "positional", "fast", [2.0, 0.5], start)
     assert isinstance(note, str) and "alpha = 2 (draft)" in note and "alpha = 0.5 (fast)" in note
 
