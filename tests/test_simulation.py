@@ -256,6 +256,15 @@ def test_branch_and_sign_fixing():
     assert (v["m"] < 0).any() and (v["m"] > 0).any()  # signed, not absolute
     v = compare.sign_fixed(pos["runs"], "positional")
     assert (v["m"] > 0).all()
+    # overlaps at the level a vector of that norm has by chance are trivial: linear
+    # attention at d = 100 has q ~ 0.45 and |theta|/sigma^2 ~ 0.1 by chance (cut 3 x 0.134)
+    chance = _fake_result(1.0, "semantic")
+    for r in chance["runs"]:
+        r.update(q=0.45, theta_over_sigma2=0.1 + 0.01 * r["theta_over_sigma2"])
+    assert compare.branch_of(chance) == "trivial"
+    for r in chance["runs"]:  # a small semantic overlap at the softmax model's norm (cut 3 x 0.063) is not
+        r.update(q=0.1, theta_over_sigma2=0.25)
+    assert compare.branch_of(chance) == "semantic"
 
 
 def test_compare_point_z_scores():

@@ -20,7 +20,10 @@ Branch and sign conventions
 ---------------------------
 The branch a start converged to is read from the simulation: ``semantic`` when
 the mean ``|theta|/sigma^2`` exceeds the mean ``|m|``, ``positional`` otherwise,
-``trivial`` when both are below ``TRIVIAL_CUT``. The model is invariant under
+``trivial`` when both are below ``TRIVIAL_CUT`` or below three times the overlap a
+vector of the runs' norm has with ``Q*`` or ``mu_1`` by chance
+(``sqrt(q / (sigma^2 d))``: at ``q = 0.45``, as linear attention's trivial point has,
+that is 0.13 at ``d = 100``). The model is invariant under
 ``Q -> -Q``, so each run is first sign-fixed so that the branch's own order
 parameter is positive (``theta`` on the semantic branch, ``m`` on the positional
 one). The *other* parameter, whose theory value is 0, is then compared signed:
@@ -133,7 +136,9 @@ def branch_of(result: dict) -> str:
     """The branch the runs of ``result`` converged to (see the module docstring)."""
     th = float(np.mean([r["theta_over_sigma2"] for r in result["runs"]]))
     m = float(np.mean([r["m"] for r in result["runs"]]))
-    if max(th, m) < TRIVIAL_CUT:
+    q = float(np.mean([r["q"] for r in result["runs"]]))
+    chance = math.sqrt(q / (result["model"]["sigma"] ** 2 * result["d"]))
+    if max(th, m) < max(TRIVIAL_CUT, 3 * chance):
         return "trivial"
     return "semantic" if th > m else "positional"
 
