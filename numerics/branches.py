@@ -223,12 +223,14 @@ ANCHOR_GRID_FRACTIONS = (0.5, 0.2, 0.1)
 def _anchor_alphas(anchor_alpha: float, alphas: np.ndarray) -> list:
     """The anchor, then the grid points at ``ANCHOR_GRID_FRACTIONS`` of the grid.
 
-    An anchor inside the grid's range is moved to the nearest grid point (at most half a
-    spacing away): its solution is then one of the reported points, not an extra full
-    solve that only seeds the continuation (one solve per branch and column of a phase
-    diagram, whose default grid does not contain alpha = 2)."""
-    inside = alphas.size and alphas[0] <= anchor_alpha <= alphas[-1]
-    out = [float(alphas[np.argmin(np.abs(alphas - anchor_alpha))] if inside else anchor_alpha)]
+    The anchor is moved to the nearest grid point: its solution is then one of the
+    reported points, not an extra full solve that only seeds the continuation (one solve
+    per branch and column of a phase diagram, whose default grid does not contain
+    alpha = 2). An anchor outside the grid is moved to the grid's nearer end: a
+    continuation from alpha = 1 to a grid on [20, 60] (linear attention's semantic
+    branch) failed on its last long step and reported a spinodal of the trivial branch
+    at 19.4 +- 1.2 where that branch exists (solved at 18, 19, ..., 26)."""
+    out = [float(alphas[np.argmin(np.abs(alphas - anchor_alpha))]) if alphas.size else float(anchor_alpha)]
     if alphas.size:
         for fraction in ANCHOR_GRID_FRACTIONS:
             a = float(alphas[int(round(fraction * (alphas.size - 1)))])

@@ -33,11 +33,15 @@ def model():
     return bind(SPEC)
 
 
-def test_global_prox_matches_dense_grid_search(model):
+@pytest.mark.parametrize("attention, q, m, V, newton_from_w_fails", [
+    ("softmax", 0.05, 0.09, 24.0, True),  # the theta = 0 point where Newton from w alone fails most
+    ("linear", 0.53, 0.0, 4.08, False),   # linear attention's trivial point at alpha = 1.5
+])
+def test_global_prox_matches_dense_grid_search(attention, q, m, V, newton_from_w_fails):
     """The disk bound |h - w| <= sqrt(2 V l(w)) makes a dense grid an exact reference."""
+    model = bind(ModelSpec(attention=attention))
     rng = np.random.default_rng(0)
     n = 2000
-    q, m, V = 0.05, 0.09, 24.0  # the theta = 0 point where Newton from w alone fails most
     xi, y = rng.standard_normal((2, n)), rng.standard_normal((2, n))
     w1, w2, hs1, hs2 = model.preactivations(xi[0], xi[1], y[0], y[1], q, m, 0.0)
     h1, h2, f, gn = global_prox(model, w1, w2, hs1, hs2, V)
@@ -57,9 +61,9 @@ def test_global_prox_matches_dense_grid_search(model):
     ref = model.prox_objective(r1, r2, w1, w2, hs1, hs2, V)
     assert np.all(f <= ref + 1e-14)
     assert np.max(gn) < 1e-10
-    # and Newton from w alone is not enough (the reason for the safeguard)
+    # and Newton from w alone is not enough for the softmax (the reason for the safeguard)
     n1, n2, _ = newton_prox(model, w1, w2, w1, w2, hs1, hs2, V)
-    assert np.any(model.prox_objective(n1, n2, w1, w2, hs1, hs2, V) > ref + 1e-10)
+    assert np.any(model.prox_objective(n1, n2, w1, w2, hs1, hs2, V) > ref + 1e-10) == newton_from_w_fails
 
 
 @pytest.mark.parametrize("attention", ["softmax", "linear", "sigmoid"])
@@ -527,6 +531,9 @@ def test_follow_branch_looks_for_a_branch_inside_the_grid_when_the_anchor_fails(
     explicit = branches.follow_branch(SPEC, grid, "positional", "draft", anchor=(2.0, Overlaps(0.05, 0.25, 14.0, 0.0)))
     # the anchor start failed: the searched start is tried before the branch is declared not found
     assert tried == [2.0, 2.0] and explicit.points == [] and "not found at the anchor" in explicit.note
+    # an anchor outside the grid is moved to the grid's nearer end: no continuation step
+    # crosses the gap between them
+    assert branches._anchor_alphas(1.0, np.linspace(20.0, 60.0, 9)) == [20.0, 40.0, 30.0, 25.0]
 
 
 def test_anchor_candidates_are_probed_with_the_draft_rule(monkeypatch):
