@@ -8,13 +8,19 @@ largest estimate. High mode is not exact either: where its own estimate is compa
 to the difference, the comparison says little (docs/numerics.md, section 5).
 
 Run: python benchmarks/fast_vs_high.py   (about 3 minutes on 2 cores)
+
+``--fast-coarse-near N`` and ``--high-near A,B`` replace the near-node counts of the
+fast coarse rule and of the high rule pair, to study candidate rules (docs/numerics.md,
+section 5, "Near nodes of the estimating rules").
 """
+import argparse
+import dataclasses
 import time
 
 from accuracy_targets import STARTS
 
 from derivations import ModelSpec
-from numerics.fixed_point import solve_branch
+from numerics.fixed_point import PRECISIONS, solve_branch
 
 FIELDS = ("q", "m", "V", "theta", "qhat", "mhat", "Vhat", "thetahat", "test_error", "train_loss")
 
@@ -44,5 +50,22 @@ def main():
     print(f"the fast estimate covers |fast - high| in {covered} of {total} entries")
 
 
+def _with_near_nodes(fast_coarse_near, high_near):
+    fast, high = PRECISIONS["fast"], PRECISIONS["high"]
+    if fast_coarse_near is not None:
+        PRECISIONS["fast"] = dataclasses.replace(fast, rule=dataclasses.replace(fast.rule, n_near=fast_coarse_near))
+    if high_near is not None:
+        coarse, fine = (int(x) for x in high_near.split(","))
+        PRECISIONS["high"] = dataclasses.replace(high, rule=dataclasses.replace(high.rule, n_near=coarse),
+                                                 check_rule=dataclasses.replace(high.check_rule, n_near=fine))
+    print(f"fast rules: {PRECISIONS['fast'].rule} / {PRECISIONS['fast'].check_rule}")
+    print(f"high rules: {PRECISIONS['high'].rule} / {PRECISIONS['high'].check_rule}", flush=True)
+
+
 if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--fast-coarse-near", type=int, default=None)
+    parser.add_argument("--high-near", default=None, metavar="COARSE,FINE")
+    args = parser.parse_args()
+    _with_near_nodes(args.fast_coarse_near, args.high_near)
     main()

@@ -1,0 +1,46 @@
+"""Channel expectations for rules that differ in their near-node counts, against a fine reference (ninth session).
+
+At one fixed point of the default model (`sem1`: semantic, alpha = 1; `pos15`: positional,
+alpha = 1.5; overlaps rounded from fast solves), prints the relative difference of each
+channel expectation from the reference rule 80/24/40/48/64 (docs/numerics.md, section 5).
+
+Run: python benchmarks/near_nodes_study.py sem1|pos15   (about 45 s each)
+"""
+import dataclasses
+import sys
+import time
+
+from derivations.spec import ModelSpec
+from numerics.model import bind
+from numerics.overlaps import Overlaps
+from numerics.channel import ChannelRule, channel_expectations
+from numerics.fixed_point import PRECISIONS
+spec = ModelSpec(); model = bind(spec)
+which = sys.argv[1] if len(sys.argv) > 1 else "sem1"
+points = {"sem1": Overlaps(q=0.06497, m=0.0, V=20.55, theta=0.08496),
+          "pos15": Overlaps(q=0.04933, m=0.25473, V=13.596, theta=0.0)}
+ov = points[which]
+F, H = PRECISIONS["fast"], PRECISIONS["high"]
+rules = {
+    "fast coarse": F.rule, "fast fine": F.check_rule,
+    "high coarse": H.rule, "high fine": H.check_rule,
+    "high coarse near24": dataclasses.replace(H.rule, n_near=24),
+    "high fine near32": dataclasses.replace(H.check_rule, n_near=32),
+    "fast coarse near12": dataclasses.replace(F.rule, n_near=12),
+    "fast coarse near16": dataclasses.replace(F.rule, n_near=16),
+    "fast fine near24": dataclasses.replace(F.check_rule, n_near=24),
+    "ref48": ChannelRule(n_eta=64, n_r=20, n_u=32, n_t=40, n_near=48),
+    "ref": ChannelRule(n_eta=80, n_r=24, n_u=40, n_t=48, n_near=64),
+}
+out = {}
+for name, r in rules.items():
+    t = time.perf_counter()
+    res = channel_expectations(model, ov, r)
+    out[name] = res.expectations
+    print(name, f"{time.perf_counter()-t:.1f}s", "unresolved", res.unresolved_weight, flush=True)
+ref = out["ref"]
+keys = ["qhat", "mhat", "Vhat_y", "thetahat_y", "envelope"]
+for name in rules:
+    if name == "ref":
+        continue
+    print(f"{name:20s}", " ".join(f"{k}={(out[name][k]-ref[k])/abs(ref[k]) if abs(ref[k])>1e-12 else 0:+.1e}" for k in keys))
