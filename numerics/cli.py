@@ -232,10 +232,20 @@ def _curve_figure(spec, csv_path, compare):
 
 
 def cmd_thresholds(args) -> int:
-    from numerics.api import thresholds
+    from numerics.api import ThresholdError, linear_baseline, thresholds
 
     spec = model_from_args(args)
-    th = thresholds(spec, args.precision, progress=lambda m: log.info(m))
+    try:
+        th = thresholds(spec, args.precision, progress=lambda m: log.info(m))
+    except ThresholdError as exc:
+        # e.g. linear attention: no positional branch, so no alpha_c. Exit status 1 and
+        # one line, not a traceback; JSON keeps the baseline, which exists regardless
+        if args.json:
+            _emit({"alpha_c": None, "alpha_c_error": None, "alpha_l": None, "alpha_l_error": None,
+                   "linear_test_error": linear_baseline(spec).test_error, "error": str(exc)}, True)
+        else:
+            sys.stderr.write(f"attnphase thresholds: {exc}\n")
+        return 1
     d = th.to_dict()
     if th.alpha_l_status != "ok":  # alpha_c found, alpha_l not: null in JSON, exit status 1
         d.update(alpha_l=None, alpha_l_error=None)

@@ -334,7 +334,10 @@ def thresholds(spec: ModelSpec, precision: str = "fast", alpha_min: float = 0.5,
         curves = scan_curves
     for b, c in curves.items():
         if not c.points:
-            raise ThresholdError(f"the {b} branch was not found: {c.note}")
+            log.info("thresholds: %s", c.note)  # every attempt, start by start
+            raise ThresholdError(f"alpha_c: the {b} branch was not found on alpha in [{alpha_min}, {alpha_max}] "
+                                 "(from its anchor start or searched starts), so the two branches' "
+                                 "training losses cannot cross there")
     note("scanned both branches")
     by = {b: {p.alpha: p for p in curves[b].points} for b in curves}
     common, dF, sign_change = _train_loss_differences(by)

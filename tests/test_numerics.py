@@ -269,6 +269,26 @@ def test_cli_bad_input_is_one_line_exit_2(argv):
     assert "Traceback" not in proc.stderr
 
 
+def test_thresholds_without_a_branch_exit_1_with_one_line(monkeypatch, capsys):
+    """A model whose branches do not both exist (linear attention has no positional
+    branch) gets exit status 1 and the reason, not a traceback; JSON keeps the baseline."""
+    from attnphase.cli import main
+    from numerics import api
+    from numerics.thresholds import ThresholdError
+
+    def no_branch(spec, precision, progress=None):
+        raise ThresholdError("alpha_c: the positional branch was not found on alpha in [0.5, 2.5]")
+
+    monkeypatch.setattr(api, "thresholds", no_branch)
+    assert main(["thresholds", "--attention", "linear"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["attnphase thresholds: alpha_c: the positional branch was not found on alpha in [0.5, 2.5]"]
+    assert main(["thresholds", "--attention", "linear", "--json"]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert out["alpha_c"] is None and "positional branch was not found" in out["error"]
+    assert out["linear_test_error"] == pytest.approx(linear_baseline(ModelSpec(attention="linear")).test_error)
+
+
 def test_curve_figure_draws_two_models_from_their_csvs(tmp_path):
     """``curve --figure --compare``: each CSV is read back, labelled by the model in its
     rows, and drawn with that model's linear baseline."""
