@@ -150,14 +150,18 @@ def _curves(spec, alphas, branches, precision, bar=None):
     curves = {}
     for b in branches:
         curves[b] = follow_branch(spec, alphas, b, precision, progress=(lambda fp: bar.update(1)) if bar else None)
-    # global minimum among the branches found at each alpha
+    return _mark_global_minima(curves)
+
+
+def _mark_global_minima(curves):
+    """``global_minimum`` on each point: the lowest training loss among the branches found at its alpha."""
+    import dataclasses
+
     by_alpha = {}
     for c in curves.values():
         for p in c.points:
             by_alpha.setdefault(p.alpha, []).append(p)
-    import dataclasses
-
-    for b, c in curves.items():
+    for c in curves.values():
         c.points = [dataclasses.replace(p, global_minimum=min(by_alpha[p.alpha], key=lambda x: x.train_loss) is p)
                     for p in c.points]
     return curves
@@ -275,6 +279,13 @@ def cmd_run(args) -> int:
     t0 = time.perf_counter()
     with _progress(2 * len(alphas), "branches") as bar:
         curves = _curves(spec, alphas, ("semantic", "positional"), "draft", bar)
+    if any(not c.points for c in curves.values()):
+        # a regenerated model may lack a branch (linear attention has neither on [0.05, 2.5]):
+        # the trivial one is then drawn too, so that the curve and figure are not empty
+        from numerics.api import follow_branch
+
+        curves["trivial"] = follow_branch(spec, alphas, "trivial", "draft")
+        curves = _mark_global_minima(curves)
     rows = [p.to_row() for c in curves.values() for p in c.points]
     csv_path = os.path.join(args.out, "curve.csv")
     _write_csv(csv_path, rows)

@@ -29,12 +29,13 @@ def plot_curves(rows, linear_test_error, summary, stem):
             continue
         a = [float(r["alpha"]) for r in pts]
         glob = [str(r["global_minimum"]) == "True" for r in pts]
-        over = [abs(float(r["theta"])) / sigma2 if branch == "semantic" else abs(float(r["m"])) / sigma2 for r in pts]
-        series = [(axes[1], [float(r["test_error"]) for r in pts])]
-        if branch != "trivial":  # its overlaps m and theta vanish
-            label = r"$\theta/\sigma^2$ (semantic)" if branch == "semantic" else r"$m/\sigma^2$ (positional)"
-            axes[0].plot(a, over, color=colour, lw=1, label=label)
-            series.append((axes[0], over))
+        # the trivial branch has m = theta = 0: its panel shows q / sigma^2 instead
+        key = {"semantic": "theta", "positional": "m", "trivial": "q"}[branch]
+        over = [abs(float(r[key])) / sigma2 for r in pts]
+        series = [(axes[1], [float(r["test_error"]) for r in pts]), (axes[0], over)]
+        label = {"semantic": r"$\theta/\sigma^2$ (semantic)", "positional": r"$m/\sigma^2$ (positional)",
+                 "trivial": r"$q/\sigma^2$ (trivial)"}[branch]
+        axes[0].plot(a, over, color=colour, lw=1, label=label)
         axes[1].plot(a, [float(r["test_error"]) for r in pts], color=colour, lw=1, label=branch)
         for ax, ys in series:
             ax.plot([x for x, g in zip(a, glob) if g], [y for y, g in zip(ys, glob) if g], "o", ms=3, color=colour)
@@ -45,7 +46,8 @@ def plot_curves(rows, linear_test_error, summary, stem):
         if summary.get("alpha_l"):
             ax.axvline(summary["alpha_l"], color="tab:green", ls=":", lw=1, label=r"$\alpha_l$")
         ax.set_xlabel(r"$\alpha$")
-        ax.legend(fontsize=7)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
     axes[0].set_ylabel("overlap")
     axes[1].set_ylabel("test error")
     m = rows[0] if rows else {}

@@ -289,6 +289,42 @@ def test_thresholds_without_a_branch_exit_1_with_one_line(monkeypatch, capsys):
     assert out["linear_test_error"] == pytest.approx(linear_baseline(ModelSpec(attention="linear")).test_error)
 
 
+def test_run_draws_the_trivial_branch_when_a_branch_is_missing(monkeypatch, tmp_path, capsys):
+    """``attnphase run`` on a model without the semantic or positional branch (linear
+    attention on [0.05, 2.5]) follows the trivial one too, so that its CSV and figure
+    are not empty; the missing threshold gives exit status 1."""
+    from attnphase.cli import main
+    from numerics import api
+    from numerics.branches import BranchCurve
+    from numerics.fixed_point import FixedPoint
+    from numerics.overlaps import HatOverlaps
+    from numerics.thresholds import ThresholdError
+
+    spec = ModelSpec(attention="linear")
+    followed = []
+
+    def follow(spec_, alphas, branch, precision="fast", progress=None, **kw):
+        followed.append(branch)
+        if branch != "trivial":
+            return BranchCurve(branch, [], [], f"{branch} branch not found")
+        return BranchCurve(branch, [FixedPoint(
+            alpha=float(a), branch=branch, overlaps=Overlaps(0.5, 0.0, 4.0, 0.0), hats=HatOverlaps(0.1, 0, 0.2, 0),
+            test_error=0.2, train_loss=0.05 * a, converged=True, iterations=3, residual=0.0, error={},
+            diagnostics={}, model=spec_, precision=precision, wall_time=0.1) for a in alphas], [])
+
+    def no_threshold(spec_, precision, progress=None, scan_curves=None):
+        raise ThresholdError("alpha_c: the semantic branch was not found")
+
+    monkeypatch.setattr(api, "follow_branch", follow)
+    monkeypatch.setattr(api, "thresholds", no_threshold)
+    assert main(["run", "--attention", "linear", "--alpha", "0.5:1.5:3", "--out", str(tmp_path)]) == 1
+    assert followed == ["semantic", "positional", "trivial"]
+    with open(tmp_path / "curve.csv") as fh:
+        rows = fh.read().strip().splitlines()
+    assert len(rows) == 1 + 3 and all(",trivial," in r for r in rows[1:])
+    assert (tmp_path / "branches.png").stat().st_size > 10_000
+
+
 def test_curve_figure_draws_two_models_from_their_csvs(tmp_path):
     """``curve --figure --compare``: each CSV is read back, labelled by the model in its
     rows, and drawn with that model's linear baseline."""
