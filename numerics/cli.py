@@ -80,6 +80,9 @@ def register(sub):
     p.set_defaults(func=cmd_curve)
 
     p = sub.add_parser("thresholds", help="alpha_c and alpha_l with error estimates, spinodals, linear baseline")
+    p.add_argument("--alpha", default="0.5:2.5:9",
+                   help="bracketing scan START:STOP:N, both branches in draft precision (default 0.5:2.5:9); "
+                        "widen it for models whose transition lies elsewhere")
     _common(p)
     p.set_defaults(func=cmd_thresholds)
 
@@ -239,8 +242,12 @@ def cmd_thresholds(args) -> int:
     from numerics.api import ThresholdError, linear_baseline, thresholds
 
     spec = model_from_args(args)
+    scan = parse_range(args.alpha)
+    if len(scan) < 3:
+        raise _usage(f"--alpha: the scan needs at least 3 points, got {args.alpha!r}")
     try:
-        th = thresholds(spec, args.precision, progress=lambda m: log.info(m))
+        th = thresholds(spec, args.precision, alpha_min=float(scan[0]), alpha_max=float(scan[-1]),
+                        n_scan=len(scan), progress=lambda m: log.info(m))
     except ThresholdError as exc:
         # e.g. linear attention: no positional branch, so no alpha_c. Exit status 1 and
         # one line, not a traceback; JSON keeps the baseline, which exists regardless

@@ -261,6 +261,7 @@ def test_solver_converges_and_reports_failure_honestly():
     ["solve", "--alpha", "2", "--attention", "cubic"],
     ["curve", "--alpha", "1:2:2", "--figure", "--compare", "/nonexistent/curve.csv"],
     ["curve", "--alpha", "1:2:2", "--compare", "other.csv"],
+    ["thresholds", "--alpha", "1:2:2"],
 ])
 def test_cli_bad_input_is_one_line_exit_2(argv):
     proc = subprocess.run([sys.executable, "-m", "attnphase.cli", *argv], capture_output=True, text=True)
@@ -279,7 +280,8 @@ def test_thresholds_without_a_branch_exit_1_with_one_line(monkeypatch, capsys):
     def no_branch(spec, precision, progress=None):
         raise ThresholdError("alpha_c: the positional branch was not found on alpha in [0.5, 2.5]")
 
-    monkeypatch.setattr(api, "thresholds", no_branch)
+    monkeypatch.setattr(api, "thresholds", lambda spec, precision, progress=None, **scan: no_branch(
+        spec, precision, progress) if scan == dict(alpha_min=0.5, alpha_max=2.5, n_scan=9) else None)
     assert main(["thresholds", "--attention", "linear"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["attnphase thresholds: alpha_c: the positional branch was not found on alpha in [0.5, 2.5]"]
@@ -287,6 +289,12 @@ def test_thresholds_without_a_branch_exit_1_with_one_line(monkeypatch, capsys):
     out = json.loads(capsys.readouterr().out)
     assert out["alpha_c"] is None and "positional branch was not found" in out["error"]
     assert out["linear_test_error"] == pytest.approx(linear_baseline(ModelSpec(attention="linear")).test_error)
+    # --alpha sets the bracketing scan (sigmoid attention's alpha_c = 4.068 lies beyond 2.5)
+    seen = {}
+    monkeypatch.setattr(api, "thresholds", lambda spec, precision, progress=None, **scan: (
+        seen.update(scan), no_branch(spec, precision))[1])
+    assert main(["thresholds", "--alpha", "0.5:6:12"]) == 1
+    assert seen == dict(alpha_min=0.5, alpha_max=6.0, n_scan=12)
 
 
 def test_run_draws_the_trivial_branch_when_a_branch_is_missing(monkeypatch, tmp_path, capsys):
