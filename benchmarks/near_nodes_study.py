@@ -1,7 +1,7 @@
 """Channel expectations for rules that differ in their near-node counts, against a fine reference (ninth session).
 
 At one fixed point of the default model (`sem1`: semantic, alpha = 1; `pos15`: positional,
-alpha = 1.5; overlaps rounded from fast solves), prints the relative difference of each
+alpha = 1.5; the fast fixed points of docs/numerics.md section 5), prints the relative difference of each
 channel expectation from the reference rule 80/24/40/48/64 (docs/numerics.md, section 5).
 
 Run: python benchmarks/near_nodes_study.py sem1|pos15   (about 45 s each)
@@ -17,8 +17,8 @@ from numerics.channel import ChannelRule, channel_expectations
 from numerics.fixed_point import PRECISIONS
 spec = ModelSpec(); model = bind(spec)
 which = sys.argv[1] if len(sys.argv) > 1 else "sem1"
-points = {"sem1": Overlaps(q=0.06497, m=0.0, V=20.55, theta=0.08496),
-          "pos15": Overlaps(q=0.04933, m=0.25473, V=13.596, theta=0.0)}
+points = {"sem1": Overlaps(q=0.0680890, m=0.0, V=21.61982, theta=0.0945858),
+          "pos15": Overlaps(q=0.0494719, m=0.2547315, V=13.59291, theta=0.0)}
 ov = points[which]
 F, H = PRECISIONS["fast"], PRECISIONS["high"]
 rules = {

@@ -1,0 +1,32 @@
+"""`Vhat` in SPEC's form against `Vhat = 2 alpha dE[M]/dq` (central differences of the
+envelope at fixed m, V, theta; the stationarity of F in q), for the fast rules and a
+reference rule 80/24/40/48/64, at a fast fixed point (docs/numerics.md, section 5).
+
+Run: python benchmarks/vhat_forms_study.py sem1|pos15   (about 2 minutes)
+"""
+import sys
+
+from derivations.spec import ModelSpec
+from numerics.model import bind
+from numerics.overlaps import Overlaps
+from numerics.channel import ChannelRule, channel_expectations
+from numerics.fixed_point import PRECISIONS
+model = bind(ModelSpec())
+points = {"sem1": Overlaps(q=0.0680890, m=0.0, V=21.61982, theta=0.0945858),
+          "pos15": Overlaps(q=0.0494719, m=0.2547315, V=13.59291, theta=0.0)}
+ov = points[sys.argv[1]]
+ref = ChannelRule(n_eta=80, n_r=24, n_u=40, n_t=48, n_near=64)
+rules = {"fast coarse": PRECISIONS["fast"].rule, "fast fine": PRECISIONS["fast"].check_rule, "ref": ref}
+out = {}
+for name, r in rules.items():
+    e0 = channel_expectations(model, ov, r).expectations
+    res = {}
+    for h in (1e-4, 3e-5):
+        ep = channel_expectations(model, Overlaps(ov.q + h, ov.m, ov.V, ov.theta), r).expectations["envelope"]
+        em = channel_expectations(model, Overlaps(ov.q - h, ov.m, ov.V, ov.theta), r).expectations["envelope"]
+        res[h] = 2 * (ep - em) / (2 * h)   # Vhat/alpha = 2 dE[M]/dq at fixed m, V, theta
+    out[name] = (e0["Vhat_y"], res)
+    print(name, "Vhat_y", e0["Vhat_y"], "Vhat_fd", res, flush=True)
+r0 = out["ref"][0]
+for name, (vy, res) in out.items():
+    print(f"{name:12s} Vhat_y err {(vy-r0)/abs(r0):+.2e}  fd err", {h: f"{(v-r0)/abs(r0):+.2e}" for h, v in res.items()})
