@@ -216,6 +216,22 @@ def test_linear_attention_is_solved_from_a_searched_start():
         assert abs(dF) < 1e-4 * 0.5 * abs(hats.as_array()[j]), (i, dF, hats)
 
 
+def test_a_searched_start_reaches_the_softmax_fixed_point(model):
+    """The start search is not tuned to linear attention: on the softmax model its best
+    start for the semantic branch at alpha = 2 leads to the fixed point that SPEC's
+    reference values lead to."""
+    from numerics.fixed_point import PRECISIONS
+    from numerics.starts import search_starts
+
+    rule = PRECISIONS["draft"].rule
+    best = search_starts(model, 2.0, "semantic", rule)[0]
+    assert abs(best.q / SEMANTIC_REF.q - 1) > 0.1  # a start, not the answer
+    from_search = solve_with_rule(model, 2.0, "semantic", rule, best, tol=1e-10)
+    from_ref = solve_with_rule(model, 2.0, "semantic", rule, SEMANTIC_REF, tol=1e-10)
+    assert from_search.converged and from_ref.converged
+    assert np.allclose(from_search.overlaps.as_array(), from_ref.overlaps.as_array(), rtol=1e-7, atol=0)
+
+
 def test_small_alpha_tends_to_uniform_attention(model):
     """As alpha -> 0 the solution is trivial and the test error is that of uniform
     attention S = 1/2: (sigma^2/2)(E|T|_F^2 - 1), since T's rows sum to one."""
