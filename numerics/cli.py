@@ -183,7 +183,7 @@ def cmd_curve(args) -> int:
     for b in branches:
         if b not in ("semantic", "positional", "trivial"):
             raise _usage(f"--branches: unknown branch {b!r}")
-    compare = [c.strip() for c in args.compare.split(",") if c.strip()]
+    compare = _paths(args.compare)
     if compare and not args.figure:
         raise _usage("--compare: needs --figure")
     for path in compare:  # checked before the curve is computed
@@ -208,28 +208,28 @@ def cmd_curve(args) -> int:
     return 0 if all(p.converged for c in curves.values() for p in c.points) else 1
 
 
+def _paths(text):
+    """Comma-separated paths, blanks dropped."""
+    return [c.strip() for c in text.split(",") if c.strip()]
+
+
 def _curve_figure(spec, csv_path, compare):
     """The figure of the curve just written, read back from its CSV, beside the curves
     of ``compare`` (comma-separated CSV paths), each labelled by its model."""
     import csv
 
-    from derivations import ModelSpec
     from numerics.api import linear_baseline
+    from numerics.fixed_point import model_from_row
     from numerics.plotting import plot_model_comparison
-
-    def spec_from_row(r):  # the model columns of FixedPoint.to_row
-        return ModelSpec(sigma=float(r["sigma"]), lam=float(r["lam"]), omega=float(r["omega"]),
-                         A=((float(r["a11"]), float(r["a12"])), (float(r["a21"]), float(r["a22"]))),
-                         attention=r["attention"], teacher=r["teacher"], regulariser=r["regulariser"])
 
     def label(s):
         return f"{s.attention} attention, omega={s.omega:g}"
 
     curves = {}
-    for path in [csv_path] + [c.strip() for c in compare.split(",") if c.strip()]:
+    for path in [csv_path, *_paths(compare)]:
         with open(path, newline="") as fh:
             rows = list(csv.DictReader(fh))
-        model = spec_from_row(rows[0]) if rows else spec
+        model = model_from_row(rows[0]) if rows else spec
         name = label(model)
         while name in curves:
             name += "'"
@@ -289,10 +289,7 @@ def cmd_run(args) -> int:
     if any(not c.points for c in curves.values()):
         # a regenerated model may lack a branch (linear attention has neither on [0.05, 2.5]):
         # the trivial one is then drawn too, so that the curve and figure are not empty
-        from numerics.api import follow_branch
-
-        curves["trivial"] = follow_branch(spec, alphas, "trivial", "draft")
-        curves = _mark_global_minima(curves)
+        curves = _mark_global_minima({**curves, **_curves(spec, alphas, ("trivial",), "draft")})
     rows = [p.to_row() for c in curves.values() for p in c.points]
     csv_path = os.path.join(args.out, "curve.csv")
     _write_csv(csv_path, rows)

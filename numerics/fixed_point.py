@@ -151,6 +151,13 @@ class FixedPoint:
         return d
 
 
+def model_from_row(row: dict) -> ModelSpec:
+    """The model of a :meth:`FixedPoint.to_row` record (e.g. a row read back from a curve CSV)."""
+    return ModelSpec(sigma=float(row["sigma"]), lam=float(row["lam"]), omega=float(row["omega"]),
+                     A=((float(row["a11"]), float(row["a12"])), (float(row["a21"]), float(row["a22"]))),
+                     attention=row["attention"], teacher=row["teacher"], regulariser=row["regulariser"])
+
+
 class _Map:
     """``x -> F(x)`` over the free overlaps of a branch; remembers the last channel side."""
 
