@@ -85,7 +85,14 @@ class ChannelRule:
     start: with the switches bracketed, the ``w`` start changed the fast channel
     expectations by at most 7e-8 relative on twelve study points, near the positional
     fold at ``omega = 0.15``, and by 9e-9 elsewhere, and cost a quarter of a checked
-    evaluation; docs/numerics.md, "The switch location").
+    evaluation; docs/numerics.md, "The switch location"). soft_lines: teacher nodes
+    without a pair of minima at ``w = 0`` (inside the pitchfork radius) orient their
+    lines along the soft direction of the prox objective at ``h = w = 0``, not along a
+    fixed axis. Near the pitchfork the integrands change steeply across a line through
+    ``w = 0`` normal to that direction (where the switching line appears past the
+    pitchfork); lines normal to it cross it at their split point, where the near nodes
+    are. Off only to reproduce the tenth session's study (docs/numerics.md, "Lines
+    along the soft direction").
     """
 
     n_eta: int = 24
@@ -101,6 +108,7 @@ class ChannelRule:
     use_symmetry: bool = True
     check_global: bool = True
     check_from_w: bool = True
+    soft_lines: bool = True
 
     def __post_init__(self):
         if self.eta_scheme not in ("polar", "hermite"):
@@ -183,6 +191,19 @@ def _channel_expectations(model: BoundModel, ov: Overlaps, rule: ChannelRule) ->
     has_pair = norm_p0 > 1e-7
     d1 = np.where(has_pair, p1 / np.where(has_pair, norm_p0, 1.0), 1.0)
     d2 = np.where(has_pair, p2 / np.where(has_pair, norm_p0, 1.0), 0.0)
+    if rule.soft_lines:
+        # without a pair, h = 0 is the minimum at w = 0, and near the pitchfork it is
+        # soft along one direction: the integrands then change steeply across a line
+        # through w = 0 normal to that direction (the switching line-to-be)
+        H11, H12, H22 = model.prox_hess(zeros, zeros, zeros, zeros, hs1, hs2, V)
+        lam = 0.5 * (H11 + H22) - np.hypot(0.5 * (H11 - H22), H12)
+        v1, v2 = H12, lam - H11  # (H - lam) v = 0
+        alt = np.hypot(v1, v2) < 1e-14 * (np.abs(H11) + np.abs(H22) + 1e-300)
+        v1, v2 = np.where(alt, lam - H22, v1), np.where(alt, H12, v2)
+        nv = np.hypot(v1, v2)
+        ok = ~has_pair & (nv > 0)
+        d1 = np.where(ok, v1 / np.where(nv > 0, nv, 1.0), d1)
+        d2 = np.where(ok, v2 / np.where(nv > 0, nv, 1.0), d2)
     # a fixed orientation keeps the line integrand continuous in eta
     flip = (d1 - d2 < 0) | ((d1 - d2 == 0) & (d1 < 0))
     d1, d2 = np.where(flip, -d1, d1), np.where(flip, -d2, d2)
