@@ -8,6 +8,10 @@ time of each evaluation. The error estimate of a precision mode is
 error (measured against the reference).
 
 Run: python benchmarks/convergence_study.py [--points pos2 sem2 ...] [--vary]
+
+Since the tenth session every rule orients the lines of teacher nodes without a pair
+along the soft direction (``ChannelRule.soft_lines``) and the fast rules changed, so this
+prints other numbers than the tables in docs/numerics.md, which were measured before.
 """
 import argparse
 import dataclasses

@@ -7,6 +7,10 @@ per field ``|high - ref| / |ref|`` against high mode's relative error estimate (
 where the estimate does not cover the difference).
 
 Run: python benchmarks/high_vs_reference.py sem1 --near 10,12 10,32   (about 1-2 minutes)
+
+Since the tenth session every rule orients the lines of teacher nodes without a pair
+along the soft direction (``ChannelRule.soft_lines``) and the fast rules changed, so this
+prints other numbers than the tables in docs/numerics.md, which were measured before.
 """
 import argparse
 import dataclasses

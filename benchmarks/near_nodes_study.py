@@ -5,6 +5,10 @@ alpha = 1.5; the fast fixed points of docs/numerics.md section 5), prints the re
 channel expectation from the reference rule 80/24/40/48/64 (docs/numerics.md, section 5).
 
 Run: python benchmarks/near_nodes_study.py sem1|pos15   (about 45 s each)
+
+Since the tenth session every rule orients the lines of teacher nodes without a pair
+along the soft direction (``ChannelRule.soft_lines``) and the fast rules changed, so this
+prints other numbers than the tables in docs/numerics.md, which were measured before.
 """
 import dataclasses
 import sys

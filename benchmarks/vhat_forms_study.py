@@ -3,6 +3,10 @@ envelope at fixed m, V, theta; the stationarity of F in q), for the fast rules a
 reference rule 80/24/40/48/64, at a fast fixed point (docs/numerics.md, section 5).
 
 Run: python benchmarks/vhat_forms_study.py sem1|pos15   (about 2 minutes)
+
+Since the tenth session every rule orients the lines of teacher nodes without a pair
+along the soft direction (``ChannelRule.soft_lines``) and the fast rules changed, so this
+prints other numbers than the tables in docs/numerics.md, which were measured before.
 """
 import sys
 
