@@ -880,3 +880,35 @@ def test_soft_lines_resolve_the_band_of_a_teacher_node_without_a_pair(model, mon
             assert relative.max() < 1e-5, relative
         else:
             assert relative[1] > 1e-2, relative
+
+
+def test_band_split_resolves_the_band_beyond_the_cusp_ends(model, monkeypatch):
+    """A teacher node with a pair (``|p0| = 0.23``): beyond the ends of its switching
+    segment the band of the prox curves away from ``t_c``. Split where each unswitched
+    line crosses it, a coarse and a fine line rule agree; split at ``t_c`` they did not
+    (measured 1.2e-6 against 1.8e-4 relative in ``Vhat``; docs/numerics.md, "The band
+    beyond the cusp ends")."""
+    import numerics.channel as channel
+
+    ov = Overlaps(q=0.0680890, m=0.0, V=21.61982, theta=0.0945858)  # semantic, alpha = 1
+    hs = np.array([-0.047, 0.844])
+    p1, p2, _, _ = global_prox(model, np.zeros(1), np.zeros(1), hs[:1], hs[1:], ov.V)
+    assert np.hypot(p1, p2)[0] > 0.1  # a pair of minima at w = 0
+    L_hh = channel._gaussian_factor(model, ov)[2]
+    eta = np.linalg.solve(L_hh, hs)
+    monkeypatch.setattr(channel, "_polar_eta_nodes",
+                        lambda *args: (np.array([eta[0]]), np.array([eta[1]]), np.array([1.0])))
+
+    def line_integrals(band, **resolution):
+        rule = ChannelRule(use_symmetry=False, band_split=band, **resolution)
+        e = channel_expectations(model, ov, rule).expectations
+        return np.array([e["qhat"], e["Vhat_y"], e["thetahat_y"]])
+
+    for band in (True, False):
+        coarse = line_integrals(band, n_u=28, n_t=20, n_near=16)
+        fine = line_integrals(band, n_u=112, n_t=48, n_near=48)
+        relative = np.abs(coarse - fine) / np.abs(fine)
+        if band:
+            assert relative.max() < 1e-5, relative
+        else:
+            assert relative[1] > 5e-5, relative
