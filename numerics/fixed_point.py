@@ -87,15 +87,14 @@ PRECISIONS = {
     "fast": Precision("fast", ChannelRule(n_eta=20, n_r=12, n_u=10, n_t=14, n_near=6, check_from_w=False),
                       ChannelRule(n_eta=28, n_r=16, n_u=16, n_t=20, n_near=8, check_from_w=False), 16, 24, 1e-7, 2e-6,
                       1e-7),
-    # High: the reporting rule has 32 near nodes (12 until the ninth session), the coarse
-    # one keeps 10. Against reference fixed points (80/24/40/48/64) at semantic alpha = 1
-    # and positional alpha = 1.5 the reporting rule's error fell from 2.3e-4 and 1.8e-5 to
-    # 5.0e-6 and 2.8e-6 (Vhat), and the estimate covers it in every field. With 24 coarse
-    # near nodes the estimate no longer covered it at alpha = 1.5 (docs/numerics.md,
-    # section 5, "Near nodes of the estimating rules"). With the soft-direction lines
-    # (tenth session) its error against those references is at most 1.6e-6 at semantic
-    # alpha = 1 and 1.8e-7 at the five other accuracy-target points, covered by the
-    # estimate in 48 of 48 entries; the rules were kept (benchmarks/rules_vs_reference.py).
+    # High (tenth session): both rules split the unswitched lines where they cross the
+    # prox's steep band (ChannelRule.band_split), and the reporting rule is the former
+    # reference rule. Against reference fixed points (112/32/48/56/32, band split) at the
+    # six accuracy-target points every field is within 1.6e-8 relative and every estimate
+    # at most 1.9e-8; the estimates cover the difference in 42 of 48 entries, the misses
+    # at the 1e-9..1e-8 level (benchmarks/rules_vs_reference.py; docs/numerics.md, "The
+    # band beyond the cusp ends"). Until then: 40/14/20/24/10 and 56/18/28/32/32,
+    # estimates up to 6.6e-6.
     "high": Precision("high", ChannelRule(n_eta=56, n_r=18, n_u=28, n_t=32, n_near=32, band_split=True),
                       ChannelRule(n_eta=80, n_r=24, n_u=40, n_t=48, n_near=64, band_split=True), 28, 36, 1e-12, 2e-7,
                       1e-10),
