@@ -7,7 +7,7 @@ the entries where the estimate does not cover the difference, and the high mode'
 largest estimate. High mode is not exact either: where its own estimate is comparable
 to the difference, the comparison says little (docs/numerics.md, section 5).
 
-Run: python benchmarks/fast_vs_high.py   (about 3 minutes on 2 cores)
+Run: python benchmarks/fast_vs_high.py   (about 8 minutes on 2 cores since the tenth session's high rules)
 
 ``--fast-coarse-near N`` and ``--high-near A,B`` replace the near-node counts of the
 fast coarse rule and of the high rule pair, to study candidate rules (docs/numerics.md,
