@@ -850,65 +850,55 @@ def test_continuation_predictor_is_quadratic_where_the_branch_is_smooth():
                                2 * trail[1].overlaps.as_array() - trail[0].overlaps.as_array(), rtol=1e-12)
 
 
+SEM1 = Overlaps(q=0.0680890, m=0.0, V=21.61982, theta=0.0945858)  # fast fixed point, semantic, alpha = 1
+
+
+def _one_teacher_node(model, monkeypatch, hs):
+    """Restrict the channel's teacher rule to the node ``h* = hs`` at ``SEM1``, with weight 1.
+    Returns ``|p0|``, the norm of the prox at ``w = 0`` there, and a function that gives
+    ``(qhat, Vhat, thetahat)`` of that node's line integrals for a rule."""
+    import numerics.channel as channel
+
+    hs = np.asarray(hs, dtype=float)
+    p1, p2, _, _ = global_prox(model, np.zeros(1), np.zeros(1), hs[:1], hs[1:], SEM1.V)
+    eta = np.linalg.solve(channel._gaussian_factor(model, SEM1)[2], hs)
+    monkeypatch.setattr(channel, "_polar_eta_nodes",
+                        lambda *args: (np.array([eta[0]]), np.array([eta[1]]), np.array([1.0])))
+
+    def line_integrals(**rule):
+        e = channel_expectations(model, SEM1, ChannelRule(use_symmetry=False, **rule)).expectations
+        return np.array([e["qhat"], e["Vhat_y"], e["thetahat_y"]])
+
+    return float(np.hypot(p1, p2)[0]), line_integrals
+
+
+def _coarse_fine_gap(line_integrals, coarse_lines, **option):
+    """Relative gap between a coarse line rule ``(n_u, n_t, n_near)`` and 112/48/48."""
+    n_u, n_t, n_near = coarse_lines
+    coarse = line_integrals(n_u=n_u, n_t=n_t, n_near=n_near, **option)
+    fine = line_integrals(n_u=112, n_t=48, n_near=48, **option)
+    return np.abs(coarse - fine) / np.abs(fine)
+
+
 def test_soft_lines_resolve_the_band_of_a_teacher_node_without_a_pair(model, monkeypatch):
     """Inside the pitchfork radius ``h = 0`` is a shallow minimum at ``w = 0`` and the
     integrands change steeply across a band through ``w = 0`` (docs/numerics.md, "Lines
     along the soft direction"). With the lines along the soft direction a coarse and a
-    fine line rule agree on that teacher node's integral; along a fixed axis they did
+    fine line rule agree on that teacher node's integral; along a fixed axis they do
     not (measured 2e-7 against 0.17 relative in ``Vhat``)."""
-    import numerics.channel as channel
-
-    ov = Overlaps(q=0.0680890, m=0.0, V=21.61982, theta=0.0945858)  # semantic, alpha = 1
-    hs = np.array([-0.421, 0.421])  # the worst teacher node of the tenth session's study
-    p1, p2, _, _ = global_prox(model, np.zeros(1), np.zeros(1), hs[:1], hs[1:], ov.V)
-    assert np.hypot(p1, p2)[0] < 1e-7  # no pair of minima at w = 0
-    L_hh = channel._gaussian_factor(model, ov)[2]
-    eta = np.linalg.solve(L_hh, hs)
-    monkeypatch.setattr(channel, "_polar_eta_nodes",
-                        lambda *args: (np.array([eta[0]]), np.array([eta[1]]), np.array([1.0])))
-
-    def line_integrals(soft, **resolution):
-        rule = ChannelRule(use_symmetry=False, soft_lines=soft, **resolution)
-        e = channel_expectations(model, ov, rule).expectations
-        return np.array([e["qhat"], e["Vhat_y"], e["thetahat_y"]])
-
-    for soft, agree in ((True, True), (False, False)):
-        coarse = line_integrals(soft, n_u=12, n_t=16, n_near=8)
-        fine = line_integrals(soft, n_u=64, n_t=48, n_near=48)
-        relative = np.abs(coarse - fine) / np.abs(fine)
-        if agree:
-            assert relative.max() < 1e-5, relative
-        else:
-            assert relative[1] > 1e-2, relative
+    p0, line_integrals = _one_teacher_node(model, monkeypatch, [-0.421, 0.421])
+    assert p0 < 1e-7  # no pair of minima at w = 0
+    assert _coarse_fine_gap(line_integrals, (12, 16, 8), soft_lines=True).max() < 1e-5
+    assert _coarse_fine_gap(line_integrals, (12, 16, 8), soft_lines=False)[1] > 1e-2
 
 
 def test_band_split_resolves_the_band_beyond_the_cusp_ends(model, monkeypatch):
     """A teacher node with a pair (``|p0| = 0.23``): beyond the ends of its switching
     segment the band of the prox curves away from ``t_c``. Split where each unswitched
-    line crosses it, a coarse and a fine line rule agree; split at ``t_c`` they did not
+    line crosses it, a coarse and a fine line rule agree; split at ``t_c`` they do not
     (measured 1.2e-6 against 1.8e-4 relative in ``Vhat``; docs/numerics.md, "The band
     beyond the cusp ends")."""
-    import numerics.channel as channel
-
-    ov = Overlaps(q=0.0680890, m=0.0, V=21.61982, theta=0.0945858)  # semantic, alpha = 1
-    hs = np.array([-0.047, 0.844])
-    p1, p2, _, _ = global_prox(model, np.zeros(1), np.zeros(1), hs[:1], hs[1:], ov.V)
-    assert np.hypot(p1, p2)[0] > 0.1  # a pair of minima at w = 0
-    L_hh = channel._gaussian_factor(model, ov)[2]
-    eta = np.linalg.solve(L_hh, hs)
-    monkeypatch.setattr(channel, "_polar_eta_nodes",
-                        lambda *args: (np.array([eta[0]]), np.array([eta[1]]), np.array([1.0])))
-
-    def line_integrals(band, **resolution):
-        rule = ChannelRule(use_symmetry=False, band_split=band, **resolution)
-        e = channel_expectations(model, ov, rule).expectations
-        return np.array([e["qhat"], e["Vhat_y"], e["thetahat_y"]])
-
-    for band in (True, False):
-        coarse = line_integrals(band, n_u=28, n_t=20, n_near=16)
-        fine = line_integrals(band, n_u=112, n_t=48, n_near=48)
-        relative = np.abs(coarse - fine) / np.abs(fine)
-        if band:
-            assert relative.max() < 1e-5, relative
-        else:
-            assert relative[1] > 5e-5, relative
+    p0, line_integrals = _one_teacher_node(model, monkeypatch, [-0.047, 0.844])
+    assert p0 > 0.1  # a pair of minima at w = 0
+    assert _coarse_fine_gap(line_integrals, (28, 20, 16), band_split=True).max() < 1e-5
+    assert _coarse_fine_gap(line_integrals, (28, 20, 16), band_split=False)[1] > 5e-5
