@@ -203,7 +203,7 @@ def _channel_expectations(model: BoundModel, ov: Overlaps, rule: ChannelRule) ->
         # soft along one direction: the integrands then change steeply across a line
         # through w = 0 normal to that direction (the switching line-to-be)
         H11, H12, H22 = model.prox_hess(zeros, zeros, zeros, zeros, hs1, hs2, V)
-        lam = 0.5 * (H11 + H22) - np.hypot(0.5 * (H11 - H22), H12)
+        lam = _smallest_eigenvalue(H11, H12, H22)
         v1, v2 = H12, lam - H11  # (H - lam) v = 0
         alt = np.hypot(v1, v2) < 1e-14 * (np.abs(H11) + np.abs(H22) + 1e-300)
         v1, v2 = np.where(alt, lam - H22, v1), np.where(alt, H12, v2)
@@ -445,13 +445,11 @@ def _locate_bands(model, rule, V, w_of, t_c, D1, D2, HS1, HS2, lines, half_width
 
     lo = np.maximum(t_c[lines] - half_width, -rule.t_max + 1.0)
     hi = np.minimum(t_c[lines] + half_width, rule.t_max - 1.0)
-    has = g(lo, lines) * g(hi, lines) < 0
-    if has.any():
-        found = find_root(g, (lo[has], hi[has]), args=(lines[has].astype(float),))
-        # the split is a quadrature parameter: where the root finder fails the line keeps
-        # t_c, a valid split that is only less accurate (the error estimate sees it)
-        ok = found.success
-        t_c[lines[has][ok]] = found.x[ok]
+    # a bracket without a sign change fails after its two end evaluations (status -1).
+    # The split is a quadrature parameter: where there is no root, or the root finder
+    # fails, the line keeps t_c, a valid split that is only less accurate
+    found = find_root(g, (lo, hi), args=(lines.astype(float),))
+    t_c[lines[found.success]] = found.x[found.success]
     return t_c
 
 
@@ -480,6 +478,11 @@ def _side_rule(centre, end, rule: ChannelRule, cut_at_zero: bool = False):
     return centre + sign * np.concatenate(offsets), np.concatenate(weights)
 
 
+def _smallest_eigenvalue(H11, H12, H22):
+    """The smaller eigenvalue of the symmetric 2x2 matrices ``[[H11, H12], [H12, H22]]``."""
+    return 0.5 * (H11 + H22) - np.hypot(0.5 * (H11 - H22), H12)
+
+
 def _bifurcation_margin(model, V, L_hh, c, s, r):
     """Smallest Hessian eigenvalue of the prox objective at ``h = w = 0`` for the teacher
     node ``eta = r (c, s)``. ``h = 0`` is always stationary there (the loss depends on
@@ -490,8 +493,7 @@ def _bifurcation_margin(model, V, L_hh, c, s, r):
     hs1 = L_hh[0, 0] * e1 + L_hh[0, 1] * e2
     hs2 = L_hh[1, 0] * e1 + L_hh[1, 1] * e2
     z = np.zeros_like(hs1)
-    H11, H12, H22 = model.prox_hess(z, z, z, z, hs1, hs2, V)
-    return 0.5 * (H11 + H22) - np.hypot(0.5 * (H11 - H22), H12)
+    return _smallest_eigenvalue(*model.prox_hess(z, z, z, z, hs1, hs2, V))
 
 
 def _polar_eta_nodes(model, V, L_hh, rule):

@@ -32,11 +32,12 @@ def plot_curves(rows, linear_test_error, summary, stem):
         # the trivial branch has m = theta = 0: its panel shows q / sigma^2 instead
         key = {"semantic": "theta", "positional": "m", "trivial": "q"}[branch]
         over = [abs(float(r[key])) / sigma2 for r in pts]
-        series = [(axes[1], [float(r["test_error"]) for r in pts]), (axes[0], over)]
+        test = [float(r["test_error"]) for r in pts]
+        series = [(axes[1], test), (axes[0], over)]
         label = {"semantic": r"$\theta/\sigma^2$ (semantic)", "positional": r"$m/\sigma^2$ (positional)",
                  "trivial": r"$q/\sigma^2$ (trivial)"}[branch]
         axes[0].plot(a, over, color=colour, lw=1, label=label)
-        axes[1].plot(a, [float(r["test_error"]) for r in pts], color=colour, lw=1, label=branch)
+        axes[1].plot(a, test, color=colour, lw=1, label=branch)
         for ax, ys in series:
             ax.plot([x for x, g in zip(a, glob) if g], [y for y, g in zip(ys, glob) if g], "o", ms=3, color=colour)
     axes[1].axhline(linear_test_error, color="k", ls="--", lw=1, label="linear baseline")
