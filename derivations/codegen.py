@@ -391,6 +391,7 @@ def generated_functions(spec: ModelSpec, backend: str = "numpy", cse: bool = Tru
     """
     if backend not in BACKENDS:
         raise ValueError(f"backend: unknown {backend!r}; choose from {', '.join(BACKENDS)}")
+    spec.require_two_token_rank_one("code generation")
     key = cache_key(spec, backend, cse)
     if key in _MEMO:
         return _MEMO[key]

@@ -331,6 +331,7 @@ class Derivation:
 
 def derive(spec: ModelSpec) -> Derivation:
     """Derive F and the eight saddle-point equations for ``spec`` (memoised per regulariser)."""
+    spec.require_two_token_rank_one("the symbolic derivation")
     return _derive(spec.regulariser, spec)
 
 

@@ -1,9 +1,10 @@
-"""The model specification (SPEC section 1-2, section 4 for the generalisations).
+"""The model specification (docs/theory.md, sections 1, 2 and 4).
 
-A :class:`ModelSpec` is a small frozen object. Its *structural* part (number of
-tokens, attention nonlinearity, teacher, regulariser) decides the symbolic
-equations; its *numerical* part (``sigma``, ``lam``, ``omega``, ``A``) enters the
-equations as SymPy symbols and is passed to the generated functions as
+A :class:`ModelSpec` is a small frozen object. Its *structural* part (the numbers
+of tokens ``L``, student and teacher ranks ``r, t``, the positional matrix ``P``, the
+attention nonlinearity, teacher and regulariser) decides the symbolic equations;
+its *numerical* part (``sigma``, ``lam``, ``omega``, ``A``) enters the equations as
+SymPy symbols and is passed to the generated functions as
 arguments, so changing a number never requires regenerating code.
 """
 from __future__ import annotations
@@ -12,13 +13,28 @@ import dataclasses
 import hashlib
 import json
 import math
-from typing import Tuple
+import operator
+from typing import Optional, Tuple
 
 ATTENTIONS = ("softmax", "linear", "sigmoid")
 TEACHERS = ("softmax",)
 REGULARISERS = ("ridge",)
 
+#: the paper's positional matrix of the teacher for two tokens
 DEFAULT_A = ((0.6, 0.4), (0.4, 0.6))
+
+
+def default_A(L: int) -> Tuple[Tuple[float, ...], ...]:
+    """``0.6`` on the diagonal, ``0.4/(L - 1)`` elsewhere (for ``L = 2``, :data:`DEFAULT_A`)."""
+    off = 0.4 / (L - 1)
+    return tuple(tuple(0.6 if i == j else off for j in range(L)) for i in range(L))
+
+
+def default_positions(L: int) -> Tuple[Tuple[float, ...], ...]:
+    """``P = [[1], [-1]]`` for two tokens (``mu_2 = -mu_1``), the identity ``I_L`` otherwise."""
+    if L == 2:
+        return ((1.0,), (-1.0,))
+    return tuple(tuple(1.0 if i == j else 0.0 for j in range(L)) for i in range(L))
 
 
 class ModelSpecError(ValueError):
@@ -31,34 +47,53 @@ class ModelSpecError(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class ModelSpec:
-    """Tied rank-1 softmax attention with a mixed teacher (SPEC section 1).
+    """Tied low-rank attention with a mixed teacher (docs/theory.md, sections 1 and 4).
 
     Attributes
     ----------
-    L : number of tokens (only 2 is implemented).
-    rank : student rank (only 1 is implemented).
-    attention : student attention nonlinearity ``S(h)``: ``softmax`` (row softmax of
-        ``h h^T``), ``linear`` (``h h^T``) or ``sigmoid`` (elementwise sigmoid of ``h h^T``).
-    teacher : teacher attention, ``T = (1 - omega) softmax(h* h*^T) + omega A``.
-    regulariser : ``ridge``, the penalty ``lam/2 |Q|^2``.
     sigma : standard deviation of the semantic token part; ``rho = sigma**2``.
     lam : ridge strength (weight decay).
     omega : weight of the fixed positional matrix ``A`` in the teacher.
-    A : the ``L x L`` row-stochastic matrix of the teacher, as a tuple of rows.
+    A : the ``L x L`` row-stochastic matrix of the teacher, as a tuple of rows
+        (default :func:`default_A`).
+    attention : student attention nonlinearity ``S(h)``: ``softmax`` (row softmax of
+        ``h h^T``), ``linear`` (``h h^T``) or ``sigmoid`` (elementwise sigmoid of ``h h^T``).
+    teacher : teacher attention, ``T = (1 - omega) softmax(h* h*^T) + omega A``.
+    regulariser : ``ridge``, the penalty ``lam/2 |Q|_F^2``.
+    tokens : ``L``, the number of tokens (>= 2).
+    rank : ``r``, the rank of the student (columns of ``Q``).
+    teacher_rank : ``t``, the rank of the teacher (columns of ``Q*``).
+    positions : the ``L x k`` matrix ``P`` of the positional embeddings,
+        ``mu_l = sqrt(d) sum_a P[l, a] e_a`` with orthonormal ``e_a`` (default
+        :func:`default_positions`).
     """
 
     sigma: float = 0.5
     lam: float = 0.01
     omega: float = 0.3
-    A: Tuple[Tuple[float, ...], ...] = DEFAULT_A
+    A: Optional[Tuple[Tuple[float, ...], ...]] = None
     attention: str = "softmax"
     teacher: str = "softmax"
     regulariser: str = "ridge"
-    L: int = 2
+    tokens: int = 2
     rank: int = 1
+    teacher_rank: int = 1
+    positions: Optional[Tuple[Tuple[float, ...], ...]] = None
 
     def __post_init__(self):
-        object.__setattr__(self, "A", _as_matrix(self.A, self.L))
+        for name, low in (("tokens", 2), ("rank", 1), ("teacher_rank", 1)):
+            value = getattr(self, name)
+            try:
+                count = operator.index(value)  # an int, or a numpy integer; not a float or bool
+            except TypeError:
+                count = None
+            if isinstance(value, bool) or count is None or count < low:
+                raise ModelSpecError(name, f"must be an integer >= {low}, got {value!r}")
+            object.__setattr__(self, name, count)
+        L = self.tokens
+        object.__setattr__(self, "A", _as_matrix(default_A(L) if self.A is None else self.A, L))
+        object.__setattr__(self, "positions",
+                           _as_positions(default_positions(L) if self.positions is None else self.positions, L))
         for name in ("sigma", "lam", "omega"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -82,25 +117,45 @@ class ModelSpec:
             raise ModelSpecError(
                 "regulariser", f"unknown regulariser {self.regulariser!r}; choose from {', '.join(REGULARISERS)}"
             )
-        if self.L != 2:
-            raise ModelSpecError("L", f"only L = 2 tokens is implemented, got {self.L}")
-        if self.rank != 1:
-            raise ModelSpecError("rank", f"only a rank-1 student is implemented, got {self.rank}")
+
+    @property
+    def L(self) -> int:
+        """The number of tokens (``tokens``)."""
+        return self.tokens
+
+    @property
+    def k(self) -> int:
+        """The number of positional directions (columns of ``positions``)."""
+        return len(self.positions[0])
 
     @property
     def rho(self) -> float:
-        """Teacher pre-activation variance, ``rho = sigma**2`` (SPEC section 2)."""
+        """Teacher pre-activation variance, ``rho = sigma**2`` (docs/theory.md, section 2)."""
         return self.sigma**2
 
     @property
-    def A_commutes_with_swap(self) -> bool:
-        """Whether ``A`` commutes with the token swap, so that ``theta = 0`` is exact (SPEC section 3)."""
-        (a11, a12), (a21, a22) = self.A
-        return a11 == a22 and a12 == a21
+    def shape(self) -> Tuple[int, int, int, int]:
+        """``(L, r, t, k)``."""
+        return (self.tokens, self.rank, self.teacher_rank, self.k)
+
+    @property
+    def is_two_token_rank_one(self) -> bool:
+        """The paper's own case: two tokens, ``r = t = 1`` and ``P = [[1], [-1]]`` (``mu_2 = -mu_1``)."""
+        return self.shape == (2, 1, 1, 1) and self.positions == default_positions(2)
+
+    def require_two_token_rank_one(self, what: str) -> None:
+        """Raise :class:`ModelSpecError` if ``what`` (a feature) cannot handle this model's shape."""
+        if not self.is_two_token_rank_one:
+            L, r, t, k = self.shape
+            raise ModelSpecError("tokens" if L != 2 else "rank" if r != 1 else "teacher_rank" if t != 1
+                                 else "positions",
+                                 f"{what} is implemented for L = 2 tokens, r = t = 1 and P = [[1], [-1]] only, "
+                                 f"got L = {L}, r = {r}, t = {t}, P = {[list(p) for p in self.positions]}")
 
     def structural_key(self) -> dict:
         """The part of the specification that determines the symbolic equations."""
-        return {"L": self.L, "rank": self.rank, "attention": self.attention,
+        return {"tokens": self.tokens, "rank": self.rank, "teacher_rank": self.teacher_rank,
+                "positions": [list(p) for p in self.positions], "attention": self.attention,
                 "teacher": self.teacher, "regulariser": self.regulariser}
 
     def structural_hash(self) -> str:
@@ -110,33 +165,107 @@ class ModelSpec:
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
         d["A"] = [list(row) for row in self.A]
+        d["positions"] = [list(row) for row in self.positions]
         d["rho"] = self.rho
         return d
+
+    def to_columns(self) -> dict:
+        """Every parameter as a flat CSV column: scalars by name, ``A`` as ``A11, A12, ...`` and
+        ``P`` as ``P11, P21, ...`` (``A1_10`` style once an index exceeds 9). The one CSV
+        schema of a model; :meth:`from_columns` reads it back."""
+        cols = {k: v for k, v in self.to_dict().items() if k not in ("A", "positions")}
+        cols.update(_matrix_columns("A", self.A))
+        cols.update(_matrix_columns("P", self.positions))
+        return cols
+
+    @classmethod
+    def from_columns(cls, row: dict) -> "ModelSpec":
+        """The model of a row written with :meth:`to_columns` (cells may be text)."""
+        L = int(row.get("tokens", 2))
+        A = _read_matrix(row, "A", L, L)
+        k = sum(1 for a in range(1, L + 1) if _column_name("P", 1, a, L, L) in row)
+        P = _read_matrix(row, "P", L, k) if k else None
+        return cls(sigma=float(row["sigma"]), lam=float(row["lam"]), omega=float(row["omega"]), A=A,
+                   attention=row["attention"], teacher=row["teacher"], regulariser=row["regulariser"],
+                   tokens=L, rank=int(row.get("rank", 1)), teacher_rank=int(row.get("teacher_rank", 1)),
+                   positions=P)
 
     def replace(self, **changes) -> "ModelSpec":
         return dataclasses.replace(self, **changes)
 
 
-def _as_matrix(A, L: int) -> Tuple[Tuple[float, ...], ...]:
+def _column_name(prefix: str, i: int, j: int, rows: int, cols: int) -> str:
+    return f"{prefix}{i}{j}" if max(rows, cols) <= 9 else f"{prefix}{i}_{j}"
+
+
+def _matrix_columns(prefix: str, M) -> dict:
+    rows, cols = len(M), len(M[0])
+    return {_column_name(prefix, i + 1, j + 1, rows, cols): x for i, row in enumerate(M) for j, x in enumerate(row)}
+
+
+def _read_matrix(row: dict, prefix: str, rows: int, cols: int):
     try:
-        rows = tuple(tuple(float(x) for x in row) for row in A)
+        return tuple(tuple(float(row[_column_name(prefix, i + 1, j + 1, rows, cols)]) for j in range(cols))
+                     for i in range(rows))
+    except KeyError as exc:
+        raise ModelSpecError(prefix, f"missing column {exc.args[0]} in a model row") from None
+
+
+def _as_rows(M, name: str):
+    try:
+        rows = tuple(tuple(float(x) for x in row) for row in M)
     except (TypeError, ValueError):
-        raise ModelSpecError("A", f"must be an {L}x{L} matrix of numbers, got {A!r}") from None
-    if len(rows) != L or any(len(r) != L for r in rows):
-        raise ModelSpecError("A", f"must be an {L}x{L} matrix, got shape {[len(r) for r in rows]}")
+        raise ModelSpecError(name, f"must be a matrix of numbers, got {M!r}") from None
+    if not rows or any(len(r) != len(rows[0]) for r in rows) or not rows[0]:
+        raise ModelSpecError(name, f"must be a non-empty matrix with rows of equal length, got {M!r}")
     if not all(math.isfinite(x) for r in rows for x in r):
-        raise ModelSpecError("A", f"entries must be finite, got {rows}")
+        raise ModelSpecError(name, f"entries must be finite, got {rows}")
+    return rows
+
+
+def _as_matrix(A, L: int) -> Tuple[Tuple[float, ...], ...]:
+    rows = _as_rows(A, "A")
+    if len(rows) != L or any(len(r) != L for r in rows):
+        raise ModelSpecError("A", f"must be an {L}x{L} matrix, got shape {len(rows)}x{len(rows[0])}")
     if any(x < 0 for r in rows for x in r) or any(abs(sum(r) - 1.0) > 1e-9 for r in rows):
         raise ModelSpecError("A", f"must be row-stochastic (entries >= 0, rows sum to 1), got {rows}")
     return rows
 
 
-def parse_A(text: str, L: int = 2) -> Tuple[Tuple[float, ...], ...]:
-    """Parse ``a11,a12,a21,a22`` (row-major) into a matrix."""
+def _as_positions(P, L: int) -> Tuple[Tuple[float, ...], ...]:
+    rows = _as_rows(P, "positions")
+    if len(rows) != L:
+        raise ModelSpecError("positions", f"must have one row per token ({L}), got {len(rows)} rows")
+    if len(rows[0]) > L:
+        raise ModelSpecError("positions", f"must have at most L = {L} columns, got {len(rows[0])}")
+    return rows
+
+
+def parse_matrix(text: str, name: str) -> Tuple[Tuple[float, ...], ...]:
+    """``"a,b;c,d"`` (rows separated by ``;``, entries by ``,``) as a tuple of rows."""
     try:
-        values = [float(x) for x in text.split(",")]
+        rows = tuple(tuple(float(x) for x in row.split(",")) for row in str(text).split(";"))
     except ValueError:
-        raise ModelSpecError("A", f"expected {L * L} comma-separated numbers, got {text!r}") from None
-    if len(values) != L * L:
-        raise ModelSpecError("A", f"expected {L * L} comma-separated numbers, got {len(values)}")
-    return _as_matrix([values[i * L:(i + 1) * L] for i in range(L)], L)
+        raise ModelSpecError(name, f"expected rows of comma-separated numbers separated by ';', got {text!r}") \
+            from None
+    return _as_rows(rows, name)
+
+
+def parse_A(text: str, L: Optional[int] = None) -> Tuple[Tuple[float, ...], ...]:
+    """The teacher matrix from ``"0.6,0.4;0.4,0.6"`` (rows separated by ``;``) or, for
+    ``L x L`` entries without ``;``, row-major ``a11,a12,a21,a22,...``."""
+    if ";" in str(text):
+        rows = parse_matrix(text, "A")
+    else:
+        try:
+            values = [float(x) for x in str(text).split(",")]
+        except ValueError:
+            raise ModelSpecError("A", f"expected comma-separated numbers, got {text!r}") from None
+        n = L if L is not None else math.isqrt(len(values))
+        if n * n != len(values):
+            raise ModelSpecError("A", f"expected {n * n if L is not None else 'a square number of'} "
+                                      f"comma-separated numbers (or rows separated by ';'), got {len(values)}")
+        rows = tuple(tuple(values[i * n:(i + 1) * n]) for i in range(n))
+    if L is not None and len(rows) != L:
+        raise ModelSpecError("A", f"must be an {L}x{L} matrix, got {len(rows)} rows")
+    return _as_matrix(rows, len(rows))

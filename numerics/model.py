@@ -30,6 +30,7 @@ class BoundModel:
     def __init__(self, spec: ModelSpec, backend: str = "numpy"):
         from derivations import generated_functions
 
+        spec.require_two_token_rank_one("the line quadrature")
         self.spec = spec
         self.backend = backend
         self.gm = generated_functions(spec, backend=backend)

@@ -303,6 +303,7 @@ def make_problem(spec: ModelSpec, d: int, alpha: float, seed: int = 0, run_index
                  n_test: int = 10000, dtype: torch.dtype = torch.float32,
                  device: Optional[torch.device] = None) -> Problem:
     """Draw the teacher, the training set (``n = round(alpha d)``) and the test set of one run."""
+    spec.require_two_token_rank_one("the simulator")
     device = choose_device(None) if device is None else device
     n = int(round(alpha * d))
     if n < 1:

@@ -1,0 +1,141 @@
+"""Before/after comparison of the command-line outputs on the default model.
+
+A change that only reorganises code must leave every number the program writes
+bitwise identical. This script runs a fixed set of commands into a folder
+(``produce``) and compares two such folders (``compare``), file by file, value by
+value, ignoring only what measures time (``wall_time``, ``task_wall_time``,
+``train_time``, ``step_time``, ``compute_wall_time``, timestamps) and the PDF
+figures (they embed a creation date).
+
+    # with the code before the change (a checkout in OLD/):
+    PYTHONPATH=OLD python benchmarks/compare_outputs.py produce /tmp/before --tree OLD
+    # with the code after:
+    python benchmarks/compare_outputs.py produce /tmp/after
+    python benchmarks/compare_outputs.py compare /tmp/before /tmp/after
+
+``produce`` takes about 6 minutes on 2 cores (``run``, ``solve``, ``thresholds``,
+``curve``, a 2 x 9 ``phase-diagram`` and a short ``simulate``).
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import time
+
+TIME_KEYS = {"wall_time", "task_wall_time", "train_time", "step_time", "compute_wall_time", "created",
+             "run_started", "figures", "environment", "out", "curve_csv", "csv"}
+
+
+def commands(out: pathlib.Path) -> dict:
+    """``{name: argv}``: each writes into ``out`` (stdout is kept as ``name.stdout``)."""
+    return {
+        "run": ["run", "--out", str(out / "run")],
+        "solve": ["solve", "--alpha", "2", "--json"],
+        "solve_positional": ["solve", "--alpha", "1.5", "--branch", "positional", "--json"],
+        "thresholds": ["thresholds", "--json"],
+        "curve": ["curve", "--alpha", "0.5:2.5:9", "--out", str(out / "curve.csv")],
+        "phase_diagram": ["phase-diagram", "--omega", "0.2:0.3:2", "--alpha", "0.5:2.5:9", "--out",
+                          str(out / "pd"), "--quiet", "--no-plot"],
+        "simulate": ["simulate", "--d", "200", "--alpha", "1", "--seeds", "2", "--steps", "300", "--json",
+                     "--init", "semantic"],
+    }
+
+
+def produce(out: pathlib.Path, python: str, tree: str) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ)
+    if tree:
+        env["PYTHONPATH"] = os.path.abspath(tree)
+    for name, argv in commands(out).items():
+        t0 = time.perf_counter()
+        proc = subprocess.run([python, "-m", "attnphase.cli", *argv], capture_output=True, text=True, env=env,
+                              cwd=tree or None)
+        (out / f"{name}.stdout").write_text(proc.stdout)
+        (out / f"{name}.status").write_text(f"{proc.returncode}\n")
+        print(f"{name}: exit {proc.returncode} in {time.perf_counter() - t0:.1f} s", flush=True)
+
+
+def _strip(obj):
+    if isinstance(obj, dict):
+        return {k: _strip(v) for k, v in obj.items() if k not in TIME_KEYS}
+    if isinstance(obj, list):
+        return [_strip(v) for v in obj]
+    return obj
+
+
+def _load(path: pathlib.Path):
+    if path.suffix == ".csv":
+        with open(path, newline="") as fh:
+            rows = list(csv.DictReader(fh))
+        return [{k: v for k, v in r.items() if k not in TIME_KEYS} for r in rows]
+    if path.suffix in (".json", ".stdout") or path.name.endswith(".status"):
+        text = path.read_text()
+        try:
+            return _strip(json.loads(text))
+        except ValueError:
+            # a table: drop its "wall time" line
+            return [line for line in text.splitlines() if "wall time" not in line]
+    if path.suffix == ".txt":
+        return sorted(path.read_text().splitlines())
+    return None
+
+
+def compare(before: pathlib.Path, after: pathlib.Path) -> int:
+    files = sorted({p.relative_to(before) for p in before.rglob("*") if p.is_file()}
+                   | {p.relative_to(after) for p in after.rglob("*") if p.is_file()})
+    bad = 0
+    compared = 0
+    for rel in files:
+        if rel.suffix in (".pdf", ".png", ".lock") or rel.name.startswith("."):
+            continue
+        a, b = before / rel, after / rel
+        if not a.exists() or not b.exists():
+            print(f"MISSING {rel}: before {a.exists()}, after {b.exists()}")
+            bad += 1
+            continue
+        va, vb = _load(a), _load(b)
+        if va is None:
+            continue
+        compared += 1
+        if va != vb:
+            bad += 1
+            print(f"DIFFERS {rel}")
+            if isinstance(va, list) and isinstance(vb, list):
+                for i, (ra, rb) in enumerate(zip(va, vb)):
+                    if ra != rb:
+                        if isinstance(ra, dict) and isinstance(rb, dict):
+                            keys = sorted(k for k in set(ra) | set(rb) if ra.get(k) != rb.get(k))
+                            print(f"  row {i}: " + ", ".join(f"{k}: {ra.get(k)!r} -> {rb.get(k)!r}" for k in keys[:6]))
+                        else:
+                            print(f"  item {i}: {str(ra)[:200]!r} -> {str(rb)[:200]!r}")
+                        break
+                if len(va) != len(vb):
+                    print(f"  {len(va)} -> {len(vb)} rows")
+    print(f"{compared} files compared, {bad} differ")
+    return 1 if bad else 0
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="action", required=True)
+    p = sub.add_parser("produce")
+    p.add_argument("out")
+    p.add_argument("--python", default=sys.executable)
+    p.add_argument("--tree", default="", help="a checkout to run (default: the installed package)")
+    c = sub.add_parser("compare")
+    c.add_argument("before")
+    c.add_argument("after")
+    args = parser.parse_args(argv)
+    if args.action == "produce":
+        produce(pathlib.Path(args.out), args.python, args.tree)
+        return 0
+    return compare(pathlib.Path(args.before), pathlib.Path(args.after))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
