@@ -1,47 +1,129 @@
-"""Command-line options shared by every subcommand that takes a model."""
+"""Command-line options shared by the subcommands, and THE parsers of their values.
+
+One definition each: the model options (:func:`add_model_options`,
+:func:`model_from_args`), the ``START:STOP:N`` range (:func:`parse_range`), the
+comma-separated list (:func:`parse_list`) and the precision option. Every parser
+raises :class:`~attnphase.errors.UsageError` with a message that names the option.
+"""
 from __future__ import annotations
 
 import argparse
 import math
-from typing import Optional
+from typing import Callable, Optional, Sequence
 
-from derivations.spec import ATTENTIONS, DEFAULT_A, ModelSpec, parse_A
+from derivations.spec import ATTENTIONS, ModelSpec, parse_A, parse_matrix
+
+from .errors import UsageError
+
+#: the precision modes of ``numerics.precision.PRECISIONS`` (named here so that
+#: registering a subcommand does not import the solver)
+PRECISION_NAMES = ("draft", "fast", "high")
+PRECISION_HELP = ("draft: one coarse rule, no error estimate (curves for figures); fast: error estimates "
+                  "~1e-5..1e-4; high: finer rules (slow)")
+#: a grid of more values is refused (it would never finish, and is most likely a typo)
+MAX_RANGE_POINTS = 100000
 
 
 def add_model_options(parser: argparse.ArgumentParser) -> None:
-    g = parser.add_argument_group("model (SPEC section 1)")
+    """The model of docs/theory.md, sections 1 and 4: numbers and structure."""
+    g = parser.add_argument_group("model (docs/theory.md, sections 1 and 4)")
     g.add_argument("--omega", type=float, default=0.3, help="teacher weight of the positional matrix A (default 0.3)")
     g.add_argument("--sigma", type=float, default=0.5, help="std of the semantic token part (default 0.5)")
     g.add_argument("--lam", type=float, default=0.01, help="ridge strength / weight decay (default 0.01)")
-    g.add_argument("--A", default=",".join(str(x) for row in DEFAULT_A for x in row),
-                   help="teacher matrix A, row-major a11,a12,a21,a22 (default 0.6,0.4,0.4,0.6)")
+    g.add_argument("--A", default=None, metavar="ROWS",
+                   help="teacher matrix A, rows separated by ';' (e.g. 0.6,0.4;0.4,0.6), or row-major "
+                        "a11,a12,a21,a22 (default: 0.6 on the diagonal, 0.4/(L-1) elsewhere)")
     g.add_argument("--attention", default="softmax", choices=ATTENTIONS,
                    help="student attention nonlinearity (default softmax)")
+    g.add_argument("--tokens", type=int, default=2, help="number of tokens L (default 2)")
+    g.add_argument("--rank", type=int, default=1, help="rank r of the student (default 1)")
+    g.add_argument("--teacher-rank", type=int, default=1, help="rank t of the teacher (default 1)")
+    g.add_argument("--positions", default=None, metavar="ROWS",
+                   help="positional matrix P (L x k), rows separated by ';' (default 1;-1 for two tokens, "
+                        "the identity otherwise)")
 
 
 def model_from_args(args: argparse.Namespace) -> ModelSpec:
-    """Build the ModelSpec; raises ModelSpecError (naming the parameter) on bad input."""
-    return ModelSpec(sigma=args.sigma, lam=args.lam, omega=args.omega,
-                     A=parse_A(args.A), attention=args.attention)
+    """The ModelSpec of the model options; raises ModelSpecError (naming the parameter) on bad input."""
+    L = args.tokens
+    A = None if args.A is None else parse_A(args.A, L if isinstance(L, int) and L >= 2 else None)
+    positions = None if args.positions is None else parse_matrix(args.positions, "positions")
+    return ModelSpec(sigma=args.sigma, lam=args.lam, omega=args.omega, A=A, attention=args.attention, tokens=L,
+                     rank=args.rank, teacher_rank=args.teacher_rank, positions=positions)
 
 
 def add_json_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print a machine-readable JSON object")
 
 
-def simulation_option_error(steps: int, lr: Optional[float], n_test: int, seeds: int, seed: int) -> Optional[str]:
-    """The first invalid gradient-descent run option, as a message naming the flag, or None.
+def add_precision_option(parser: argparse.ArgumentParser, help_prefix: str = "") -> None:
+    parser.add_argument("--precision", choices=PRECISION_NAMES, default="fast", help=help_prefix + PRECISION_HELP)
 
-    Shared by ``attnphase simulate``/``validate`` and the simulated phase diagram,
-    which raise it as their own error type."""
-    if steps < 0:
-        return f"--steps: must be >= 0, got {steps}"
-    if lr is not None and not (math.isfinite(lr) and lr > 0):
-        return f"--lr: must be a positive number, got {lr}"
-    if n_test < 1:
-        return f"--n-test: must be >= 1, got {n_test}"
-    if seeds < 1:
-        return f"--seeds: must be >= 1, got {seeds}"
-    if seed < 0:
-        return f"--seed: must be >= 0, got {seed}"
-    return None
+
+def parse_range(text: str, flag: str, positive: bool = False) -> list:
+    """``START:STOP:N`` (``N`` values from START to STOP, both included, as ``numpy.linspace``
+    gives them) or a single number. ``positive``: every value must be > 0."""
+    import numpy as np
+
+    parts = str(text).split(":")
+    if len(parts) not in (1, 3):
+        raise UsageError(f"{flag}: expected START:STOP:N or a number, got {text!r}")
+    try:
+        ends = [float(p) for p in parts[:2]]
+    except ValueError:
+        raise UsageError(f"{flag}: expected START:STOP:N with numbers, got {text!r}") from None
+    if not all(math.isfinite(v) for v in ends):
+        raise UsageError(f"{flag}: values must be finite, got {text!r}")
+    if len(parts) == 1:
+        values = ends
+    else:
+        try:
+            n = int(parts[2])
+        except ValueError:
+            raise UsageError(f"{flag}: N must be an integer, got {parts[2]!r} in {text!r}") from None
+        start, stop = ends
+        if n < 1:
+            raise UsageError(f"{flag}: N must be >= 1, got {n}")
+        if n > MAX_RANGE_POINTS:
+            raise UsageError(f"{flag}: N = {n} is too many grid values")
+        if n == 1 and start != stop:
+            raise UsageError(f"{flag}: N = 1 needs START = STOP (or give a single number), got {text!r}")
+        if n > 1 and not start < stop:
+            raise UsageError(f"{flag}: START must be below STOP, got {text!r}")
+        values = list(np.linspace(start, stop, n))
+    if positive and any(v <= 0 for v in values):
+        raise UsageError(f"{flag}: every value must be a positive number, got {text!r}")
+    return values
+
+
+_ITEM_KIND = {float: "numbers", int: "integers"}
+
+
+def parse_list(text: str, flag: str, item: Callable = str, choices: Optional[Sequence] = None,
+               allow_empty: bool = False) -> list:
+    """Comma-separated values (blanks dropped), each converted by ``item`` and, with
+    ``choices``, one of them."""
+    parts = [x.strip() for x in str(text).split(",") if x.strip()]
+    if not parts and not allow_empty:
+        raise UsageError(f"{flag}: empty list")
+    try:
+        values = [item(x) for x in parts]
+    except ValueError:
+        raise UsageError(f"{flag}: expected comma-separated {_ITEM_KIND.get(item, 'values')}, got {text!r}") \
+            from None
+    if choices is not None:
+        for v in values:
+            if v not in choices:
+                raise UsageError(f"{flag}: unknown value {v!r}; choose from {', '.join(map(str, choices))}")
+    return values
+
+
+def positive_number(text: str) -> float:
+    """An argparse ``type``: a positive finite number."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a positive finite number, got {text!r}")
+    return value

@@ -1,4 +1,4 @@
-"""Spot check of a phase diagram's fast error estimates against high mode (tenth session).
+"""Spot check of a phase diagram's fast error estimates against high mode.
 
 Picks ``--count`` rows at random (seeded) among the converged branch points of a phase
 diagram's ``theory.csv`` (``attnphase phase-diagram --out DIR``), solves each in high
@@ -9,12 +9,14 @@ many entries are covered.
 Run: python benchmarks/diagram_spot_check.py DIR [--count 12] [--seed 0]   (about 20 s a row)
 """
 import argparse
-import csv
 
 import numpy as np
 
-from numerics.fixed_point import model_from_row, solve_branch
+from derivations.spec import ModelSpec
+from numerics import tune_allocator
+from numerics.fixed_point import solve_branch
 from numerics.overlaps import Overlaps
+from numerics.tidy import read_rows
 
 FIELDS = ("q", "m", "V", "theta", "test_error", "train_loss")
 
@@ -25,14 +27,15 @@ def main():
     ap.add_argument("--count", type=int, default=12)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
-    rows = [r for r in csv.DictReader(open(f"{args.directory}/theory.csv"))
+    tune_allocator()
+    rows = [r for r in read_rows(f"{args.directory}/theory.csv")
             if r["exists"] == "True" and r["converged"] == "True" and r["precision"] == "fast"]
     picked = np.random.default_rng(args.seed).choice(len(rows), size=min(args.count, len(rows)), replace=False)
     covered = total = 0
     worst = 0.0
     for i in sorted(picked):
         row = rows[i]
-        spec = model_from_row(row)
+        spec = ModelSpec.from_columns(row)
         alpha = float(row["alpha"])
         start = Overlaps(q=float(row["q"]), m=float(row["m"]), V=float(row["V"]), theta=float(row["theta"]))
         high = solve_branch(spec, alpha, row["branch"], "high", start=start)

@@ -24,80 +24,18 @@ from derivations import ModelSpec
 
 from .channel import ChannelRule
 from .model import BoundModel, bind
-from .overlaps import ALL_NAMES, HatOverlaps, Overlaps
+from .overlaps import ALL_NAMES, FIXED_ZERO, HatOverlaps, Overlaps
+from .precision import PRECISIONS, Precision
 from .solver import SolverError, solve_fixed_point
 from .starts import search_starts
 from .state import free_energy, test_error, update_hat_overlaps, update_overlaps
 
 log = logging.getLogger(__name__)
 
-BRANCHES = ("semantic", "positional", "trivial")
-FIXED_ZERO = {"semantic": ("m",), "positional": ("theta",), "trivial": ("m", "theta"), "free": ()}
 DEFAULT_START = {
     "semantic": Overlaps(q=0.11, m=0.0, V=12.0, theta=0.15),
     "positional": Overlaps(q=0.05, m=0.25, V=14.0, theta=0.0),
     "trivial": Overlaps(q=0.01, m=0.0, V=20.0, theta=0.0),
-}
-
-
-# Acceptance of the undamped residual of all eight parameters (``Precision.residual_tol``).
-# The switch-resolving quadrature is smooth in the overlaps only up to a noise floor
-# (lines near the cusp of the two-minima region change rule): measured ~1e-6 relative
-# for the draft rule and ~1e-7 for the fast rules. The solver itself iterates to
-# ``Precision.tol``; this only decides whether the 8-parameter check passed.
-
-
-@dataclasses.dataclass(frozen=True)
-class Precision:
-    """A precision mode: the channel rule, the rule that estimates its error, the
-    test-error rule pair and the solver tolerance."""
-
-    name: str
-    rule: ChannelRule
-    check_rule: ChannelRule
-    test_n: int
-    test_check_n: int
-    tol: float
-    residual_tol: float
-    # the coarse solve only seeds the fine one and supplies |fine - coarse|: solving
-    # it far below the targeted error buys nothing
-    coarse_tol: Optional[float] = None
-
-
-# The draft and fast checks start from the reflected branch only (check_from_w=False):
-# with the switches bracketed, the w start moved no channel expectation by more than
-# 7e-8 relative on twelve study points (9e-9 away from the positional folds), far below
-# these rules' errors, and cost a quarter of a checked evaluation (docs/numerics.md,
-# "The switch location"). High keeps both.
-_DRAFT_RULE = ChannelRule(n_eta=12, n_r=6, n_u=6, n_t=10, n_near=4, check_from_w=False)
-PRECISIONS = {
-    # draft: curves for figures and threshold brackets; one rule, so no error estimate (NaN)
-    "draft": Precision("draft", _DRAFT_RULE, _DRAFT_RULE, 16, 16, 1e-8, 1e-5),
-    # The reported values use the finer rule; the coarse one supplies the error
-    # estimate. Both fast solves stop at 1e-7: the fast map is smooth only to ~1e-7 and
-    # its error estimates are 1e-6..1e-4 relative (docs/numerics.md section 3).
-    # Fast rules (tenth session, with the lines of teacher nodes without a pair along
-    # the soft direction): the coarse rule is coarser than the reporting one in every
-    # factor, so their difference sees each factor's error. Against reference fixed
-    # points (80/24/40/48/64) at the six accuracy-target points the reporting rule is
-    # within 7.3e-6 relative in every field, the estimate covers the difference in 48 of
-    # 48 entries, and the largest estimate is 4.8e-5 (benchmarks/rules_vs_reference.py;
-    # docs/numerics.md, "Lines along the soft direction"). The previous pair
-    # (24/10/12/16/8 and 28/12/16/20/16) had errors of 1e-4 at semantic alpha = 1.
-    "fast": Precision("fast", ChannelRule(n_eta=20, n_r=12, n_u=10, n_t=14, n_near=6, check_from_w=False),
-                      ChannelRule(n_eta=28, n_r=16, n_u=16, n_t=20, n_near=8, check_from_w=False), 16, 24, 1e-7, 2e-6,
-                      1e-7),
-    # High (tenth session): both rules split the unswitched lines where they cross the
-    # prox's steep band (ChannelRule.band_split), and the reporting rule is the former
-    # reference rule. Against reference fixed points (112/32/48/56/32, band split) at the
-    # six accuracy-target points every field is within 1.6e-8 relative and every estimate
-    # at most 1.9e-8; the estimates cover the difference in 42 of 48 entries, the misses
-    # at the 1e-9..1e-8 level (benchmarks/rules_vs_reference.py; docs/numerics.md, "The
-    # band beyond the cusp ends"). Until then: 40/14/20/24/10 and 56/18/28/32/32,
-    # estimates up to 6.6e-6.
-    "high": Precision("high", ChannelRule(n_eta=56, n_r=18, n_u=28, n_t=32, n_near=32, band_split=True),
-                      ChannelRule(n_eta=80, n_r=24, n_u=40, n_t=48, n_near=64, band_split=True), 28, 36, 1e-12, 2e-7,
-                      1e-10),
 }
 
 
@@ -134,7 +72,8 @@ class FixedPoint:
         return d
 
     def to_row(self) -> dict:
-        """A flat record for tidy CSV: model, solver setting, values, errors, status."""
+        """A flat record for tidy CSV: values, errors, status, solver setting and the model
+        (:meth:`derivations.spec.ModelSpec.to_columns`, read back by ``ModelSpec.from_columns``)."""
         row = {"alpha": self.alpha, "branch": self.branch}
         row.update(self.values)
         row.update({f"{k}_error": v for k, v in self.error.items()})
@@ -142,9 +81,7 @@ class FixedPoint:
                    global_minimum=self.global_minimum, precision=self.precision, wall_time=self.wall_time,
                    thetahat_other_form=self.diagnostics.get("thetahat_other_form"),
                    unresolved_weight=self.diagnostics.get("unresolved_weight"))
-        m = self.model
-        row.update(sigma=m.sigma, lam=m.lam, omega=m.omega, a11=m.A[0][0], a12=m.A[0][1], a21=m.A[1][0],
-                   a22=m.A[1][1], attention=m.attention, teacher=m.teacher, regulariser=m.regulariser)
+        row.update(self.model.to_columns())
         return row
 
     @property
@@ -152,13 +89,6 @@ class FixedPoint:
         d = dict(zip(ALL_NAMES, np.concatenate([self.overlaps.as_array(), self.hats.as_array()])))
         d.update(test_error=self.test_error, train_loss=self.train_loss)
         return d
-
-
-def model_from_row(row: dict) -> ModelSpec:
-    """The model of a :meth:`FixedPoint.to_row` record (e.g. a row read back from a curve CSV)."""
-    return ModelSpec(sigma=float(row["sigma"]), lam=float(row["lam"]), omega=float(row["omega"]),
-                     A=((float(row["a11"]), float(row["a12"])), (float(row["a21"]), float(row["a22"]))),
-                     attention=row["attention"], teacher=row["teacher"], regulariser=row["regulariser"])
 
 
 class _Map:

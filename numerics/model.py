@@ -96,7 +96,4 @@ class BoundModel:
 
 @functools.lru_cache(maxsize=32)
 def bind(spec: ModelSpec, backend: str = "numpy") -> BoundModel:
-    from .allocator import tune_allocator
-
-    tune_allocator()
     return BoundModel(spec, backend)

@@ -9,6 +9,14 @@ OVERLAP_NAMES = ("q", "m", "V", "theta")
 HAT_NAMES = ("qhat", "mhat", "Vhat", "thetahat")
 ALL_NAMES = OVERLAP_NAMES + HAT_NAMES
 
+#: the branches of fixed points (docs/theory.md, section 3.1): invariant subspaces of the
+#: saddle-point equations, each defined by the overlaps it holds at zero (``FIXED_ZERO``;
+#: ``free`` imposes nothing and tests the stability of a branch)
+BRANCHES = ("semantic", "positional", "trivial")
+FIXED_ZERO = {"semantic": ("m",), "positional": ("theta",), "trivial": ("m", "theta"), "free": ()}
+#: the two branches whose training losses cross at alpha_c (docs/theory.md, section 3.4)
+COMPETING_BRANCHES = BRANCHES[:2]
+
 
 @dataclasses.dataclass(frozen=True)
 class Overlaps:

@@ -30,7 +30,7 @@ from derivations import ModelSpec
 
 from .baseline import linear_baseline
 from .branches import COLLAPSE, BranchCurve, _try_solve, defining_overlap, follow_branch, is_on_branch
-from .csv_cells import is_true, number
+from .tidy import is_true, number
 from .fixed_point import PRECISIONS, solve_with_rule
 from .model import bind
 from .overlaps import Overlaps
@@ -85,7 +85,7 @@ class ScanPoint:
 
 def scan_curves_from_rows(rows) -> dict:
     """``{branch: BranchCurve}`` of :class:`ScanPoint` from branch rows as the phase diagram
-    writes them (``numerics.phase``; values or their CSV text): the points where the branch
+    writes them (``sweeps.tasks``; values or their CSV text): the points where the branch
     exists and converged, and the spinodals of the ``spinodal_{lower,upper}_*`` columns.
 
     The phase diagram's threshold task starts from its column's branch rows, read back

@@ -1,4 +1,4 @@
-"""Tests of the histogram-task experiment (validation/histogram.py)."""
+"""Tests of the histogram-task experiment (histogram_task/experiment.py)."""
 from __future__ import annotations
 
 import json
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from validation import histogram as H
+from histogram_task import experiment as H
 
 CPU = torch.device("cpu")
 

@@ -352,9 +352,10 @@ def test_run_draws_the_trivial_branch_when_a_branch_is_missing(monkeypatch, tmp_
 def test_curve_figure_draws_two_models_from_their_csvs(tmp_path):
     """``curve --figure --compare``: each CSV is read back, labelled by the model in its
     rows, and drawn with that model's linear baseline."""
-    from numerics.cli import _curve_figure, _write_csv
+    from numerics.figures import plot_curve_files
     from numerics.fixed_point import FixedPoint
     from numerics.overlaps import HatOverlaps
+    from numerics.tidy import write_rows
 
     def rows(spec, branch, q):
         return [FixedPoint(alpha=a, branch=branch, overlaps=Overlaps(q, 0.0, 5.0, 0.0), hats=HatOverlaps(0, 0, 0, 0),
@@ -363,9 +364,9 @@ def test_curve_figure_draws_two_models_from_their_csvs(tmp_path):
                 for a in (0.5, 1.0, 1.5)]
 
     linear, softmax = ModelSpec(attention="linear"), ModelSpec()
-    _write_csv(str(tmp_path / "linear.csv"), rows(linear, "trivial", 0.5))
-    _write_csv(str(tmp_path / "softmax.csv"), rows(softmax, "trivial", 0.05))
-    paths = _curve_figure(linear, str(tmp_path / "linear.csv"), str(tmp_path / "softmax.csv"))
+    write_rows(str(tmp_path / "linear.csv"), rows(linear, "trivial", 0.5))
+    write_rows(str(tmp_path / "softmax.csv"), rows(softmax, "trivial", 0.05))
+    paths = plot_curve_files([str(tmp_path / "linear.csv"), str(tmp_path / "softmax.csv")], str(tmp_path / "linear"))
     assert paths == [str(tmp_path / "linear.png"), str(tmp_path / "linear.pdf")]
     assert all((tmp_path / p).stat().st_size > 10_000 for p in ("linear.png", "linear.pdf"))
 

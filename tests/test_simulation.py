@@ -1,4 +1,5 @@
-"""Finite-size simulations (validation.simulate) and their comparison with theory (validation.compare)."""
+"""Finite-size simulations (validation.simulate) and their comparison with theory (validation.statistics,
+theory_cache, runs)."""
 from __future__ import annotations
 
 import math
@@ -12,7 +13,8 @@ import pytest
 import torch
 
 from derivations.spec import ModelSpec
-from validation import compare
+from numerics.tidy import read_rows
+from validation import runs, statistics, theory_cache
 from validation import simulate as sim
 
 CPU = torch.device("cpu")
@@ -222,7 +224,7 @@ def _fake_theory(**values):
             v.update(m=0.25, theta=0.0, test_error=0.0035)
         return types.SimpleNamespace(**v)
 
-    return compare.Theory(solve_branch, lambda spec: types.SimpleNamespace(test_error=0.002))
+    return theory_cache.Theory(solve_branch, lambda spec: types.SimpleNamespace(test_error=0.002))
 
 
 def _fake_result(alpha, init, k=5, seed=0):
@@ -250,26 +252,26 @@ def _fake_result(alpha, init, k=5, seed=0):
 
 def test_branch_and_sign_fixing():
     sem, pos = _fake_result(1.0, "semantic"), _fake_result(1.0, "positional")
-    assert compare.branch_of(sem) == "semantic" and compare.branch_of(pos) == "positional"
-    v = compare.sign_fixed(sem["runs"], "semantic")
+    assert statistics.branch_of(sem) == "semantic" and statistics.branch_of(pos) == "positional"
+    v = statistics.sign_fixed(sem["runs"], "semantic")
     assert (v["theta_over_sigma2"] > 0).all()
     assert (v["m"] < 0).any() and (v["m"] > 0).any()  # signed, not absolute
-    v = compare.sign_fixed(pos["runs"], "positional")
+    v = statistics.sign_fixed(pos["runs"], "positional")
     assert (v["m"] > 0).all()
     # overlaps at the level a vector of that norm has by chance are trivial: linear
     # attention at d = 100 has q ~ 0.45 and |theta|/sigma^2 ~ 0.1 by chance (cut 3 x 0.134)
     chance = _fake_result(1.0, "semantic")
     for r in chance["runs"]:
         r.update(q=0.45, theta_over_sigma2=0.1 + 0.01 * r["theta_over_sigma2"])
-    assert compare.branch_of(chance) == "trivial"
+    assert statistics.branch_of(chance) == "trivial"
     for r in chance["runs"]:  # a small semantic overlap at the softmax model's norm (cut 3 x 0.063) is not
         r.update(q=0.1, theta_over_sigma2=0.25)
-    assert compare.branch_of(chance) == "semantic"
+    assert statistics.branch_of(chance) == "semantic"
 
 
 def test_compare_point_z_scores():
     res = _fake_result(2.0, "semantic")
-    rows = compare.compare_point(res, SPEC, _fake_theory())
+    rows = statistics.compare_point(res, SPEC, _fake_theory())
     row = next(r for r in rows if r["quantity"] == "test_error")
     vals = np.array([r["test_error"] for r in res["runs"]])
     sem = vals.std(ddof=1) / math.sqrt(5)
@@ -277,18 +279,18 @@ def test_compare_point_z_scores():
     assert row["z"] == pytest.approx((vals.mean() - 0.0014) / sem)
     th = next(r for r in rows if r["quantity"] == "theta_over_sigma2")
     assert th["theory"] == pytest.approx(0.15 / 0.25)
-    assert not compare.failing(rows, 1e6)
-    bad = compare.compare_point(res, SPEC, _fake_theory(test_error=0.0020))
-    assert [r["quantity"] for r in compare.failing(bad, 3.0)] == ["test_error"]
+    assert not statistics.failing(rows, 1e6)
+    bad = statistics.compare_point(res, SPEC, _fake_theory(test_error=0.0020))
+    assert [r["quantity"] for r in statistics.failing(bad, 3.0)] == ["test_error"]
 
 
 def test_no_z_score_against_a_theory_off_its_branch():
     res = _fake_result(0.5, "semantic")
-    rows = compare.compare_point(res, SPEC, _fake_theory(theta=0.0))  # the semantic solve collapsed
+    rows = statistics.compare_point(res, SPEC, _fake_theory(theta=0.0))  # the semantic solve collapsed
     assert all(math.isnan(r["z"]) for r in rows)
     assert rows[0]["theory_on_branch"] is False
-    assert [u["alpha"] for u in compare.unmatched(rows)] == [0.5]
-    assert not compare.unmatched(compare.compare_point(res, SPEC, _fake_theory()))
+    assert [u["alpha"] for u in statistics.unmatched(rows)] == [0.5]
+    assert not statistics.unmatched(statistics.compare_point(res, SPEC, _fake_theory()))
 
 
 def test_crossing_alpha_and_finite_size_fit():
@@ -296,11 +298,11 @@ def test_crossing_alpha_and_finite_size_fit():
     lin = [np.full(4, 0.002)] * 3
     test = [np.array([0.003, 0.0031, 0.0029, 0.003]), np.array([0.0015, 0.0016, 0.0014, 0.0015]),
             np.array([0.001] * 4)]
-    c = compare.crossing_alpha(alphas, test, lin, n_boot=200)
+    c = statistics.crossing_alpha(alphas, test, lin, n_boot=200)
     assert c["alpha_cross"] == pytest.approx(1.0 + 0.5 * 0.001 / 0.0015)
     assert 0 < c["alpha_cross_std"] < 0.1
     ds = [100, 200, 400, 800]
-    fit = compare.fit_finite_size(ds, [1.0 + 5.0 / d for d in ds], [0.01] * 4)
+    fit = statistics.fit_finite_size(ds, [1.0 + 5.0 / d for d in ds], [0.01] * 4)
     assert fit["a"] == pytest.approx(1.0) and fit["b"] == pytest.approx(5.0)
     assert fit["chi2_dof"] == pytest.approx(0.0, abs=1e-12)
 
@@ -311,9 +313,9 @@ def test_theory_crossing_skips_missing_branch():
             raise RuntimeError("below the spinodal")
         return types.SimpleNamespace(test_error=0.003 - 0.001 * alpha, converged=True)
 
-    theory = compare.Theory(solve_branch, lambda spec: types.SimpleNamespace(test_error=0.002))
-    assert compare.theory_crossing(theory, SPEC, np.linspace(0.5, 2.0, 7)) == pytest.approx(1.0, abs=2e-3)
-    assert compare.theory_crossing(theory, SPEC, [0.5, 0.8, 1.4], refine=False) == pytest.approx(1.0)
+    theory = theory_cache.Theory(solve_branch, lambda spec: types.SimpleNamespace(test_error=0.002))
+    assert theory_cache.theory_crossing(theory, SPEC, np.linspace(0.5, 2.0, 7)) == pytest.approx(1.0, abs=2e-3)
+    assert theory_cache.theory_crossing(theory, SPEC, [0.5, 0.8, 1.4], refine=False) == pytest.approx(1.0)
 
 
 def test_memoized_theory_solves_each_point_once(tmp_path):
@@ -326,11 +328,11 @@ def test_memoized_theory_solves_each_point_once(tmp_path):
         return types.SimpleNamespace(q=0.1, m=0.0, V=2.0, theta=0.1, test_error=0.001, train_loss=0.002,
                                      converged=True)
 
-    raw = compare.Theory(solve_branch, lambda spec: types.SimpleNamespace(test_error=0.002))
+    raw = theory_cache.Theory(solve_branch, lambda spec: types.SimpleNamespace(test_error=0.002))
     # in memory; on disk (first fills the folder); on disk again: every solve is a hit
     for cache_dir, expected_calls in ((None, 2), (str(tmp_path), 2), (str(tmp_path), 0)):
         calls.clear()
-        theory = compare.memoized(raw, cache_dir)
+        theory = theory_cache.memoized(raw, cache_dir)
         for _ in range(3):
             assert theory.solve_branch(SPEC, 1.0, "semantic").theta == 0.1
             with pytest.raises(RuntimeError, match="spinodal"):
@@ -346,21 +348,21 @@ def test_run_validate_with_fake_theory_and_simulation(tmp_path):
         return _fake_result(alpha, init, seed=int(10 * alpha))
 
     kw = {"seeds": 5, "seed": 0}
-    summary = compare.run_validate(SPEC, [1.0, 2.0], ["semantic", "positional"], 100, kw, str(tmp_path),
-                                   theory=_fake_theory(), simulate_fn=fake_simulate, curve_points=5)
+    summary = runs.run_validate(SPEC, [1.0, 2.0], ["semantic", "positional"], 100, kw, str(tmp_path),
+                                theory=_fake_theory(), simulate_fn=fake_simulate, curve_points=5)
     assert len(calls) == 4
     for name in ("validate.csv", "validate.png", "validate.json", "theory_curves.csv"):
         assert os.path.exists(tmp_path / name)
-    rows = compare.read_csv(str(tmp_path / "validate.csv"))
-    assert len(rows) == 2 * (2 * len(compare.QUANTITIES) + 1)
+    rows = read_rows(str(tmp_path / "validate.csv"))
+    assert len(rows) == 2 * (2 * len(theory_cache.QUANTITIES) + 1)
     assert {"sim_mean", "sim_std", "sim_sem", "theory", "z"} <= set(rows[0])
     assert summary["failing"] == []
     # resumed: nothing recomputed
-    compare.run_validate(SPEC, [1.0, 2.0], ["semantic", "positional"], 100, kw, str(tmp_path),
-                         theory=_fake_theory(), simulate_fn=fake_simulate, curve_points=5)
+    runs.run_validate(SPEC, [1.0, 2.0], ["semantic", "positional"], 100, kw, str(tmp_path),
+                      theory=_fake_theory(), simulate_fn=fake_simulate, curve_points=5)
     assert len(calls) == 4
-    bad = compare.run_validate(SPEC, [1.0, 2.0], ["semantic"], 100, kw, str(tmp_path / "b"),
-                               theory=_fake_theory(train_loss=0.01), simulate_fn=fake_simulate, curve_points=3)
+    bad = runs.run_validate(SPEC, [1.0, 2.0], ["semantic"], 100, kw, str(tmp_path / "b"),
+                            theory=_fake_theory(train_loss=0.01), simulate_fn=fake_simulate, curve_points=3)
     assert {f["quantity"] for f in bad["failing"]} == {"train_loss"}
 
 
@@ -374,13 +376,10 @@ def test_agreement_with_theory_at_d400():
     Tolerances are set from the finite-size trend (O(1/d) corrections of a few per
     cent at d = 400, see docs/validation.md), not from the seed spread alone.
     """
-    try:
-        theory = compare.default_theory("fast")
-    except ImportError as exc:
-        pytest.skip(f"numerics.api not available: {exc}")
+    theory = theory_cache.default_theory("fast")
     res = sim.simulate(SPEC, 400, 2.0, "semantic", seeds=4, seed=0, n_test=5000)
-    rows = {r["quantity"]: r for r in compare.compare_point(res, SPEC, theory)}
-    assert compare.branch_of(res) == "semantic"
+    rows = {r["quantity"]: r for r in statistics.compare_point(res, SPEC, theory)}
+    assert statistics.branch_of(res) == "semantic"
     for qty, rel in (("test_error", 0.10), ("train_loss", 0.10), ("theta_over_sigma2", 0.10), ("q", 0.15)):
         r = rows[qty]
         assert abs(r["sim_mean"] - r["theory"]) < rel * abs(r["theory"]) + 3 * r["sim_sem"], r
@@ -396,10 +395,10 @@ def test_dscan_uses_independent_seeds_per_d(tmp_path):
         res["d"] = d
         return res
 
-    out = compare.run_dscan(SPEC, 2.0, ["semantic"], [100, 200, 400], {"seeds": 5, "seed": 7}, str(tmp_path),
-                            theory=_fake_theory(), simulate_fn=fake_simulate)
+    out = runs.run_dscan(SPEC, 2.0, ["semantic"], [100, 200, 400], {"seeds": 5, "seed": 7}, str(tmp_path),
+                         theory=_fake_theory(), simulate_fn=fake_simulate)
     assert len(set(seeds.values())) == 3
-    assert seeds[100] == compare.scan_seed(7, 100)
+    assert seeds[100] == runs.scan_seed(7, 100)
     fit = next(f for f in out["fits"] if f["quantity"] == "test_error" and f["init"] == "semantic")
     assert fit["a"] == pytest.approx(0.0014) and abs(fit["z"]) < 1e-6
     assert os.path.exists(tmp_path / "dscan.png")

@@ -26,7 +26,7 @@ One integer ``seed`` determines everything. Run ``k`` of a call uses the numpy
 ``SeedSequence(seed, spawn_key=(k,))`` (the same child whatever the number of
 runs), which spawns four independent streams: the teacher ``Q*``, the training
 set, the test set and the random initialisation. (numpy's global state is never
-used; bootstraps in :mod:`validation.compare` take a ``numpy.random.Generator``
+used; bootstraps in :mod:`validation.statistics` take a ``numpy.random.Generator``
 seeded from the same integer.) Each stream seeds a CPU
 ``torch.Generator``; data are drawn in float64 on the CPU and then cast and moved
 to the device, so the data do not depend on the device or the working dtype,
@@ -45,12 +45,11 @@ import torch
 
 from derivations.spec import ModelSpec
 
+from .run_settings import DEFAULT_LR, INITS, OPTIMIZERS  # noqa: F401  (part of this module's interface)
+
 log = logging.getLogger(__name__)
 
-INITS = ("semantic", "positional", "random")
-OPTIMIZERS = ("gd", "adam")
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
-DEFAULT_LR = {"gd": 0.15, "adam": 0.01}
 LINEAR_RIDGE = 1e-4
 STAT_DTYPE = torch.float64  # dtype of the per-sample L x L statistics
 

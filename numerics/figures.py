@@ -1,4 +1,4 @@
-"""Figures drawn from tidy rows alone (STYLE point 7)."""
+"""Figures of curves, drawn from tidy rows alone (the CSV files of ``attnphase curve`` and ``run``)."""
 from __future__ import annotations
 
 import matplotlib
@@ -97,3 +97,27 @@ def plot_model_comparison(curves, stem):
     fig.suptitle("dots: global minimum among the branches found", fontsize=9)
     fig.tight_layout()
     return _save(fig, stem)
+
+
+def plot_curve_files(paths, stem, default_model=None):
+    """The curves of several curve CSVs side by side (:func:`plot_model_comparison`), each
+    read back from its file and labelled by the model in its rows
+    (:meth:`derivations.spec.ModelSpec.from_columns`), with that model's linear baseline.
+    ``default_model``: the model of a file without rows. Returns the figure paths."""
+    from derivations.spec import ModelSpec
+
+    from .baseline import linear_baseline
+    from .tidy import read_rows
+
+    def label(spec):
+        return f"{spec.attention} attention, omega={spec.omega:g}"
+
+    curves = {}
+    for path in paths:
+        rows = read_rows(path)
+        model = ModelSpec.from_columns(rows[0]) if rows else default_model
+        name = label(model)
+        while name in curves:
+            name += "'"
+        curves[name] = (rows, linear_baseline(model).test_error)
+    return plot_model_comparison(curves, stem)

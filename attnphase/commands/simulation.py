@@ -1,4 +1,5 @@
-"""``attnphase simulate`` and ``attnphase validate`` (issue 4).
+"""``attnphase simulate`` and ``attnphase validate``: finite-size simulations and their comparison
+with the theory (:mod:`validation`).
 
 torch is imported inside the command functions, never at registration.
 """
@@ -10,20 +11,21 @@ import logging
 import math
 import sys
 
-from attnphase.cli import UsageError
-from attnphase.options import add_json_option, add_model_options, model_from_args, simulation_option_error
+from attnphase.errors import UsageError
+from attnphase.options import (add_json_option, add_model_options, add_precision_option, model_from_args,
+                               parse_list)
+from validation.run_settings import (DTYPE_NAMES, INITS, OPTIMIZERS, check_alpha, check_dimension,
+                                     check_run_settings)
 
 log = logging.getLogger(__name__)
 
-INITS = ("semantic", "positional", "random")  # = validation.simulate.INITS (not imported: torch)
-
 
 def _add_training_options(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("training (SPEC section 1)")
+    g = p.add_argument_group("training (docs/theory.md, section 1.3)")
     g.add_argument("--steps", type=int, default=5000, help="full-batch steps (default 5000)")
     g.add_argument("--lr", type=float, default=None, help="learning rate (default 0.15 for gd, 0.01 for adam)")
-    g.add_argument("--optimizer", default="gd", choices=("gd", "adam"), help="default gd")
-    g.add_argument("--dtype", default="float32", choices=("float32", "float64"), help="working dtype (default float32)")
+    g.add_argument("--optimizer", default="gd", choices=OPTIMIZERS, help="default gd")
+    g.add_argument("--dtype", default="float32", choices=DTYPE_NAMES, help="working dtype (default float32)")
     g.add_argument("--seed", type=int, default=0,
                    help="integer seed; run k uses numpy SeedSequence(seed, spawn_key=(k,)) (default 0)")
     g.add_argument("--n-test", type=int, default=10000, help="fresh samples for the test error (default 10000)")
@@ -31,8 +33,9 @@ def _add_training_options(p: argparse.ArgumentParser) -> None:
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("simulate", help="train the finite-size model (SPEC section 1) over seeds",
-                              description="Train the tied rank-1 attention student on SPEC section 1 data, "
+    p = subparsers.add_parser("simulate", help="train the finite-size model (docs/theory.md, section 1) over seeds",
+                              description="Train the tied rank-1 attention student on the data of docs/theory.md, "
+                                          "section 1, "
                                           "one run per seed, and report test error, training loss, overlaps "
                                           "and the linear baseline.")
     p.add_argument("--d", type=int, default=1000, help="dimension (default 1000)")
@@ -58,7 +61,7 @@ def register(subparsers) -> None:
     v.add_argument("--out", default="validate_out", help="output folder (default validate_out)")
     v.add_argument("--no-resume", action="store_true", help="recompute points cached under OUT/runs")
     v.add_argument("--sim-only", action="store_true", help="do not solve the theory (no z-scores)")
-    v.add_argument("--precision", default="fast", help="theory precision passed to numerics.api (default fast)")
+    add_precision_option(v, "theory precision (default fast). ")
     v.add_argument("--curve-points", type=int, default=7,
                    help="extra evenly spaced alphas for the theory curves (default 7; 0: only the simulated ones)")
     v.add_argument("--d-scan", action="store_true", help="finite-size scan at fixed --alpha over --d-values")
@@ -75,9 +78,7 @@ def register(subparsers) -> None:
 
 
 def _check_common(args) -> None:
-    error = simulation_option_error(args.steps, args.lr, args.n_test, args.seeds, args.seed)
-    if error:
-        raise UsageError(error)
+    check_run_settings(args.steps, args.lr, args.n_test, args.seeds, args.seed)
     if args.device:
         import torch
 
@@ -85,38 +86,6 @@ def _check_common(args) -> None:
             torch.empty(0, device=args.device)
         except (RuntimeError, AssertionError, ValueError) as exc:
             raise UsageError(f"--device: {args.device!r} is not usable here ({str(exc).splitlines()[0]})") from None
-
-
-def _check_d(d: int, flag: str = "--d") -> None:
-    if d < 2:
-        raise UsageError(f"{flag}: must be >= 2, got {d}")
-
-
-def _check_alpha(alpha: float, d: int, flag: str = "--alpha") -> None:
-    if not (math.isfinite(alpha) and alpha > 0):
-        raise UsageError(f"{flag}: must be a positive number, got {alpha}")
-    if round(alpha * d) < 1:
-        raise UsageError(f"{flag}: alpha * d = {alpha * d:g} leaves no training sample")
-
-
-def _floats(text: str, flag: str) -> list:
-    try:
-        vals = [float(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise UsageError(f"{flag}: expected comma-separated numbers, got {text!r}") from None
-    if not vals:
-        raise UsageError(f"{flag}: empty list")
-    return vals
-
-
-def _ints(text: str, flag: str) -> list:
-    try:
-        vals = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise UsageError(f"{flag}: expected comma-separated integers, got {text!r}") from None
-    if not vals:
-        raise UsageError(f"{flag}: empty list")
-    return vals
 
 
 def _sim_kwargs(args) -> dict:
@@ -128,8 +97,8 @@ def _sim_kwargs(args) -> dict:
 
 
 def cmd_simulate(args) -> int:
-    _check_d(args.d)
-    _check_alpha(args.alpha, args.d)
+    check_dimension(args.d)
+    check_alpha(args.alpha, args.d)
     _check_common(args)
     spec = model_from_args(args)
     from validation.simulate import simulate
@@ -159,39 +128,29 @@ def cmd_validate(args) -> int:
         raise UsageError(f"--curve-points: must be >= 0, got {args.curve_points}")
     if not (math.isfinite(args.tolerance) and args.tolerance > 0):
         raise UsageError(f"--tolerance: must be a positive number, got {args.tolerance}")
-    inits = [x.strip() for x in args.inits.split(",") if x.strip()]
-    for init in inits:
-        if init not in INITS:
-            raise UsageError(f"--inits: unknown start {init!r}; choose from {', '.join(INITS)}")
-    if not inits:
-        raise UsageError("--inits: empty list")
+    inits = parse_list(args.inits, "--inits", choices=INITS)
     spec = model_from_args(args)
     if args.d_scan:
-        d_values = _ints(args.d_values, "--d-values")
+        d_values = parse_list(args.d_values, "--d-values", item=int)
         for d in d_values:
-            _check_d(d, "--d-values")
-            _check_alpha(args.alpha, d)
+            check_dimension(d, "--d-values")
+            check_alpha(args.alpha, d)
     else:
-        _check_d(args.d)
-        alphas = _floats(args.alphas, "--alphas")
+        check_dimension(args.d)
+        alphas = parse_list(args.alphas, "--alphas", item=float)
         for a in alphas:
-            _check_alpha(a, args.d, "--alphas")
-    theory = None
-    if not args.sim_only:
-        from validation.compare import default_theory
+            check_alpha(a, args.d, "--alphas")
+    from validation import runs
+    from validation.theory_cache import default_theory
 
-        try:
-            theory = default_theory(args.precision)
-        except ImportError as exc:
-            raise UsageError(f"theory unavailable ({exc}); use --sim-only for simulations alone") from None
-    from validation import compare
+    theory = None if args.sim_only else default_theory(args.precision)
 
     sim_kwargs = {**_sim_kwargs(args), "progress": False}
     if args.d_scan:
-        summary = compare.run_dscan(spec, args.alpha, inits, d_values, sim_kwargs, args.out, args.tolerance,
+        summary = runs.run_dscan(spec, args.alpha, inits, d_values, sim_kwargs, args.out, args.tolerance,
                                     theory, resume=not args.no_resume)
     else:
-        summary = compare.run_validate(spec, alphas, inits, args.d, sim_kwargs, args.out, args.tolerance,
+        summary = runs.run_validate(spec, alphas, inits, args.d, sim_kwargs, args.out, args.tolerance,
                                        theory, curve_points=args.curve_points, resume=not args.no_resume)
     if args.json:
         json.dump(summary, sys.stdout, indent=1)

@@ -1,4 +1,4 @@
-"""``attnphase histogram``: the paper's histogram-task experiment (validation/histogram.py)."""
+"""``attnphase histogram``: the paper's histogram-task experiment (:mod:`histogram_task`)."""
 from __future__ import annotations
 
 import argparse
@@ -7,7 +7,9 @@ import json
 import os
 import sys
 
-from attnphase.options import add_json_option
+from attnphase.errors import UsageError
+from attnphase.options import add_json_option, parse_list
+from histogram_task import ATTENTION_KINDS
 
 
 def register(subparsers) -> None:
@@ -41,8 +43,7 @@ def register(subparsers) -> None:
 
 
 def _config(args):
-    from attnphase.cli import UsageError
-    from validation.histogram import FULL, QUICK
+    from histogram_task.experiment import FULL, QUICK
 
     base = QUICK if args.quick else FULL
     over = {"epochs": args.epochs, "continue_epochs": args.continue_epochs,
@@ -61,22 +62,16 @@ def _config(args):
 
 
 def run(args: argparse.Namespace) -> int:
-    from attnphase.cli import UsageError
-
     if args.threads <= 0:
         raise UsageError(f"--threads: must be > 0, got {args.threads}")
     if args.seeds <= 0:
         raise UsageError(f"--seeds: must be > 0, got {args.seeds}")
-    kinds = [k.strip() for k in args.models.split(",") if k.strip()]
-    allowed = ("only_sem", "only_pos", "both")
-    bad = [k for k in kinds if k not in allowed]
-    if not kinds or bad:
-        raise UsageError(f"--models: expected a comma-separated subset of {', '.join(allowed)}, got {args.models!r}")
+    kinds = parse_list(args.models, "--models", choices=ATTENTION_KINDS)
     cfg = _config(args)
 
     import torch
 
-    from validation import histogram as H
+    from histogram_task import experiment as H
 
     try:
         device = H.pick_device(args.device)

@@ -1,4 +1,4 @@
-"""Phase-diagram figures drawn from the sweep CSVs alone (issue 5; STYLE point 7).
+"""Phase-diagram figures drawn from the sweep CSVs alone.
 
 ``points_from_csv`` turns a tidy file (``theory.csv``: one row per grid point and
 branch; ``simulation.csv``: one row per run; or an already derived ``*_points.csv``)
@@ -21,35 +21,21 @@ never imports pyplot (no display needed) and never recomputes anything.
 """
 from __future__ import annotations
 
-import csv
 import json
 import math
+import re
 from collections import defaultdict
 from pathlib import Path
 from typing import Optional, Sequence
 
 import numpy as np
 
-from .csv_cells import is_true, number
+from numerics.tidy import is_true, number, read_rows
 
-THRESHOLDS_CSV = "thresholds.csv"
+from .store import THRESHOLDS_CSV
 POINT_COLUMNS = ("omega", "alpha", "source", "train_loss_semantic", "train_loss_positional", "train_loss_diff",
                  "train_loss_diff_error", "global_branch", "global_test_error", "linear_test_error",
                  "test_error_diff", "test_error_diff_error")
-
-
-def read_rows(path) -> list:
-    """Rows of a CSV as dicts of strings; a trailing partial line (an interrupted write) is ignored."""
-    text = Path(path).read_text(encoding="utf-8")
-    cut = text.rfind("\n") + 1
-    if cut != len(text):
-        text = text[:cut]
-    reader = csv.reader(text.splitlines())
-    try:
-        header = next(reader)
-    except StopIteration:
-        return []
-    return [dict(zip(header, r)) for r in reader if r]
 
 
 def file_kind(rows: list) -> str:
@@ -99,7 +85,7 @@ def theory_points(rows: list) -> list:
     for r in rows:
         groups[(number(r["omega"]), number(r["alpha"]))][r["branch"]] = r
     const = _constant_columns(rows, skip=("task", "omega", "alpha", "branch"))
-    keep = {k: v for k, v in const.items() if k in _CONTEXT_THEORY}
+    keep = {k: v for k, v in const.items() if _is_model_column(k) or k in _CONTEXT_THEORY}
     out = []
     for (w, a), by in sorted(groups.items()):
         def val(b, k):
@@ -120,10 +106,16 @@ def theory_points(rows: list) -> list:
     return out
 
 
-_CONTEXT_THEORY = ("sigma", "lam", "A11", "A12", "A21", "A22", "attention", "teacher", "regulariser", "L", "rank",
-                   "precision", "alpha_grid", "settings_hash")
-_CONTEXT_SIM = ("sigma", "lam", "A11", "A12", "A21", "A22", "attention", "teacher", "regulariser", "L", "rank",
-                "d", "steps", "lr", "optimizer", "dtype", "n_test", "base_seed", "settings_hash")
+def _is_model_column(name: str) -> bool:
+    """A column of the model's CSV schema (:meth:`derivations.spec.ModelSpec.to_columns`)
+    other than ``omega``, which varies across a diagram: a scalar parameter or an entry
+    of ``A`` or ``P``."""
+    return name in _MODEL_SCALARS or re.fullmatch(r"[AP]\d+(_\d+)?", name) is not None
+
+
+_MODEL_SCALARS = ("sigma", "lam", "attention", "teacher", "regulariser", "tokens", "rank", "teacher_rank")
+_CONTEXT_THEORY = ("precision", "alpha_grid", "settings_hash")
+_CONTEXT_SIM = ("d", "steps", "lr", "optimizer", "dtype", "n_test", "base_seed", "settings_hash")
 
 
 def _zero_nan(x: float) -> float:
@@ -135,7 +127,7 @@ def simulation_points(rows: list) -> list:
     for r in rows:
         groups[(number(r["omega"]), number(r["alpha"]))][r["init"]].append(r)
     const = _constant_columns(rows, skip=("task", "omega", "alpha", "init", "run_index"))
-    keep = {k: v for k, v in const.items() if k in _CONTEXT_SIM}
+    keep = {k: v for k, v in const.items() if _is_model_column(k) or k in _CONTEXT_SIM}
     out = []
     for (w, a), by in sorted(groups.items()):
         def stat(b, k):

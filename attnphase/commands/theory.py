@@ -1,70 +1,30 @@
 """``attnphase solve | curve | thresholds | run``: the theory from the command line."""
 from __future__ import annotations
 
-import argparse
-import csv
 import json
 import logging
-import math
 import os
 import sys
 import time
 
-from attnphase.options import add_json_option, add_model_options, model_from_args
+from attnphase.errors import UsageError
+from attnphase.options import (add_json_option, add_model_options, add_precision_option, model_from_args,
+                               parse_list, parse_range, positive_number)
+from numerics.overlaps import BRANCHES, COMPETING_BRANCHES
 
 log = logging.getLogger(__name__)
-
-
-def _usage(msg):
-    from attnphase.cli import UsageError
-
-    return UsageError(msg)
-
-
-def parse_range(text: str, name: str = "--alpha"):
-    """``START:STOP:N`` (inclusive, N points) or a single number."""
-    import numpy as np
-
-    parts = text.split(":")
-    try:
-        if len(parts) == 1:
-            values = [float(parts[0])]
-        elif len(parts) == 3:
-            start, stop, n = float(parts[0]), float(parts[1]), int(parts[2])
-            if n < 1:
-                raise _usage(f"{name}: N must be >= 1, got {n}")
-            values = list(np.linspace(start, stop, n))
-        else:
-            raise ValueError
-    except ValueError:
-        raise _usage(f"{name}: expected START:STOP:N or a number, got {text!r}") from None
-    if any(not math.isfinite(v) or v <= 0 for v in values):
-        raise _usage(f"{name}: every alpha must be a positive finite number, got {text!r}")
-    return values
-
-
-def _positive_alpha(text):
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"must be a positive finite number, got {text!r}")
-    return value
 
 
 def _common(p):
     add_model_options(p)
     add_json_option(p)
-    p.add_argument("--precision", choices=("draft", "fast", "high"), default="fast",
-                   help="draft: one coarse rule, no error estimate (curves for figures); fast: error "
-                        "estimates ~1e-5..1e-4; high: finer rules (slow)")
+    add_precision_option(p)
 
 
 def register(sub):
     p = sub.add_parser("solve", help="fixed point(s) of the saddle-point equations at one alpha")
-    p.add_argument("--alpha", type=_positive_alpha, required=True, help="samples per dimension")
-    p.add_argument("--branch", choices=("semantic", "positional", "trivial", "all"), default="all")
+    p.add_argument("--alpha", type=positive_number, required=True, help="samples per dimension")
+    p.add_argument("--branch", choices=BRANCHES + ("all",), default="all")
     _common(p)
     p.set_defaults(func=cmd_solve)
 
@@ -94,19 +54,11 @@ def register(sub):
 
 
 def _emit(obj, as_json):
+    from numerics.tidy import json_default
+
     if as_json:
-        json.dump(obj, sys.stdout, indent=2, default=_json_default)
+        json.dump(obj, sys.stdout, indent=2, default=json_default)
         sys.stdout.write("\n")
-
-
-def _json_default(o):
-    import numpy as np
-
-    if isinstance(o, (np.floating, np.integer)):
-        return o.item()
-    if isinstance(o, np.bool_):
-        return bool(o)
-    raise TypeError(type(o))
 
 
 def _fp_table(points):
@@ -136,15 +88,6 @@ def cmd_solve(args) -> int:
         print(_fp_table(points))
         print(f"wall time {time.perf_counter() - t0:.1f} s")
     return 0 if all(p.converged for p in points) else 1
-
-
-def _write_csv(path, rows):
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    fields = list(dict.fromkeys(k for r in rows for k in r))
-    with open(path, "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=fields)
-        w.writeheader()
-        w.writerows(rows)
 
 
 def _curves(spec, alphas, branches, precision, bar=None):
@@ -177,25 +120,28 @@ def _progress(total, desc):
 
 
 def cmd_curve(args) -> int:
+    from numerics.tidy import write_rows
+
     spec = model_from_args(args)
-    alphas = parse_range(args.alpha)
-    branches = [b.strip() for b in args.branches.split(",") if b.strip()]
-    for b in branches:
-        if b not in ("semantic", "positional", "trivial"):
-            raise _usage(f"--branches: unknown branch {b!r}")
-    compare = _paths(args.compare)
+    alphas = parse_range(args.alpha, "--alpha", positive=True)
+    branches = parse_list(args.branches, "--branches", choices=BRANCHES)
+    compare = parse_list(args.compare, "--compare", allow_empty=True)
     if compare and not args.figure:
-        raise _usage("--compare: needs --figure")
+        raise UsageError("--compare: needs --figure")
     for path in compare:  # checked before the curve is computed
         if not os.access(path, os.R_OK):
-            raise _usage(f"--compare: cannot read {path}")
+            raise UsageError(f"--compare: cannot read {path}")
     with _progress(len(alphas) * len(branches), "curve") as bar:
         curves = _curves(spec, alphas, branches, args.precision, bar)
     rows = [p.to_row() for c in curves.values() for p in c.points]
-    _write_csv(args.out, rows)
+    write_rows(args.out, rows)
     spin = [s for c in curves.values() for s in c.spinodals]
     notes = [c.note for c in curves.values() if c.note]
-    figures = _curve_figure(spec, args.out, args.compare) if args.figure else []
+    figures = []
+    if args.figure:
+        from numerics.figures import plot_curve_files
+
+        figures = plot_curve_files([args.out, *compare], os.path.splitext(args.out)[0], default_model=spec)
     if args.json:
         _emit({"csv": args.out, "rows": len(rows), "spinodals": spin, "notes": notes, "figures": figures}, True)
     else:
@@ -208,43 +154,13 @@ def cmd_curve(args) -> int:
     return 0 if all(p.converged for c in curves.values() for p in c.points) else 1
 
 
-def _paths(text):
-    """Comma-separated paths, blanks dropped."""
-    return [c.strip() for c in text.split(",") if c.strip()]
-
-
-def _curve_figure(spec, csv_path, compare):
-    """The figure of the curve just written, read back from its CSV, beside the curves
-    of ``compare`` (comma-separated CSV paths), each labelled by its model."""
-    import csv
-
-    from numerics.api import linear_baseline
-    from numerics.fixed_point import model_from_row
-    from numerics.plotting import plot_model_comparison
-
-    def label(s):
-        return f"{s.attention} attention, omega={s.omega:g}"
-
-    curves = {}
-    for path in [csv_path, *_paths(compare)]:
-        with open(path, newline="") as fh:
-            rows = list(csv.DictReader(fh))
-        model = model_from_row(rows[0]) if rows else spec
-        name = label(model)
-        while name in curves:
-            name += "'"
-        curves[name] = (rows, linear_baseline(model).test_error)
-    stem = os.path.splitext(csv_path)[0]
-    return plot_model_comparison(curves, stem)
-
-
 def cmd_thresholds(args) -> int:
     from numerics.api import ThresholdError, linear_baseline, thresholds
 
     spec = model_from_args(args)
-    scan = parse_range(args.alpha)
+    scan = parse_range(args.alpha, "--alpha", positive=True)
     if len(scan) < 3:
-        raise _usage(f"--alpha: the scan needs at least 3 points, got {args.alpha!r}")
+        raise UsageError(f"--alpha: the scan needs at least 3 points, got {args.alpha!r}")
     try:
         th = thresholds(spec, args.precision, alpha_min=float(scan[0]), alpha_max=float(scan[-1]),
                         n_scan=len(scan), progress=lambda m: log.info(m))
@@ -278,21 +194,22 @@ def cmd_thresholds(args) -> int:
 
 def cmd_run(args) -> int:
     from numerics.api import ThresholdError, linear_baseline, thresholds
-    from numerics.plotting import plot_curves
+    from numerics.figures import plot_curves
+    from numerics.tidy import json_default, write_rows
 
     spec = model_from_args(args)
-    alphas = parse_range(args.alpha)
+    alphas = parse_range(args.alpha, "--alpha", positive=True)
     os.makedirs(args.out, exist_ok=True)
     t0 = time.perf_counter()
     with _progress(2 * len(alphas), "branches") as bar:
-        curves = _curves(spec, alphas, ("semantic", "positional"), "draft", bar)
+        curves = _curves(spec, alphas, COMPETING_BRANCHES, "draft", bar)
     if any(not c.points for c in curves.values()):
         # a regenerated model may lack a branch (linear attention has neither on [0.05, 2.5]):
         # the trivial one is then drawn too, so that the curve and figure are not empty
         curves = _mark_global_minima({**curves, **_curves(spec, alphas, ("trivial",), "draft")})
     rows = [p.to_row() for c in curves.values() for p in c.points]
     csv_path = os.path.join(args.out, "curve.csv")
-    _write_csv(csv_path, rows)
+    write_rows(csv_path, rows)
     baseline = linear_baseline(spec)
     try:
         th = thresholds(spec, args.precision, progress=lambda m: log.info(m), scan_curves=curves)
@@ -316,7 +233,7 @@ def cmd_run(args) -> int:
     summary["figures"] = fig_paths
     summary["wall_time"] = time.perf_counter() - t0
     with open(os.path.join(args.out, "summary.json"), "w") as fh:
-        json.dump(summary, fh, indent=2, default=_json_default)
+        json.dump(summary, fh, indent=2, default=json_default)
     if args.json:
         _emit(summary, True)
     else:

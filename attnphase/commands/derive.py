@@ -14,9 +14,9 @@ FORMATS = ("text", "latex", "json")
 def register(subparsers) -> None:
     p = subparsers.add_parser(
         "derive",
-        help="derive the free energy and saddle-point equations (SPEC section 2) with SymPy",
+        help="derive the free energy and saddle-point equations (docs/theory.md, section 2) with SymPy",
         description="Derive the replica free energy and the eight saddle-point equations of the model "
-                    "(SPEC section 2) by symbolic differentiation, and print them as text, LaTeX or JSON.",
+                    "(docs/theory.md, section 2) by symbolic differentiation, and print them as text, LaTeX or JSON.",
     )
     p.add_argument("--format", choices=FORMATS, default="text", help="output format (default text)")
     add_json_option(p)
@@ -25,7 +25,7 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from .report import report
+    from derivations.report import report
 
     spec = model_from_args(args)
     fmt = "json" if getattr(args, "json", False) else args.format

@@ -1,4 +1,4 @@
-"""``attnphase phase-diagram`` and ``attnphase plot`` (issue 5).
+"""``attnphase phase-diagram`` and ``attnphase plot``: sweeps over the ``(alpha, omega)`` plane (:mod:`sweeps`).
 
 Heavy modules (dask, matplotlib, the solver, torch) are imported inside the command
 functions, never at registration.
@@ -12,8 +12,11 @@ import sys
 from pathlib import Path
 
 from attnphase.errors import UsageError
-from attnphase.options import add_json_option, add_model_options, model_from_args
+from attnphase.options import (add_json_option, add_model_options, add_precision_option, model_from_args,
+                               parse_list, parse_range)
+from validation.run_settings import DTYPE_NAMES, OPTIMIZERS
 
+FIGURE_FORMATS = ("png", "pdf", "svg")
 DEFAULT_OMEGA = "0:0.45:10"
 DEFAULT_ALPHA = "0.05:2.5:25"
 
@@ -35,8 +38,7 @@ def register(subparsers) -> None:
     p.add_argument("--alpha", default=DEFAULT_ALPHA,
                    help=f"alpha grid START:STOP:N or one value (default {DEFAULT_ALPHA})")
     p.add_argument("--what", default="theory", choices=("theory", "simulation", "both"), help="default theory")
-    p.add_argument("--precision", default="fast", choices=("draft", "fast", "high"),
-                   help="theory precision (default fast; draft for a quick look)")
+    add_precision_option(p, "theory precision (default fast). ")
     p.add_argument("--out", default="phase_out", help="output folder (default phase_out)")
     g = p.add_argument_group("execution (Dask)")
     g.add_argument("--scheduler", default=None, metavar="tcp://HOST:PORT",
@@ -45,15 +47,15 @@ def register(subparsers) -> None:
                    help="worker processes of the embedded cluster (default: the machine's cores)")
     g.add_argument("--no-plot", action="store_true", help="do not draw the figures at the end")
     g.add_argument("--quiet", action="store_true", help="no progress bar")
-    s = p.add_argument_group("simulation (--what simulation|both; SPEC section 1)")
+    s = p.add_argument_group("simulation (--what simulation|both; docs/theory.md, section 1)")
     s.add_argument("--d", type=int, default=1000, help="dimension (default 1000)")
     s.add_argument("--seeds", type=int, default=1, help="runs per grid point and start (default 1)")
     s.add_argument("--seed", type=int, default=0,
                    help="base seed; run k uses SeedSequence(seed, spawn_key=(k,)) (default 0)")
     s.add_argument("--steps", type=int, default=5000, help="full-batch steps (default 5000)")
     s.add_argument("--lr", type=float, default=None, help="learning rate (default 0.15 for gd, 0.01 for adam)")
-    s.add_argument("--optimizer", default="gd", choices=("gd", "adam"), help="default gd")
-    s.add_argument("--dtype", default="float32", choices=("float32", "float64"), help="default float32")
+    s.add_argument("--optimizer", default="gd", choices=OPTIMIZERS, help="default gd")
+    s.add_argument("--dtype", default="float32", choices=DTYPE_NAMES, help="default float32")
     s.add_argument("--n-test", type=int, default=10000, help="fresh test samples per run (default 10000)")
     add_json_option(p)
     p.set_defaults(func=cmd_phase_diagram)
@@ -72,11 +74,12 @@ def register(subparsers) -> None:
 
 
 def config_from_args(args):
-    """The :class:`numerics.phase.SweepConfig` of parsed arguments; bad input raises UsageError."""
-    from numerics.phase import SweepConfig, parse_grid
+    """The :class:`sweeps.config.SweepConfig` of parsed arguments; bad input raises UsageError
+    (or the library's own bad-input errors)."""
+    from sweeps.config import SweepConfig
 
-    omegas = parse_grid(args.omega, "--omega")
-    alphas = parse_grid(args.alpha, "--alpha")
+    omegas = parse_range(args.omega, "--omega")
+    alphas = parse_range(args.alpha, "--alpha", positive=True)
     for w in omegas:  # checked here so that the message names the grid option
         if not 0.0 <= w <= 1.0:
             raise UsageError(f"--omega: values must lie in [0, 1], got {w:g}")
@@ -96,13 +99,7 @@ def config_from_args(args):
 def cmd_phase_diagram(args, theory_task=None, simulation_task=None, client=None) -> int:
     """The command. ``theory_task``/``simulation_task``/``client`` are for tests (fakes)."""
     config = config_from_args(args)
-    if theory_task is None and "theory" in config.kinds:
-        try:
-            import numerics.api  # noqa: F401  (fail here, once, rather than in every task)
-        except ImportError as exc:
-            raise UsageError(f"--what: the theory solver is unavailable here ({exc}); use --what simulation") \
-                from None
-    from numerics.phase import run_sweep
+    from sweeps.runner import run_sweep
 
     if logging.getLogger().getEffectiveLevel() > logging.DEBUG:  # Dask's INFO chatter only with -vv
         import distributed  # noqa: F401  (its import configures the "distributed" logger: do it first)
@@ -134,18 +131,14 @@ def cmd_phase_diagram(args, theory_task=None, simulation_task=None, client=None)
 
 
 def cmd_plot(args) -> int:
-    from numerics.plotting_phase import plot_file
+    from sweeps.figures import plot_file
 
     path = Path(args.file)
     if not path.is_file():
         raise UsageError(f"FILE.csv: no such file {args.file!r}")
     if args.thresholds and not Path(args.thresholds).is_file():
         raise UsageError(f"--thresholds: no such file {args.thresholds!r}")
-    formats = [f.strip() for f in args.formats.split(",") if f.strip()]
-    allowed = ("png", "pdf", "svg")
-    bad = [f for f in formats if f not in allowed]
-    if bad or not formats:
-        raise UsageError(f"--formats: choose from {', '.join(allowed)}, got {args.formats!r}")
+    formats = parse_list(args.formats, "--formats", choices=FIGURE_FORMATS)
     thresholds = False if args.no_thresholds else args.thresholds
     try:
         written = plot_file(path, args.out, thresholds=thresholds, formats=formats)

@@ -52,9 +52,10 @@ import numpy as np
 import torch
 from torch import nn
 
+from . import ATTENTION_KINDS
+
 log = logging.getLogger(__name__)
 
-ATTENTION_KINDS = ("both", "only_sem", "only_pos")
 SCORES = ("semantic_mass", "positional_mass", "same_token_boost")
 
 

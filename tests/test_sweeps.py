@@ -1,6 +1,6 @@
-"""Tests of the phase-diagram sweep (numerics/phase.py, phase_cli.py, plotting_phase.py; issue 5).
+"""Tests of the parameter sweeps (:mod:`sweeps`) and ``attnphase phase-diagram`` / ``plot``.
 
-Theory tasks use ``numerics.phase._fake_theory_task`` (the real column logic on a
+Theory tasks use ``tests.fakes.fake_theory_task`` (the real column logic on a
 closed-form toy API, microseconds per column), so these tests check the sweep
 machinery, not the physics: grids, tidy rows, resuming, crash safety, refusing
 changed settings, failures, an external Dask cluster, plots from CSV alone.
@@ -20,15 +20,27 @@ from pathlib import Path
 import pytest
 
 from attnphase.cli import build_parser, main
+from attnphase.commands.sweep import cmd_phase_diagram
+from attnphase.errors import UsageError
+from attnphase.options import parse_range
 from derivations.spec import ModelSpec
-from numerics import phase as P
-from numerics.phase_cli import cmd_phase_diagram
+from numerics.tidy import read_csv_rows
+from sweeps import SweepError
+from sweeps.config import SweepConfig
+from sweeps.grid import fmt, grid_text, theory_key
+from sweeps.runner import open_client, run_sweep, task_priority, worker_threads
+from sweeps.store import (DONE_FILE, FAILURES_CSV, MANIFEST, SIMULATION_CSV, THEORY_CSV, THRESHOLDS_CSV, SweepStore,
+                          cell, render_csv)
+from sweeps.tasks import make_tasks, simulation_run_task
+from tests.fakes import fake_theory_task
 
-FAKE = P._fake_theory_task
+FAKE = fake_theory_task
 VOLATILE = {"task_wall_time", "wall_time", "train_time", "step_time"}
 PY = sys.executable
 DASK = str(Path(sys.executable).parent / "dask")
 ROOT = Path(__file__).resolve().parents[1]
+#: worker processes import the fake task by its module, tests.fakes
+WORKER_ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
 
 
 @pytest.fixture(scope="module")
@@ -43,47 +55,64 @@ def client():
 
 def config(omegas=(0.0, 0.1, 0.2), alphas=(0.2, 0.6, 1.0, 1.4, 2.2), **kw):
     spec = kw.pop("spec", ModelSpec())
-    return P.SweepConfig(spec=spec, omegas=omegas, alphas=alphas, **kw)
+    return SweepConfig(spec=spec, omegas=omegas, alphas=alphas, **kw)
 
 
 def table(path, key=("task", "alpha", "branch")):
     """A CSV as a sorted list of dicts without timing columns (comparison up to row order)."""
-    header, rows = P.read_csv_rows(path)
+    header, rows = read_csv_rows(path)
     rows = [{k: v for k, v in r.items() if k not in VOLATILE} for r in rows]
     return sorted(rows, key=lambda r: tuple(r.get(k, "") for k in key))
 
 
 def same_outputs(a: Path, b: Path):
-    for name in (P.THEORY_CSV, P.THRESHOLDS_CSV):
+    for name in (THEORY_CSV, THRESHOLDS_CSV):
         assert table(a / name) == table(b / name), name
-    assert sorted((a / P.DONE_FILE).read_text().split()) == sorted((b / P.DONE_FILE).read_text().split())
+    assert sorted((a / DONE_FILE).read_text().split()) == sorted((b / DONE_FILE).read_text().split())
 
 
 # --------------------------------------------------------------------------- grids and input
 
 
-def test_parse_grid():
-    assert P.parse_grid("0:0.45:10", "--omega")[3] == 0.15  # no float noise
-    assert P.parse_grid("0.05:2.5:25", "--alpha")[-1] == 2.5
-    assert len(P.parse_grid("0.05:2.5:25", "--alpha")) == 25
-    assert P.parse_grid("0.3", "--omega") == [0.3]
-    assert P.parse_grid("0.3:0.3:1", "--omega") == [0.3]
-    assert P.grid_text(P.parse_grid("0:0.45:10", "--omega")) == "0:0.45:10"
+def test_grids_are_ranges_rounded_to_12_digits():
+    grid = config(omegas=parse_range("0:0.45:10", "--omega"), alphas=parse_range("0.05:2.5:25", "--alpha"))
+    assert grid.omegas[3] == 0.15  # no float noise
+    assert grid.alphas[-1] == 2.5 and len(grid.alphas) == 25
+    assert parse_range("0.3", "--omega") == [0.3]
+    assert parse_range("0.3:0.3:1", "--omega") == [0.3]
+    assert grid_text(grid.omegas) == "0:0.45:10"
     for bad, what in (("1:0:3", "START must be below STOP"), ("0:1:0", "N must be >= 1"),
                       ("a:b:3", "START:STOP:N"), ("0:1", "START:STOP:N"), ("0:1:2.5", "integer"),
                       ("0.1:0.2:1", "N = 1"), ("0:inf:3", "finite")):
-        with pytest.raises(P.SweepError, match=what) as info:
-            P.parse_grid(bad, "--omega")
+        with pytest.raises(UsageError, match=what) as info:
+            parse_range(bad, "--omega")
         assert str(info.value).startswith("--omega:")
+    with pytest.raises(SweepError, match="--omega: grid values must be distinct"):
+        config(omegas=parse_range("0.1:0.1000000000001:3", "--omega"))
+
+
+@pytest.mark.parametrize("flag, text", [("--omega", "0:0.45:10"), ("--omega", "0.2:0.3:2"), ("--omega", "0:0.2:3"),
+                                        ("--alpha", "0.05:2.5:25"), ("--alpha", "0.5:2.5:9"),
+                                        ("--alpha", "0.2:2.2:5")])
+def test_grid_values_are_the_evenly_spaced_values_at_12_digits(flag, text):
+    """The sweep's grid values, in the files and the task keys, are START + (STOP - START) i/(N - 1)
+    at 12 significant digits (the default grids and those of the tests and benchmarks)."""
+    start, stop, n = (float(x) for x in text.split(":"))
+    even = tuple(float(fmt(start + (stop - start) * i / (n - 1))) for i in range(int(n)))
+    grid = parse_range(text, flag)
+    if flag == "--omega":
+        assert config(omegas=grid).omegas == even
+    else:
+        assert config(alphas=grid).alphas == even
 
 
 def test_cells_are_plain_numbers():
     import numpy as np
 
-    assert P._cell(np.float64(0.5)) == "0.5"  # not "np.float64(0.5)"
-    assert P._cell(np.bool_(True)) == "True" and P._cell(np.int64(3)) == "3"
-    assert P._cell(float("nan")) == "nan" and P._cell(None) == ""
-    assert P._cell("two\nlines") == "two lines"
+    assert cell(np.float64(0.5)) == "0.5"  # not "np.float64(0.5)"
+    assert cell(np.bool_(True)) == "True" and cell(np.int64(3)) == "3"
+    assert cell(float("nan")) == "nan" and cell(None) == ""
+    assert cell("two\nlines") == "two lines"
 
 
 @pytest.mark.parametrize("argv, flag", [
@@ -107,9 +136,9 @@ def test_bad_input_exits_2_with_one_line(argv, flag, capsys, tmp_path):
 
 
 def test_tidy_rows_thresholds_and_derived_points(client, tmp_path):
-    s = P.run_sweep(config(), tmp_path, client=client, theory_task=FAKE, progress=False)
+    s = run_sweep(config(), tmp_path, client=client, theory_task=FAKE, progress=False)
     assert s["failed"] == [] and len(s["computed"]) == 3 * 3 and s["skipped"] == 0  # 2 branches + thresholds
-    _, rows = P.read_csv_rows(tmp_path / P.THEORY_CSV)
+    _, rows = read_csv_rows(tmp_path / THEORY_CSV)
     assert len(rows) == 3 * 5 * 2  # one row per grid point and branch
     for r in rows:  # every model parameter and solver setting is in the row
         for k in ("sigma", "lam", "omega", "A11", "A22", "attention", "precision", "alpha_grid", "settings_hash"):
@@ -117,14 +146,14 @@ def test_tidy_rows_thresholds_and_derived_points(client, tmp_path):
     # the toy semantic branch starts at alpha = 0.3: a missing point is a row with exists=False
     sem02 = [r for r in rows if r["branch"] == "semantic" and r["alpha"] == "0.2"]
     assert len(sem02) == 3 and all(r["exists"] == "False" for r in sem02)
-    _, thr = P.read_csv_rows(tmp_path / P.THRESHOLDS_CSV)
+    _, thr = read_csv_rows(tmp_path / THRESHOLDS_CSV)
     assert sorted(float(r["alpha_c"]) for r in thr) == pytest.approx([0.8, 1.0, 1.2])
     for col in ("omega", "alpha_c", "alpha_c_error", "alpha_l", "alpha_l_error", "spinodal_semantic_alpha",
                 "spinodal_positional_alpha", "spinodals"):
         assert col in thr[0]
     # every threshold task started from its column's branch rows, not from a scan of its own
     assert [r["bracket_source"] for r in thr] == ["branch rows"] * 3
-    _, pts = P.read_csv_rows(tmp_path / "theory_points.csv")
+    _, pts = read_csv_rows(tmp_path / "theory_points.csv")
     assert len(pts) == 15
     p = next(r for r in pts if r["omega"] == "0.0" and r["alpha"] == "1.4")
     # toy: F_pos - F_sem = 0.001 (alpha - alpha_c) and the semantic branch is global above alpha_c
@@ -132,43 +161,43 @@ def test_tidy_rows_thresholds_and_derived_points(client, tmp_path):
     assert p["global_branch"] == "semantic"
     assert float(p["test_error_diff"]) == pytest.approx(0.004 / 2.4 - 0.002)
     assert (tmp_path / "theory_diagram.png").stat().st_size > 0 and (tmp_path / "theory_diagram.pdf").exists()
-    manifest = (tmp_path / P.MANIFEST).read_text()
+    manifest = (tmp_path / MANIFEST).read_text()
     assert s["settings_hash"]["theory"] in manifest
 
 
 def test_resume_skips_done_tasks_and_extends_the_omega_grid(client, tmp_path):
-    P.run_sweep(config(omegas=(0.0, 0.1)), tmp_path, client=client, theory_task=FAKE, progress=False, plot=False)
-    before = (tmp_path / P.THEORY_CSV).read_bytes()
-    again = P.run_sweep(config(omegas=(0.0, 0.1)), tmp_path, client=client, theory_task=FAKE, progress=False,
+    run_sweep(config(omegas=(0.0, 0.1)), tmp_path, client=client, theory_task=FAKE, progress=False, plot=False)
+    before = (tmp_path / THEORY_CSV).read_bytes()
+    again = run_sweep(config(omegas=(0.0, 0.1)), tmp_path, client=client, theory_task=FAKE, progress=False,
                         plot=False)
     assert again["computed"] == [] and again["skipped"] == 6
-    assert (tmp_path / P.THEORY_CSV).read_bytes() == before
-    more = P.run_sweep(config(omegas=(0.0, 0.1, 0.2)), tmp_path, client=client, theory_task=FAKE, progress=False,
+    assert (tmp_path / THEORY_CSV).read_bytes() == before
+    more = run_sweep(config(omegas=(0.0, 0.1, 0.2)), tmp_path, client=client, theory_task=FAKE, progress=False,
                        plot=False)
-    assert sorted(more["computed"]) == sorted(P.theory_key(0.2, j) for j in ("semantic", "positional", "thresholds"))
+    assert sorted(more["computed"]) == sorted(theory_key(0.2, j) for j in ("semantic", "positional", "thresholds"))
     assert more["skipped"] == 6
     fresh = tmp_path / "fresh"
-    P.run_sweep(config(), fresh, client=client, theory_task=FAKE, progress=False, plot=False)
+    run_sweep(config(), fresh, client=client, theory_task=FAKE, progress=False, plot=False)
     same_outputs(tmp_path, fresh)
 
 
 def test_changed_setting_is_refused(client, tmp_path, capsys):
-    P.run_sweep(config(omegas=(0.1,)), tmp_path, client=client, theory_task=FAKE, progress=False, plot=False)
-    with pytest.raises(P.SweepError, match=r"--out: .* other settings \(model.lam: 0.01 -> 0.02\)"):
-        P.run_sweep(config(omegas=(0.1,), spec=ModelSpec(lam=0.02)), tmp_path, client=client, theory_task=FAKE,
+    run_sweep(config(omegas=(0.1,)), tmp_path, client=client, theory_task=FAKE, progress=False, plot=False)
+    with pytest.raises(SweepError, match=r"--out: .* other settings \(model.lam: 0.01 -> 0.02\)"):
+        run_sweep(config(omegas=(0.1,), spec=ModelSpec(lam=0.02)), tmp_path, client=client, theory_task=FAKE,
                     progress=False)
-    with pytest.raises(P.SweepError, match="alphas"):
-        P.run_sweep(config(omegas=(0.1,), alphas=(0.5, 1.0)), tmp_path, client=client, theory_task=FAKE,
+    with pytest.raises(SweepError, match="alphas"):
+        run_sweep(config(omegas=(0.1,), alphas=(0.5, 1.0)), tmp_path, client=client, theory_task=FAKE,
                     progress=False)
-    with pytest.raises(P.SweepError, match="precision: fast -> high"):
-        P.run_sweep(config(omegas=(0.1,), precision="high"), tmp_path, client=client, theory_task=FAKE,
+    with pytest.raises(SweepError, match="precision: fast -> high"):
+        run_sweep(config(omegas=(0.1,), precision="high"), tmp_path, client=client, theory_task=FAKE,
                     progress=False)
     # the command line: one line, exit 2, nothing computed (refused before any solver runs)
     rc = main(["phase-diagram", "--omega", "0.1", "--alpha", "0.2:2.2:5", "--lam", "0.02", "--out", str(tmp_path),
                "--quiet"])
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1 and "other settings" in err[0], err
-    assert len((tmp_path / P.DONE_FILE).read_text().split()) == 3
+    assert len((tmp_path / DONE_FILE).read_text().split()) == 3
 
 
 def test_failed_task_is_logged_kept_apart_and_retried(client, tmp_path, capsys):
@@ -178,21 +207,21 @@ def test_failed_task_is_logged_kept_apart_and_retried(client, tmp_path, capsys):
     assert cmd_phase_diagram(args, theory_task=failing, client=client) == 1
     captured = capsys.readouterr()
     assert "FAILED theory:omega=0.1:branch=positional: RuntimeError: fake failure at omega=0.1" in captured.err
-    _, fails = P.read_csv_rows(tmp_path / P.FAILURES_CSV)
+    _, fails = read_csv_rows(tmp_path / FAILURES_CSV)
     # the column's threshold task starts from both branch tasks' rows: it is not run
     assert [f["task"] for f in fails] == ["theory:omega=0.1:branch=positional", "theory:omega=0.1:thresholds"]
     assert "fake" in fails[0]["error"] and "not run" in fails[1]["error"]
-    _, rows = P.read_csv_rows(tmp_path / P.THEORY_CSV)
+    _, rows = read_csv_rows(tmp_path / THEORY_CSV)
     # the rest of the diagram is kept, the other branch at omega = 0.1 included
     assert {(r["omega"], r["branch"]) for r in rows} == {(w, b) for w in ("0.0", "0.1", "0.2")
                                                          for b in ("semantic", "positional")} - {("0.1", "positional")}
-    assert sorted(r["omega"] for r in P.read_csv_rows(tmp_path / P.THRESHOLDS_CSV)[1]) == ["0.0", "0.2"]
+    assert sorted(r["omega"] for r in read_csv_rows(tmp_path / THRESHOLDS_CSV)[1]) == ["0.0", "0.2"]
     assert (tmp_path / "theory_diagram.png").exists()
     # re-running retries only the failed tasks
     assert cmd_phase_diagram(args, theory_task=FAKE, client=client) == 0
     assert "9 tasks: 7 already done, 2 computed, 0 failed" in capsys.readouterr().out
     fresh = tmp_path / "fresh"
-    P.run_sweep(config(alphas=P.parse_grid("0.2:2.2:5", "--alpha")), fresh, client=client, theory_task=FAKE,
+    run_sweep(config(alphas=parse_range("0.2:2.2:5", "--alpha")), fresh, client=client, theory_task=FAKE,
                 progress=False, plot=False)
     same_outputs(tmp_path, fresh)
 
@@ -204,10 +233,10 @@ def test_missing_branch_and_unbracketed_thresholds_are_notes_not_failures(client
     out = capsys.readouterr().out
     assert "note: theory:omega=0.95:branch=positional: positional branch not found at the anchor" in out
     assert "note: theory:omega=0.95:thresholds: thresholds not found: alpha_c not bracketed" in out
-    _, rows = P.read_csv_rows(tmp_path / P.THEORY_CSV)
+    _, rows = read_csv_rows(tmp_path / THEORY_CSV)
     pos = [r for r in rows if r["branch"] == "positional"]
     assert len(pos) == 5 and all(r["exists"] == "False" and "not found" in r["branch_note"] for r in pos)
-    _, thr = P.read_csv_rows(tmp_path / P.THRESHOLDS_CSV)
+    _, thr = read_csv_rows(tmp_path / THRESHOLDS_CSV)
     assert thr[0]["threshold_status"] == "not_bracketed" and thr[0]["alpha_c"] == "nan"
 
 
@@ -218,58 +247,62 @@ def test_alpha_l_beyond_the_scan_keeps_alpha_c_in_the_thresholds_row(client, tmp
                                       str(tmp_path), "--quiet", "--no-plot"])
     assert cmd_phase_diagram(args, theory_task=FAKE, client=client) == 0
     assert "note: theory:omega=0.7:thresholds: alpha_l not found: alpha_l not bracketed" in capsys.readouterr().out
-    _, thr = P.read_csv_rows(tmp_path / P.THRESHOLDS_CSV)
+    _, thr = read_csv_rows(tmp_path / THRESHOLDS_CSV)
     assert thr[0]["threshold_status"] == "alpha_l_not_bracketed"
     assert float(thr[0]["alpha_c"]) == pytest.approx(2.2) and thr[0]["alpha_l"] == "nan"
 
 
 def test_recovery_drops_partial_lines_and_unfinished_tasks(client, tmp_path):
-    P.run_sweep(config(), tmp_path, client=client, theory_task=FAKE, progress=False, plot=False)
-    reference = table(tmp_path / P.THEORY_CSV)
-    _, rows = P.read_csv_rows(tmp_path / P.THEORY_CSV)
+    run_sweep(config(), tmp_path, client=client, theory_task=FAKE, progress=False, plot=False)
+    reference = table(tmp_path / THEORY_CSV)
+    _, rows = read_csv_rows(tmp_path / THEORY_CSV)
     header = list(rows[0])
     # a task killed between its CSV block and done.txt, then one killed mid-line
     orphan = [dict(r, task="theory:omega=0.7", omega="0.7") for r in rows[:10]]
-    with open(tmp_path / P.THEORY_CSV, "a") as f:
-        f.write(P._render(header, orphan, False))
+    with open(tmp_path / THEORY_CSV, "a") as f:
+        f.write(render_csv(header, orphan, False))
         f.write("theory:omega=0.8,0.8,0.2,sem")
-    with open(tmp_path / P.DONE_FILE, "a") as f:
+    with open(tmp_path / DONE_FILE, "a") as f:
         f.write("theory:omega=0.")
-    s = P.run_sweep(config(), tmp_path, client=client, theory_task=FAKE, progress=False, plot=False)
-    assert s["computed"] == [] and s["dropped_on_recovery"][P.THEORY_CSV] == 11
-    assert table(tmp_path / P.THEORY_CSV) == reference
-    assert (tmp_path / P.DONE_FILE).read_text().endswith("\n")
-    assert len((tmp_path / P.DONE_FILE).read_text().split()) == 9
+    s = run_sweep(config(), tmp_path, client=client, theory_task=FAKE, progress=False, plot=False)
+    assert s["computed"] == [] and s["dropped_on_recovery"][THEORY_CSV] == 11
+    assert table(tmp_path / THEORY_CSV) == reference
+    assert (tmp_path / DONE_FILE).read_text().endswith("\n")
+    assert len((tmp_path / DONE_FILE).read_text().split()) == 9
 
 
 def test_a_second_run_on_the_same_out_is_refused(tmp_path):
-    with P.SweepStore(tmp_path):
-        with pytest.raises(P.SweepError, match="another phase-diagram run"):
-            with P.SweepStore(tmp_path):
+    with SweepStore(tmp_path):
+        with pytest.raises(SweepError, match="another phase-diagram run"):
+            with SweepStore(tmp_path):
                 pass
 
 
 KILL_SCRIPT = textwrap.dedent("""
     import functools, sys
+    from attnphase.options import parse_range
     from derivations.spec import ModelSpec
-    from numerics import phase as P
+    from sweeps.config import SweepConfig
+    from sweeps.runner import run_sweep
+    from tests.fakes import fake_theory_task
     if __name__ == "__main__":
-        cfg = P.SweepConfig(spec=ModelSpec(), omegas=P.parse_grid("0:0.45:10", "--omega"),
-                            alphas=P.parse_grid("0.2:2.2:5", "--alpha"))
-        P.run_sweep(cfg, sys.argv[1], workers=2, progress=False, plot=False,
-                    theory_task=functools.partial(P._fake_theory_task, delay=0.5))
+        cfg = SweepConfig(spec=ModelSpec(), omegas=parse_range("0:0.45:10", "--omega"),
+                          alphas=parse_range("0.2:2.2:5", "--alpha"))
+        run_sweep(cfg, sys.argv[1], workers=2, progress=False, plot=False,
+                  theory_task=functools.partial(fake_theory_task, delay=0.5))
 """)
+
 
 
 def test_kill_and_resume_equals_an_uninterrupted_run(client, tmp_path):
     out = tmp_path / "killed"
     script = tmp_path / "sweep.py"
     script.write_text(KILL_SCRIPT)
-    proc = subprocess.Popen([PY, str(script), str(out)], cwd=ROOT, start_new_session=True,
+    proc = subprocess.Popen([PY, str(script), str(out)], cwd=ROOT, start_new_session=True, env=WORKER_ENV,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 90
-        done = out / P.DONE_FILE
+        done = out / DONE_FILE
         while time.monotonic() < deadline and proc.poll() is None:
             if done.exists() and len(done.read_text().split()) >= 2:
                 break
@@ -282,13 +315,13 @@ def test_kill_and_resume_equals_an_uninterrupted_run(client, tmp_path):
         proc.wait(timeout=30)
     n_done = len(done.read_text().split())
     assert 2 <= n_done < 30
-    with open(out / P.THEORY_CSV, "a") as f:  # as if killed in the middle of the next block
+    with open(out / THEORY_CSV, "a") as f:  # as if killed in the middle of the next block
         f.write("theory:omega=0.45,0.45,0.2,positional,Tr")
-    cfg = config(omegas=P.parse_grid("0:0.45:10", "--omega"), alphas=P.parse_grid("0.2:2.2:5", "--alpha"))
-    resumed = P.run_sweep(cfg, out, client=client, theory_task=FAKE, progress=False, plot=False)
+    cfg = config(omegas=parse_range("0:0.45:10", "--omega"), alphas=parse_range("0.2:2.2:5", "--alpha"))
+    resumed = run_sweep(cfg, out, client=client, theory_task=FAKE, progress=False, plot=False)
     assert resumed["failed"] == [] and resumed["skipped"] == n_done and len(resumed["computed"]) == 30 - n_done
     ref = tmp_path / "uninterrupted"
-    P.run_sweep(cfg, ref, client=client, theory_task=FAKE, progress=False, plot=False)
+    run_sweep(cfg, ref, client=client, theory_task=FAKE, progress=False, plot=False)
     same_outputs(out, ref)
 
 
@@ -304,17 +337,17 @@ def test_external_scheduler_and_two_workers_give_the_same_csv(client, tmp_path):
     port = _free_port()
     address = f"tcp://127.0.0.1:{port}"
     procs = [subprocess.Popen([DASK, "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
-                              cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+                              cwd=tmp_path, env=WORKER_ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
     try:
         for _ in range(2):
             procs.append(subprocess.Popen([DASK, "worker", address, "--nthreads", "1", "--host", "127.0.0.1",
-                                           "--no-dashboard"], cwd=tmp_path,
+                                           "--no-dashboard"], cwd=tmp_path, env=WORKER_ENV,
                                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         with Client(address, timeout="60s") as c:
             c.wait_for_workers(2, timeout=90)
             assert all(h.startswith("tcp://127.0.0.1:") for h in c.scheduler_info()["workers"])
-        cfg = config(omegas=P.parse_grid("0:0.45:10", "--omega"))
-        s = P.run_sweep(cfg, tmp_path / "remote", scheduler=address, theory_task=FAKE, progress=False,
+        cfg = config(omegas=parse_range("0:0.45:10", "--omega"))
+        s = run_sweep(cfg, tmp_path / "remote", scheduler=address, theory_task=FAKE, progress=False,
                         plot=False)
         assert s["failed"] == [] and len(s["computed"]) == 30
     finally:
@@ -326,13 +359,13 @@ def test_external_scheduler_and_two_workers_give_the_same_csv(client, tmp_path):
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
-    P.run_sweep(cfg, tmp_path / "local", client=client, theory_task=FAKE, progress=False, plot=False)
+    run_sweep(cfg, tmp_path / "local", client=client, theory_task=FAKE, progress=False, plot=False)
     same_outputs(tmp_path / "remote", tmp_path / "local")
 
 
 def test_unreachable_scheduler_is_a_usage_error(tmp_path):
-    with pytest.raises(P.SweepError, match="--scheduler: cannot connect"):
-        with P.open_client(f"tcp://127.0.0.1:{_free_port()}", connect_timeout="2s"):
+    with pytest.raises(SweepError, match="--scheduler: cannot connect"):
+        with open_client(f"tcp://127.0.0.1:{_free_port()}", connect_timeout="2s"):
             pass
 
 
@@ -340,47 +373,47 @@ def test_unreachable_scheduler_is_a_usage_error(tmp_path):
 
 
 def test_plot_redraws_from_the_csv_alone(client, tmp_path, capsys):
-    P.run_sweep(config(), tmp_path, client=client, theory_task=FAKE, progress=False, plot=False)
+    run_sweep(config(), tmp_path, client=client, theory_task=FAKE, progress=False, plot=False)
     figs = tmp_path / "figs"
-    assert main(["plot", str(tmp_path / P.THEORY_CSV), "--out", str(figs)]) == 0
+    assert main(["plot", str(tmp_path / THEORY_CSV), "--out", str(figs)]) == 0
     assert (figs / "theory_diagram.png").stat().st_size > 10000 and (figs / "theory_diagram.pdf").exists()
     assert "theory_diagram.png" in capsys.readouterr().out
-    assert main(["plot", str(tmp_path / P.THEORY_CSV), "--out", str(figs), "--no-thresholds",
+    assert main(["plot", str(tmp_path / THEORY_CSV), "--out", str(figs), "--no-thresholds",
                  "--formats", "svg"]) == 0
     assert (figs / "theory_diagram.svg").exists()
     assert main(["plot", str(tmp_path / "nope.csv")]) == 2
-    assert main(["plot", str(tmp_path / P.THRESHOLDS_CSV)]) == 2
-    assert main(["plot", str(tmp_path / P.THEORY_CSV), "--formats", "gif"]) == 2
+    assert main(["plot", str(tmp_path / THRESHOLDS_CSV)]) == 2
+    assert main(["plot", str(tmp_path / THEORY_CSV), "--formats", "gif"]) == 2
 
 
 def test_simulation_sweep_runs_validation_runs_and_plots(client, tmp_path):
     cfg = config(omegas=(0.3,), alphas=(0.5, 2.0), what="simulation", d=16, seeds=2, steps=5, n_test=64)
-    s = P.run_sweep(cfg, tmp_path, client=client, progress=False)
+    s = run_sweep(cfg, tmp_path, client=client, progress=False)
     assert s["failed"] == [] and len(s["computed"]) == 1 * 2 * 2 * 2
-    _, rows = P.read_csv_rows(tmp_path / P.SIMULATION_CSV)
+    _, rows = read_csv_rows(tmp_path / SIMULATION_CSV)
     assert len(rows) == 8
     for r in rows:
         for k in ("test_error", "train_loss", "m", "theta_over_sigma2", "linear_test_error", "d", "steps", "lam",
                   "init", "run_index", "base_seed"):
             assert r[k] != "", k
-    _, pts = P.read_csv_rows(tmp_path / "simulation_points.csv")
+    _, pts = read_csv_rows(tmp_path / "simulation_points.csv")
     assert len(pts) == 2 and all(p["n_runs"] == "4" for p in pts)
     assert (tmp_path / "simulation_diagram.png").exists()
     # deterministic: seeds fix the runs, so a second sweep elsewhere gives the same numbers
-    again = P.run_sweep(cfg, tmp_path / "again", client=client, progress=False, plot=False)
+    again = run_sweep(cfg, tmp_path / "again", client=client, progress=False, plot=False)
     assert again["failed"] == []
-    assert table(tmp_path / P.SIMULATION_CSV, ("task",)) == table(tmp_path / "again" / P.SIMULATION_CSV, ("task",))
+    assert table(tmp_path / SIMULATION_CSV, ("task",)) == table(tmp_path / "again" / SIMULATION_CSV, ("task",))
 
 
 def test_long_tasks_are_scheduled_first():
     """Branch tasks (the longest) outrank threshold tasks, and theory outranks
     simulation runs, so a sweep ends on short tasks."""
-    config = P.SweepConfig(spec=ModelSpec(), omegas=(0.1, 0.2), alphas=(1.0, 2.0), what="both")
-    tasks = P.make_tasks(config, P._fake_theory_task, P.simulation_run_task)
+    config = SweepConfig(spec=ModelSpec(), omegas=(0.1, 0.2), alphas=(1.0, 2.0), what="both")
+    tasks = make_tasks(config, fake_theory_task, simulation_run_task)
     ranks = {}
     for t in tasks:
         kind = t.payload.get("job", "simulation") if t.kind == "theory" else "simulation"
-        ranks.setdefault(kind, set()).add(P._priority(t))
+        ranks.setdefault(kind, set()).add(task_priority(t))
     assert all(len(r) == 1 for r in ranks.values())
     assert ranks["branch"].pop() > ranks["thresholds"].pop() > ranks["simulation"].pop()
 
@@ -406,8 +439,8 @@ def test_threshold_scan_curves_from_branch_rows_are_the_same_from_memory_and_fro
                          "spinodal_upper_alpha_error": 0.0064 if branch == "positional" else float("nan"),
                          "spinodal_upper_last_found": 0.6 if branch == "positional" else float("nan")})
     header = list(rows[0])
-    (tmp_path / "t.csv").write_text(P._render(header, rows, True))
-    _, text_rows = P.read_csv_rows(tmp_path / "t.csv")
+    (tmp_path / "t.csv").write_text(render_csv(header, rows, True))
+    _, text_rows = read_csv_rows(tmp_path / "t.csv")
     from_memory, from_csv = scan_curves_from_rows(rows), scan_curves_from_rows(text_rows)
     assert from_memory == from_csv
     sem, pos = from_csv["semantic"], from_csv["positional"]
@@ -442,7 +475,7 @@ def test_no_more_tasks_in_flight_than_worker_threads(client, tmp_path):
     once, the target diagram's workers idled for 19% of the run). Branch tasks go
     first; each column's thresholds follow its branches."""
     counting = _CountingClient(client)
-    s = P.run_sweep(config(), tmp_path, client=counting, theory_task=functools.partial(FAKE, delay=0.05),
+    s = run_sweep(config(), tmp_path, client=counting, theory_task=functools.partial(FAKE, delay=0.05),
                     progress=False, plot=False)
     assert s["failed"] == [] and len(s["computed"]) == 9
     threads = sum(client.nthreads().values())
@@ -463,4 +496,4 @@ def test_worker_threads_of_a_cluster_that_cannot_say_is_one():
         def nthreads(self):
             return {"a": 1, "b": 3}
 
-    assert P._worker_threads(Broken()) == 1 and P._worker_threads(Four()) == 4
+    assert worker_threads(Broken()) == 1 and worker_threads(Four()) == 4

@@ -1,0 +1,270 @@
+"""Running a sweep on Dask: the client, the submission of the tasks by priority, and storing
+each result as it arrives."""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import os
+import sys
+import time
+import traceback
+import uuid
+from pathlib import Path
+from typing import Callable, Optional
+
+from numerics.tidy import read_csv_rows
+
+from . import SweepError
+from .config import THEORY_BRANCHES, SweepConfig, settings_hash
+from .grid import theory_key
+from .store import SIMULATION_CSV, THEORY_CSV, THRESHOLDS_CSV, SweepStore, atomic_write_text, now, render_csv
+from .tasks import DEFAULT_THEORY_TASK, Task, make_tasks, simulation_rows, simulation_run_task, theory_rows
+
+log = logging.getLogger(__name__)
+
+
+def default_workers() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:
+        return max(1, os.cpu_count() or 1)
+
+
+@contextlib.contextmanager
+def open_client(scheduler: Optional[str] = None, workers: Optional[int] = None, n_tasks: int = 1,
+                connect_timeout: str = "20s"):
+    """A ``dask.distributed.Client``: to ``scheduler`` if given, else to an embedded LocalCluster
+    of ``workers`` single-threaded worker processes (default: the machine's cores, at most
+    one per task)."""
+    from distributed import Client, LocalCluster
+
+    if scheduler:
+        try:
+            client = Client(scheduler, timeout=connect_timeout)
+        except (OSError, TimeoutError, ValueError) as exc:
+            raise SweepError(f"--scheduler: cannot connect to {scheduler} ({exc})") from None
+        try:
+            yield client
+        finally:
+            client.close()
+        return
+    n = workers or min(default_workers(), max(1, n_tasks))
+    with LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None,
+                      silence_logs=logging.ERROR) as cluster, Client(cluster) as client:
+        yield client
+
+
+def run_sweep(config: SweepConfig, out, *, scheduler: Optional[str] = None, workers: Optional[int] = None,
+              client=None, theory_task: Optional[Callable] = None, simulation_task: Optional[Callable] = None,
+              progress: bool = True, plot: bool = True) -> dict:
+    """Run (or resume) a sweep into ``out``. Returns a summary; ``summary["failed"]`` lists failures.
+
+    ``client``: an existing ``dask.distributed.Client`` (tests); otherwise one is opened
+    with :func:`open_client`. ``theory_task``/``simulation_task`` replace the task
+    functions (tests inject :func:`_fake_theory_task`); they must be importable by workers.
+    """
+    theory_task = theory_task or DEFAULT_THEORY_TASK
+    simulation_task = simulation_task or simulation_run_task
+    t_start = time.perf_counter()
+    run_started = now()
+    with SweepStore(out) as store:
+        sections = {}
+        if "theory" in config.kinds:
+            sections["theory"] = config.theory_settings(theory_task)
+        if "simulation" in config.kinds:
+            sections["simulation"] = config.simulation_settings(simulation_task)
+        store.check_settings(sections)
+        hashes = {k: settings_hash(v) for k, v in sections.items()}
+        dropped = store.recover()
+        tasks = make_tasks(config, theory_task, simulation_task)
+        pending = [t for t in tasks if t.key not in store.done]
+        summary = {"out": str(store.out), "tasks": len(tasks), "skipped": len(tasks) - len(pending),
+                   "computed": [], "failed": [], "dropped_on_recovery": dropped, "notes": [],
+                   "settings_hash": hashes, "figures": []}
+        if pending:
+            if client is not None:
+                _execute(client, pending, store, config, hashes, summary, run_started, progress)
+            else:
+                with open_client(scheduler, workers, len(pending)) as cl:
+                    summary["workers"] = len(cl.scheduler_info().get("workers", {}))
+                    _execute(cl, pending, store, config, hashes, summary, run_started, progress)
+        summary["compute_wall_time"] = time.perf_counter() - t_start
+        if plot:
+            _finish_outputs(store.out, summary)
+    summary["wall_time"] = time.perf_counter() - t_start
+    return summary
+
+
+def _execute(client, pending: list, store: SweepStore, config: SweepConfig, hashes: dict, summary: dict,
+             run_started: str, progress: bool) -> None:
+    """Submit the pending tasks and store each result as it arrives.
+
+    Only as many tasks as the cluster has worker threads are in flight; the next one, by
+    :func:`task_priority`, is submitted when one finishes. Submitted all at once, the tasks
+    were spread over the workers' own queues up front (each key is its own task group,
+    so Dask neither queues them on the scheduler nor learns their durations to steal
+    them): on the target diagram the workers then sat idle for 19% of the run, and in a
+    two-column test one worker idled 190 s of 339 s with a task queued on the other.
+
+    A column's threshold task becomes ready once both its branch tasks are stored (at
+    once, if an earlier run did them): it starts from their rows
+    (:func:`_with_branch_rows`). If one of them fails, the threshold task is recorded as
+    failed too, and a re-run does all three."""
+    from distributed import as_completed
+    from tqdm import tqdm
+    from tqdm.contrib.logging import logging_redirect_tqdm
+
+    token = uuid.uuid4().hex[:8]
+    futures = {}
+    done_now = as_completed()
+
+    def submit(t: Task):
+        fut = client.submit(t.fn, t.payload, key=f"{t.key}-{token}", pure=False, priority=task_priority(t))
+        futures[fut] = t
+        done_now.add(fut)
+
+    waiting = {t.key: t for t in pending if _needs_branch_rows(t)}
+    # a stable sort: within a priority, the order of make_tasks
+    ready = sorted((t for t in pending if t.key not in waiting), key=lambda t: -task_priority(t))
+
+    def fill():
+        slots = worker_threads(client)
+        while ready and len(futures) < slots:
+            submit(ready.pop(0))
+    bar = tqdm(total=summary["tasks"], initial=summary["skipped"], unit="task", desc="phase-diagram",
+               file=sys.stderr, disable=not progress, mininterval=0.5, dynamic_ncols=True)
+    failed_keys = set()
+
+    def release_waiting():
+        for key, t in list(waiting.items()):
+            deps = _branch_keys(t)
+            if all(d in store.done for d in deps):
+                del waiting[key]
+                ready.append(_with_branch_rows(t, store))
+            elif any(d in failed_keys for d in deps):
+                del waiting[key]
+                bad = ", ".join(d for d in deps if d in failed_keys)
+                _fail(store, t, RuntimeError(f"not run: it starts from the branch tasks' rows, and {bad} failed"),
+                      "", run_started, summary)
+                bar.update(1)
+        ready.sort(key=lambda t: -task_priority(t))
+
+    try:
+        with logging_redirect_tqdm():
+            release_waiting()  # threshold tasks of columns whose branches an earlier run finished
+            fill()
+            for fut in done_now:
+                task = futures.pop(fut)
+                try:
+                    if fut.status != "finished":
+                        exc = fut.exception() if fut.status == "error" else RuntimeError(f"task {fut.status}")
+                        tb = "".join(traceback.format_tb(fut.traceback())) if fut.status == "error" else ""
+                        raise _TaskFailed(exc, tb)
+                    result = fut.result()
+                    _store_result(store, task, result, config, hashes, summary)
+                    summary["computed"].append(task.key)
+                except _TaskFailed as failed:
+                    failed_keys.add(task.key)
+                    _fail(store, task, failed.exc, failed.tb, run_started, summary)
+                except Exception as exc:  # a malformed result: record it, keep going
+                    failed_keys.add(task.key)
+                    _fail(store, task, exc, traceback.format_exc(), run_started, summary)
+                finally:
+                    fut.release()
+                bar.update(1)
+                if waiting:
+                    release_waiting()
+                fill()
+    except BaseException:
+        for fut in futures:
+            fut.cancel()
+        raise
+    finally:
+        bar.close()
+
+
+def worker_threads(client) -> int:
+    """Worker threads in the cluster now (workers may join or leave a user's cluster)."""
+    try:
+        return max(1, sum(client.nthreads().values()))
+    except Exception:  # a cluster that cannot say: one task at a time still finishes
+        log.debug("could not read the cluster's worker threads; submitting one task at a time")
+        return 1
+
+
+def _needs_branch_rows(task: Task) -> bool:
+    return task.kind == "theory" and task.payload.get("job") == "thresholds"
+
+
+def _branch_keys(task: Task) -> tuple:
+    return tuple(theory_key(task.payload["omega"], b) for b in THEORY_BRANCHES)
+
+
+def _with_branch_rows(task: Task, store: SweepStore) -> Task:
+    """The threshold task with its column's branch rows, as read back from ``theory.csv``
+    (the same text whether this run or an earlier one wrote them)."""
+    keys = set(_branch_keys(task))
+    _, rows = read_csv_rows(store.out / THEORY_CSV)
+    mine = [r for r in rows if r.get("task") in keys]
+    return dataclasses.replace(task, payload={**task.payload, "branch_rows": mine})
+
+
+def task_priority(task: Task) -> int:
+    """Branch tasks (the longest: ~90-170 s on the target diagram) before threshold tasks
+    (~40-75 s), theory before simulations: the last tasks to run are then short ones,
+    and fewer workers sit idle at the end of a sweep."""
+    if task.kind != "theory":
+        return 0
+    return 1 if task.payload.get("job") == "thresholds" else 2
+
+
+class _TaskFailed(Exception):
+    def __init__(self, exc, tb):
+        super().__init__(str(exc))
+        self.exc, self.tb = exc, tb
+
+
+def _fail(store, task, exc, tb, run_started, summary):
+    msg = f"{type(exc).__name__}: {exc}".replace("\n", " ")
+    log.error("task %s failed: %s", task.key, msg)
+    store.record_failure(task, msg, tb, run_started)
+    summary["failed"].append({"task": task.key, "error": msg})
+
+
+def _store_result(store: SweepStore, task: Task, result: dict, config: SweepConfig, hashes: dict,
+                  summary: dict) -> None:
+    if task.kind == "theory":
+        rows, thr = theory_rows(task, result, config, hashes["theory"])
+        store.append_rows(THEORY_CSV, rows)
+        store.append_rows(THRESHOLDS_CSV, thr)
+        for t in thr:
+            if t.get("threshold_status") != "ok":
+                what = "alpha_l not found" if t.get("threshold_status") == "alpha_l_not_bracketed" \
+                    else "thresholds not found"
+                summary["notes"].append({"task": task.key, "message": f"{what}: {t.get('threshold_message')}"})
+        if rows and rows[0].get("branch_note"):
+            summary["notes"].append({"task": task.key, "message": rows[0]["branch_note"]})
+    else:
+        store.append_rows(SIMULATION_CSV, simulation_rows(task, result, config, hashes["simulation"]))
+    store.mark_done(task.key)
+
+
+def _finish_outputs(out: Path, summary: dict) -> None:
+    """Derived point tables and figures, from the CSVs alone."""
+    from . import figures as P
+
+    for name in (THEORY_CSV, SIMULATION_CSV):
+        path = out / name
+        if not path.exists():
+            continue
+        try:
+            points = P.points_from_csv(path)
+            derived = out / ("theory_points.csv" if name == THEORY_CSV else "simulation_points.csv")
+            if points:
+                atomic_write_text(derived, render_csv(list(points[0]), points, True))
+            summary["figures"] += [str(p) for p in P.plot_file(path)]
+        except Exception as exc:  # a figure never loses the data; report it
+            msg = f"{type(exc).__name__}: {exc}"
+            log.error("figure from %s failed: %s", path, msg)
+            summary["failed"].append({"task": f"plot:{name}", "error": msg})

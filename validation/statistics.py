@@ -1,0 +1,224 @@
+"""Theory against simulation, by statistics.
+
+* :func:`compare_point` turns one :func:`validation.simulate.simulate` result into
+  tidy rows ``(alpha, init, branch, quantity, sim_mean, sim_std, sim_sem, theory, z,
+  p_value)`` with ``z = (sim_mean - theory) / sim_sem``; :func:`failing` picks the rows
+  whose ``|z|`` exceeds a tolerance.
+* :func:`crossing_alpha` estimates where the semantic-start test error crosses the
+  linear baseline, with a bootstrap over seeds.
+* :func:`fit_finite_size` fits ``a + b/d`` to a finite-size scan.
+
+The theory enters through a :class:`validation.theory_cache.Theory`.
+
+Branch and sign conventions
+---------------------------
+The branch a start converged to is read from the simulation: ``semantic`` when
+the mean ``|theta|/sigma^2`` exceeds the mean ``|m|``, ``positional`` otherwise,
+``trivial`` when both are below ``TRIVIAL_CUT`` or below three times the overlap a
+vector of the runs' norm has with ``Q*`` or ``mu_1`` by chance
+(``sqrt(q / (sigma^2 d))``: at ``q = 0.45``, as linear attention's trivial point has,
+that is 0.13 at ``d = 100``). The model is invariant under
+``Q -> -Q``, so each run is first sign-fixed so that the branch's own order
+parameter is positive (``theta`` on the semantic branch, ``m`` on the positional
+one). The *other* parameter, whose theory value is 0, is then compared signed:
+its distribution is symmetric about 0 (``Q* -> -Q*`` for ``theta``; the token swap
+combined with the reflection of ``mu_1``, for ``m``, when ``A`` commutes with the
+swap), whereas its absolute value has a positive ``O(1/sqrt(d))`` bias that would
+make every z-score grow with the number of seeds.
+"""
+from __future__ import annotations
+
+import math
+from typing import Dict, Iterable, List, Optional, Sequence
+
+import numpy as np
+
+from derivations.spec import ModelSpec
+
+from .theory_cache import QUANTITIES, Theory, theory_point
+
+
+TRIVIAL_CUT = 0.05
+#: the columns of ``validate.csv`` and ``dscan.csv`` before and after the model's own
+#: (:meth:`derivations.spec.ModelSpec.to_columns`)
+STAT_FIELDS = ("d", "alpha", "init", "branch", "quantity", "n_seeds", "sim_mean", "sim_std", "sim_sem",
+               "theory", "z", "p_value", "theory_converged", "theory_on_branch")
+RUN_FIELDS = ("steps", "lr", "optimizer", "dtype", "seed", "n_test")
+
+
+def csv_fields(spec: ModelSpec) -> tuple:
+    """The columns of ``validate.csv``/``dscan.csv`` for runs of ``spec``."""
+    return STAT_FIELDS + tuple(spec.to_columns()) + RUN_FIELDS
+
+
+# --------------------------------------------------------------------------- per-point comparison
+
+
+def branch_of(result: dict) -> str:
+    """The branch the runs of ``result`` converged to (see the module docstring)."""
+    th = float(np.mean([r["theta_over_sigma2"] for r in result["runs"]]))
+    m = float(np.mean([r["m"] for r in result["runs"]]))
+    q = float(np.mean([r["q"] for r in result["runs"]]))
+    chance = math.sqrt(q / (result["model"]["sigma"] ** 2 * result["d"]))
+    if max(th, m) < max(TRIVIAL_CUT, 3 * chance):
+        return "trivial"
+    return "semantic" if th > m else "positional"
+
+
+def sign_fixed(runs: Sequence[dict], branch: str) -> Dict[str, np.ndarray]:
+    """Per-run values of each quantity, after fixing the sign of ``Q`` by the branch."""
+    th = np.array([r["theta_over_sigma2_signed"] for r in runs])
+    m = np.array([r["m_signed"] for r in runs])
+    if branch == "semantic":
+        s = np.where(th < 0, -1.0, 1.0)
+    elif branch == "positional":
+        s = np.where(m < 0, -1.0, 1.0)
+    else:
+        s = np.ones_like(th)
+    out = {k: np.array([r[k] for r in runs], dtype=float) for k in ("test_error", "train_loss", "q")}
+    out["theta_over_sigma2"] = s * th
+    out["m"] = s * m
+    return out
+
+
+def stats_row(values: np.ndarray, theory: Optional[float]) -> dict:
+    """Mean, std (ddof 1), sem, ``z = (mean - theory)/sem`` and a two-sided t-test p-value."""
+    from scipy import stats as sps
+
+    k = len(values)
+    mean = float(np.mean(values))
+    std = float(np.std(values, ddof=1)) if k > 1 else float("nan")
+    sem = std / math.sqrt(k) if k > 1 else float("nan")
+    z = p = float("nan")
+    if theory is not None and math.isfinite(theory) and k > 1 and sem > 0:
+        z = (mean - theory) / sem
+        p = float(2 * sps.t.sf(abs(z), k - 1))
+    return {"n_seeds": k, "sim_mean": mean, "sim_std": std, "sim_sem": sem,
+            "theory": float("nan") if theory is None else float(theory), "z": z, "p_value": p}
+
+
+def _context(result: dict) -> dict:
+    return {"d": result["d"], **result_spec(result).to_columns(), "steps": result["steps"], "lr": result["lr"],
+            "optimizer": result["optimizer"], "dtype": result["dtype"], "seed": result["seed"],
+            "n_test": result["n_test"]}
+
+
+def compare_point(result: dict, spec, theory: Optional[Theory], quantities: Iterable[str] = QUANTITIES) -> List[dict]:
+    """Rows comparing one simulated point (``alpha``, ``init``) with the theory of its branch."""
+    branch = branch_of(result)
+    values = sign_fixed(result["runs"], branch)
+    th = theory_point(theory, spec, result["alpha"], branch) if theory is not None else {}
+    # no z-score against a solve that did not converge or left the branch: the branch
+    # the simulation sits on has no theory counterpart there (see unmatched())
+    usable = bool(th) and th["converged"] and th["on_branch"]
+    rows = []
+    for qty in quantities:
+        row = {"alpha": result["alpha"], "init": result["init"], "branch": branch, "quantity": qty,
+               **stats_row(values[qty], th.get(qty) if usable else None),
+               "theory_converged": th.get("converged", ""),
+               "theory_on_branch": th.get("on_branch", "")}
+        rows.append({**_context(result), **row})
+    return rows
+
+
+def linear_rows(result: dict, theory: Optional[Theory]) -> List[dict]:
+    """The linear baseline's test error at one point (its data are shared by all starts of a seed)."""
+    vals = np.array([r["linear_test_error"] for r in result["runs"]])
+    th = float(theory.linear_baseline(result_spec(result)).test_error) if theory is not None else None
+    row = {"alpha": result["alpha"], "init": "linear", "branch": "linear", "quantity": "test_error",
+           **stats_row(vals, th), "theory_converged": True if theory is not None else ""}
+    return [{**_context(result), **row}]
+
+
+def result_spec(result: dict) -> ModelSpec:
+    """The model of a simulation result (its ``model`` entry, :meth:`ModelSpec.to_dict`)."""
+    model = {k: v for k, v in result["model"].items() if k != "rho"}
+    return ModelSpec(**model)
+
+
+def unmatched(rows: Sequence[dict]) -> List[dict]:
+    """Simulated points whose branch has no converged theory solution (one entry per point)."""
+    seen, out = set(), []
+    for r in rows:
+        key = (r["d"], r["alpha"], r["init"])
+        bad = r.get("theory_converged") is False or r.get("theory_on_branch") is False
+        if bad and key not in seen:
+            seen.add(key)
+            out.append({"d": r["d"], "alpha": r["alpha"], "init": r["init"], "branch": r["branch"],
+                        "theory_converged": r["theory_converged"], "theory_on_branch": r["theory_on_branch"]})
+    return out
+
+
+def failing(rows: Sequence[dict], tolerance: float) -> List[dict]:
+    """Rows with ``|z| > tolerance`` (rows without a z-score never fail)."""
+    return [r for r in rows if isinstance(r.get("z"), float) and math.isfinite(r["z"]) and abs(r["z"]) > tolerance]
+
+
+# --------------------------------------------------------------------------- threshold from simulation
+
+
+def crossing_alpha(alphas: Sequence[float], test: Sequence[np.ndarray], linear: Sequence[np.ndarray],
+                   n_boot: int = 2000, rng: Optional[np.random.Generator] = None, paired: bool = True) -> dict:
+    """Where ``mean(test - linear)`` changes sign from + to -, by linear interpolation in alpha.
+
+    ``test[i]`` and ``linear[i]`` are per-seed values at ``alphas[i]``, paired by seed
+    (a seed's linear baseline is fitted on the same training set). The error bar is the
+    standard deviation over ``n_boot`` bootstrap resamples of the seeds. Run ``k`` at
+    every alpha shares its teacher and a prefix of its data (same seed), so by default
+    (``paired``, when every alpha has the same number of runs) one resample of the run
+    indices is applied to all alphas; otherwise seeds are resampled independently per
+    alpha. ``no_crossing_fraction`` counts resamples without a crossing.
+    """
+    rng = np.random.default_rng(0) if rng is None else rng
+    order = np.argsort(alphas)
+    a = np.asarray(alphas, dtype=float)[order]
+    diffs = [np.asarray(test[i], float) - np.asarray(linear[i], float) for i in order]
+
+    def cross(means):
+        for i in range(len(a) - 1):
+            if means[i] > 0 >= means[i + 1]:
+                return a[i] + (a[i + 1] - a[i]) * means[i] / (means[i] - means[i + 1])
+        return float("nan")
+
+    estimate = cross([x.mean() for x in diffs])
+    paired = paired and len({len(x) for x in diffs}) == 1
+
+    def resample():
+        if paired:
+            idx = rng.integers(0, len(diffs[0]), len(diffs[0]))
+            return [x[idx].mean() for x in diffs]
+        return [x[rng.integers(0, len(x), len(x))].mean() for x in diffs]
+
+    boots = np.array([cross(resample()) for _ in range(n_boot)])
+    ok = boots[np.isfinite(boots)]
+    return {"alpha_cross": float(estimate),
+            "alpha_cross_std": float(ok.std(ddof=1)) if len(ok) > 1 else float("nan"),
+            "alpha_cross_p16": float(np.percentile(ok, 16)) if len(ok) else float("nan"),
+            "alpha_cross_p84": float(np.percentile(ok, 84)) if len(ok) else float("nan"),
+            "no_crossing_fraction": float(1 - len(ok) / n_boot), "n_boot": n_boot, "paired": paired,
+            "alphas": [float(x) for x in a], "diff_mean": [float(x.mean()) for x in diffs]}
+
+
+# --------------------------------------------------------------------------- d-scan fit
+
+
+def fit_finite_size(ds: Sequence[float], means: Sequence[float], sems: Sequence[float]) -> dict:
+    """Weighted least squares ``y = a + b/d`` (weights ``1/sem^2``).
+
+    ``a_se`` is the standard error from the stated sems; ``chi2_dof`` measures
+    whether the sems explain the scatter about the fit, and ``a_se_scaled`` is
+    ``a_se * sqrt(max(1, chi2_dof))``, the honest error bar when they do not.
+    """
+    x = 1.0 / np.asarray(ds, float)
+    y = np.asarray(means, float)
+    s = np.asarray(sems, float)
+    w = 1.0 / s ** 2
+    M = np.stack([np.ones_like(x), x], axis=1)
+    cov = np.linalg.inv(M.T @ (M * w[:, None]))
+    a, b = cov @ (M.T @ (w * y))
+    resid = y - (a + b * x)
+    dof = max(1, len(x) - 2)
+    chi2 = float(np.sum(w * resid ** 2))
+    a_se = float(math.sqrt(cov[0, 0]))
+    return {"a": float(a), "b": float(b), "a_se": a_se, "b_se": float(math.sqrt(cov[1, 1])),
+            "chi2_dof": chi2 / dof, "a_se_scaled": a_se * math.sqrt(max(1.0, chi2 / dof))}
