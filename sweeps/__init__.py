@@ -1,0 +1,54 @@
+"""Parameter sweeps on Dask, resumable: phase diagrams over the ``(alpha, omega)`` plane
+(docs/theory.md, section 3).
+
+Modules: :mod:`sweeps.grid` (grid values and task keys), :mod:`sweeps.config` (what
+to compute), :mod:`sweeps.tasks` (the task functions run on the workers, and the rows
+they give), :mod:`sweeps.store` (the crash-safe files), :mod:`sweeps.runner` (the Dask
+execution) and :mod:`sweeps.figures` (figures drawn from the CSVs alone).
+
+What is computed
+----------------
+*Theory*: three tasks per ``omega`` column: the semantic and the positional branch,
+each followed by continuation along the ``alpha`` grid (``numerics.api.follow_branch``,
+with the linear baseline), and then ``alpha_c(omega)`` and ``alpha_l(omega)`` by
+root-finding (``numerics.api.thresholds``), bracketed by the two branch tasks' rows as
+read back from ``theory.csv`` (so a resumed sweep starts from the same values as an
+uninterrupted one). The threshold task is submitted when both branch tasks of its
+column are stored; the spinodals in its row are theirs.
+
+*Simulation*: one task per finite-size run ``(omega, alpha, init, run_index)``
+(``validation.simulate.run_one``), from the semantic and the positional start.
+
+Files (all under ``--out``)
+---------------------------
+``theory.csv``      one row per (omega, alpha, branch), tidy; every model parameter and
+                    solver setting is in the row. A grid point where a branch does not
+                    exist (past its spinodal) has ``exists = False`` and empty values;
+                    ``spinodal_{lower,upper}_alpha(_error)`` are where the branch ended.
+``thresholds.csv``  one row per omega: ``alpha_c, alpha_c_error, alpha_l, alpha_l_error``,
+                    the linear baseline, the spinodals (one column group per branch, all of
+                    them as JSON in ``spinodals``) and ``threshold_status``/``_message``.
+``simulation.csv``  one row per simulated run.
+``theory_points.csv``, ``simulation_points.csv``  derived per-grid-point differences
+                    (rewritten at the end of a run; the figures are drawn from the CSVs).
+``failures.csv``    an append-only log of failed tasks (``run_started`` says which run).
+``manifest.json``   the settings of each kind of sweep and their hash.
+``done.txt``        the keys of finished tasks, one per line.
+
+Resuming and crash safety
+-------------------------
+A finished task's rows are appended to the CSV as one block, flushed and fsynced; only
+then is its key appended to ``done.txt`` (and fsynced). On start, rows whose task is not
+in ``done.txt`` (a task killed half-written) and a trailing partial line are dropped by
+rewriting the file to a temporary name and renaming it over the old one, so a SIGKILL at
+any moment loses at most the tasks in flight. Re-running skips the tasks in
+``done.txt``. The settings that decide the values of a row (the model without ``omega``,
+the solver precision and the ``alpha`` grid for the theory; the model and the training
+settings for simulations) are hashed into ``manifest.json``; a run with other settings
+and the same ``--out`` is refused. Extending the ``omega`` grid (or ``--seeds``) adds
+tasks to an existing sweep.
+"""
+
+
+class SweepError(ValueError):
+    """Bad sweep input or an ``--out`` folder that cannot be used; the message names the option."""

@@ -1,0 +1,272 @@
+"""The task functions of a sweep (run on the Dask workers) and the rows they give.
+
+Theory: one task per branch and ``omega`` column (:func:`theory_task`, ``job =
+"branch"``) and one for the column's thresholds (``job = "thresholds"``).
+Simulation: one task per finite-size run (:func:`simulation_run_task`). The writer
+adds the model and solver columns to every row (:func:`theory_rows`,
+:func:`simulation_rows`), in the model's one CSV schema
+(:meth:`derivations.spec.ModelSpec.to_columns`).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import time
+import warnings
+from typing import Callable
+
+from numerics import tune_allocator
+from numerics.tidy import json_default
+
+from .config import SIM_INITS, THEORY_BRANCHES, SweepConfig
+from .grid import grid_text, simulation_key, theory_key
+
+log = logging.getLogger(__name__)
+
+FIRST_THEORY_COLUMNS = ("task", "omega", "alpha", "branch", "exists", "converged", "q", "m", "V", "theta",
+                        "test_error", "test_error_error", "train_loss", "train_loss_error",
+                        "linear_test_error", "linear_test_error_error")
+THRESHOLD_COLUMNS = ("task", "omega", "alpha_c", "alpha_c_error", "alpha_l", "alpha_l_error",
+                     "linear_test_error", "linear_test_error_error")
+
+
+@dataclasses.dataclass(frozen=True)
+class Task:
+    key: str
+    kind: str  # "theory" | "simulation"
+    fn: Callable
+    payload: dict
+
+
+def make_tasks(config: SweepConfig, theory_task: Callable, simulation_task: Callable) -> list:
+    tasks = []
+    if "theory" in config.kinds:
+        for w in config.omegas:
+            for job in THEORY_BRANCHES + ("thresholds",):
+                payload = {"spec": config.spec_at(w), "omega": w, "alphas": list(config.alphas),
+                           "precision": config.precision, "job": "thresholds" if job == "thresholds" else "branch"}
+                if job != "thresholds":
+                    payload["branch"] = job
+                tasks.append(Task(theory_key(w, job), "theory", theory_task, payload))
+    if "simulation" in config.kinds:
+        for w in config.omegas:
+            for a in config.alphas:
+                for init in SIM_INITS:
+                    for k in range(config.seeds):
+                        tasks.append(Task(simulation_key(w, a, init, k), "simulation", simulation_task,
+                                          {"spec": config.spec_at(w), "omega": w, "alpha": a, "init": init,
+                                           "run_index": k, "seed": config.seed, "d": config.d,
+                                           "steps": config.steps, "lr": config.lr, "optimizer": config.optimizer,
+                                           "dtype": config.dtype, "n_test": config.n_test}))
+    return tasks
+
+
+def theory_task(payload: dict, api=None) -> dict:
+    """One theory task at one ``omega`` (``payload["job"]``):
+
+    * ``"branch"``: follow ``payload["branch"]`` along the ``alpha`` grid by continuation;
+      returns ``{"rows": [...]}``, one row per grid ``alpha``, with the linear baseline and
+      the spinodals met on the way;
+    * ``"thresholds"``: ``alpha_c``, ``alpha_l`` and the spinodals by root-finding; returns
+      ``{"thresholds": {...}}``. ``ThresholdError`` (not bracketed) gives NaN and its message.
+
+    The two branch jobs are independent, so a branch that cannot be found does not lose
+    the other, and a column's work spreads over several workers. The thresholds job
+    starts from both branch jobs' rows (``payload["branch_rows"]``, added when they are
+    stored; without them it brackets the roots with a draft scan of its own, as
+    ``attnphase thresholds`` does); a branch that was not found gives rows with
+    ``exists = False`` and then a thresholds row with its reason.
+    ``api`` defaults to :mod:`numerics.api` (imported here, on the worker); tests pass a
+    fake. Model and solver columns are added by the writer.
+    """
+    tune_allocator()
+    if api is None:
+        from numerics import api
+    # numpy RuntimeWarnings (overflow in exp inside the softmax, sqrt of a negative in a
+    # rejected trial step) would be printed by every worker; they are counted into the
+    # rows instead. Convergence flags and error estimates are in the rows.
+    t0 = time.perf_counter()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", RuntimeWarning)
+        if payload["job"] == "thresholds":
+            result = _thresholds_job(payload, api)
+        else:
+            result = _branch_job(payload, api)
+    extra = {"runtime_warnings": sum(issubclass(w.category, RuntimeWarning) for w in caught),
+             "task_wall_time": time.perf_counter() - t0}
+    for r in result.get("rows", []):
+        r.update(extra)
+    if "thresholds" in result:
+        result["thresholds"].update(extra)
+    return result
+
+
+DEFAULT_THEORY_TASK = theory_task
+
+
+def _baseline(api, spec) -> tuple:
+    baseline = api.linear_baseline(spec)
+    return float(baseline.test_error), float(getattr(baseline, "error", float("nan")))
+
+
+def _branch_job(payload: dict, api) -> dict:
+    spec, alphas, branch = payload["spec"], list(payload["alphas"]), payload["branch"]
+    lin, lin_err = _baseline(api, spec)
+    curve = api.follow_branch(spec, alphas, branch, precision=payload["precision"])
+    rows = _branch_rows(curve.points, alphas, branch)
+    spinodals = [dict(sp) for sp in getattr(curve, "spinodals", [])]
+    sp_cols = {}
+    for side in ("lower", "upper"):
+        mine = [sp for sp in spinodals if sp.get("side") == side]
+        sp_cols[f"spinodal_{side}_alpha"] = float(mine[0]["alpha"]) if mine else float("nan")
+        sp_cols[f"spinodal_{side}_alpha_error"] = float(mine[0].get("alpha_error", float("nan"))) if mine \
+            else float("nan")
+        sp_cols[f"spinodal_{side}_last_found"] = float(mine[0].get("last_found", float("nan"))) if mine \
+            else float("nan")
+    note = str(getattr(curve, "note", "") or "")  # e.g. the branch was not found at its anchor
+    for r in rows:
+        r["linear_test_error"], r["linear_test_error_error"] = lin, lin_err
+        r.update(sp_cols)
+        r["branch_note"] = note
+    # one column order for every row and every task, whichever points exist
+    rest = sorted({k for r in rows for k in r} - set(FIRST_THEORY_COLUMNS))
+    return {"rows": [{k: r.get(k, "") for k in FIRST_THEORY_COLUMNS[2:] + tuple(rest)} for r in rows]}
+
+
+def _thresholds_job(payload: dict, api) -> dict:
+    spec = payload["spec"]
+    lin, lin_err = _baseline(api, spec)
+    thr = {k: float("nan") for k in THRESHOLD_COLUMNS[2:6]}
+    thr.update(linear_test_error=lin, linear_test_error_error=lin_err, alpha_l_branch="", alpha_l_at_jump="")
+    rows = payload.get("branch_rows")
+    thr["bracket_source"] = "own scan" if rows is None else "branch rows"
+    # the column's own branch rows bracket the roots (at the sweep's precision)
+    scan = {} if rows is None else {"scan_curves": api.scan_curves_from_rows(rows)}
+    try:
+        th = api.thresholds(spec, precision=payload["precision"], **scan)
+    except api.ThresholdError as exc:
+        status, message, spinodals = "not_bracketed", str(exc), []
+    else:
+        status, message = "ok", ""
+        for k in THRESHOLD_COLUMNS[2:6]:
+            thr[k] = float(getattr(th, k))
+        spinodals = [dict(sp) for sp in getattr(th, "spinodals", [])]
+        al_status = getattr(th, "alpha_l_status", "ok")
+        if al_status != "ok":  # alpha_c found, alpha_l off the scan: a result, as below
+            status, message = "alpha_l_not_bracketed", f"alpha_l {al_status}"
+        fine = (getattr(th, "details", None) or {}).get("fine", {})
+        thr["alpha_l_branch"] = fine.get("branch_l", "")
+        thr["alpha_l_at_jump"] = fine.get("at_jump", "")
+    thr.update(_spinodal_columns(spinodals))
+    thr["spinodals"] = json.dumps(spinodals, default=json_default)
+    thr["threshold_status"], thr["threshold_message"] = status, message
+    return {"thresholds": thr}
+
+
+def _spinodal_columns(spinodals: list) -> dict:
+    cols = {}
+    for branch in THEORY_BRANCHES:
+        mine = [s for s in spinodals if s.get("branch") == branch]
+        first = mine[0] if mine else {}
+        cols[f"spinodal_{branch}_alpha"] = float(first.get("alpha", float("nan")))
+        cols[f"spinodal_{branch}_alpha_error"] = float(first.get("alpha_error", float("nan")))
+        cols[f"spinodal_{branch}_side"] = str(first.get("side", ""))
+    return cols
+
+
+def _point_row(p) -> dict:
+    row = dict(p.to_row()) if hasattr(p, "to_row") else {}
+    ov = getattr(p, "overlaps", None)
+    for name in ("q", "m", "V", "theta"):
+        if name not in row and ov is not None:
+            row[name] = float(getattr(ov, name))
+    for name in ("test_error", "train_loss", "converged"):
+        if name not in row:
+            row[name] = getattr(p, name)
+    err = getattr(p, "error", None) or {}
+    for name in ("test_error", "train_loss"):
+        if f"{name}_error" not in row and f"error_{name}" not in row and name in err:
+            row[f"{name}_error"] = float(err[name])
+    return row
+
+
+def _branch_rows(points, alphas: list, branch: str) -> list:
+    """One row per grid ``alpha``; a missing point (the branch ended) gets ``exists = False``."""
+    found = {}
+    for p in points:
+        i = min(range(len(alphas)), key=lambda j: abs(alphas[j] - p.alpha))
+        if abs(alphas[i] - p.alpha) > 1e-9 * max(1.0, abs(p.alpha)):
+            log.debug("%s point at alpha=%g is off the grid; not written", branch, p.alpha)
+            continue
+        if i not in found or (p.converged and not found[i].converged):
+            found[i] = p
+    rows = []
+    for i, a in enumerate(alphas):
+        row = {k: "" for k in FIRST_THEORY_COLUMNS[4:]}
+        if i in found:
+            row.update(_point_row(found[i]))
+            row["exists"] = True
+        else:
+            row.update(exists=False, converged=False)
+            for k in ("q", "m", "V", "theta", "test_error", "test_error_error", "train_loss", "train_loss_error"):
+                row[k] = float("nan")
+        row["alpha"], row["branch"] = a, branch
+        rows.append(row)
+    return rows
+
+
+def simulation_run_task(payload: dict) -> dict:
+    """One finite-size run (``validation.simulate.run_one``) on the CPU; drops the loss curve."""
+    import torch
+
+    from validation.simulate import DEFAULT_LR, DTYPES, run_one
+
+    tune_allocator()
+
+    rec = run_one(payload["spec"], payload["d"], payload["alpha"], payload["init"], seed=payload["seed"],
+                  run_index=payload["run_index"], steps=payload["steps"], lr=payload["lr"],
+                  optimizer=payload["optimizer"], dtype=DTYPES[payload["dtype"]], device=torch.device("cpu"),
+                  n_test=payload["n_test"], record_points=2)
+    rec.pop("loss_curve", None)
+    rec["lr_used"] = DEFAULT_LR[payload["optimizer"]] if payload["lr"] is None else float(payload["lr"])
+    rec["alpha"], rec["init"] = payload["alpha"], payload["init"]
+    return {"rows": [rec]}
+
+
+def theory_rows(task: Task, result: dict, config: SweepConfig, shash: str) -> tuple:
+    """``(theory.csv rows, thresholds.csv rows)`` of a finished theory task, with the model and solver columns."""
+    spec = task.payload["spec"]
+    common = {**spec.to_columns(), "precision": config.precision, "alpha_grid": grid_text(config.alphas),
+              "settings_hash": shash}
+    rows = []
+    for r in result.get("rows", []):
+        row = {"task": task.key, "omega": task.payload["omega"], "alpha": r["alpha"], "branch": r["branch"]}
+        row.update({k: v for k, v in r.items() if k not in row})
+        for k, v in common.items():
+            row.setdefault(k, v)
+        rows.append(row)
+    thr = []
+    if "thresholds" in result:
+        t = {"task": task.key, "omega": task.payload["omega"]}
+        t.update({k: v for k, v in result["thresholds"].items() if k not in t})
+        for k, v in common.items():
+            t.setdefault(k, v)
+        thr.append(t)
+    return rows, thr
+
+
+def simulation_rows(task: Task, result: dict, config: SweepConfig, shash: str) -> list:
+    p = task.payload
+    common = {**p["spec"].to_columns(), "d": p["d"], "steps": p["steps"], "lr": p["lr"],
+              "optimizer": p["optimizer"], "dtype": p["dtype"], "n_test": p["n_test"], "base_seed": p["seed"],
+              "settings_hash": shash}
+    rows = []
+    for r in result["rows"]:
+        row = {"task": task.key, "omega": p["omega"], "alpha": p["alpha"], "init": p["init"],
+               "run_index": p["run_index"]}
+        row.update({k: v for k, v in r.items() if k not in row})
+        for k, v in common.items():
+            row.setdefault(k, v)
+        rows.append(row)
+    return rows

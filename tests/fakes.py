@@ -1,0 +1,132 @@
+"""Test doubles: a closed-form theory API and the sweep's theory task running on it.
+
+The sweep tests check the machinery (grids, tidy rows, resuming, crash safety,
+failures, a Dask cluster), not the physics, so their theory tasks run in microseconds.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from typing import Optional, Sequence
+
+from sweeps.config import THEORY_BRANCHES
+from sweeps.tasks import theory_task
+
+
+@dataclasses.dataclass(frozen=True)
+class FakeOverlaps:
+    q: float
+    m: float
+    V: float
+    theta: float
+
+
+@dataclasses.dataclass(frozen=True)
+class FakePoint:
+    alpha: float
+    branch: str
+    overlaps: FakeOverlaps
+    test_error: float
+    train_loss: float
+    converged: bool
+    error: dict
+
+    def to_row(self) -> dict:
+        return {"alpha": self.alpha, "branch": self.branch, **dataclasses.asdict(self.overlaps),
+                "test_error": self.test_error, "train_loss": self.train_loss, "converged": self.converged,
+                **{f"{k}_error": v for k, v in self.error.items()}}
+
+
+class FakeTheoryAPI:
+    """A test double of :mod:`numerics.api`: closed-form toy curves, no solver (microseconds).
+
+    Toy physics with the right shape: ``alpha_c(omega) = 0.8 + 2 omega`` (training losses
+    cross there), the semantic branch exists for ``alpha >= 0.3``, the positional one for
+    ``alpha <= 2 + omega`` (and is "not found at its anchor" for ``omega >= 0.9``), linear
+    baseline ``0.002 + 0.001 omega``. ``thresholds`` raises ``ThresholdError`` when
+    ``alpha_c > 2.5``.
+    """
+
+    class ThresholdError(RuntimeError):
+        pass
+
+    SEM_START = 0.3
+
+    @staticmethod
+    def alpha_c(omega):
+        return 0.8 + 2.0 * omega
+
+    @staticmethod
+    def linear(omega):
+        return 0.002 + 0.001 * omega
+
+    def linear_baseline(self, spec):
+        from types import SimpleNamespace
+
+        return SimpleNamespace(test_error=self.linear(spec.omega), error=1e-9)
+
+    def _point(self, spec, a, branch):
+        w, lam = spec.omega, spec.lam
+        ls = 0.01 / (1.0 + a) + lam * 0.01
+        if branch == "semantic":
+            ov = FakeOverlaps(0.1 * a / (1 + a), 0.0, 10.0 + lam, 0.15 * a / (1 + a))
+            te, tl = 0.004 / (1.0 + a), ls
+        else:
+            ov = FakeOverlaps(0.05, 0.25 * (1 + w), 14.0, 0.0)
+            te, tl = 0.003 + 0.0005 * w, ls + 0.001 * (a - self.alpha_c(w))
+        return FakePoint(float(a), branch, ov, te, tl, True, {"q": 1e-7, "test_error": 1e-8, "train_loss": 1e-8})
+
+    def follow_branch(self, spec, alphas, branch, precision="fast"):
+        from types import SimpleNamespace
+
+        if branch == "positional" and spec.omega >= 0.9:  # like numerics.api: an empty curve with a note
+            return SimpleNamespace(points=[], spinodals=[], note="positional branch not found at the anchor")
+        lo, hi = (self.SEM_START, math.inf) if branch == "semantic" else (0.0, 2.0 + spec.omega)
+        pts = [self._point(spec, a, branch) for a in alphas if lo <= a <= hi]
+        side = "lower" if branch == "semantic" else "upper"
+        edge = lo if branch == "semantic" else hi
+        sp = [{"branch": branch, "alpha": edge, "alpha_error": 0.01, "side": side}] if min(alphas) < edge < max(alphas) else []
+        return SimpleNamespace(points=pts, spinodals=sp)
+
+    @staticmethod
+    def scan_curves_from_rows(rows):
+        return {b: [r for r in rows if r.get("branch") == b and str(r.get("exists")) == "True"]
+                for b in THEORY_BRANCHES}
+
+    def thresholds(self, spec, precision="fast", scan_curves=None):
+        from types import SimpleNamespace
+
+        ac = self.alpha_c(spec.omega)
+        if ac > 2.5:
+            raise self.ThresholdError(f"alpha_c not bracketed in [0.05, 2.5] at omega={spec.omega:g}")
+        if scan_curves is not None and not all(scan_curves.values()):
+            raise self.ThresholdError("a branch has no rows in this column")
+        al = max(ac, 0.004 / self.linear(spec.omega) - 1.0)
+        # like numerics.api at large omega: alpha_c on the scan, alpha_l beyond it
+        al_status = "not bracketed: beyond the scan" if 0.6 <= spec.omega < 0.85 else "ok"
+        if al_status != "ok":
+            al = float("nan")
+        sp = [{"branch": "semantic", "alpha": self.SEM_START, "alpha_error": 1e-4, "side": "lower"},
+              {"branch": "positional", "alpha": 2.0 + spec.omega, "alpha_error": 1e-4, "side": "upper"}]
+        d = {"alpha_c": ac, "alpha_c_error": 1e-4, "alpha_l": al, "alpha_l_error": 2e-4,
+             "linear_test_error": self.linear(spec.omega), "spinodals": sp}
+        return SimpleNamespace(**d, alpha_l_status=al_status, to_dict=lambda: dict(d))
+
+
+def fake_theory_task(payload: dict, delay: float = 0.0, fail_omegas: Sequence[float] = (),
+                      fail_only: Optional[str] = None) -> dict:
+    """A test double of :func:`sweeps.tasks.theory_task`: the real task logic on :class:`FakeTheoryAPI`.
+
+    ``delay`` seconds of sleep make a slow task (kill-and-resume tests). At an ``omega``
+    in ``fail_omegas`` the task raises: every job, or only ``fail_only`` (a branch name or
+    ``"thresholds"``). Dask workers import it by its module, ``tests.fakes``: the
+    repository root must be on their path (pytest puts it on the test process's, which
+    an in-process cluster shares; worker processes get it through ``PYTHONPATH``).
+    """
+    if delay:
+        time.sleep(delay)
+    job = payload.get("branch", payload["job"])
+    if any(abs(payload["omega"] - w) < 1e-12 for w in fail_omegas) and fail_only in (None, job):
+        raise RuntimeError(f"fake failure at omega={payload['omega']:g} ({job})")
+    return theory_task(payload, api=FakeTheoryAPI())

@@ -1,0 +1,102 @@
+"""The packages import one way: derivations -> numerics -> validation -> sweeps -> attnphase
+(the command-line program), and histogram_task stands apart.
+
+Every module's imports are parsed (``ast``), including imports inside functions and
+relative imports, and each edge to another of our packages must be allowed.
+"""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: our packages, and which of them each may import (itself always)
+ALLOWED = {
+    "derivations": set(),
+    "numerics": {"derivations"},
+    "validation": {"derivations", "numerics"},
+    "histogram_task": set(),
+    "sweeps": {"derivations", "numerics", "validation"},
+    "attnphase": {"derivations", "numerics", "validation", "sweeps", "histogram_task"},
+}
+
+
+def imported_modules(source: str, module: str, is_package: bool = False) -> list:
+    """``(line, absolute module name)`` of every import in ``source``, the source of
+    ``module`` (a dotted name); relative imports are resolved against it."""
+    package = module if is_package else module.rpartition(".")[0]
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                parts = package.split(".")
+                base = parts[:len(parts) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module
+            found.append((node.lineno, target))
+    return found
+
+
+def forbidden_edges(source: str, module: str, is_package: bool = False) -> list:
+    """The imports of ``module`` that break the layering, as ``"module:line -> target"``."""
+    own = module.split(".")[0]
+    bad = []
+    for line, target in imported_modules(source, module, is_package):
+        top = target.split(".")[0]
+        if top in ALLOWED and top != own and top not in ALLOWED[own]:
+            bad.append(f"{module}:{line} -> {target}")
+    return bad
+
+
+def our_modules():
+    for package in ALLOWED:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            is_package = parts[-1] == "__init__"
+            name = ".".join(parts[:-1] if is_package else parts)
+            yield name, path, is_package
+
+
+def test_every_package_is_checked():
+    modules = {name for name, _, _ in our_modules()}
+    for package in ALLOWED:
+        assert package in modules, package
+    assert len(modules) > 40  # every module of every package, not only the packages
+
+
+def test_no_module_imports_against_the_layering():
+    bad = []
+    for name, path, is_package in our_modules():
+        bad += forbidden_edges(path.read_text(), name, is_package)
+    assert bad == []
+
+
+@pytest.mark.parametrize("source, module", [
+    # a back-edge hidden inside a function of a numerics module
+    ("def f():\n    from attnphase.options import x\n    return x\n", "numerics.channel.rule"),
+    # numerics importing the layer above it, at the top
+    ("import validation\n", "numerics.solver"),
+    # a library importing the command-line program from a method
+    ("class Store:\n    def close(self):\n        import attnphase.cli\n", "sweeps.store"),
+    # histogram_task depends on none of ours
+    ("import numpy\nfrom derivations.spec import ModelSpec\n", "histogram_task.experiment"),
+])
+def test_the_checker_flags_a_back_edge(source, module):
+    assert forbidden_edges(source, module) != []
+
+
+def test_the_checker_allows_downward_and_own_imports():
+    source = ("import numpy\nfrom derivations import ModelSpec\nfrom . import tidy\nfrom .channel.rule import ChannelRule\n"
+              "def f():\n    from numerics.api import solve_branch\n")
+    assert forbidden_edges(source, "numerics.fixed_point") == []
+    assert forbidden_edges("from sweeps.config import SweepConfig\nimport histogram_task\n", "attnphase.cli") == []
+    # relative imports resolve inside the package: numerics.channel.lines importing .rule
+    assert imported_modules("from .rule import ChannelRule\nfrom .. import tidy\n", "numerics.channel.lines") == [
+        (1, "numerics.channel.rule"), (2, "numerics")]
+    assert imported_modules("from . import SweepError\n", "sweeps", is_package=True) == [(1, "sweeps")]
