@@ -55,9 +55,6 @@ def main(argv=None) -> int:
         level=[logging.WARNING, logging.INFO, logging.DEBUG][min(args.verbose, 2)],
         format="%(levelname)s %(name)s: %(message)s",
     )
-    from numerics import tune_allocator
-
-    tune_allocator()
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:

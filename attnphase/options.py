@@ -12,12 +12,10 @@ import math
 from typing import Callable, Optional, Sequence
 
 from derivations.spec import ATTENTIONS, ModelSpec, parse_A, parse_matrix
+from numerics.precision import PRECISIONS
 
 from .errors import UsageError
 
-#: the precision modes of ``numerics.precision.PRECISIONS`` (named here so that
-#: registering a subcommand does not import the solver)
-PRECISION_NAMES = ("draft", "fast", "high")
 PRECISION_HELP = ("draft: one coarse rule, no error estimate (curves for figures); fast: error estimates "
                   "~1e-5..1e-4; high: finer rules (slow)")
 #: a grid of more values is refused (it would never finish, and is most likely a typo)
@@ -57,7 +55,7 @@ def add_json_option(parser: argparse.ArgumentParser) -> None:
 
 
 def add_precision_option(parser: argparse.ArgumentParser, help_prefix: str = "") -> None:
-    parser.add_argument("--precision", choices=PRECISION_NAMES, default="fast", help=help_prefix + PRECISION_HELP)
+    parser.add_argument("--precision", choices=tuple(PRECISIONS), default="fast", help=help_prefix + PRECISION_HELP)
 
 
 def parse_range(text: str, flag: str, positive: bool = False) -> list:

@@ -1,4 +1,4 @@
-"""Issue 3's accuracy target: relative error estimates of every field at alpha in {1, 1.5, 2},
+"""The accuracy target of docs/numerics.md, section 8: relative error estimates of every field at alpha in {1, 1.5, 2},
 both branches (default model), one JSON line per fixed point.
 
 Run: python benchmarks/accuracy_targets.py [fast|high]

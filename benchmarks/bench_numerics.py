@@ -1,4 +1,4 @@
-"""Timing benchmark for numerics (issue 3 targets), printed side by side in one run.
+"""Timing benchmark for numerics against its time targets, printed side by side in one run.
 
 * one fixed point from a warm start, fast mode (target <= 5 s);
 * ``thresholds`` in fast mode (target <= 60 s);

@@ -1,7 +1,6 @@
 """The generated prox Newton terms (objective, gradient, Hessian) in three forms, side by side.
 
-* ``sympy.diff`` of the objective with opaque logistics (the code generated before the
-  seventh session);
+* ``sympy.diff`` of the objective with opaque logistics;
 * the same with every logistic over one canonical argument (``codegen._shared_logistics``);
 * and with the derivatives taken through the logistic values (``codegen._prox_derivatives``),
   which is what ``derivations`` generates now.

@@ -1,6 +1,6 @@
-"""Per-step time of our training loop beside a plain autograd implementation (issue 4).
+"""Per-step time of our training loop beside a plain autograd implementation.
 
-Both train the same problem (SPEC section 1, default d = 1000, n = 2000, float32)
+Both train the same problem (docs/theory.md, section 1; default d = 1000, n = 2000, float32)
 from the same start, by full-batch gradient descent with lr 0.15, measured side by
 side in one run. They are interleaved in blocks, so a change of load on a shared
 machine hits both. "Plain autograd" is the loss written over whole-batch

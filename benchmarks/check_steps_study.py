@@ -1,4 +1,4 @@
-"""How many Newton steps do the global-minimum checks need? (numerics/channel.py, CHECK_STEPS)
+"""How many Newton steps do the global-minimum checks need? (numerics/channel/accumulation.py, CHECK_STEPS)
 
 For each overlap point it evaluates the channel with the fast reporting rule twice, with
 the checks capped at ``--steps`` and at 60 steps, and prints the unresolved weight (nodes
@@ -12,9 +12,9 @@ import argparse
 import numpy as np
 
 from derivations import ModelSpec
-from numerics import channel
-from numerics.fixed_point import PRECISIONS
-from numerics.model import bind
+from numerics.bound_model import bind
+from numerics.channel import accumulation, channel_expectations
+from numerics.precision import PRECISIONS
 from numerics.overlaps import Overlaps
 
 POINTS = [Overlaps(0.0512, 0.258, 11.4, 0.0), Overlaps(0.1148, 0.0, 12.67, 0.1582), Overlaps(0.09, 0.0, 16.0, 0.12),
@@ -23,7 +23,7 @@ POINTS = [Overlaps(0.0512, 0.258, 11.4, 0.0), Overlaps(0.1148, 0.0, 12.67, 0.158
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--steps", type=int, default=channel.CHECK_STEPS)
+    ap.add_argument("--steps", type=int, default=accumulation.CHECK_STEPS)
     args = ap.parse_args()
     model = bind(ModelSpec())
     rule = PRECISIONS["fast"].check_rule
@@ -32,8 +32,8 @@ def main():
     for ov in POINTS:
         out = {}
         for steps in (args.steps, 60):
-            channel.CHECK_STEPS = steps
-            res = channel.channel_expectations(model, ov, rule)
+            accumulation.CHECK_STEPS = steps  # read by the checks at each call
+            res = channel_expectations(model, ov, rule)
             out[steps] = (np.array(list(res.expectations.values())), res.unresolved_weight)
         capped, full = out[args.steps][0], out[60][0]
         keep = np.abs(full) > 1e-15

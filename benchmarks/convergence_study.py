@@ -1,4 +1,4 @@
-"""Convergence study of the channel quadrature (docs/numerics.md, section 2).
+"""Convergence study of the channel quadrature (docs/studies/channel_convergence.md).
 
 For fixed overlaps on both branches at alpha ~ 1 and alpha = 2 (default model), it
 prints the relative error of each channel expectation against a reference rule, for
@@ -9,9 +9,9 @@ error (measured against the reference).
 
 Run: python benchmarks/convergence_study.py [--points pos2 sem2 ...] [--vary]
 
-Since the tenth session every rule orients the lines of teacher nodes without a pair
-along the soft direction (``ChannelRule.soft_lines``) and the fast rules changed, so this
-prints other numbers than the tables in docs/numerics.md, which were measured before.
+The tables of docs/studies/channel_convergence.md were measured with lines along a
+fixed axis for teacher nodes without a pair (``ChannelRule.soft_lines`` off) and other
+fast rules; the rules of today give other numbers.
 """
 import argparse
 import dataclasses
@@ -21,8 +21,8 @@ import numpy as np
 
 from derivations import ModelSpec
 from numerics.channel import ChannelRule, channel_expectations
-from numerics.fixed_point import PRECISIONS
-from numerics.model import bind
+from numerics.precision import PRECISIONS
+from numerics.bound_model import bind
 from numerics.overlaps import Overlaps
 
 POINTS = {

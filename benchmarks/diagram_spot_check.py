@@ -13,7 +13,6 @@ import argparse
 import numpy as np
 
 from derivations.spec import ModelSpec
-from numerics import tune_allocator
 from numerics.fixed_point import solve_branch
 from numerics.overlaps import Overlaps
 from numerics.tidy import read_rows
@@ -27,7 +26,6 @@ def main():
     ap.add_argument("--count", type=int, default=12)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
-    tune_allocator()
     rows = [r for r in read_rows(f"{args.directory}/theory.csv")
             if r["exists"] == "True" and r["converged"] == "True" and r["precision"] == "fast"]
     picked = np.random.default_rng(args.seed).choice(len(rows), size=min(args.count, len(rows)), replace=False)

@@ -1,17 +1,17 @@
-"""Refinement check of the fast error estimates at the fixed-point level (issue 3).
+"""Refinement check of the fast error estimates at the fixed-point level.
 
 For the six fixed points of ``accuracy_targets.py`` (default model, both branches,
 alpha in {1, 1.5, 2}) it solves in fast and in high mode and prints, per field,
 ``|fast - high| / |high|`` next to the fast relative error estimate, marking with ``!``
 the entries where the estimate does not cover the difference, and the high mode's own
 largest estimate. High mode is not exact either: where its own estimate is comparable
-to the difference, the comparison says little (docs/numerics.md, section 5).
+to the difference, the comparison says little (docs/numerics.md, section 8).
 
-Run: python benchmarks/fast_vs_high.py   (about 8 minutes on 2 cores since the tenth session's high rules)
+Run: python benchmarks/fast_vs_high.py   (about 8 minutes on 2 cores)
 
 ``--fast-coarse-near N`` and ``--high-near A,B`` replace the near-node counts of the
-fast coarse rule and of the high rule pair, to study candidate rules (docs/numerics.md,
-section 5, "Near nodes of the estimating rules").
+fast coarse rule and of the high rule pair, to study candidate rules
+(docs/studies/near_nodes.md).
 """
 import argparse
 import dataclasses
@@ -20,7 +20,8 @@ import time
 from accuracy_targets import STARTS
 
 from derivations import ModelSpec
-from numerics.fixed_point import PRECISIONS, solve_branch
+from numerics.fixed_point import solve_branch
+from numerics.precision import PRECISIONS
 
 FIELDS = ("q", "m", "V", "theta", "qhat", "mhat", "Vhat", "thetahat", "test_error", "train_loss")
 

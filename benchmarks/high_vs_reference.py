@@ -1,4 +1,4 @@
-"""High mode against a reference fixed point (ninth session; docs/numerics.md, section 5).
+"""High mode against a reference fixed point (docs/numerics.md, section 8).
 
 At ``sem1`` (semantic, alpha = 1) or ``pos15`` (positional, alpha = 1.5) of the default
 model, solves high mode with the given near-node counts of its coarse and reporting
@@ -8,9 +8,9 @@ where the estimate does not cover the difference).
 
 Run: python benchmarks/high_vs_reference.py sem1 --near 10,12 10,32   (about 1-2 minutes)
 
-Since the tenth session every rule orients the lines of teacher nodes without a pair
-along the soft direction (``ChannelRule.soft_lines``) and the fast rules changed, so this
-prints other numbers than the tables in docs/numerics.md, which were measured before.
+Tables measured with lines along a fixed axis for teacher nodes without a pair
+(``ChannelRule.soft_lines`` off) and other fast rules differ from what the rules of today
+give.
 """
 import argparse
 import dataclasses
@@ -20,8 +20,10 @@ import numpy as np
 
 from derivations import ModelSpec
 from numerics import fixed_point as fpm
+from numerics.overlaps import ALL_NAMES
+from numerics.precision import PRECISIONS
 from numerics.channel import ChannelRule
-from numerics.model import bind
+from numerics.bound_model import bind
 from numerics.overlaps import Overlaps
 
 POINTS = {"sem1": ("semantic", 1.0, Overlaps(q=0.0680890, m=0.0, V=21.61982, theta=0.0945858)),
@@ -37,11 +39,11 @@ def main():
     spec = ModelSpec()
     model = bind(spec)
     branch, alpha, start = POINTS[args.point]
-    high = fpm.PRECISIONS["high"]
+    high = PRECISIONS["high"]
     solved = {}
     for pair in args.near:
         coarse, fine = (int(x) for x in pair.split(","))
-        fpm.PRECISIONS["high-variant"] = dataclasses.replace(
+        PRECISIONS["high-variant"] = dataclasses.replace(
             high, rule=dataclasses.replace(high.rule, n_near=coarse),
             check_rule=dataclasses.replace(high.check_rule, n_near=fine))
         t = time.perf_counter()
@@ -50,7 +52,7 @@ def main():
     t = time.perf_counter()
     ref = fpm.solve_with_rule(model, alpha, branch, REFERENCE, solved[args.near[-1]].overlaps, tol=1e-11)
     print(f"reference: {time.perf_counter() - t:.0f} s, converged {ref.converged}, residual {ref.residual8:.1e}")
-    values = dict(zip(fpm.ALL_NAMES, np.concatenate([ref.overlaps.as_array(), ref.side.hats.as_array()])))
+    values = dict(zip(ALL_NAMES, np.concatenate([ref.overlaps.as_array(), ref.side.hats.as_array()])))
     for pair, fp in solved.items():
         cells = []
         for name, v in values.items():

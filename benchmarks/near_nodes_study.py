@@ -1,24 +1,24 @@
-"""Channel expectations for rules that differ in their near-node counts, against a fine reference (ninth session).
+"""Channel expectations for rules that differ in their near-node counts, against a fine reference.
 
 At one fixed point of the default model (`sem1`: semantic, alpha = 1; `pos15`: positional,
-alpha = 1.5; the fast fixed points of docs/numerics.md section 5), prints the relative difference of each
-channel expectation from the reference rule 80/24/40/48/64 (docs/numerics.md, section 5).
+alpha = 1.5; fast fixed points), prints the relative difference of each channel
+expectation from the reference rule 80/24/40/48/64 (docs/studies/near_nodes.md).
 
 Run: python benchmarks/near_nodes_study.py sem1|pos15   (about 45 s each)
 
-Since the tenth session every rule orients the lines of teacher nodes without a pair
-along the soft direction (``ChannelRule.soft_lines``) and the fast rules changed, so this
-prints other numbers than the tables in docs/numerics.md, which were measured before.
+The tables of docs/studies/near_nodes.md were measured with lines along a fixed axis
+for teacher nodes without a pair (``ChannelRule.soft_lines`` off) and other fast rules;
+the rules of today give other numbers.
 """
 import dataclasses
 import sys
 import time
 
 from derivations.spec import ModelSpec
-from numerics.model import bind
+from numerics.bound_model import bind
 from numerics.overlaps import Overlaps
 from numerics.channel import ChannelRule, channel_expectations
-from numerics.fixed_point import PRECISIONS
+from numerics.precision import PRECISIONS
 spec = ModelSpec(); model = bind(spec)
 which = sys.argv[1] if len(sys.argv) > 1 else "sem1"
 points = {"sem1": Overlaps(q=0.0680890, m=0.0, V=21.61982, theta=0.0945858),

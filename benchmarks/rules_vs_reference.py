@@ -1,4 +1,4 @@
-"""Fast and high mode against reference fixed points, field by field (tenth session).
+"""Fast and high mode against reference fixed points, field by field (docs/numerics.md, section 8).
 
 For the six fixed points of ``accuracy_targets.py`` (default model, both branches,
 alpha in {1, 1.5, 2}) it solves the fixed point of a reference rule (112/32/48/56/32 with
@@ -11,8 +11,7 @@ largest estimate, and how many entries the estimates cover.
 The reference rule is itself a discretisation: the table says how far each mode is from
 it, which is the mode's error only where the reference's own error is smaller. At
 semantic alpha = 1 the high reporting rule and this reference are each a few 1e-9 from
-a 160/40/64/64/64 rule at channel level (docs/numerics.md, "The band beyond the cusp
-ends").
+a 160/40/64/64/64 rule at channel level (docs/studies/band_beyond_cusp_ends.md).
 
 Run: python benchmarks/rules_vs_reference.py [--modes fast high] [--points sem1,pos15]
      [--fast-rules 24/14/12/16/8:28/16/16/20/8] [--cache refs.json]
@@ -31,9 +30,11 @@ from accuracy_targets import STARTS
 
 from derivations import ModelSpec
 from numerics import fixed_point as fpm
+from numerics.overlaps import ALL_NAMES
+from numerics.precision import PRECISIONS
 from numerics.channel import ChannelRule
-from numerics.model import bind
-from numerics.state import free_energy, test_error
+from numerics.bound_model import bind
+from numerics.saddle_point import free_energy, test_error
 
 FIELDS = ("q", "m", "V", "theta", "qhat", "mhat", "Vhat", "thetahat", "test_error", "train_loss")
 NAMES = {("semantic", 1.0): "sem1", ("semantic", 1.5): "sem15", ("semantic", 2.0): "sem2",
@@ -49,7 +50,7 @@ def reference_point(model, branch, alpha, start, rule):
     ref = fpm.solve_with_rule(model, alpha, branch, rule, start, tol=1e-11)
     if not ref.converged:
         raise RuntimeError(f"reference fixed point {branch} alpha={alpha} did not converge ({ref.residual8:.1e})")
-    values = dict(zip(fpm.ALL_NAMES, np.concatenate([ref.overlaps.as_array(), ref.side.hats.as_array()])))
+    values = dict(zip(ALL_NAMES, np.concatenate([ref.overlaps.as_array(), ref.side.hats.as_array()])))
     values["test_error"] = test_error(model, ref.overlaps, 48)
     values["train_loss"] = free_energy(model, ref.overlaps, ref.side.hats, alpha, ref.side.mean_envelope)
     return {k: float(v) for k, v in values.items()}, ref.residual8
@@ -66,12 +67,12 @@ def main():
     args = ap.parse_args()
     for mode, rules in (("fast", args.fast_rules), ("high", args.high_rules)):
         if rules:
-            prec = fpm.PRECISIONS[mode]
+            prec = PRECISIONS[mode]
             coarse, fine = rules.split(":")
-            fpm.PRECISIONS[mode] = dataclasses.replace(prec, rule=parse_rule(coarse, prec.rule),
+            PRECISIONS[mode] = dataclasses.replace(prec, rule=parse_rule(coarse, prec.rule),
                                                        check_rule=parse_rule(fine, prec.check_rule))
     for mode in args.modes:
-        p = fpm.PRECISIONS[mode]
+        p = PRECISIONS[mode]
         print(f"{mode}: coarse {p.rule}\n{' ' * len(mode)}  fine {p.check_rule}")
     spec = ModelSpec()
     model = bind(spec)

@@ -1,4 +1,4 @@
-"""Lines along the soft direction, against lines along a fixed axis (tenth session).
+"""Lines along the soft direction, against lines along a fixed axis.
 
 1. One teacher node without a pair of minima at ``w = 0`` (``h* = (-0.421, 0.421)`` at the
    fast fixed point ``sem1``: semantic, alpha = 1): its line integral with line rules from
@@ -6,18 +6,17 @@
 2. The whole channel at ``sem1`` and ``pos15`` with the fast and high rules, both line
    orientations, relative to the reference 80/24/40/48/64 with soft lines.
 
-Run: python benchmarks/soft_lines_study.py   (about 2 minutes; docs/numerics.md, "Lines
-along the soft direction")
+Run: python benchmarks/soft_lines_study.py   (about 2 minutes; docs/studies/soft_direction_lines.md)
 """
 import dataclasses
 
 import numpy as np
 
-import numerics.channel as channel
 from derivations import ModelSpec
-from numerics.channel import ChannelRule, channel_expectations
-from numerics.fixed_point import PRECISIONS
-from numerics.model import bind
+from numerics.bound_model import bind
+from numerics.channel import ChannelRule, channel_expectations, teacher_node_expectations
+from numerics.channel.teacher_nodes import gaussian_factor
+from numerics.precision import PRECISIONS
 from numerics.overlaps import Overlaps
 
 POINTS = {"sem1": Overlaps(q=0.0680890, m=0.0, V=21.61982, theta=0.0945858),
@@ -31,22 +30,19 @@ def relative(values, ref):
 
 def one_teacher_node(model):
     ov = POINTS["sem1"]
-    L_hh = channel._gaussian_factor(model, ov)[2]
-    eta = np.linalg.solve(L_hh, [-0.421, 0.421])
-    polar = channel._polar_eta_nodes
-    channel._polar_eta_nodes = lambda *args: (np.array([eta[0]]), np.array([eta[1]]), np.array([1.0]))
-    try:
-        def line_integral(soft, n_u, n_t, n_near):
-            rule = ChannelRule(use_symmetry=False, soft_lines=soft, n_u=n_u, n_t=n_t, n_near=n_near)
-            return channel_expectations(model, ov, rule).expectations
-        ref = line_integral(True, 200, 64, 64)
-        print("one teacher node, h* = (-0.421, 0.421) at sem1, relative to 200/64/64 with soft lines")
-        for resolution in ((12, 16, 8), (16, 20, 16), (32, 20, 16), (64, 20, 16), (128, 20, 16), (200, 64, 64)):
-            for soft in (False, True):
-                print(f"  {'soft' if soft else 'axis'} lines {'/'.join(map(str, resolution)):10s}",
-                      relative(line_integral(soft, *resolution), ref))
-    finally:
-        channel._polar_eta_nodes = polar
+    factor = gaussian_factor(model, ov)
+    eta = np.linalg.solve(factor.L_hh, [-0.421, 0.421])
+    node = (np.array([eta[0]]), np.array([eta[1]]), np.array([1.0]))
+
+    def line_integral(soft, n_u, n_t, n_near):
+        rule = ChannelRule(use_symmetry=False, soft_lines=soft, n_u=n_u, n_t=n_t, n_near=n_near)
+        return teacher_node_expectations(model, ov, rule, factor, node).expectations
+    ref = line_integral(True, 200, 64, 64)
+    print("one teacher node, h* = (-0.421, 0.421) at sem1, relative to 200/64/64 with soft lines")
+    for resolution in ((12, 16, 8), (16, 20, 16), (32, 20, 16), (64, 20, 16), (128, 20, 16), (200, 64, 64)):
+        for soft in (False, True):
+            print(f"  {'soft' if soft else 'axis'} lines {'/'.join(map(str, resolution)):10s}",
+                  relative(line_integral(soft, *resolution), ref))
 
 
 def whole_channel(model):

@@ -1,20 +1,21 @@
-"""`Vhat` in SPEC's form against `Vhat = 2 alpha dE[M]/dq` (central differences of the
-envelope at fixed m, V, theta; the stationarity of F in q), for the fast rules and a
-reference rule 80/24/40/48/64, at a fast fixed point (docs/numerics.md, section 5).
+"""`Vhat` in its saddle-point form (docs/theory.md, section 2.5) against `Vhat = 2 alpha dE[M]/dq`
+(central differences of the envelope at fixed m, V, theta; the stationarity of F in q,
+section 2.6), for the fast rules and a reference rule 80/24/40/48/64, at a fast fixed
+point (docs/studies/vhat_forms.md).
 
 Run: python benchmarks/vhat_forms_study.py sem1|pos15   (about 2 minutes)
 
-Since the tenth session every rule orients the lines of teacher nodes without a pair
-along the soft direction (``ChannelRule.soft_lines``) and the fast rules changed, so this
-prints other numbers than the tables in docs/numerics.md, which were measured before.
+The tables of docs/studies/vhat_forms.md were measured with lines along a fixed axis
+for teacher nodes without a pair (``ChannelRule.soft_lines`` off) and other fast rules;
+the rules of today give other numbers.
 """
 import sys
 
 from derivations.spec import ModelSpec
-from numerics.model import bind
+from numerics.bound_model import bind
 from numerics.overlaps import Overlaps
 from numerics.channel import ChannelRule, channel_expectations
-from numerics.fixed_point import PRECISIONS
+from numerics.precision import PRECISIONS
 model = bind(ModelSpec())
 points = {"sem1": Overlaps(q=0.0680890, m=0.0, V=21.61982, theta=0.0945858),
           "pos15": Overlaps(q=0.0494719, m=0.2547315, V=13.59291, theta=0.0)}

@@ -46,9 +46,6 @@ FORMAT_VERSION = 1
 #: names and order of :meth:`GeneratedModel.channel_integrands` outputs
 CHANNEL_NAMES = ("qhat", "mhat", "thetahat_y", "thetahat_dl", "Vhat_y", "Vhat_dl", "envelope")
 
-#: trailing arguments of every generated function (= ``derivations.symbols.PARAM_NAMES``)
-PARAM_NAMES = ("sigma", "lam", "omega", "rho", "a11", "a12", "a21", "a22")
-
 _CHANNEL_DOC = {
     "qhat": "f1**2 + f2**2  (qhat = alpha E[.])",
     "mhat": "f1 - f2  (mhat = alpha E[.])",
@@ -238,7 +235,6 @@ class GeneratedModel:
     integrand_envelope: Callable = dataclasses.field(repr=False)
 
     CHANNEL_NAMES = CHANNEL_NAMES
-    PARAM_NAMES = PARAM_NAMES
 
     def params(self, spec: ModelSpec) -> tuple:
         """``(sigma, lam, omega, rho, a11, a12, a21, a22)`` of ``spec`` for this backend.

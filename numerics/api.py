@@ -1,9 +1,10 @@
 """The public theory API used by the command line, validation and the phase diagrams."""
 from .baseline import Baseline, linear_baseline, linear_baseline_mp
 from .branches import BranchCurve, follow_branch, is_on_branch
-from .fixed_point import FixedPoint, solve_branch
+from .fixed_point import solve_branch
 from .overlaps import BRANCHES, HatOverlaps, Overlaps
 from .precision import PRECISIONS
+from .result import FixedPoint
 from .thresholds import ThresholdError, Thresholds, scan_curves_from_rows, thresholds
 
 __all__ = ["Baseline", "linear_baseline", "linear_baseline_mp", "BranchCurve", "follow_branch", "is_on_branch",

@@ -17,7 +17,7 @@ from numpy.polynomial.hermite_e import hermegauss
 
 from derivations import ModelSpec
 
-from .model import bind
+from .bound_model import bind
 
 
 @dataclasses.dataclass(frozen=True)
@@ -27,7 +27,9 @@ class Baseline:
     B: tuple              # B* = E[T], row-major
 
 
-def _moments(spec: ModelSpec, n: int):
+def teacher_moments(spec: ModelSpec, n: int):
+    """``(E[T], E|T|_F^2)`` over ``h* ~ N(0, rho I_2)`` by an ``n x n`` Gauss-Hermite rule
+    (``E[T]`` row-major)."""
     model = bind(spec)
     x, w = hermegauss(n)
     w = w / np.sqrt(2 * np.pi)
@@ -45,7 +47,7 @@ def linear_baseline(spec: ModelSpec, n: int = 48) -> Baseline:
     """Float64 linear-baseline test error with an error estimate from a finer rule."""
     values = []
     for k in (n, n + 16):
-        B, ET2 = _moments(spec, k)
+        B, ET2 = teacher_moments(spec, k)
         values.append((0.5 * spec.sigma**2 * (ET2 - float(np.dot(B, B))), B))
     (v, B), (v2, _) = values
     return Baseline(test_error=v2, error=abs(v2 - v), B=tuple(float(b) for b in B))

@@ -17,11 +17,13 @@ import numpy as np
 
 from derivations import ModelSpec
 
-from .fixed_point import DEFAULT_START, PRECISIONS, BranchLost, FixedPoint, solve_branch
-from .model import bind
+from .fixed_point import DEFAULT_START, BranchLost, solve_branch
+from .precision import PRECISIONS
+from .result import FixedPoint
+from .bound_model import bind
 from .overlaps import Overlaps
 from .solver import SolverError
-from .starts import search_starts
+from .start_search import search_starts
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +62,7 @@ def is_on_branch(fp: FixedPoint, branch: str) -> bool:
     return True
 
 
-def _try_solve(spec, alpha, branch, precision, start, model, near: Optional[FixedPoint] = None
+def try_solve(spec, alpha, branch, precision, start, model, near: Optional[FixedPoint] = None
                ) -> Optional[FixedPoint]:
     """A solve that may legitimately fail where the branch does not exist; ``near``: a
     solution at a nearby alpha whose solver history seeds this solve."""
@@ -75,7 +77,7 @@ def _try_solve(spec, alpha, branch, precision, start, model, near: Optional[Fixe
     return None
 
 
-def _predict(points: List[FixedPoint], alpha: float) -> Overlaps:
+def extrapolate(points: List[FixedPoint], alpha: float) -> Overlaps:
     """Extrapolation of the last points: quadratic through the last three where its
     correction to the secant (linear, last two) is less than half the secant's own step
     (largest relative component of each), the secant otherwise (near a fold, where the
@@ -114,7 +116,7 @@ def follow_branch(spec: ModelSpec, alphas: Sequence[float], branch: str, precisi
     The branch is first solved at the anchor alpha (by default SPEC's alpha = 2
     values as start; if it is not found there, at the grid points at half, a fifth and
     a tenth of the grid, from the same start; each candidate probed with the draft rule
-    first, :func:`_find_anchor`), then followed upward and downward through the grid. Where it is
+    first, :func:`find_anchor`), then followed upward and downward through the grid. Where it is
     lost, the spinodal is bracketed and bisected ``bisections`` times; its error
     is the final bracket's width (see ``_bisect_spinodal``).
     """
@@ -123,8 +125,8 @@ def follow_branch(spec: ModelSpec, alphas: Sequence[float], branch: str, precisi
     anchor_alpha, anchor_start = anchor or ANCHORS[branch]
     # a branch may exist only on part of the grid (e.g. the positional one at small
     # omega): without an explicit anchor, grid points inside the grid are tried next
-    candidates = [anchor_alpha] if anchor is not None else _anchor_alphas(anchor_alpha, alphas)
-    found = _find_anchor(spec, model, branch, precision, candidates, anchor_start)
+    candidates = [anchor_alpha] if anchor is not None else anchor_alphas(anchor_alpha, alphas)
+    found = find_anchor(spec, model, branch, precision, candidates, anchor_start)
     if isinstance(found, str):
         note = f"{branch} branch not found at the anchor from {anchor_start} ({found})"
         log.warning(note)
@@ -140,7 +142,7 @@ def follow_branch(spec: ModelSpec, alphas: Sequence[float], branch: str, precisi
                 if progress:
                     progress(seed)
                 continue
-            fp = _try_solve(spec, float(alpha), branch, precision, _predict(trail, alpha), model, trail[-1])
+            fp = try_solve(spec, float(alpha), branch, precision, extrapolate(trail, alpha), model, trail[-1])
             if fp is None or not is_on_branch(fp, branch):
                 spinodals.append(_bisect_spinodal(spec, model, branch, precision, trail, float(alpha), bisections))
                 break
@@ -152,7 +154,7 @@ def follow_branch(spec: ModelSpec, alphas: Sequence[float], branch: str, precisi
     return BranchCurve(branch, points, spinodals)
 
 
-def _find_anchor(spec, model, branch, precision, candidates, start):
+def find_anchor(spec, model, branch, precision, candidates, start):
     """The first candidate alpha where ``branch`` is found from ``start``, and its solution;
     or, where none is, a string saying what each attempt gave.
 
@@ -164,13 +166,13 @@ def _find_anchor(spec, model, branch, precision, candidates, start):
     that. The draft rule's folds are not the fast rules' (they differ by ~0.01 in alpha
     near the positional ones), so if no probe succeeds, every candidate is tried again
     with the precision's own rules before the branch is declared not found. Before
-    that, each candidate is probed from the starts of :func:`starts.search_starts`
+    that, each candidate is probed from the starts of :func:`start_search.search_starts`
     (only where the anchor start has failed everywhere, so the softmax model's
     branches, found from their anchor starts, never pay for the search)."""
     failures = []
 
     def attempt(alpha, precision_, start_):
-        fp = _try_solve(spec, alpha, branch, precision_, start_, model)
+        fp = try_solve(spec, alpha, branch, precision_, start_, model)
         if fp is not None and is_on_branch(fp, branch):
             return fp
         failures.append(f"alpha = {alpha:g} ({precision_}): "
@@ -191,7 +193,7 @@ def _find_anchor(spec, model, branch, precision, candidates, start):
         if probe is not None:
             probed.add(alpha)
     # the anchor start is the softmax model's; a regenerated model's branch may lie far
-    # from it (numerics/starts.py). Searched starts are tried before the precision's own
+    # from it (numerics/start_search.py). Searched starts are tried before the precision's own
     # rules from the anchor start, which cost a failed full solve per candidate
     for alpha in candidates:
         for searched in search_starts(model, alpha, branch, PRECISIONS["draft"].rule):
@@ -220,7 +222,7 @@ def _find_anchor(spec, model, branch, precision, candidates, start):
 ANCHOR_GRID_FRACTIONS = (0.5, 0.2, 0.1)
 
 
-def _anchor_alphas(anchor_alpha: float, alphas: np.ndarray) -> list:
+def anchor_alphas(anchor_alpha: float, alphas: np.ndarray) -> list:
     """The anchor, then the grid points at ``ANCHOR_GRID_FRACTIONS`` of the grid.
 
     The anchor is moved to the nearest grid point: its solution is then one of the
@@ -249,7 +251,7 @@ def _bisect_spinodal(spec, model, branch, precision, trail, lost_alpha, bisectio
     lo, hi = good.alpha, lost_alpha
     for _ in range(bisections):
         mid = 0.5 * (lo + hi)
-        fp = _try_solve(spec, mid, branch, precision, good.overlaps, model, good)
+        fp = try_solve(spec, mid, branch, precision, good.overlaps, model, good)
         if fp is not None and is_on_branch(fp, branch):
             good, lo = fp, mid
         else:

@@ -1,4 +1,4 @@
-"""Fixed points of the saddle-point equations, branch by branch (SPEC section 3).
+"""Fixed points of the saddle-point equations, branch by branch (docs/theory.md, sections 3.1-3.2).
 
 A branch is an invariant subspace of the equations:
 
@@ -22,13 +22,14 @@ import numpy as np
 
 from derivations import ModelSpec
 
-from .channel import ChannelRule
-from .model import BoundModel, bind
-from .overlaps import ALL_NAMES, FIXED_ZERO, HatOverlaps, Overlaps
+from .bound_model import BoundModel, bind
+from .channel.rule import ChannelRule
+from .overlaps import ALL_NAMES, FIXED_ZERO, Overlaps
 from .precision import PRECISIONS, Precision
+from .result import FixedPoint
+from .saddle_point import free_energy, test_error, update_hat_overlaps, update_overlaps
 from .solver import SolverError, solve_fixed_point
-from .starts import search_starts
-from .state import free_energy, test_error, update_hat_overlaps, update_overlaps
+from .start_search import search_starts
 
 log = logging.getLogger(__name__)
 
@@ -37,58 +38,6 @@ DEFAULT_START = {
     "positional": Overlaps(q=0.05, m=0.25, V=14.0, theta=0.0),
     "trivial": Overlaps(q=0.01, m=0.0, V=20.0, theta=0.0),
 }
-
-
-@dataclasses.dataclass(frozen=True)
-class FixedPoint:
-    """One solution of the saddle-point equations with its outputs and error estimates."""
-
-    alpha: float
-    branch: str
-    overlaps: Overlaps
-    hats: HatOverlaps
-    test_error: float
-    train_loss: float
-    converged: bool
-    iterations: int
-    residual: float               # undamped, all eight order parameters, relative
-    error: dict                   # per-field error estimates (absolute)
-    diagnostics: dict
-    model: ModelSpec
-    precision: str
-    wall_time: float
-    global_minimum: Optional[bool] = None
-    # the coarse solve's last Anderson pairs: they seed the next solve of a continuation
-    continuation_pairs: tuple = dataclasses.field(default=(), repr=False, compare=False)
-
-    def to_dict(self) -> dict:
-        d = {"alpha": self.alpha, "branch": self.branch}
-        d.update(dataclasses.asdict(self.overlaps))
-        d.update(dataclasses.asdict(self.hats))
-        d.update(test_error=self.test_error, train_loss=self.train_loss, converged=self.converged,
-                 iterations=self.iterations, residual=self.residual, error=dict(self.error),
-                 global_minimum=self.global_minimum, model=self.model.to_dict(), precision=self.precision,
-                 wall_time=self.wall_time, diagnostics=dict(self.diagnostics))
-        return d
-
-    def to_row(self) -> dict:
-        """A flat record for tidy CSV: values, errors, status, solver setting and the model
-        (:meth:`derivations.spec.ModelSpec.to_columns`, read back by ``ModelSpec.from_columns``)."""
-        row = {"alpha": self.alpha, "branch": self.branch}
-        row.update(self.values)
-        row.update({f"{k}_error": v for k, v in self.error.items()})
-        row.update(converged=self.converged, residual=self.residual, iterations=self.iterations,
-                   global_minimum=self.global_minimum, precision=self.precision, wall_time=self.wall_time,
-                   thetahat_other_form=self.diagnostics.get("thetahat_other_form"),
-                   unresolved_weight=self.diagnostics.get("unresolved_weight"))
-        row.update(self.model.to_columns())
-        return row
-
-    @property
-    def values(self) -> dict:
-        d = dict(zip(ALL_NAMES, np.concatenate([self.overlaps.as_array(), self.hats.as_array()])))
-        d.update(test_error=self.test_error, train_loss=self.train_loss)
-        return d
 
 
 class _Map:
@@ -170,16 +119,16 @@ def solve_with_rule(model: BoundModel, alpha: float, branch: str, rule: ChannelR
     (:class:`BranchLost`, a stall, the solver), the solve is done again from ``start``
     with the checks on, so that only the checked map decides that a branch is lost.
 
-    Arguments are those of :func:`_solve_on_map`, which does one phase.
+    Arguments are those of :func:`solve_on_map`, which does one phase.
     """
     def checked_from_start(skip_history_attempt=False):
-        return _solve_on_map(model, alpha, branch, rule, start, tol, maxiter, damping, seed, lost_below, history,
+        return solve_on_map(model, alpha, branch, rule, start, tol, maxiter, damping, seed, lost_below, history,
                              skip_history_attempt=skip_history_attempt)
 
     if not rule.check_global or (seed is not None and seed.checks_moved):
         return dataclasses.replace(checked_from_start(), checks_moved=seed is not None and seed.checks_moved)
     try:
-        approach = _solve_on_map(model, alpha, branch, dataclasses.replace(rule, check_global=False), start, tol,
+        approach = solve_on_map(model, alpha, branch, dataclasses.replace(rule, check_global=False), start, tol,
                                  maxiter, damping, seed, lost_below, history, first_attempt_only=True)
     except (BranchLost, SolverError):
         approach = None
@@ -195,14 +144,14 @@ def solve_with_rule(model: BoundModel, alpha: float, branch: str, rule: ChannelR
         sol = checked_from_start(skip_history_attempt=seed is None)
         spent = approach.evaluations if approach is not None else 0
         return dataclasses.replace(sol, evaluations=sol.evaluations + spent)
-    checked = _solve_on_map(model, alpha, branch, rule, approach.overlaps, tol, maxiter, damping, seed=approach,
+    checked = solve_on_map(model, alpha, branch, rule, approach.overlaps, tol, maxiter, damping, seed=approach,
                             lost_below=lost_below)
     return dataclasses.replace(checked, iterations=approach.iterations + checked.iterations,
                                evaluations=approach.evaluations + checked.evaluations,
                                checks_moved=checked.evaluations > 1)
 
 
-def _solve_on_map(model: BoundModel, alpha: float, branch: str, rule: ChannelRule, start: Overlaps,
+def solve_on_map(model: BoundModel, alpha: float, branch: str, rule: ChannelRule, start: Overlaps,
                   tol: float, maxiter: int = 80, damping: float = 0.5,
                   seed: Optional["RuleSolution"] = None, lost_below: Optional[float] = None,
                   history: tuple = (), first_attempt_only: bool = False,
@@ -305,7 +254,7 @@ def _coarse_solve(model: BoundModel, alpha: float, branch: str, prec: Precision,
                   lost_below: Optional[float], history: tuple) -> RuleSolution:
     """The coarse-rule solve of :func:`solve_branch`. Without a ``start``, from the
     branch's default start and, where that fails (an error or ``converged=False``),
-    from the best starts of :func:`starts.search_starts` in turn (multi-start; the
+    from the best starts of :func:`start_search.search_starts` in turn (multi-start; the
     default starts are the softmax model's, see that module)."""
     tol = prec.coarse_tol or prec.tol
     if start is not None:

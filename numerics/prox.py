@@ -20,7 +20,7 @@ import functools
 
 import numpy as np
 
-from .model import BoundModel
+from .bound_model import BoundModel
 
 _BACKTRACK = 0.5 ** np.arange(24)
 _BACKTRACK_BLOCKS = (_BACKTRACK[1:5], _BACKTRACK[5:])

@@ -29,19 +29,16 @@ import numpy as np
 from derivations import ModelSpec
 
 from .baseline import linear_baseline
-from .branches import COLLAPSE, BranchCurve, _try_solve, defining_overlap, follow_branch, is_on_branch
+from .branches import COLLAPSE, BranchCurve, try_solve, defining_overlap, follow_branch, is_on_branch
 from .tidy import is_true, number
-from .fixed_point import PRECISIONS, solve_with_rule
-from .model import bind
+from .fixed_point import solve_with_rule
+from .precision import PRECISIONS
+from .root_finding import RootFindingError, safeguarded_newton, safeguarded_secant
+from .bound_model import bind
 from .overlaps import Overlaps
-from .state import free_energy, test_error
+from .saddle_point import free_energy, test_error
 
 log = logging.getLogger(__name__)
-
-
-# below this spacing the secant pair's slope is left to the previous rule's (test-error
-# differences over a shorter interval are not resolved well enough to propagate errors)
-SLOPE_MIN_SPACING = 1e-5
 
 
 class ThresholdError(RuntimeError):
@@ -156,110 +153,46 @@ class _BranchSolver:
         return sol, F, sol.side.mean_envelope
 
 
-class _SignBracket:
-    """The interval ``(lo, hi)`` known to hold a root, narrowed by the sign of every solved
-    point: ``positive_at_hi`` says on which side of the root the function is positive.
-    Only the current rule's own solves are recorded (see :func:`_newton_alpha_c`)."""
-
-    def __init__(self, lo: float, hi: float, positive_at_hi: bool):
-        self.lo, self.hi, self.positive_at_hi = lo, hi, positive_at_hi
-        self.seen_lo = self.seen_hi = False
-
-    def record(self, alpha: float, value: float) -> None:
-        if (value > 0) == self.positive_at_hi:
-            self.hi, self.seen_hi = min(self.hi, alpha), True
-        else:
-            self.lo, self.seen_lo = max(self.lo, alpha), True
-
-    def contains(self, alpha: float) -> bool:
-        return self.lo < alpha < self.hi or not np.isfinite(self.hi - self.lo)
-
-    @property
-    def midpoint(self) -> float:
-        return 0.5 * (self.lo + self.hi)
-
-
 def _newton_alpha_c(pos: _BranchSolver, sem: _BranchSolver, a0: float, starts, xtol: float, lo: float, hi: float,
                     positive_at_hi: bool):
     """Newton's method on ``F_pos - F_sem`` inside ``[lo, hi]`` (the scan's range), where
-    the difference is positive above the root iff ``positive_at_hi``; a safeguarded
-    Newton method. Every solved point narrows the interval by its sign; a step that
-    leaves it is replaced by bisection. The signs come from this rule's own solves
-    only: the draft scan's bracket is not valid for finer rules (at ``omega = 0.1`` the
-    fast root lies 0.018 above the draft one, beyond the draft bracket). A root that
-    only converges onto an end whose sign this rule never saw is not a root: that is a
-    ``ThresholdError``. (Near a branch's fold ``F`` curves strongly; the plain Newton
-    step once left the bracket at ``omega = 0`` and stopped at a clip bound.)"""
-    alpha, bracket = a0, _SignBracket(lo, hi, positive_at_hi)
-    for _ in range(60):
+    the difference is positive above the root iff ``positive_at_hi``; its derivative is
+    ``E[M]_pos - E[M]_sem`` (docs/theory.md, section 3.7). The method is safeguarded
+    (:func:`~numerics.root_finding.safeguarded_newton`): the signs come from this rule's
+    own solves only, as the draft scan's bracket is not valid for finer rules (at
+    ``omega = 0.1`` the fast root lies 0.018 above the draft one, beyond the draft
+    bracket), and near a branch's fold ``F`` curves strongly (a plain Newton step
+    left the bracket at ``omega = 0`` and stopped at a clip bound)."""
+    def difference(alpha):
         _, Fp, dFp = pos.solve(alpha, starts["positional"])
         _, Fs, dFs = sem.solve(alpha, starts["semantic"])
-        diff = Fp - Fs
-        bracket.record(alpha, diff)
-        step = -diff / (dFp - dFs)
-        new = alpha + step
-        newton = bracket.contains(new)
-        if not newton:
-            new = bracket.midpoint
-        log.debug("alpha_c: alpha=%.12g dF=%.3e %s step to %.12g", alpha, diff, "Newton" if newton else "bisection",
-                  new)
-        if newton and abs(new - alpha) < xtol:
-            # the last solved point; Newton converges quadratically, so its error is
-            # far below the step, which is reported as the root-finding error
-            return alpha, abs(step)
-        if bracket.hi - bracket.lo < xtol:
-            if not (bracket.seen_lo and bracket.seen_hi):
-                raise ThresholdError(f"alpha_c: F_pos - F_sem keeps one sign up to alpha = {alpha:.6g}, "
-                                     f"the end of the scanned range")
-            return alpha, bracket.hi - bracket.lo
-        alpha = new
-    raise ThresholdError("alpha_c: the safeguarded Newton method did not converge in 60 steps")
+        return Fp - Fs, dFp - dFs
+
+    try:
+        return safeguarded_newton(difference, a0, xtol, lo, hi, positive_at_hi, name="alpha_c",
+                                  one_sign="F_pos - F_sem keeps one sign")
+    except RootFindingError as exc:
+        raise ThresholdError(str(exc)) from None
 
 
 def _secant_alpha_l(solver: _BranchSolver, a0: float, a1: Optional[float], eps_lin: float, start, xtol: float,
                     slope_guess: Optional[float] = None, bracket: Optional[tuple] = None):
-    """The secant method on ``test_error - eps_lin`` from ``a0`` and ``a1``; with
-    ``slope_guess`` (another rule's slope at a nearby root) ``a1`` is instead the
-    Newton step from ``a0`` with that slope, which lands within the rules' difference
-    in slope of the root. ``bracket = (lo, hi)``: the scanned range; every solved point
-    narrows it by its sign (test error above the baseline: the root is above), and an
-    iterate outside it is replaced by bisection. As for ``alpha_c``, only this rule's
-    own signs count. Returns ``(root, last step, slope)``."""
-    # test error above the baseline: the root is above, so the function is positive below it
-    signs = _SignBracket(*(bracket if bracket is not None else (-np.inf, np.inf)), positive_at_hi=False)
-
+    """The safeguarded secant method (:func:`~numerics.root_finding.safeguarded_secant`) on
+    ``test_error - eps_lin`` along ``solver``'s branch; with ``slope_guess`` (another rule's
+    slope at a nearby root) the second point is the Newton step from ``a0``, which lands
+    within the rules' difference in slope of the root. ``bracket = (lo, hi)``: the scanned
+    range. As for ``alpha_c``, only this rule's own signs count. Returns ``(root, last
+    step, slope)``."""
     def g(alpha):
         sol, _, _ = solver.solve(alpha, start)
-        value = test_error(solver.model, sol.overlaps, solver.test_n) - eps_lin
-        signs.record(alpha, value)
-        return value
+        return test_error(solver.model, sol.overlaps, solver.test_n) - eps_lin
 
-    def inside(a):
-        return a if signs.contains(a) else signs.midpoint
-
-    g0 = g(a0)
-    if slope_guess is not None:
-        a1 = inside(a0 - g0 / slope_guess)
-        if abs(a1 - a0) < xtol:  # already at the root: a distinct second point for the slope
-            a1 = a0 + xtol
-    g1 = g(a1)
-    # the slope for the error propagation: the starting pair, or the other rule's slope
-    # where the pair is too close for the test-error differences to resolve it
-    slope = (g1 - g0) / (a1 - a0) if slope_guess is None or abs(a1 - a0) > SLOPE_MIN_SPACING else slope_guess
-    for _ in range(60):
-        if g1 == g0:
-            break
-        a2 = inside(a1 - g1 * (a1 - a0) / (g1 - g0))
-        a0, g0 = a1, g1
-        a1, g1 = a2, g(a2)
-        if abs(a1 - a0) < xtol:
-            # converging onto an end of the range whose side this rule never saw
-            if (not signs.seen_lo and abs(a1 - signs.lo) < 2 * xtol) or \
-                    (not signs.seen_hi and abs(a1 - signs.hi) < 2 * xtol):
-                raise ThresholdError(f"alpha_l: the test error stays on one side of the baseline up to "
-                                     f"alpha = {a1:.6g}, the end of the scanned range")
-            return a1, abs(a1 - a0), slope
-    raise ThresholdError("alpha_l: the safeguarded secant method did not converge")
+    try:
+        # test error above the baseline: the root is above, so g is positive below it
+        return safeguarded_secant(g, a0, a1, xtol, slope_guess, bracket, positive_at_hi=False, name="alpha_l",
+                                  one_sign="the test error stays on one side of the baseline")
+    except RootFindingError as exc:
+        raise ThresholdError(str(exc)) from None
 
 
 def _train_loss_differences(by: dict):
@@ -287,7 +220,7 @@ def _add_spinodal_points(spec, model, curves: dict, by: dict, alpha_min: float, 
             if not by[b]:
                 break
             near = by[b][min(by[b], key=lambda x: abs(x - a))]
-            fp = _try_solve(spec, a, b, near.precision, near.overlaps, model, near)
+            fp = try_solve(spec, a, b, near.precision, near.overlaps, model, near)
             if fp is None or not is_on_branch(fp, b):
                 break
             found[b] = fp

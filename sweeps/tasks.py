@@ -16,7 +16,6 @@ import time
 import warnings
 from typing import Callable
 
-from numerics import tune_allocator
 from numerics.tidy import json_default
 
 from .config import SIM_INITS, THEORY_BRANCHES, SweepConfig
@@ -80,7 +79,6 @@ def theory_task(payload: dict, api=None) -> dict:
     ``api`` defaults to :mod:`numerics.api` (imported here, on the worker); tests pass a
     fake. Model and solver columns are added by the writer.
     """
-    tune_allocator()
     if api is None:
         from numerics import api
     # numpy RuntimeWarnings (overflow in exp inside the softmax, sqrt of a negative in a
@@ -221,8 +219,6 @@ def simulation_run_task(payload: dict) -> dict:
     import torch
 
     from validation.simulate import DEFAULT_LR, DTYPES, run_one
-
-    tune_allocator()
 
     rec = run_one(payload["spec"], payload["d"], payload["alpha"], payload["init"], seed=payload["seed"],
                   run_index=payload["run_index"], steps=payload["steps"], lr=payload["lr"],

@@ -325,8 +325,8 @@ def test_prox_grad_and_hessian_match_finite_differences(cache_env, attention):
 @pytest.mark.parametrize("attention", ["softmax", "linear", "sigmoid"])
 def test_chain_rule_prox_terms_equal_plain_differentiation(cache_env, attention):
     """The generated prox terms (logistic values shared, derivatives by the chain rule
-    through them, ``codegen._prox_derivatives``) equal ``sympy.diff`` of the plain
-    exp-form objective, evaluated without CSE."""
+    through them) equal ``sympy.diff`` of the plain exp-form objective, evaluated
+    without CSE."""
     import sympy as sp
 
     from derivations import symbols as S
@@ -547,18 +547,36 @@ def test_vectorised_over_arrays(cache_env):
     assert all(np.shape(v) == (3, 4) for v in out)
 
 
-def test_derivation_cache_round_trip(tmp_path, monkeypatch):
-    """The on-disk derivation (srepr) loads back to identical SymPy expressions."""
+_DUMP_DERIVATION = ("import dataclasses, json, sympy\n"
+                    "from derivations import derive, ModelSpec\n"
+                    "d = derive(ModelSpec())\n"
+                    "print(json.dumps({f.name: sympy.srepr(getattr(d, f.name)) for f in dataclasses.fields(d)}))\n")
+
+
+def _derivation_in_a_fresh_process():
+    import json
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", _DUMP_DERIVATION], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def test_derivation_cache_round_trip(d):
+    """The derivation on disk (written by the ``d`` fixture in the module's private cache
+    dir) loads back, in a fresh process, to identical SymPy expressions; a corrupt file is
+    derived again, to the same expressions, and replaced."""
     import dataclasses as dc
-    monkeypatch.setenv("ATTNPHASE_CACHE_DIR", str(tmp_path))
-    fresh = derive(ModelSpec())  # memoised in-process; write it out and read it back
-    path = tmp_path / "d.json"
-    path.write_text(replica._dump_derivation(fresh))
-    loaded = replica._load_derivation(path)
-    for field in dc.fields(fresh):
-        assert getattr(loaded, field.name) == getattr(fresh, field.name), field.name
+
+    from derivations.cache import cache_dir
+
+    fresh = {f.name: sp.srepr(getattr(d, f.name)) for f in dc.fields(d)}
+    (path,) = cache_dir().glob("derivation_ridge_*.json")
+    assert _derivation_in_a_fresh_process() == fresh
     path.write_text("{not json")
-    assert replica._load_derivation(path) is None
+    assert _derivation_in_a_fresh_process() == fresh
+    assert path.read_text().startswith("{\n")
 
 
 def test_cache_hit_in_fresh_process_is_fast_and_sympy_free(cache_env):
@@ -582,5 +600,8 @@ def test_cache_hit_in_fresh_process_is_fast_and_sympy_free(cache_env):
     assert float(t2) < 0.5, t2  # typically ~0.02 s including the package import
 
 
-def test_param_names_agree():
-    assert codegen.PARAM_NAMES == S.PARAM_NAMES
+def test_generated_functions_take_the_parameters_last_in_one_order(cache_env):
+    n = len(S.PARAM_NAMES)
+    for attention in ("softmax", "linear"):
+        for name, arguments in gm_for(attention).arguments.items():
+            assert arguments[-n:] == S.PARAM_NAMES, (attention, name)

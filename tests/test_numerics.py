@@ -13,15 +13,15 @@ import numpy as np
 import pytest
 
 from derivations import ModelSpec
-from numerics.baseline import _moments, linear_baseline, linear_baseline_mp
+from numerics.baseline import teacher_moments, linear_baseline, linear_baseline_mp
 from numerics.channel import ChannelRule, channel_expectations
 from numerics.fixed_point import solve_branch, solve_with_rule
-from numerics.model import bind
+from numerics.bound_model import bind
 from numerics.overlaps import Overlaps
 from numerics.prox import global_prox, newton_prox
 from numerics.solver import SolverError, solve_fixed_point
-from numerics.state import free_energy, update_hat_overlaps
-from numerics.state import test_error as generalisation_error
+from numerics.saddle_point import free_energy, update_hat_overlaps
+from numerics.saddle_point import test_error as generalisation_error
 
 SPEC = ModelSpec()
 SMALL = ChannelRule(n_eta=16, n_r=8, n_u=6, n_t=16)
@@ -180,12 +180,13 @@ def test_solve_branch_result_object():
 def test_linear_attention_is_solved_from_a_searched_start():
     """Linear attention (``S = h h^T``) has its loss concave around ``h = 0``: from the
     softmax model's default start the map sends ``V`` below zero and the solve fails.
-    Without a start, ``solve_branch`` then searches one (``numerics/starts.py``) and
+    Without a start, ``solve_branch`` then searches one (``numerics/start_search.py``) and
     reaches the trivial fixed point, a fixed point of the map on all eight parameters,
     at which the free energy is stationary in ``q`` and ``V`` (central differences of
     prior part + alpha E[M] against the conjugates, as for the softmax model)."""
-    from numerics.fixed_point import DEFAULT_START, PRECISIONS
-    from numerics.starts import map_displacement, search_starts
+    from numerics.fixed_point import DEFAULT_START
+    from numerics.precision import PRECISIONS
+    from numerics.start_search import map_displacement, search_starts
 
     spec, alpha = ModelSpec(attention="linear"), 1.5
     lin = bind(spec)
@@ -220,8 +221,8 @@ def test_a_searched_start_reaches_the_softmax_fixed_point(model):
     """The start search is not tuned to linear attention: on the softmax model its best
     start for the semantic branch at alpha = 2 leads to the fixed point that SPEC's
     reference values lead to."""
-    from numerics.fixed_point import PRECISIONS
-    from numerics.starts import search_starts
+    from numerics.precision import PRECISIONS
+    from numerics.start_search import search_starts
 
     rule = PRECISIONS["draft"].rule
     best = search_starts(model, 2.0, "semantic", rule)[0]
@@ -235,7 +236,7 @@ def test_a_searched_start_reaches_the_softmax_fixed_point(model):
 def test_small_alpha_tends_to_uniform_attention(model):
     """As alpha -> 0 the solution is trivial and the test error is that of uniform
     attention S = 1/2: (sigma^2/2)(E|T|_F^2 - 1), since T's rows sum to one."""
-    _, ET2 = _moments(SPEC, 64)
+    _, ET2 = teacher_moments(SPEC, 64)
     uniform = 0.5 * SPEC.sigma**2 * (ET2 - 1.0)
     gaps, v_gaps = [], []
     for alpha in (1e-2, 1e-3):
@@ -320,7 +321,7 @@ def test_run_draws_the_trivial_branch_when_a_branch_is_missing(monkeypatch, tmp_
     from attnphase.cli import main
     from numerics import api
     from numerics.branches import BranchCurve
-    from numerics.fixed_point import FixedPoint
+    from numerics.result import FixedPoint
     from numerics.overlaps import HatOverlaps
     from numerics.thresholds import ThresholdError
 
@@ -353,7 +354,7 @@ def test_curve_figure_draws_two_models_from_their_csvs(tmp_path):
     """``curve --figure --compare``: each CSV is read back, labelled by the model in its
     rows, and drawn with that model's linear baseline."""
     from numerics.figures import plot_curve_files
-    from numerics.fixed_point import FixedPoint
+    from numerics.result import FixedPoint
     from numerics.overlaps import HatOverlaps
     from numerics.tidy import write_rows
 
@@ -373,14 +374,14 @@ def test_curve_figure_draws_two_models_from_their_csvs(tmp_path):
 
 @pytest.mark.parametrize("centre", [-1.6, 0.3, 2.5, -6.6])
 def test_line_rule_resolves_a_cube_root_singularity(centre):
-    """The split line rule (channel._side_rule, 2 x 28 nodes) integrates |t - c|^(1/3) and a
-    smooth function against the Gaussian to 2e-8 (measured: at most 8e-9), wherever the
-    split c lies; Gauss-Hermite with as many nodes misses the singular one by 4e-4 to
-    3e-3 when c is in the bulk (docs/numerics.md, section 2)."""
+    """The split line rule (numerics.channel.lines.side_rule, 2 x 28 nodes) integrates
+    |t - c|^(1/3) and a smooth function against the Gaussian to 2e-8 (measured: at most
+    8e-9), wherever the split c lies; Gauss-Hermite with as many nodes misses the
+    singular one by 4e-4 to 3e-3 when c is in the bulk (docs/numerics.md, section 3)."""
     from numpy.polynomial.hermite_e import hermegauss
     from scipy.integrate import quad
 
-    from numerics.channel import FAR_SPLIT, _side_rule
+    from numerics.channel.lines import FAR_SPLIT, side_rule
 
     rule = ChannelRule(n_t=20, n_near=8)
     phi = lambda t: np.exp(-0.5 * t**2) / np.sqrt(2 * np.pi)  # noqa: E731
@@ -390,7 +391,7 @@ def test_line_rule_resolves_a_cube_root_singularity(centre):
         total = 0.0
         for side, end in ((0, -rule.t_max), (1, rule.t_max)):
             cut = (centre > FAR_SPLIT and side == 0) or (centre < -FAR_SPLIT and side == 1)
-            t, w = _side_rule(np.array([centre]), end, rule, cut)
+            t, w = side_rule(np.array([centre]), end, rule, cut)
             total += float(np.sum(w[:, 0] * f(t[:, 0]) * phi(t[:, 0])))
         assert abs(total - exact) < 2e-8 * abs(exact)
     if abs(centre) > 4:
@@ -402,75 +403,80 @@ def test_line_rule_resolves_a_cube_root_singularity(centre):
     assert abs(gh - exact) > 1e-4 * exact
 
 
-def test_switch_location_agrees_with_a_dense_scan_along_the_lines(model, monkeypatch):
+def _lines_and_switches(model, ov, rule):
+    """The lines of the channel quadrature at ``ov`` and the switches located on them."""
+    from numerics.channel.lines import channel_lines
+    from numerics.channel.switches import locate_switches
+    from numerics.channel.teacher_nodes import gaussian_factor, polar_teacher_nodes
+
+    factor = gaussian_factor(model, ov)
+    lines = channel_lines(model, ov, rule, factor, polar_teacher_nodes(model, ov.V, factor.L_hh, rule))
+    found = locate_switches(model, rule, ov.V, lines.w_of, lines.t0, lines.hs1, lines.hs2, lines.has_pair)
+    return factor, lines, found
+
+
+def test_switch_location_agrees_with_a_dense_scan_along_the_lines(model):
     """Every line that carries a switch of the global minimiser (found here by the global
     prox on a dense grid of t) has it located, at the place where the scan sees the
-    jump, and no located switch is spurious. Newton's method on D(t) from t0 -+ 1, the
-    first version, lost the switches on lines towards the ends of the switching
+    jump, and no located switch is spurious. Newton's method on D(t) from t0 -+ 1, a
+    simpler location, lost the switches on lines towards the ends of the switching
     segments (jumps of 0.2-0.6 in h on 30% of the lines of some teacher nodes here)."""
-    from numerics import channel
-
-    captured = {}
-    locate = channel._locate_switches
-
-    def spy(model_, rule_, V, w_of, t0, hs1, hs2, has_pair, **kwargs):
-        out = locate(model_, rule_, V, w_of, t0, hs1, hs2, has_pair, **kwargs)
-        captured.update(w_of=w_of, hs1=hs1, hs2=hs2, pair=has_pair, t=out[0], switched=out[3])
-        return out
-
-    monkeypatch.setattr(channel, "_locate_switches", spy)
     ov = Overlaps(q=0.03, m=0.19, V=15.0, theta=0.0)
     rule = ChannelRule(n_eta=8, n_r=3, n_u=24, n_t=10, n_near=4, use_symmetry=False)
-    channel_expectations(model, ov, rule)
-    lines = np.nonzero(captured["pair"])[0]
-    lines = np.random.default_rng(3).choice(lines, size=60, replace=False)
+    _, lines, found = _lines_and_switches(model, ov, rule)
+    chosen = np.nonzero(lines.has_pair)[0]
+    chosen = np.random.default_rng(3).choice(chosen, size=60, replace=False)
     grid = np.linspace(-rule.t_max, rule.t_max, 2001)
     step = grid[1] - grid[0]
     n_switched = 0
-    for line in lines:
+    for line in chosen:
         idx = np.full(grid.size, line)
-        w1, w2 = captured["w_of"](grid, idx=idx)
-        h1, h2, _, _ = global_prox(model, w1, w2, captured["hs1"][idx], captured["hs2"][idx], ov.V)
+        w1, w2 = lines.w_of(grid, idx=idx)
+        h1, h2, _, _ = global_prox(model, w1, w2, lines.hs1[idx], lines.hs2[idx], ov.V)
         jumps = np.hypot(np.diff(h1), np.diff(h2))
         k = int(np.argmax(jumps))
-        if captured["switched"][line]:
+        if found.switched[line]:
             n_switched += 1
             # the scan sees the jump where the switch was located
-            assert jumps[k] > 0.05 and abs(captured["t"][line] - (grid[k] + 0.5 * step)) < step, line
+            assert jumps[k] > 0.05 and abs(found.t_split[line] - (grid[k] + 0.5 * step)) < step, line
         else:
             assert jumps[k] < 0.2, (line, jumps[k], grid[k])
     assert n_switched > 20
 
 
+def _half_of_the_switches_hidden(switches):
+    """The switches with every other located one reported as none, as a location that
+    loses switches would (the checks then have work to do)."""
+    switched = switches.switched.copy()
+    switched[::2] = False
+    return switches._replace(switched=switched)
+
+
 def _hide_half_of_the_switches(monkeypatch):
-    """Make the channel's switch location report every other located switch as none,
-    as a location that loses switches would (the checks then have work to do)."""
-    from numerics import channel
+    """Make the channel quadrature's switch location (numerics.channel.switches, which
+    the solve reaches only through the channel map) lose every other switch."""
+    from numerics.channel import switches
 
-    locate = channel._locate_switches
-
-    def losing_half(*args, **kwargs):
-        t_split, left, right, switched = locate(*args, **kwargs)
-        switched = switched.copy()
-        switched[::2] = False
-        return t_split, left, right, switched
-
-    monkeypatch.setattr(channel, "_locate_switches", losing_half)
+    locate = switches.locate_switches
+    monkeypatch.setattr(switches, "locate_switches", lambda *a, **k: _half_of_the_switches_hidden(locate(*a, **k)))
 
 
-def test_reflected_check_alone_catches_lost_switches(model, monkeypatch):
+def test_reflected_check_alone_catches_lost_switches(model):
     """The fast rules check each node from the reflected branch only (``check_from_w``
     off). Where switches go unlocated (half of them hidden here), that check alone
     finds the lower minimum on the nodes the two checks together find (at least 99%
     of their weight); with the switches located it changes nothing measurable."""
+    from numerics.channel import integrate_lines
 
     ov = Overlaps(q=0.05, m=0.25, V=14.0, theta=0.0)
     rule = ChannelRule(n_eta=12, n_r=6, n_u=6, n_t=10, n_near=4)
     located = [channel_expectations(model, ov, dataclasses.replace(rule, check_from_w=w)) for w in (True, False)]
     for name, value in located[0].expectations.items():
         assert abs(located[1].expectations[name] - value) <= 1e-8 * abs(value), name
-    _hide_half_of_the_switches(monkeypatch)
-    both, reflected = (channel_expectations(model, ov, dataclasses.replace(rule, check_from_w=w)) for w in (True, False))
+    factor, lines, found = _lines_and_switches(model, ov, rule)
+    hidden = _half_of_the_switches_hidden(found)
+    both, reflected = (integrate_lines(model, ov, dataclasses.replace(rule, check_from_w=w), factor, lines, hidden)
+                       for w in (True, False))
     assert both.unresolved_weight > 1e-5
     assert reflected.unresolved_weight >= 0.99 * both.unresolved_weight
 
@@ -596,7 +602,7 @@ def test_follow_branch_looks_for_a_branch_inside_the_grid_when_the_anchor_fails(
         return SimpleNamespace(alpha=alpha, converged=True, overlaps=Overlaps(q=0.03, m=0.2, V=20.0, theta=0.0),
                                model=SPEC, continuation_pairs=())
 
-    monkeypatch.setattr(branches, "_try_solve", fake_solve)
+    monkeypatch.setattr(branches, "try_solve", fake_solve)
     monkeypatch.setattr(branches, "bind", lambda spec: None)
     searched = Overlaps(0.3, 0.5, 2.0, 0.0)
     monkeypatch.setattr(branches, "search_starts", lambda model, alpha, branch, rule: [searched])
@@ -614,14 +620,14 @@ def test_follow_branch_looks_for_a_branch_inside_the_grid_when_the_anchor_fails(
     assert tried == [2.0, 2.0] and explicit.points == [] and "not found at the anchor" in explicit.note
     # an anchor outside the grid is moved to the grid's nearer end: no continuation step
     # crosses the gap between them
-    assert branches._anchor_alphas(1.0, np.linspace(20.0, 60.0, 9)) == [20.0, 40.0, 30.0, 25.0]
+    assert branches.anchor_alphas(1.0, np.linspace(20.0, 60.0, 9)) == [20.0, 40.0, 30.0, 25.0]
 
 
 def test_anchor_candidates_are_probed_with_the_draft_rule(monkeypatch):
     """Each anchor candidate is first solved with the draft rule; the precision's solve
     runs only where the draft one found the branch, and starts from its solution. If no
     probe finds the branch, each candidate is probed from the searched starts
-    (``starts.search_starts``), then every candidate is tried again with the precision's
+    (``start_search.search_starts``), then every candidate is tried again with the precision's
     rules from the anchor start (the draft rule's folds are not the fast ones')."""
     from types import SimpleNamespace
 
@@ -638,34 +644,34 @@ def test_anchor_candidates_are_probed_with_the_draft_rule(monkeypatch):
                                    continuation_pairs=())
         return None
 
-    monkeypatch.setattr(branches, "_try_solve", fake_solve)
+    monkeypatch.setattr(branches, "try_solve", fake_solve)
     searched = [Overlaps(0.3, 0.5, 2.0, 0.0), Overlaps(0.5, 0.7, 1.0, 0.0)]
     monkeypatch.setattr(branches, "search_starts", lambda model, alpha, branch, rule: searched)
     start = Overlaps(0.05, 0.25, 14.0, 0.0)
     limit.update(draft=1.0, fast=1.0)
-    alpha, fp = branches._find_anchor(SPEC, None, "positional", "fast", [2.0, 0.5, 0.2], start)
+    alpha, fp = branches.find_anchor(SPEC, None, "positional", "fast", [2.0, 0.5, 0.2], start)
     assert alpha == 0.5 and [t[:2] for t in tried] == [(2.0, "draft"), (0.5, "draft"), (0.5, "fast")]
     assert tried[-1][2] is draft_solution  # the fast solve starts from the draft solution
     tried.clear()
     limit.update(draft=0.0, fast=1.0)  # no draft probe finds the branch
-    alpha, fp = branches._find_anchor(SPEC, None, "positional", "fast", [2.0, 0.5, 0.2], start)
+    alpha, fp = branches.find_anchor(SPEC, None, "positional", "fast", [2.0, 0.5, 0.2], start)
     from_anchor_start = [(a, "draft", start) for a in (2.0, 0.5, 0.2)]
     from_searched = [(a, "draft", s) for a in (2.0, 0.5, 0.2) for s in searched]
     assert alpha == 0.5 and tried == from_anchor_start + from_searched + [(2.0, "fast", start), (0.5, "fast", start)]
     tried.clear()
     limit.update(draft=0.0, fast=0.0)
     # the draft rule finds the branch from the second searched start only
-    monkeypatch.setattr(branches, "_try_solve", lambda spec, alpha, branch, precision, start_, model, near=None: (
+    monkeypatch.setattr(branches, "try_solve", lambda spec, alpha, branch, precision, start_, model, near=None: (
         tried.append((alpha, precision, start_)) or (SimpleNamespace(
             alpha=alpha, converged=True, overlaps=draft_solution, model=SPEC, continuation_pairs=())
             if start_ is searched[1] or precision == "fast" else None)))
-    alpha, fp = branches._find_anchor(SPEC, None, "positional", "fast", [2.0, 0.5], start)
+    alpha, fp = branches.find_anchor(SPEC, None, "positional", "fast", [2.0, 0.5], start)
     assert alpha == 2.0 and tried == [(2.0, "draft", start), (0.5, "draft", start), (2.0, "draft", searched[0]),
                                       (2.0, "draft", searched[1]), (2.0, "fast", draft_solution)]
     tried.clear()
     limit.clear()
-    monkeypatch.setattr(branches, "_try_solve", fake_solve)
-    note = branches._find_anchor(SPEC, None, "positional", "fast", [2.0, 0.5], start)
+    monkeypatch.setattr(branches, "try_solve", fake_solve)
+    note = branches.find_anchor(SPEC, None, "positional", "fast", [2.0, 0.5], start)
     assert isinstance(note, str) and "alpha = 2 (draft)" in note and "alpha = 0.5 (fast)" in note
 
 
@@ -691,26 +697,21 @@ def test_alpha_c_newton_is_safeguarded_by_the_scan_bracket():
     still returns the root, and never solves outside the range. A root beyond the
     range (the draft bracket at omega = 0.1 did not hold for the fast rules) is an
     error, not the range's end."""
-    from numerics.thresholds import ThresholdError, _newton_alpha_c
+    from numerics.root_finding import RootFindingError, safeguarded_newton
 
     visited = []
     root = 0.8
 
-    class Fake:
-        def __init__(self, sign):
-            self.sign = sign
+    def difference(alpha):
+        """F_pos - F_sem near a fold, and a derivative 20 times too small."""
+        visited.append(alpha)
+        d = alpha - root
+        return d**3 + 0.01 * d, (3 * d**2 + 0.01) / 20.0
 
-        def solve(self, alpha, start):
-            visited.append(alpha)
-            d = alpha - root
-            F = self.sign * 0.5 * (d**3 + 0.01 * d)
-            return None, F, self.sign * 0.5 * (3 * d**2 + 0.01) / 20.0
-
-    starts = {"positional": None, "semantic": None}
-    with pytest.raises(ThresholdError, match="keeps one sign"):
-        _newton_alpha_c(Fake(+1), Fake(-1), 0.55, starts, 1e-9, 0.5, 0.75, True)
+    with pytest.raises(RootFindingError, match="alpha_c: F_pos - F_sem keeps one sign up to alpha"):
+        safeguarded_newton(difference, 0.55, 1e-9, 0.5, 0.75, True, name="alpha_c", one_sign="F_pos - F_sem keeps one sign")
     root = 0.6
-    alpha, step = _newton_alpha_c(Fake(+1), Fake(-1), 0.55, starts, 1e-9, 0.5, 0.75, True)
+    alpha, step = safeguarded_newton(difference, 0.55, 1e-9, 0.5, 0.75, True)
     assert abs(alpha - root) < 1e-8 and step < 1e-8
     assert all(0.5 <= a <= 0.75 for a in visited)
 
@@ -725,17 +726,17 @@ def test_a_two_phase_solve_ends_on_a_fixed_point_of_the_checked_map(model, monke
     (unresolved weight below 1e-12 here), so half of them are hidden from the
     integration, as a switch location that loses switches would: the checks then
     matter, which is the case the two phases exist for."""
-    from numerics.fixed_point import _solve_on_map
-    from numerics.state import update_overlaps
+    from numerics.fixed_point import solve_on_map
+    from numerics.saddle_point import update_overlaps
 
-    from numerics.fixed_point import PRECISIONS
+    from numerics.precision import PRECISIONS
 
     _hide_half_of_the_switches(monkeypatch)
     rule = PRECISIONS["fast"].rule
     start = Overlaps(q=0.05, m=0.25, V=14.0, theta=0.0)
     two = solve_with_rule(model, 1.5, "positional", rule, start, tol=1e-9)
-    one = _solve_on_map(model, 1.5, "positional", rule, start, tol=1e-9)
-    unchecked = _solve_on_map(model, 1.5, "positional", dataclasses.replace(rule, check_global=False), start,
+    one = solve_on_map(model, 1.5, "positional", rule, start, tol=1e-9)
+    unchecked = solve_on_map(model, 1.5, "positional", dataclasses.replace(rule, check_global=False), start,
                               tol=1e-9)
     assert two.converged and one.converged and unchecked.converged
     side = update_hat_overlaps(model, two.overlaps, 1.5, rule)
@@ -791,7 +792,7 @@ def test_only_the_checked_map_decides_that_a_branch_is_lost(model, monkeypatch):
             raise BranchLost("collapsed on the unchecked map")
         return RuleSolution(start, None, True, 3, 1e-10, 3)
 
-    monkeypatch.setattr(fixed_point, "_solve_on_map", fake)
+    monkeypatch.setattr(fixed_point, "solve_on_map", fake)
     rule = ChannelRule(n_eta=12, n_r=6, n_u=6, n_t=10, n_near=4)
     sol = solve_with_rule(model, 1.5, "positional", rule, Overlaps(0.05, 0.25, 14.0, 0.0), tol=1e-9)
     assert calls == [False, True] and sol.converged
@@ -826,7 +827,7 @@ def test_after_a_failed_approach_the_checked_solve_runs_only_the_retries(model, 
 
 
 def test_continuation_predictor_is_quadratic_where_the_branch_is_smooth():
-    """``branches._predict``: exact on a quadratic path; the secant where the quadratic
+    """``branches.extrapolate``: exact on a quadratic path; the secant where the quadratic
     correction exceeds half the secant step (a branch turning at a fold)."""
     from types import SimpleNamespace
 
@@ -838,36 +839,37 @@ def test_continuation_predictor_is_quadratic_where_the_branch_is_smooth():
 
     for curvature in (0.002, 0.0):
         trail = [path(a, curvature) for a in (1.3, 1.2, 1.1)]
-        got = branches._predict(trail, 1.0).as_array()
+        got = branches.extrapolate(trail, 1.0).as_array()
         np.testing.assert_allclose(got, path(1.0, curvature).overlaps.as_array(), rtol=1e-12)
     # q turns near alpha = 1.05 (a fold-like turn): the quadratic term is as large as the
     # secant step, so the secant is used
     trail = [SimpleNamespace(alpha=a, overlaps=Overlaps(q=0.1 + (a - 1.05)**2, m=0.2, V=10.0 + a, theta=0.0))
              for a in (1.3, 1.2, 1.1)]
     x1, x2 = trail[-1].overlaps.as_array(), trail[-2].overlaps.as_array()
-    np.testing.assert_allclose(branches._predict(trail, 1.0).as_array(), 2 * x1 - x2, rtol=1e-12)
+    np.testing.assert_allclose(branches.extrapolate(trail, 1.0).as_array(), 2 * x1 - x2, rtol=1e-12)
     # two points: the secant
-    np.testing.assert_allclose(branches._predict(trail[:2], 1.1).as_array(),
+    np.testing.assert_allclose(branches.extrapolate(trail[:2], 1.1).as_array(),
                                2 * trail[1].overlaps.as_array() - trail[0].overlaps.as_array(), rtol=1e-12)
 
 
 SEM1 = Overlaps(q=0.0680890, m=0.0, V=21.61982, theta=0.0945858)  # fast fixed point, semantic, alpha = 1
 
 
-def _one_teacher_node(model, monkeypatch, hs):
-    """Restrict the channel's teacher rule to the node ``h* = hs`` at ``SEM1``, with weight 1.
+def _one_teacher_node(model, hs):
+    """The channel's teacher rule restricted to the node ``h* = hs`` at ``SEM1``, with weight 1.
     Returns ``|p0|``, the norm of the prox at ``w = 0`` there, and a function that gives
     ``(qhat, Vhat, thetahat)`` of that node's line integrals for a rule."""
-    import numerics.channel as channel
+    from numerics.channel import teacher_node_expectations
+    from numerics.channel.teacher_nodes import gaussian_factor
 
     hs = np.asarray(hs, dtype=float)
     p1, p2, _, _ = global_prox(model, np.zeros(1), np.zeros(1), hs[:1], hs[1:], SEM1.V)
-    eta = np.linalg.solve(channel._gaussian_factor(model, SEM1)[2], hs)
-    monkeypatch.setattr(channel, "_polar_eta_nodes",
-                        lambda *args: (np.array([eta[0]]), np.array([eta[1]]), np.array([1.0])))
+    factor = gaussian_factor(model, SEM1)
+    eta = np.linalg.solve(factor.L_hh, hs)
+    node = (np.array([eta[0]]), np.array([eta[1]]), np.array([1.0]))
 
     def line_integrals(**rule):
-        e = channel_expectations(model, SEM1, ChannelRule(use_symmetry=False, **rule)).expectations
+        e = teacher_node_expectations(model, SEM1, ChannelRule(use_symmetry=False, **rule), factor, node).expectations
         return np.array([e["qhat"], e["Vhat_y"], e["thetahat_y"]])
 
     return float(np.hypot(p1, p2)[0]), line_integrals
@@ -881,25 +883,25 @@ def _coarse_fine_gap(line_integrals, coarse_lines, **option):
     return np.abs(coarse - fine) / np.abs(fine)
 
 
-def test_soft_lines_resolve_the_band_of_a_teacher_node_without_a_pair(model, monkeypatch):
+def test_soft_lines_resolve_the_band_of_a_teacher_node_without_a_pair(model):
     """Inside the pitchfork radius ``h = 0`` is a shallow minimum at ``w = 0`` and the
     integrands change steeply across a band through ``w = 0`` (docs/numerics.md, "Lines
     along the soft direction"). With the lines along the soft direction a coarse and a
     fine line rule agree on that teacher node's integral; along a fixed axis they do
     not (measured 2e-7 against 0.17 relative in ``Vhat``)."""
-    p0, line_integrals = _one_teacher_node(model, monkeypatch, [-0.421, 0.421])
+    p0, line_integrals = _one_teacher_node(model, [-0.421, 0.421])
     assert p0 < 1e-7  # no pair of minima at w = 0
     assert _coarse_fine_gap(line_integrals, (12, 16, 8), soft_lines=True).max() < 1e-5
     assert _coarse_fine_gap(line_integrals, (12, 16, 8), soft_lines=False)[1] > 1e-2
 
 
-def test_band_split_resolves_the_band_beyond_the_cusp_ends(model, monkeypatch):
+def test_band_split_resolves_the_band_beyond_the_cusp_ends(model):
     """A teacher node with a pair (``|p0| = 0.23``): beyond the ends of its switching
     segment the band of the prox curves away from ``t_c``. Split where each unswitched
     line crosses it, a coarse and a fine line rule agree; split at ``t_c`` they do not
     (measured 1.2e-6 against 1.8e-4 relative in ``Vhat``; docs/numerics.md, "The band
     beyond the cusp ends")."""
-    p0, line_integrals = _one_teacher_node(model, monkeypatch, [-0.047, 0.844])
+    p0, line_integrals = _one_teacher_node(model, [-0.047, 0.844])
     assert p0 > 0.1  # a pair of minima at w = 0
     assert _coarse_fine_gap(line_integrals, (28, 20, 16), band_split=True).max() < 1e-5
     assert _coarse_fine_gap(line_integrals, (28, 20, 16), band_split=False)[1] > 5e-5

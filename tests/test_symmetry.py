@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 from derivations import CHANNEL_NAMES, ModelSpec
-from numerics.channel import ChannelRule, _gaussian_factor, _polar_eta_nodes, channel_expectations
-from numerics.model import bind
+from numerics.channel import ChannelRule, channel_expectations
+from numerics.channel.teacher_nodes import gaussian_factor, polar_teacher_nodes
+from numerics.bound_model import bind
 from numerics.overlaps import Overlaps
 from numerics.symmetry import channel_symmetries, fold_teacher_nodes
 
@@ -19,7 +20,7 @@ RULE = ChannelRule(n_eta=16, n_r=8, n_u=6, n_t=12)
 
 def _symmetries(spec, ov):
     model = bind(spec)
-    mu_w, B, L_hh, _, _ = _gaussian_factor(model, ov)
+    mu_w, B, L_hh, _, _ = gaussian_factor(model, ov)
     return channel_symmetries(model, ov, mu_w, B), L_hh
 
 
@@ -51,7 +52,7 @@ def test_folded_teacher_rule_integrates_invariant_functions_exactly():
     spec = ModelSpec()
     model = bind(spec)
     symmetries, L_hh = _symmetries(spec, SEMANTIC)
-    e1, e2, w = _polar_eta_nodes(model, SEMANTIC.V, L_hh, RULE)
+    e1, e2, w = polar_teacher_nodes(model, SEMANTIC.V, L_hh, RULE)
     f1, f2, fw, used = fold_teacher_nodes(e1, e2, w, L_hh, symmetries)
     assert len(used) == 4 and f1.size * 4 == e1.size  # n_eta = 16: no node on a symmetry axis
 

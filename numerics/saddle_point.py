@@ -13,8 +13,9 @@ import functools
 import numpy as np
 from numpy.polynomial.hermite_e import hermegauss
 
-from .channel import ChannelResult, ChannelRule, channel_expectations
-from .model import BoundModel
+from .channel.expectations import channel_expectations
+from .channel.rule import ChannelResult, ChannelRule
+from .bound_model import BoundModel
 from .overlaps import HatOverlaps, Overlaps
 
 THETAHAT_FORM = "y"  # chosen by the study in docs/numerics.md; the "dl" form is reported as a check

@@ -23,10 +23,10 @@ from typing import List
 
 import numpy as np
 
-from .channel import ChannelRule
-from .model import BoundModel
+from .channel.rule import ChannelRule
+from .bound_model import BoundModel
 from .overlaps import Overlaps
-from .state import update_hat_overlaps, update_overlaps
+from .saddle_point import update_hat_overlaps, update_overlaps
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,87 @@
+"""The command-line program: its commands, its shared parsers, and how errors become exit statuses."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from attnphase import cli
+from attnphase.commands import theory
+from attnphase.errors import UsageError
+from attnphase.options import model_from_args, parse_list, parse_range
+from derivations.spec import ModelSpec, ModelSpecError
+
+COMMANDS = ("derive", "solve", "curve", "thresholds", "run", "simulate", "validate", "phase-diagram", "plot",
+            "histogram")
+
+
+def test_every_command_is_registered():
+    sub = next(a for a in cli.build_parser()._actions if a.dest == "command")
+    assert tuple(sub.choices) == COMMANDS
+
+
+def test_range_parser_gives_numpy_linspace_values():
+    assert parse_range("0.1:2.5:25", "--alpha") == list(np.linspace(0.1, 2.5, 25))
+    assert parse_range("2", "--alpha") == [2.0]
+    with pytest.raises(UsageError, match="--alpha: every value must be a positive number"):
+        parse_range("0:1:3", "--alpha", positive=True)
+    with pytest.raises(UsageError, match="--alpha: N = 1 needs START = STOP"):
+        parse_range("1:2:1", "--alpha")
+
+
+def test_list_parser():
+    assert parse_list(" semantic, positional ,", "--branches", choices=("semantic", "positional")) == [
+        "semantic", "positional"]
+    assert parse_list("100,200", "--d-values", item=int) == [100, 200]
+    assert parse_list("", "--compare", allow_empty=True) == []
+    for text, kwargs, what in (("", {}, "--x: empty list"), ("1,a", {"item": float}, "--x: expected comma-separated "
+                                                                                     "numbers"),
+                               ("gif", {"choices": ("png",)}, "--x: unknown value 'gif'; choose from png")):
+        with pytest.raises(UsageError, match=what):
+            parse_list(text, "--x", **kwargs)
+
+
+def _model_args(*argv):
+    return cli.build_parser().parse_args(["solve", "--alpha", "1", *argv])
+
+
+def test_model_options_build_the_model_spec():
+    assert model_from_args(_model_args()) == ModelSpec()
+    assert model_from_args(_model_args("--A", "0.7,0.3;0.2,0.8")) == model_from_args(_model_args("--A",
+                                                                                                  "0.7,0.3,0.2,0.8"))
+    general = model_from_args(_model_args("--tokens", "3", "--rank", "2", "--teacher-rank", "1",
+                                          "--positions", "1,0;0,1;-1,-1"))
+    assert general.shape == (3, 2, 1, 2) and general.A == ((0.6, 0.2, 0.2), (0.2, 0.6, 0.2), (0.2, 0.2, 0.6))
+    with pytest.raises(ModelSpecError, match="^A: "):
+        model_from_args(_model_args("--tokens", "3", "--A", "0.6,0.4,0.4,0.6"))
+
+
+def test_a_shape_the_solver_does_not_handle_is_bad_input(capsys):
+    assert cli.main(["solve", "--alpha", "2", "--tokens", "3"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("attnphase solve: error: tokens: the line quadrature is implemented")
+
+
+def test_a_failed_computation_is_one_line_and_exit_1_with_a_traceback_only_under_v(monkeypatch, capsys):
+    from numerics.solver import SolverError
+
+    def failing(args):
+        raise SolverError("alpha=2 semantic: no start converged")
+
+    monkeypatch.setattr(theory, "cmd_solve", failing)
+    line = "attnphase solve: error: SolverError: alpha=2 semantic: no start converged"
+    assert cli.main(["solve", "--alpha", "2"]) == 1
+    assert capsys.readouterr().err.strip().splitlines() == [line]
+    assert cli.main(["-v", "solve", "--alpha", "2"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[0] == "Traceback (most recent call last):" and err[-1] == line
+
+
+def test_an_output_path_that_cannot_be_written_is_one_line(tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    assert cli.main(["validate", "--sim-only", "--alphas", "1", "--inits", "semantic", "--d", "8", "--seeds", "2",
+                     "--steps", "1", "--n-test", "4", "--out", str(blocker / "out")]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and re.match(r"attnphase validate: error: (NotADirectoryError|FileExistsError): ", err[0]), err
