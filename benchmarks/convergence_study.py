@@ -26,7 +26,7 @@ from numerics.bound_model import bind
 from numerics.overlaps import Overlaps
 
 POINTS = {
-    # near the fast fixed points of SPEC section 3's model
+    # near the fast fixed points of the default model (docs/theory.md, section 3.8)
     "pos2": Overlaps(q=0.0512, m=0.258, V=11.4, theta=0.0),
     "sem2": Overlaps(q=0.1148, m=0.0, V=12.67, theta=0.1582),
     "pos1": Overlaps(q=0.030, m=0.19, V=15.0, theta=0.0),

@@ -49,7 +49,7 @@ CHANNEL_NAMES = ("qhat", "mhat", "thetahat_y", "thetahat_dl", "Vhat_y", "Vhat_dl
 _CHANNEL_DOC = {
     "qhat": "f1**2 + f2**2  (qhat = alpha E[.])",
     "mhat": "f1 - f2  (mhat = alpha E[.])",
-    "thetahat_y": "(f1 y1 + f2 y2)/sqrt(rho - theta**2/q)  (thetahat = alpha E[.], SPEC form)",
+    "thetahat_y": "(f1 y1 + f2 y2)/sqrt(rho - theta**2/q)  (thetahat = alpha E[.], the form of docs/theory.md, section 2.5)",
     "thetahat_dl": "-(g1 dhs1/dtheta + g2 dhs2/dtheta), g_l = dl/dhs_l at h  (thetahat = alpha E[.], dl/dh* form)",
     "Vhat_y": "-(f1 xi1 + f2 xi2)/sqrt(q) + theta/q * [thetahat_y integrand]  (Vhat = alpha E[.])",
     "Vhat_dl": "-(f1 xi1 + f2 xi2)/sqrt(q) + theta/q * [thetahat_dl integrand]  (Vhat = alpha E[.])",
@@ -186,7 +186,7 @@ def _build(structure: str) -> Dict[str, Tuple[tuple, object, str]]:
                                  "(sigma**2/2) |S(h) - T(hs)|_F**2 at h = (m + sqrt(q) xi1, -m + sqrt(q) xi2) (SPEC section 2)"),
         "prior_updates": ((S.qhat, S.mhat, S.Vhat, S.thetahat) + P,
                           (d.overlaps[S.V], d.overlaps[S.q], d.overlaps[S.m], d.overlaps[S.theta]),
-                          "(V, q, m, theta) from the conjugates (prior side, SPEC section 2)"),
+                          "(V, q, m, theta) from the conjugates (prior side, docs/theory.md, section 2.5)"),
         "prior_free_energy": ((S.q, S.m, S.V, S.theta, S.qhat, S.mhat, S.Vhat, S.thetahat) + P, d.prior_free_energy,
                               "F without alpha E[M]: -(Vhat q - qhat V)/2 + m mhat + theta thetahat + prior term"),
     }

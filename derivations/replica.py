@@ -305,7 +305,7 @@ class Derivation:
     dF : ``{parameter: dF/d(parameter)}`` for all eight parameters (chain rule +
         envelope theorem on the channel side).
     overlaps : ``{V, q, m, theta: closed form in the conjugates}`` (prior side).
-    conjugates : SPEC forms ``{qhat, mhat, Vhat, thetahat}``; ``thetahat`` is the
+    conjugates : the forms of docs/theory.md, section 2.5, ``{qhat, mhat, Vhat, thetahat}``; ``thetahat`` is the
         ``y`` form, ``Vhat`` contains the symbol ``thetahat``.
     thetahat_dl : ``thetahat`` through ``dl/dh*`` (``g``), straight from ``dF/dtheta = 0``.
     Vhat_dl : ``Vhat = 2 alpha d E[M]/dq`` straight from ``dF/dq = 0`` (no ``thetahat`` symbol).

@@ -1,5 +1,5 @@
 """Branches followed by continuation in ``alpha``, in both directions, with spinodals
-(SPEC section 3; STYLE: "branches are explicit").
+(docs/theory.md, sections 3.1 and 3.6; docs/numerics.md, section 5).
 
 A branch is *lost* when the solver stops converging on it or when it collapses
 onto the trivial branch (``theta -> 0`` for the semantic branch, ``m -> 0`` for
@@ -113,7 +113,7 @@ def follow_branch(spec: ModelSpec, alphas: Sequence[float], branch: str, precisi
                   progress: Optional[Callable[[FixedPoint], None]] = None) -> BranchCurve:
     """Solve ``branch`` on every alpha of ``alphas`` by continuation from an anchor.
 
-    The branch is first solved at the anchor alpha (by default SPEC's alpha = 2
+    The branch is first solved at the anchor alpha (by default the alpha = 2 values of docs/theory.md, section 3.8
     values as start; if it is not found there, at the grid points at half, a fifth and
     a tenth of the grid, from the same start; each candidate probed with the draft rule
     first, :func:`find_anchor`), then followed upward and downward through the grid. Where it is
@@ -243,10 +243,10 @@ def anchor_alphas(anchor_alpha: float, alphas: np.ndarray) -> list:
 
 def _bisect_spinodal(spec, model, branch, precision, trail, lost_alpha, bisections) -> dict:
     """Bisect between the last grid point where the branch was found and the first where
-    it was lost; existence is decided by the full solve (both rules). A coarse-rule-only
-    test was tried in the fifth session and dropped: near the positional fold at
-    ``omega = 0`` the two fast rules differ by 3% in ``m`` and the coarse rule's branch
-    reaches at least 0.003 further in ``alpha`` (``docs/numerics.md``, section 3)."""
+    it was lost; existence is decided by the full solve (both rules), not by the coarse
+    rule alone: near the positional fold at ``omega = 0`` the two fast rules differ by 3%
+    in ``m`` and the coarse rule's branch reaches at least 0.003 further in ``alpha``
+    (docs/numerics.md, section 5)."""
     good = trail[-1]
     lo, hi = good.alpha, lost_alpha
     for _ in range(bisections):
@@ -258,8 +258,8 @@ def _bisect_spinodal(spec, model, branch, precision, trail, lost_alpha, bisectio
             hi = mid
     side = "lower" if lost_alpha < trail[0].alpha else "upper"
     # the error is the whole final bracket, not half of it: whether a solve converges
-    # within ~1e-3 of a fold depends on the solver's path. At omega = 0.25 (semantic) the
-    # fourth and fifth sessions' solvers ended in adjacent brackets; a finer bisection puts
+    # within ~1e-3 of a fold depends on the solver's path. At omega = 0.25 (semantic) two
+    # versions of the solver ended in adjacent brackets; a finer bisection puts
     # the end at 0.66908 +- 0.0004, at their shared edge, which half a bracket does not cover
     log.info("%s branch ends near alpha = %.6g (+- %.2g, %s end)", branch, 0.5 * (lo + hi), abs(hi - lo), side)
     return {"branch": branch, "alpha": 0.5 * (lo + hi), "alpha_error": abs(hi - lo), "side": side,

@@ -59,7 +59,7 @@ class _Map:
         ov = Overlaps.from_array(self.full(x_free))
         ov.validate()
         if ov.theta**2 >= self.model.spec.rho * ov.q:
-            # Cauchy-Schwarz for the Gaussian pair (h, h*) of SPEC section 2: outside, the
+            # Cauchy-Schwarz for the Gaussian pair (h, h*) of docs/theory.md, section 2.2: outside, the
             # covariance is not positive (numpy would warn and return NaN); the solver
             # shortens a step that lands here
             raise FloatingPointError(f"theta^2 >= rho q at {ov}: the covariance is not positive")
@@ -89,7 +89,7 @@ class RuleSolution:
 # a solve gives up once its residual has not halved in this many iterations. Healthy
 # solves halve it every 1-3 iterations (Anderson) or ~every 7 (the damped retry);
 # solves that stall are those past a fold, which otherwise spent up to 80 + 240
-# evaluations failing (docs/phase_diagram.md)
+# evaluations failing (docs/numerics.md, section 4)
 STALL_WINDOW = 20
 
 

@@ -35,7 +35,7 @@ class Overlaps:
         return cls(*(float(v) for v in x))
 
     def validate(self) -> None:
-        """Raise if the overlaps leave the domain where the Gaussian measure of SPEC section 2 exists."""
+        """Raise if the overlaps leave the domain where the Gaussian measure of docs/theory.md, section 2.2 exists."""
         if not (np.isfinite(self.as_array()).all()):
             raise FloatingPointError(f"non-finite overlaps {self}")
         if self.q <= 0 or self.V <= 0:

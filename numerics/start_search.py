@@ -1,11 +1,11 @@
-"""Starts for the fixed-point solve when the default ones fail (multi-start, issue 3).
+"""Starts for the fixed-point solve when the default ones fail (multi-start).
 
-The default starts (``fixed_point.DEFAULT_START``, ``branches.ANCHORS``) are SPEC
-section 3's orders of magnitude for the softmax model. A regenerated model can have
+The default starts (``fixed_point.DEFAULT_START``, ``branches.ANCHORS``) are the orders
+of magnitude of docs/theory.md, section 3.8, for the softmax model. A regenerated model can have
 its fixed points elsewhere. For linear attention (``S(h) = h h^T``) the loss is
 concave around ``h = 0``, so at small ``q`` the map gives ``Vhat < -lam/sigma^2``
 and an undamped ``V < 0``; its trivial fixed point lies at ``q ~ 0.2-0.6``, where
-none of the default starts is (``docs/numerics.md``, "Regenerated models").
+none of the default starts is (docs/studies/regenerated_models.md).
 
 :func:`search_starts` evaluates the map once on each point of a coarse logarithmic
 grid in ``(q, V)``, with the branch's defining overlap a fixed fraction of its

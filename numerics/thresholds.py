@@ -1,4 +1,4 @@
-"""The thresholds of SPEC section 3.
+"""The thresholds of docs/theory.md, sections 3.4-3.6.
 
 * ``alpha_c``: the training losses of the positional and semantic branches
   cross. At a fixed point ``F`` is stationary in all eight order parameters, so

@@ -1,6 +1,6 @@
 """Tests of derivations/: the free energy, the saddle-point equations and the generated code.
 
-Each saddle-point equation must be dF/d(parameter) = 0 rearranged (STYLE practice 3):
+Each saddle-point equation must be dF/d(parameter) = 0 rearranged (docs/theory.md, section 2.5):
 checked symbolically and by central finite differences of F at an interior point
 with a fixed Gauss-Hermite quadrature.
 """
@@ -40,7 +40,7 @@ def cache_env(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def d(cache_env):
-    """Derived afresh in this session (private cache dir, in-process memo cleared)."""
+    """Derived afresh (private cache dir, in-process memo cleared)."""
     replica._MEMO.clear()
     return derive(ModelSpec())
 
@@ -50,11 +50,11 @@ def gm_for(attention="softmax", backend="numpy", cse=True):
 
 
 # ---------------------------------------------------------------------------
-# symbolic: SPEC section 2
+# symbolic: docs/theory.md, section 2.5
 # ---------------------------------------------------------------------------
 
 def spec_forms():
-    """SPEC section 2, typed in (the derivation must reproduce these)."""
+    """The equations of docs/theory.md, section 2.5, typed in (the derivation must reproduce these)."""
     c = S.lam + S.sigma**2 * S.Vhat
     s = sq(S.rho - S.theta**2 / S.q)
     return {

@@ -25,7 +25,7 @@ from numerics.saddle_point import test_error as generalisation_error
 
 SPEC = ModelSpec()
 SMALL = ChannelRule(n_eta=16, n_r=8, n_u=6, n_t=16)
-SEMANTIC_REF = Overlaps(q=0.114816, m=0.0, V=12.6686, theta=0.158157)  # SPEC section 3
+SEMANTIC_REF = Overlaps(q=0.114816, m=0.0, V=12.6686, theta=0.158157)  # docs/theory.md, section 3.8
 
 
 @pytest.fixture(scope="module")
@@ -153,7 +153,7 @@ def test_free_energy_is_stationary_at_the_fixed_point(model, semantic_fixed_poin
 
 
 def test_fixed_point_matches_the_independent_reference(model, semantic_fixed_point):
-    """SPEC section 3: omega=0.3, alpha=2, semantic branch (3 scrambled-Sobol replicates,
+    """docs/theory.md, section 3.8: omega=0.3, alpha=2, semantic branch (3 scrambled-Sobol replicates,
     +- their spread). Our rule is the fast mode's reporting rule; its own error is below
     1e-5 relative by the convergence study, so 3 spreads + 2e-5 relative must hold."""
     sol, alpha = semantic_fixed_point, 2.0
@@ -219,8 +219,8 @@ def test_linear_attention_is_solved_from_a_searched_start():
 
 def test_a_searched_start_reaches_the_softmax_fixed_point(model):
     """The start search is not tuned to linear attention: on the softmax model its best
-    start for the semantic branch at alpha = 2 leads to the fixed point that SPEC's
-    reference values lead to."""
+    start for the semantic branch at alpha = 2 leads to the fixed point that the
+    reference values of docs/theory.md, section 3.8 lead to."""
     from numerics.precision import PRECISIONS
     from numerics.start_search import search_starts
 
@@ -253,7 +253,7 @@ def test_linear_baseline_float64_agrees_with_mpmath():
     value, n = linear_baseline_mp(SPEC, dps=20)
     assert abs(float(value) - b.test_error) <= 4e-16 * b.test_error + b.error
     assert b.error < 1e-15
-    assert mpmath.mpf("0.00197138") - value < 1e-8  # SPEC: "all digits shown are converged"
+    assert mpmath.mpf("0.00197138") - value < 1e-8  # docs/theory.md, section 3.8: all digits shown are converged
 
 
 def test_solver_converges_and_reports_failure_honestly():
@@ -485,9 +485,8 @@ def test_draft_map_is_continuous_where_a_far_switch_leaves_the_line():
     """Regression: near the semantic fixed point at alpha = 2.5 some far-out switches
     cross t_max between these two overlaps. Before the long side of a far split was
     cut at t = 0, qhat jumped by 2.1e-3 relative at such an event (the smooth change is
-    1.3e-4). (The event sits 4.2e-4 further along q and theta than in the first version
-    of this test: the bracketed switch location of the eighth session finds switches
-    the earlier Newton iteration lost.)"""
+    1.3e-4). (The event sits where the bracketed switch location puts it; a plain Newton
+    location, which lost switches, put it 4.2e-4 earlier along q and theta.)"""
     model = bind(SPEC)
     rule = ChannelRule(n_eta=12, n_r=6, n_u=6, n_t=10, n_near=4)
     a = Overlaps(q=0.1321257319770129, m=0.0, V=10.374281057395875, theta=0.17473307699358955)
@@ -885,8 +884,7 @@ def _coarse_fine_gap(line_integrals, coarse_lines, **option):
 
 def test_soft_lines_resolve_the_band_of_a_teacher_node_without_a_pair(model):
     """Inside the pitchfork radius ``h = 0`` is a shallow minimum at ``w = 0`` and the
-    integrands change steeply across a band through ``w = 0`` (docs/numerics.md, "Lines
-    along the soft direction"). With the lines along the soft direction a coarse and a
+    integrands change steeply across a band through ``w = 0`` (docs/studies/soft_direction_lines.md). With the lines along the soft direction a coarse and a
     fine line rule agree on that teacher node's integral; along a fixed axis they do
     not (measured 2e-7 against 0.17 relative in ``Vhat``)."""
     p0, line_integrals = _one_teacher_node(model, [-0.421, 0.421])
@@ -899,8 +897,7 @@ def test_band_split_resolves_the_band_beyond_the_cusp_ends(model):
     """A teacher node with a pair (``|p0| = 0.23``): beyond the ends of its switching
     segment the band of the prox curves away from ``t_c``. Split where each unswitched
     line crosses it, a coarse and a fine line rule agree; split at ``t_c`` they do not
-    (measured 1.2e-6 against 1.8e-4 relative in ``Vhat``; docs/numerics.md, "The band
-    beyond the cusp ends")."""
+    (measured 1.2e-6 against 1.8e-4 relative in ``Vhat``; docs/studies/band_beyond_cusp_ends.md)."""
     p0, line_integrals = _one_teacher_node(model, [-0.047, 0.844])
     assert p0 > 0.1  # a pair of minima at w = 0
     assert _coarse_fine_gap(line_integrals, (28, 20, 16), band_split=True).max() < 1e-5

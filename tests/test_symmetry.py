@@ -41,7 +41,8 @@ def test_default_model_symmetry_groups(ov, order, odd):
 
 
 def test_non_commuting_A_loses_the_swap():
-    """SPEC section 3: A = [[0.3, 0.7], [0.8, 0.2]] does not commute with the token swap."""
+    """The paper's second teacher matrix (docs/theory.md, section 1.2), A = [[0.3, 0.7], [0.8, 0.2]],
+    does not commute with the token swap."""
     symmetries, _ = _symmetries(ModelSpec(A=((0.3, 0.7), (0.8, 0.2))), POSITIONAL)
     assert len(symmetries) == 2  # identity and the teacher sign
     assert all(np.array_equal(np.abs(s.G_w), np.eye(2)) for s in symmetries)
