@@ -4,8 +4,9 @@ A change that only reorganises code must leave every number the program writes
 bitwise identical. This script runs a fixed set of commands into a folder
 (``produce``) and compares two such folders (``compare``), file by file, value by
 value, ignoring only what measures time (``wall_time``, ``task_wall_time``,
-``train_time``, ``step_time``, ``compute_wall_time``, timestamps) and the PDF
-figures (they embed a creation date).
+``train_time``, ``step_time``, ``compute_wall_time``, timestamps, the seconds in a
+summary line) and the figures (a PDF embeds its creation date). The output folder's
+own path reads the same in both.
 
     # with the code before the change (a checkout in OLD/):
     PYTHONPATH=OLD python benchmarks/compare_outputs.py produce /tmp/before --tree OLD
@@ -21,8 +22,11 @@ A change may alter an output on purpose; each such alteration is listed in
 everything else is still compared exactly. Today's list: the model's CSV columns are
 those of ``ModelSpec.to_columns`` (``A11..A22`` for ``a11..a22``, and the structure
 ``tokens, rank, teacher_rank, rho, P11, P21`` in the curve CSVs; ``P11, P21`` for the
-JSON ``positions`` cell of the sweep rows), and the sweep's settings hash covers the
-task function's module, which moved from ``numerics.phase`` to ``sweeps.tasks``.
+JSON ``positions`` cell of the sweep rows), a sweep row where a branch does not exist
+holds the whole model and the precision (``sigma``, ``lam``, ``attention``, ``teacher``,
+``regulariser`` and ``precision`` were empty there), and the sweep's settings hash
+covers the task function's module, which moved from ``numerics.phase`` to
+``sweeps.tasks``.
 """
 from __future__ import annotations
 
@@ -31,6 +35,7 @@ import csv
 import json
 import os
 import pathlib
+import re
 import subprocess
 import sys
 import time
@@ -77,7 +82,8 @@ _POSITIONS = {"positions": ("[[1.0], [-1.0]]", {"P11": "1.0", "P21": "-1.0"})}
 #: file -> the alterations of its rows (CSV) or entries (JSON) that are expected:
 #: ``rename`` {old: new} (same value), ``add`` {column: value}, ``drop`` {column: the
 #: column that already holds its value (checked; empty where a point does not exist)},
-#: ``split`` {column: (old value,
+#: ``fill`` (a condition {column: value} and {column: value}: where the condition
+#: holds, the columns, empty before, have these values after), ``split`` {column: (old value,
 #: {new column: value})}, ``changed`` (keys, or dotted JSON paths, present on both
 #: sides whose values may differ), ``value`` {dotted path: the value it must have after}.
 EXPECTED_CHANGES = {
@@ -87,6 +93,9 @@ EXPECTED_CHANGES = {
     # the sweep rows held the model twice (to_row's a11.. and the sweep's A11..); positions
     # was a JSON cell; the settings hash covers the task's module (now sweeps.tasks)
     "pd/theory.csv": {"drop": {"a11": "A11", "a12": "A12", "a21": "A21", "a22": "A22"}, "split": _POSITIONS,
+                      "fill": ({"exists": "False"}, {"sigma": "0.5", "lam": "0.01", "attention": "softmax",
+                                                     "teacher": "softmax", "regulariser": "ridge",
+                                                     "precision": "fast"}),
                       "changed": ("settings_hash",)},
     "pd/thresholds.csv": {"split": _POSITIONS, "changed": ("settings_hash",)},
     "pd/manifest.json": {"changed": ("sections.theory.hash", "sections.theory.settings.task"),
@@ -104,6 +113,13 @@ def _expected_row(before: dict, after: dict, change: dict, where: str) -> dict:
         if row.get(column) not in ("", row.get(holder)):  # empty where the point does not exist
             raise ValueError(f"{where}: {column} = {row.get(column)!r} is not {holder} = {row.get(holder)!r}")
         row.pop(column)
+    if "fill" in change:
+        condition, values = change["fill"]
+        if all(row.get(k) == v for k, v in condition.items()):
+            for column, value in values.items():
+                if row.get(column) != "":
+                    raise ValueError(f"{where}: {column} = {row.get(column)!r}, expected an empty cell")
+                row[column] = value
     for column, (old_value, new_columns) in change.get("split", {}).items():
         if row.get(column) != old_value:
             raise ValueError(f"{where}: {column} = {row.get(column)!r}, expected {old_value!r}")
@@ -149,13 +165,16 @@ def _strip(obj):
     return obj
 
 
-def _load(path: pathlib.Path):
+def _load(path: pathlib.Path, root: pathlib.Path):
+    """The comparable content of an output file; the output folder's own path, which
+    stdout and the JSON summaries name, reads as ``<out>``."""
     if path.suffix == ".csv":
         with open(path, newline="") as fh:
             rows = list(csv.DictReader(fh))
         return [{k: v for k, v in r.items() if k not in TIME_KEYS} for r in rows]
     if path.suffix in (".json", ".stdout") or path.name.endswith(".status"):
-        text = path.read_text()
+        # the folder itself, and the seconds a sweep took (its summary line), read alike
+        text = re.sub(r"\(\d+\.\d s\)", "(<seconds>)", path.read_text().replace(str(root), "<out>"))
         try:
             return _strip(json.loads(text))
         except ValueError:
@@ -179,7 +198,7 @@ def compare(before: pathlib.Path, after: pathlib.Path) -> int:
             print(f"MISSING {rel}: before {a.exists()}, after {b.exists()}")
             bad += 1
             continue
-        va, vb = _load(a), _load(b)
+        va, vb = _load(a, before), _load(b, after)
         if va is None:
             continue
         try:

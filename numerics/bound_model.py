@@ -2,8 +2,8 @@
 
 Nothing in :mod:`numerics` writes an equation of the model: every loss, prox
 derivative and integrand comes from :func:`derivations.generated_functions`.
-This module only appends the parameter tuple, in the documented order
-``(sigma, lam, omega, rho, a11, a12, a21, a22)``.
+This module only appends the parameter tuple, in the order and from the spec as the
+generated module gives it (:meth:`derivations.codegen.GeneratedModel.params`).
 """
 from __future__ import annotations
 
@@ -12,12 +12,6 @@ import functools
 import numpy as np
 
 from derivations import ModelSpec
-
-
-def model_params(spec: ModelSpec) -> tuple:
-    """Numerical parameters in the generated functions' trailing argument order."""
-    (a11, a12), (a21, a22) = spec.A
-    return (spec.sigma, spec.lam, spec.omega, spec.rho, a11, a12, a21, a22)
 
 
 class BoundModel:
@@ -34,7 +28,7 @@ class BoundModel:
         self.spec = spec
         self.backend = backend
         self.gm = generated_functions(spec, backend=backend)
-        self.params = model_params(spec)
+        self.params = self.gm.params(spec)
 
     @functools.cached_property
     def loss_is_even(self) -> bool:

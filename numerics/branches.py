@@ -21,7 +21,7 @@ from .fixed_point import DEFAULT_START, BranchLost, solve_branch
 from .precision import PRECISIONS
 from .result import FixedPoint
 from .bound_model import bind
-from .overlaps import Overlaps
+from .overlaps import COMPETING_BRANCHES, Overlaps
 from .solver import SolverError
 from .start_search import search_starts
 
@@ -57,7 +57,7 @@ def defining_overlap(overlaps: Overlaps, branch: str, sigma: float) -> float:
 def is_on_branch(fp: FixedPoint, branch: str) -> bool:
     if not fp.converged:
         return False
-    if branch in ("semantic", "positional"):
+    if branch in COMPETING_BRANCHES:
         return defining_overlap(fp.overlaps, branch, fp.model.sigma) > COLLAPSE
     return True
 

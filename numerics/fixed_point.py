@@ -24,7 +24,7 @@ from derivations import ModelSpec
 
 from .bound_model import BoundModel, bind
 from .channel.rule import ChannelRule
-from .overlaps import ALL_NAMES, FIXED_ZERO, Overlaps
+from .overlaps import ALL_NAMES, COMPETING_BRANCHES, FIXED_ZERO, Overlaps
 from .precision import PRECISIONS, Precision
 from .result import FixedPoint
 from .saddle_point import free_energy, test_error, update_hat_overlaps, update_overlaps
@@ -232,7 +232,7 @@ def solve_on_map(model: BoundModel, alpha: float, branch: str, rule: ChannelRule
 
 
 def _lost_check(F: "_Map", model: BoundModel, branch: str, lost_below: Optional[float]):
-    if lost_below is None or branch not in ("semantic", "positional"):
+    if lost_below is None or branch not in COMPETING_BRANCHES:
         return None
     sigma2 = model.spec.sigma**2
 

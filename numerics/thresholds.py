@@ -35,7 +35,7 @@ from .fixed_point import solve_with_rule
 from .precision import PRECISIONS
 from .root_finding import RootFindingError, safeguarded_newton, safeguarded_secant
 from .bound_model import bind
-from .overlaps import Overlaps
+from .overlaps import COMPETING_BRANCHES, Overlaps
 from .saddle_point import free_energy, test_error
 
 log = logging.getLogger(__name__)
@@ -89,7 +89,7 @@ def scan_curves_from_rows(rows) -> dict:
     from ``theory.csv``, whether they were computed in this run or in an earlier one, so a
     resumed sweep gives the same thresholds as an uninterrupted one."""
     curves = {}
-    for branch in ("semantic", "positional"):
+    for branch in COMPETING_BRANCHES:
         mine = sorted((r for r in rows if r.get("branch") == branch), key=lambda r: number(r["alpha"]))
         points = [ScanPoint(number(r["alpha"]), branch,
                             Overlaps(*(number(r[k]) for k in ("q", "m", "V", "theta"))),
@@ -213,7 +213,7 @@ def _add_spinodal_points(spec, model, curves: dict, by: dict, alpha_min: float, 
         if not (alpha_min <= a <= alpha_max) or all(a in by[b] for b in by):
             continue
         found = {}
-        for b in ("semantic", "positional"):
+        for b in COMPETING_BRANCHES:
             if a in by[b]:
                 found[b] = by[b][a]
                 continue
@@ -262,7 +262,7 @@ def thresholds(spec: ModelSpec, precision: str = "fast", alpha_min: float = 0.5,
     # 1. bracket on a draft scan of both branches
     if scan_curves is None:
         scan = np.linspace(alpha_min, alpha_max, n_scan)
-        curves = {b: follow_branch(spec, scan, b, "draft", bisections=2) for b in ("semantic", "positional")}
+        curves = {b: follow_branch(spec, scan, b, "draft", bisections=2) for b in COMPETING_BRANCHES}
     else:
         curves = scan_curves
     for b, c in curves.items():
@@ -332,7 +332,7 @@ def thresholds(spec: ModelSpec, precision: str = "fast", alpha_min: float = 0.5,
         # each rule starts where the one before converged, from its solutions (seeded)
         solvers = {b: _BranchSolver(model, b, rule, rule_prec.tol, rule_prec.test_n, rule_prec.residual_tol,
                                     seeds.get(b))
-                   for b in ("semantic", "positional")}
+                   for b in COMPETING_BRANCHES}
         for b in solvers:
             solvers[b].known[start_alpha[b]] = (starts[b], None)
         guess = previous["alpha_c"] if previous else a_guess

@@ -30,6 +30,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from numerics.overlaps import COMPETING_BRANCHES
 from numerics.tidy import is_true, number, read_rows
 
 from .store import THRESHOLDS_CSV
@@ -97,9 +98,9 @@ def theory_points(rows: list) -> list:
         lin_row = next(iter(by.values()))
         p = _combine(w, a, "theory", val("semantic", "train_loss"), val("positional", "train_loss"),
                      _zero_nan(val("semantic", "train_loss_error")), _zero_nan(val("positional", "train_loss_error")),
-                     {b: val(b, "test_error") for b in ("semantic", "positional")},
+                     {b: val(b, "test_error") for b in COMPETING_BRANCHES},
                      number(lin_row.get("linear_test_error")),
-                     {b: _zero_nan(val(b, "test_error_error")) for b in ("semantic", "positional")},
+                     {b: _zero_nan(val(b, "test_error_error")) for b in COMPETING_BRANCHES},
                      _zero_nan(number(lin_row.get("linear_test_error_error"))))
         p.update(keep)
         out.append(p)
@@ -143,7 +144,7 @@ def simulation_points(rows: list) -> list:
         lin = float(lin_vals.mean()) if lin_vals.size else math.nan
         lin_err = float(lin_vals.std(ddof=1) / math.sqrt(lin_vals.size)) if lin_vals.size > 1 else 0.0
         (ts, es), (tp, ep) = stat("semantic", "train_loss"), stat("positional", "train_loss")
-        te = {b: stat(b, "test_error") for b in ("semantic", "positional")}
+        te = {b: stat(b, "test_error") for b in COMPETING_BRANCHES}
         p = _combine(w, a, "simulation", ts, tp, _zero_nan(es), _zero_nan(ep), {b: te[b][0] for b in te},
                      lin, {b: _zero_nan(te[b][1]) for b in te}, lin_err)
         p["n_runs"] = sum(len(v) for v in by.values())

@@ -229,13 +229,12 @@ def now() -> str:
 def _environment() -> dict:
     import platform
 
-    env = {"python": platform.python_version()}
-    for mod in ("numpy", "dask", "distributed"):
-        try:
-            env[mod] = __import__(mod).__version__
-        except ImportError:
-            pass
-    return env
+    import dask
+    import distributed
+    import numpy
+
+    return {"python": platform.python_version(), "numpy": numpy.__version__, "dask": dask.__version__,
+            "distributed": distributed.__version__}
 
 
 def _diff(old: dict, new: dict, prefix: str = "") -> list:

@@ -233,7 +233,8 @@ def simulation_run_task(payload: dict) -> dict:
 def theory_rows(task: Task, result: dict, config: SweepConfig, shash: str) -> tuple:
     """``(theory.csv rows, thresholds.csv rows)`` of a finished theory task, with the model and solver columns."""
     spec = task.payload["spec"]
-    common = {**spec.to_columns(), "precision": config.precision, "alpha_grid": grid_text(config.alphas),
+    model = spec.to_columns()
+    common = {**model, "precision": config.precision, "alpha_grid": grid_text(config.alphas),
               "settings_hash": shash}
     rows = []
     for r in result.get("rows", []):
@@ -241,6 +242,9 @@ def theory_rows(task: Task, result: dict, config: SweepConfig, shash: str) -> tu
         row.update({k: v for k, v in r.items() if k not in row})
         for k, v in common.items():
             row.setdefault(k, v)
+        # a grid point where the branch does not exist has no solution record (its cells
+        # are empty): the model and the solver settings go in its row all the same
+        row.update({k: v for k, v in common.items() if row[k] == ""})
         rows.append(row)
     thr = []
     if "thresholds" in result:

@@ -31,11 +31,15 @@ class FakePoint:
     train_loss: float
     converged: bool
     error: dict
+    model: object
+    precision: str
 
     def to_row(self) -> dict:
+        """As ``numerics.result.FixedPoint.to_row``: values, errors, solver setting and the model."""
         return {"alpha": self.alpha, "branch": self.branch, **dataclasses.asdict(self.overlaps),
                 "test_error": self.test_error, "train_loss": self.train_loss, "converged": self.converged,
-                **{f"{k}_error": v for k, v in self.error.items()}}
+                **{f"{k}_error": v for k, v in self.error.items()}, "precision": self.precision,
+                **self.model.to_columns()}
 
 
 class FakeTheoryAPI:
@@ -66,7 +70,7 @@ class FakeTheoryAPI:
 
         return SimpleNamespace(test_error=self.linear(spec.omega), error=1e-9)
 
-    def _point(self, spec, a, branch):
+    def _point(self, spec, a, branch, precision):
         w, lam = spec.omega, spec.lam
         ls = 0.01 / (1.0 + a) + lam * 0.01
         if branch == "semantic":
@@ -75,7 +79,8 @@ class FakeTheoryAPI:
         else:
             ov = FakeOverlaps(0.05, 0.25 * (1 + w), 14.0, 0.0)
             te, tl = 0.003 + 0.0005 * w, ls + 0.001 * (a - self.alpha_c(w))
-        return FakePoint(float(a), branch, ov, te, tl, True, {"q": 1e-7, "test_error": 1e-8, "train_loss": 1e-8})
+        return FakePoint(float(a), branch, ov, te, tl, True, {"q": 1e-7, "test_error": 1e-8, "train_loss": 1e-8},
+                         spec, precision)
 
     def follow_branch(self, spec, alphas, branch, precision="fast"):
         from types import SimpleNamespace
@@ -83,7 +88,7 @@ class FakeTheoryAPI:
         if branch == "positional" and spec.omega >= 0.9:  # like numerics.api: an empty curve with a note
             return SimpleNamespace(points=[], spinodals=[], note="positional branch not found at the anchor")
         lo, hi = (self.SEM_START, math.inf) if branch == "semantic" else (0.0, 2.0 + spec.omega)
-        pts = [self._point(spec, a, branch) for a in alphas if lo <= a <= hi]
+        pts = [self._point(spec, a, branch, precision) for a in alphas if lo <= a <= hi]
         side = "lower" if branch == "semantic" else "upper"
         edge = lo if branch == "semantic" else hi
         sp = [{"branch": branch, "alpha": edge, "alpha_error": 0.01, "side": side}] if min(alphas) < edge < max(alphas) else []

@@ -140,8 +140,9 @@ def test_tidy_rows_thresholds_and_derived_points(client, tmp_path):
     assert s["failed"] == [] and len(s["computed"]) == 3 * 3 and s["skipped"] == 0  # 2 branches + thresholds
     _, rows = read_csv_rows(tmp_path / THEORY_CSV)
     assert len(rows) == 3 * 5 * 2  # one row per grid point and branch
-    for r in rows:  # every model parameter and solver setting is in the row
-        for k in ("sigma", "lam", "omega", "A11", "A22", "attention", "precision", "alpha_grid", "settings_hash"):
+    for r in rows:  # every model parameter and solver setting is in the row, where a branch does not exist too
+        for k in ("sigma", "lam", "omega", "A11", "A22", "P11", "P21", "tokens", "rank", "teacher_rank", "attention",
+                  "precision", "alpha_grid", "settings_hash"):
             assert r[k] != "", k
     # the toy semantic branch starts at alpha = 0.3: a missing point is a row with exists=False
     sem02 = [r for r in rows if r["branch"] == "semantic" and r["alpha"] == "0.2"]

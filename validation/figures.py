@@ -7,6 +7,7 @@ from typing import Sequence
 
 import numpy as np
 
+from numerics.overlaps import COMPETING_BRANCHES
 from numerics.tidy import read_rows
 
 
@@ -37,7 +38,7 @@ def plot_validate(out: str) -> str:
     curves = read_rows(curves_path) if os.path.exists(curves_path) else []
     fig, axes = plt.subplots(1, 4, figsize=(16, 3.6))
     for ax, (qty, label) in zip(axes, _PANELS):
-        for branch in ("semantic", "positional", "linear"):
+        for branch in COMPETING_BRANCHES + ("linear",):
             pts = sorted(((_f(c["alpha"]), _f(c["value"])) for c in curves
                           if c["branch"] == branch and c["quantity"] == qty and c["converged"] == "True"))
             if pts:

@@ -16,6 +16,8 @@ import math
 import os
 from typing import Callable, Dict, List, Optional, Sequence
 
+from numerics.overlaps import COMPETING_BRANCHES
+
 log = logging.getLogger(__name__)
 
 
@@ -155,7 +157,7 @@ def theory_crossing(theory: Theory, spec, alphas: Sequence[float], refine: bool 
     return float("nan")
 
 
-def theory_curves(theory: Theory, spec, alphas: Sequence[float], branches=("semantic", "positional")) -> List[dict]:
+def theory_curves(theory: Theory, spec, alphas: Sequence[float], branches=COMPETING_BRANCHES) -> List[dict]:
     """Tidy rows ``(branch, alpha, quantity, value, converged)``; points whose solve raises are skipped."""
     rows = []
     lin = float(theory.linear_baseline(spec).test_error)
