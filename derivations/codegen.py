@@ -133,33 +133,42 @@ def _shared_logistics(expr):
 
 def _prox_derivatives(objective, h):
     """Gradient and Hessian (upper triangle, row-major) of ``objective`` in the variables ``h``,
-    by the chain rule through its logistic values.
+    by the chain rule through its logistic and softmax values.
 
-    Each :class:`~derivations.model.Logistic` ``L_k = Logistic(a_k(h))`` is replaced by a
-    symbol ``u_k``; the total derivative is ``D_i E = dE/dh_i + sum_k dE/du_k u_k (1 - u_k)
-    da_k/dh_i``. The result is the same function as ``sympy.diff`` gives, but grouped by
-    the factors ``dE/du_k``, which CSE then computes once: for the two-token softmax the
-    prox Newton terms take about 199 arithmetic operations instead of 313 (about 4x
+    Each opaque value ``A_k(a_k(h))`` (:class:`~derivations.model.Logistic` or
+    :class:`~derivations.model.Softmax`) is replaced by a symbol ``u_k``; the total derivative is
+    ``D_i E = dE/dh_i + sum_k dE/du_k dA_k/dh_i``, with ``dA_k/dh_i`` (``u_k (1 - u_k) da_k/dh_i``
+    for a logistic) itself written in the ``u``. The result is the same function as ``sympy.diff``
+    gives, but grouped by the factors ``dE/du_k``, which CSE then computes once: for the two-token
+    softmax the prox Newton terms take about 199 arithmetic operations instead of 313 (about 4x
     faster than ``sympy.diff`` of the unshared form, ``benchmarks/bench_prox_kernel.py``).
-    Without logistic values this is plain differentiation."""
+    Without opaque values this is plain differentiation. Softmax values are written out by
+    :func:`~derivations.model.explicit_softmax` at the end."""
     import sympy as sp
 
-    from .model import Logistic
+    from .model import Logistic, Softmax, explicit_softmax
 
-    atoms = sorted((a for a in objective.atoms(Logistic) if a.args[0].free_symbols & set(h)), key=sp.default_sort_key)
+    atoms = sorted((a for a in objective.atoms(Logistic, Softmax) if a.free_symbols & set(h)),
+                   key=sp.default_sort_key)
     u = [sp.Dummy(f"u{k}") for k in range(len(atoms))]
-    inner = [a.args[0] for a in atoms]
-    slope = [uk * (1 - uk) for uk in u]
-    d_inner = [[sp.diff(a, hi) for hi in h] for a in inner]
+    to_u = dict(zip(atoms, u))
+
+    def slope(atom, i):
+        start = 1 if isinstance(atom, Softmax) else 0  # a Softmax's first argument is its index
+        return sp.Add(*[atom.fdiff(m + 1) * sp.diff(arg, h[i])
+                        for m, arg in enumerate(atom.args) if m >= start]).xreplace(to_u)
+
+    d_atoms = [[slope(a, i) for i in range(len(h))] for a in atoms]
 
     def total(expr, i):
-        return sp.diff(expr, h[i]) + sp.Add(*[sp.diff(expr, uk) * sk * da[i] for uk, sk, da in zip(u, slope, d_inner)])
+        return sp.diff(expr, h[i]) + sp.Add(*[sp.diff(expr, uk) * da[i] for uk, da in zip(u, d_atoms)])
 
-    phi = objective.xreplace(dict(zip(atoms, u)))
+    phi = objective.xreplace(to_u)
     grad = [total(phi, i) for i in range(len(h))]
     hess = [total(grad[i], j) for i in range(len(h)) for j in range(i, len(h))]
     back = dict(zip(u, atoms))
-    return tuple(g.xreplace(back) for g in grad), tuple(e.xreplace(back) for e in hess)
+    return (tuple(explicit_softmax(g.xreplace(back)) for g in grad),
+            tuple(explicit_softmax(e.xreplace(back)) for e in hess))
 
 
 def _names(args) -> str:
@@ -190,7 +199,8 @@ def _matrix_expressions(spec: ModelSpec) -> Dict[str, Tuple[tuple, object, str]]
 
     from . import moments
     from . import symbols as S
-    from .model import attention_matrix, inverse, loss, positional_mean, prox_objective, teacher_matrix
+    from .model import (attention_matrix, explicit_softmax, inverse, loss, positional_mean, prox_objective,
+                        teacher_matrix)
     from .replica import derive
 
     ms = S.matrix_symbols(spec.shape)
@@ -207,8 +217,9 @@ def _matrix_expressions(spec: ModelSpec) -> Dict[str, Tuple[tuple, object, str]]
     obj = prox_objective(spec)
     # the prox derivatives are generated from the opaque-logistic form of the same
     # objective (derivations.model.Logistic): equal expressions, far cheaper code
-    obj_fast = _shared_logistics(prox_objective(spec, logistic=True))
-    grad, hess = _prox_derivatives(obj_fast, H)
+    obj_opaque = _shared_logistics(prox_objective(spec, logistic=True))
+    grad, hess = _prox_derivatives(obj_opaque, H)
+    obj_fast = explicit_softmax(obj_opaque)
     Pm = positional_mean(spec)
     w_of = {ms.w[i, j]: Pm[i, j] + ms.zeta[i, j] for i in range(L) for j in range(r)}
     Vinv = inverse(ms.V)

@@ -51,6 +51,34 @@ class Logistic(sp.Function):
         return f"(1/(1 + {printer._module_format('mpmath.exp')}(-({printer._print(self.args[0])}))))"
 
 
+class Softmax(sp.Function):
+    """Entry ``j`` of the softmax of a row ``(s_1, ..., s_n)``, ``Softmax(j, s_1, ..., s_n)``, as an
+    opaque function whose derivative in ``s_k`` is ``Softmax_j (delta_jk - Softmax_k)``.
+
+    The counterpart of :class:`Logistic` for rows of more than two entries, for code generation
+    only: the derivatives of the loss are then polynomials in the softmax values, which CSE shares,
+    and :func:`explicit_softmax` writes the values themselves in the form of :func:`softmax_rows`.
+    """
+
+    def fdiff(self, argindex=1):
+        j, row = self.args[0], self.args[1:]
+        k = argindex - 2
+        if k < 0:
+            raise sp.ArgumentIndexError(self, argindex)
+        return self * ((1 if k == j else 0) - Softmax(k, *row))
+
+    def _eval_rewrite_as_exp(self, j, *row, **kwargs):
+        return 1 / sum(sp.exp(s - row[int(j)]) for s in row)
+
+    def _eval_evalf(self, prec):
+        return self.rewrite(sp.exp)._eval_evalf(prec)
+
+
+def explicit_softmax(expr):
+    """``expr`` with every :class:`Softmax` written as ``1/sum_k exp(s_k - s_j)`` (see :func:`softmax_rows`)."""
+    return expr.replace(lambda e: isinstance(e, Softmax), lambda e: e._eval_rewrite_as_exp(*e.args))
+
+
 def sigmoid(x, logistic: bool = False):
     """Logistic function ``1/(1 + exp(-x))`` as a SymPy expression (opaque :class:`Logistic` if asked)."""
     return Logistic(x) if logistic else 1 / (1 + sp.exp(-x))
@@ -61,12 +89,14 @@ def softmax_rows(scores: sp.Matrix, logistic: bool = False) -> sp.Matrix:
 
     Mathematically identical to ``exp(s_ij)/sum_k exp(s_ik)``; this form never
     evaluates ``inf/inf`` in floating point (an overflowing exponential gives 0).
-    With ``logistic`` and two columns the same row is ``(Logistic(d), Logistic(-d))``,
-    ``d = s_i1 - s_i2``.
+    With ``logistic`` (opaque functions for code generation) a row of two entries is
+    ``(Logistic(d), Logistic(-d))``, ``d = s_i1 - s_i2``, and a longer one ``Softmax(j, s_i1, ...)``.
     """
     n, k = scores.shape
     if logistic and k == 2:
         return sp.Matrix(n, k, lambda i, j: Logistic(scores[i, j] - scores[i, 1 - j]))
+    if logistic:
+        return sp.Matrix(n, k, lambda i, j: Softmax(j, *scores.row(i)))
     return sp.Matrix(n, k, lambda i, j: 1 / sum(sp.exp(scores[i, l] - scores[i, j]) for l in range(k)))
 
 
