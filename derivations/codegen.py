@@ -211,12 +211,12 @@ def _matrix_expressions(spec: ModelSpec) -> Dict[str, Tuple[tuple, object, str]]
     packed = {name: ms.packed(name) for name in packing.ORDER_PARAMETERS}
     overlaps = sum((packed[n] for n in packing.OVERLAPS), ())
     conjugates = sum((packed[n] for n in packing.CONJUGATES), ())
-    shape = f"(L, r, t, k) = {tuple(ms.shape)}"
+    prior_outputs = sum((packed[n] for n in ("V", "q", "m", "theta")), ())
 
     l = loss(spec)
     obj = prox_objective(spec)
-    # the prox derivatives are generated from the opaque-logistic form of the same
-    # objective (derivations.model.Logistic): equal expressions, far cheaper code
+    # the prox derivatives are generated from the same objective written with opaque logistic
+    # and softmax values (derivations.model.Logistic, Softmax): equal expressions, cheaper code
     obj_opaque = _shared_logistics(prox_objective(spec, logistic=True))
     grad, hess = _prox_derivatives(obj_opaque, H)
     obj_fast = explicit_softmax(obj_opaque)
@@ -232,8 +232,8 @@ def _matrix_expressions(spec: ModelSpec) -> Dict[str, Tuple[tuple, object, str]]
     conj = tuple(d.explicit(moments.in_moments(forms[n][c], spec))
                  for n, form in enumerate(CONJUGATE_FORMS) for c in packed[form.split("_")[0]])
     hess_names = ", ".join(f"H[{i},{j}]" for i in range(len(H)) for j in range(i, len(H)))
-    Fmat = {name: d.explicit(e) for name, e in (("prior", d.prior_free_energy),)}
-    envelope = sp.Symbol("envelope", real=True)
+    F_prior = d.explicit(d.prior_free_energy)
+    envelope = mom[-1]
     return {
         "loss": (H + HS + P, l, "l(h; hs) = (sigma**2/2) |S(h) - T(hs)|_F**2 (docs/theory.md, sections 2.1 and 4.3)"),
         "dloss_dhstar": (H + HS + P, tuple(g_of.values()), "g = dl/dhs, packed like hs"),
@@ -265,19 +265,14 @@ def _matrix_expressions(spec: ModelSpec) -> Dict[str, Tuple[tuple, object, str]]
                                    loss(spec, h=ms.w.xreplace(w_of), hs=ms.hs),
                                    "(sigma**2/2) |S(w) - T(hs)|_F**2, w_l = (P m)_l + zeta_l (docs/theory.md, "
                                    "section 4.12)"),
-        "prior_updates": (conjugates + P, tuple(d.explicit(d.overlaps[x]) for x in overlaps_order(ms)),
+        "prior_updates": (conjugates + P, tuple(d.explicit(d.overlaps[x]) for x in prior_outputs),
                           "(V, q, m, theta), packed, from the conjugates (prior side, docs/theory.md, section 4.5)"),
-        "prior_free_energy": (overlaps + conjugates + P, Fmat["prior"],
+        "prior_free_energy": (overlaps + conjugates + P, F_prior,
                               "F without alpha E[M]: -tr(Vhat q)/2 + tr(qhat V)/2 + tr(mhat^T m) + "
                               "tr(thetahat^T theta) + prior term (docs/theory.md, section 4.4)"),
-        "free_energy": ((S.alpha, envelope) + overlaps + conjugates + P, Fmat["prior"] + S.alpha * envelope,
+        "free_energy": ((S.alpha, envelope) + overlaps + conjugates + P, F_prior + S.alpha * envelope,
                         "F = prior_free_energy + alpha * envelope, envelope = E[M] (the averaged moment)"),
     }
-
-
-def overlaps_order(ms):
-    """The prior side's outputs: ``V, q, m, theta``, packed."""
-    return sum((ms.packed(n) for n in ("V", "q", "m", "theta")), ())
 
 
 def _line_expressions(spec: ModelSpec) -> Dict[str, Tuple[tuple, object, str]]:

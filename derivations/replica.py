@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 import json
 import logging
 from typing import Dict, Optional, Tuple
@@ -499,8 +500,6 @@ def derive(spec: ModelSpec) -> MatrixDerivation:
     key = json.dumps({"shape": list(spec.shape), "positions": [list(p) for p in spec.positions],
                       "regulariser": spec.regulariser}, sort_keys=True)
     if key not in _MEMO:
-        import hashlib
-
         digest = hashlib.sha256(key.encode()).hexdigest()[:12]
         path = cache_dir() / f"derivation_L{spec.L}r{spec.rank}t{spec.teacher_rank}k{spec.k}_{spec.regulariser}_" \
                              f"{digest}_{package_source_hash()}_sympy{sp.__version__}.json"

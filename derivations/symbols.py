@@ -170,9 +170,6 @@ class MatrixSymbols:
     def M_of(self) -> sp.Expr:
         return M(*self.M_args)
 
-    def order_parameter(self, name: str) -> sp.Matrix:
-        return getattr(self, name)
-
     def packed(self, name: str) -> Tuple[sp.Symbol, ...]:
         """The independent symbols of an order parameter (``q``, ``m``, ..., ``thetahat``), in packing order."""
         return components(getattr(self, name), symmetric=packing.ORDER_PARAMETERS[name][2])

@@ -10,7 +10,6 @@ backends.
 from __future__ import annotations
 
 import inspect
-import itertools
 import math
 
 import mpmath
@@ -21,7 +20,7 @@ import sympy as sp
 from derivations import ModelSpec, derive, generated_functions, packing
 from derivations import codegen, moments, reduction, replica
 from derivations import symbols as S
-from derivations.model import inverse, positions
+from derivations.model import positions
 from derivations.replica import expect_equal, integrate_by_parts, x_frame
 
 Ex = S.Expect
