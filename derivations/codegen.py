@@ -8,17 +8,26 @@
 * ``"mpmath"``: arbitrary precision; every expression is built from exact
   rationals, so the working precision is ``mpmath.mp.dps``.
 
+Every model, of any shape ``(L, r, t, k)``, gets the functions of :data:`MATRIX_FUNCTION_NAMES`
+(the loss, the prox objective with its gradient and Hessian in the ``L r`` variables ``h``, the
+per-node channel moments, the conjugates from the averaged moments, the prior side); the
+two-token rank-one model also gets those of :data:`LINE_FUNCTION_NAMES`, in the standard normals
+``xi, y`` of docs/theory.md, section 2.2, which the line quadrature integrates. Matrix arguments
+and outputs are packed scalar components named by :mod:`derivations.packing` (symmetric
+matrices by their upper triangle); for the two-token rank-one model the names are those of
+section 2 (``h1, h2, w1, w2, hs1, hs2, V, q, m, theta``, ...).
+
 Every function takes the model parameters last, in the order
-:data:`derivations.symbols.PARAMS` = ``(sigma, lam, omega, rho, a11, a12, a21, a22)``;
+:func:`derivations.packing.param_names` = ``(sigma, lam, omega, rho, a11, a12, ..., aLL)``;
 use :meth:`GeneratedModel.params` to get them from a spec.  Each function's
-``__doc__`` lists its argument order and what it computes.
+``__doc__`` lists its argument order, its outputs and what it computes.
 
 Cache: the generated source is written as a readable Python module under
 ``$ATTNPHASE_CACHE_DIR`` (default ``~/.cache/attnphase``), in ``derivations/``.
-The file name is a hash of the spec's structural key (attention, teacher,
-regulariser, L, rank), the backend, the CSE flag, the SymPy version and the
-source of this package (so edited derivation code never reuses a stale cache).
-Numbers (``sigma, lam, omega, A``) are arguments, never part of the key.
+The file name is a hash of the spec's structural key (attention, teacher, regulariser,
+``L``, ``r``, ``t``, ``P``), the backend, the CSE flag, the SymPy version and the source of this
+package (so edited derivation code never reuses a stale cache). Numbers (``sigma, lam, omega,
+A``) are arguments, never part of the key.
 """
 from __future__ import annotations
 
@@ -32,6 +41,7 @@ import pathlib
 import time
 from typing import Callable, Dict, Tuple
 
+from . import packing
 from .cache import cache_dir, package_source_hash, write_atomic
 from .spec import ModelSpec
 
@@ -41,20 +51,56 @@ from .spec import ModelSpec
 log = logging.getLogger(__name__)
 
 BACKENDS = ("numpy", "mpmath")
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 
-#: names and order of :meth:`GeneratedModel.channel_integrands` outputs
+#: names and order of :meth:`GeneratedModel.channel_integrands` outputs (two-token rank-one model)
 CHANNEL_NAMES = ("qhat", "mhat", "thetahat_y", "thetahat_dl", "Vhat_y", "Vhat_dl", "envelope")
+
+#: the outputs of ``conjugates_from_moments``, each a packed matrix: the Stein ``f`` forms of
+#: ``qhat, mhat, Vhat, thetahat`` (docs/theory.md, section 4.6), then the ``g`` (dl/dh*) form of
+#: ``thetahat`` and ``Vhat`` with it
+CONJUGATE_FORMS = ("qhat", "mhat", "Vhat", "thetahat", "thetahat_dl", "Vhat_dl")
+
+#: functions generated for every shape
+MATRIX_FUNCTION_NAMES = ("loss", "dloss_dhstar", "teacher", "attention", "prox_objective", "prox_grad", "prox_hess",
+                         "prox_newton", "positional_mean", "channel_moments", "conjugates_from_moments",
+                         "test_error_integrand_x", "prior_updates", "prior_free_energy", "free_energy")
+#: functions in the variables ``xi, y`` of the two-token rank-one model (the line quadrature's)
+LINE_FUNCTION_NAMES = ("preactivations", "channel_integrands", "test_error_integrand") + tuple(
+    "integrand_" + n for n in CHANNEL_NAMES)
 
 _CHANNEL_DOC = {
     "qhat": "f1**2 + f2**2  (qhat = alpha E[.])",
     "mhat": "f1 - f2  (mhat = alpha E[.])",
-    "thetahat_y": "(f1 y1 + f2 y2)/sqrt(rho - theta**2/q)  (thetahat = alpha E[.], the form of docs/theory.md, section 2.5)",
-    "thetahat_dl": "-(g1 dhs1/dtheta + g2 dhs2/dtheta), g_l = dl/dhs_l at h  (thetahat = alpha E[.], dl/dh* form)",
+    "thetahat_y": "(f1 y1 + f2 y2)/sqrt(rho - theta**2/q)  (thetahat = alpha E[.], docs/theory.md, section 2.5)",
+    "thetahat_dl": "-(g1 dhs1/dtheta + g2 dhs2/dtheta), g_l = dl/dhs_l at h  (thetahat = alpha E[.], dl/dh* form, "
+                   "section 2.6)",
     "Vhat_y": "-(f1 xi1 + f2 xi2)/sqrt(q) + theta/q * [thetahat_y integrand]  (Vhat = alpha E[.])",
     "Vhat_dl": "-(f1 xi1 + f2 xi2)/sqrt(q) + theta/q * [thetahat_dl integrand]  (Vhat = alpha E[.])",
-    "envelope": "|h - w|**2/(2V) + l(h; hs), the Moreau envelope M at the prox point h (F = prior_free_energy + alpha E[.])",
+    "envelope": "|h - w|**2/(2V) + l(h; hs), the Moreau envelope M at the prox point h (F = prior_free_energy + "
+                "alpha E[.])",
 }
+
+
+def function_names(spec: ModelSpec) -> Tuple[str, ...]:
+    """The names of the functions generated for ``spec``."""
+    return MATRIX_FUNCTION_NAMES + (LINE_FUNCTION_NAMES if spec.is_two_token_rank_one else ())
+
+
+def moment_names(shape) -> Tuple[str, ...]:
+    """The outputs of ``channel_moments`` (:mod:`derivations.moments`), packed kind by kind."""
+    from .moments import names
+
+    return names(shape)
+
+
+def conjugate_output_names(shape) -> Tuple[str, ...]:
+    """The outputs of ``conjugates_from_moments``: :data:`CONJUGATE_FORMS`, each packed like its conjugate."""
+    out = []
+    for form in CONJUGATE_FORMS:
+        base = form.split("_")[0]
+        out += [form + n[len(base):] for n in packing.names(base, shape)]
+    return tuple(out)
 
 
 def _shared_logistics(expr):
@@ -83,34 +129,43 @@ def _shared_logistics(expr):
 
 
 def _prox_derivatives(objective, h):
-    """Gradient ``(g1, g2)`` and Hessian ``(H11, H12, H22)`` of ``objective`` in ``h``, by the
-    chain rule through its logistic values.
+    """Gradient and Hessian (upper triangle, row-major) of ``objective`` in the variables ``h``,
+    by the chain rule through its logistic and softmax values.
 
-    Each :class:`~derivations.model.Logistic` ``L_k = Logistic(a_k(h))`` is replaced by a
-    symbol ``u_k``; the total derivative is ``D_i E = dE/dh_i + sum_k dE/du_k u_k (1 - u_k)
-    da_k/dh_i``. The result is the same function as ``sympy.diff`` gives, but grouped by
-    the factors ``dE/du_k``, which CSE then computes once: for the two-token softmax the
-    prox Newton terms take about 199 arithmetic operations instead of 313 (about 4x
+    Each opaque value ``A_k(a_k(h))`` (:class:`~derivations.model.Logistic` or
+    :class:`~derivations.model.Softmax`) is replaced by a symbol ``u_k``; the total derivative is
+    ``D_i E = dE/dh_i + sum_k dE/du_k dA_k/dh_i``, with ``dA_k/dh_i`` (``u_k (1 - u_k) da_k/dh_i``
+    for a logistic) itself written in the ``u``. The result is the same function as ``sympy.diff``
+    gives, but grouped by the factors ``dE/du_k``, which CSE then computes once: for the two-token
+    softmax the prox Newton terms take about 199 arithmetic operations instead of 313 (about 4x
     faster than ``sympy.diff`` of the unshared form, ``benchmarks/bench_prox_kernel.py``).
-    Without logistic values this is plain differentiation."""
+    Without opaque values this is plain differentiation. Softmax values are written out by
+    :func:`~derivations.model.explicit_softmax` at the end."""
     import sympy as sp
 
-    from .model import Logistic
+    from .model import Logistic, Softmax, explicit_softmax
 
-    atoms = sorted((a for a in objective.atoms(Logistic) if a.args[0].free_symbols & set(h)), key=sp.default_sort_key)
+    atoms = sorted((a for a in objective.atoms(Logistic, Softmax) if a.free_symbols & set(h)),
+                   key=sp.default_sort_key)
     u = [sp.Dummy(f"u{k}") for k in range(len(atoms))]
-    inner = [a.args[0] for a in atoms]
-    slope = [uk * (1 - uk) for uk in u]
-    d_inner = [[sp.diff(a, hi) for hi in h] for a in inner]
+    to_u = dict(zip(atoms, u))
+
+    def slope(atom, i):
+        start = 1 if isinstance(atom, Softmax) else 0  # a Softmax's first argument is its index
+        return sp.Add(*[atom.fdiff(m + 1) * sp.diff(arg, h[i])
+                        for m, arg in enumerate(atom.args) if m >= start]).xreplace(to_u)
+
+    d_atoms = [[slope(a, i) for i in range(len(h))] for a in atoms]
 
     def total(expr, i):
-        return sp.diff(expr, h[i]) + sp.Add(*[sp.diff(expr, uk) * sk * da[i] for uk, sk, da in zip(u, slope, d_inner)])
+        return sp.diff(expr, h[i]) + sp.Add(*[sp.diff(expr, uk) * da[i] for uk, da in zip(u, d_atoms)])
 
-    phi = objective.xreplace(dict(zip(atoms, u)))
+    phi = objective.xreplace(to_u)
     grad = [total(phi, i) for i in range(len(h))]
-    hess = [total(grad[0], 0), total(grad[0], 1), total(grad[1], 1)]
+    hess = [total(grad[i], j) for i in range(len(h)) for j in range(i, len(h))]
     back = dict(zip(u, atoms))
-    return tuple(g.xreplace(back) for g in grad), tuple(e.xreplace(back) for e in hess)
+    return (tuple(explicit_softmax(g.xreplace(back)) for g in grad),
+            tuple(explicit_softmax(e.xreplace(back)) for e in hess))
 
 
 def _names(args) -> str:
@@ -126,21 +181,107 @@ def build_expressions(spec: ModelSpec) -> Dict[str, Tuple[tuple, object, str]]:
 def _build(structure: str) -> Dict[str, Tuple[tuple, object, str]]:
     """``{name: (arguments, expression or tuple of expressions, description)}`` for every generated function.
 
-    ``PARAMS`` is appended to every argument list.  In the channel integrands
-    ``f_l = (h_l - w_l)/V`` and ``g_l = dl/dhs_l`` at ``(h, hs)``, with ``w, hs``
-    the pre-activations of ``xi, y`` (SPEC section 2) and ``h`` the prox point.
+    The model parameters are appended to every argument list. ``f_l = V^{-1} (h_l - w_l)``,
+    ``w_l = (P m)_l + zeta_l`` and ``g_l = dl/dhs_l`` at ``(h, hs)``, with ``h`` the prox point.
     """
+    spec = ModelSpec(**json.loads(structure))
+    out = _matrix_expressions(spec)
+    if spec.is_two_token_rank_one:
+        out.update(_line_expressions(spec))
+    return out
+
+
+def _matrix_expressions(spec: ModelSpec) -> Dict[str, Tuple[tuple, object, str]]:
+    import sympy as sp
+
+    from . import moments
+    from . import symbols as S
+    from .model import (attention_matrix, explicit_softmax, inverse, loss, positional_mean, prox_objective,
+                        teacher_matrix)
+    from .replica import derive
+
+    ms = S.matrix_symbols(spec.shape)
+    L, r, t, k = ms.shape
+    d = derive(spec)
+    P = ms.params
+    H, W, HS, ZETA = (S.components(x) for x in (ms.h, ms.w, ms.hs, ms.zeta))
+    packed = {name: ms.packed(name) for name in packing.ORDER_PARAMETERS}
+    overlaps = sum((packed[n] for n in packing.OVERLAPS), ())
+    conjugates = sum((packed[n] for n in packing.CONJUGATES), ())
+    prior_outputs = sum((packed[n] for n in ("V", "q", "m", "theta")), ())
+
+    l = loss(spec)
+    obj = prox_objective(spec)
+    # the prox derivatives are generated from the same objective written with opaque logistic
+    # and softmax values (derivations.model.Logistic, Softmax): equal expressions, cheaper code
+    obj_opaque = _shared_logistics(prox_objective(spec, logistic=True))
+    grad, hess = _prox_derivatives(obj_opaque, H)
+    obj_fast = explicit_softmax(obj_opaque)
+    Pm = positional_mean(spec)
+    w_of = {ms.w[i, j]: Pm[i, j] + ms.zeta[i, j] for i in range(L) for j in range(r)}
+    Vinv = inverse(ms.V)
+    f_of = {ms.f[i, j]: (Vinv * (ms.h[i, :] - ms.w[i, :]).T)[j, 0] for i in range(L) for j in range(r)}
+    g_of = {ms.g[i, j]: sp.diff(l, ms.hs[i, j]) for i in range(L) for j in range(t)}
+    node = {**f_of, **g_of, ms.M_of: obj}
+    per_node = tuple(e.xreplace(node).xreplace(w_of) for e in moments.per_node(spec))
+    mom = moments.symbols(spec.shape)
+    forms = (d.conjugates, d.conjugates, d.conjugates, d.conjugates, d.thetahat_dl, d.Vhat_dl)
+    conj = tuple(d.explicit(moments.in_moments(forms[n][c], spec))
+                 for n, form in enumerate(CONJUGATE_FORMS) for c in packed[form.split("_")[0]])
+    hess_names = ", ".join(f"H[{i},{j}]" for i in range(len(H)) for j in range(i, len(H)))
+    F_prior = d.explicit(d.prior_free_energy)
+    envelope = mom[-1]
+    return {
+        "loss": (H + HS + P, l, "l(h; hs) = (sigma**2/2) |S(h) - T(hs)|_F**2 (docs/theory.md, sections 2.1 and 4.3)"),
+        "dloss_dhstar": (H + HS + P, tuple(g_of.values()), "g = dl/dhs, packed like hs"),
+        "teacher": (HS + P, tuple(teacher_matrix(spec, ms.hs)),
+                    "T (row-major), T = (1-omega) softmax_rows(hs hs^T) + omega A"),
+        "attention": (H + P, tuple(attention_matrix(spec, ms.h)), f"S (row-major), student attention S(h) "
+                                                                 f"({spec.attention})"),
+        "prox_objective": (H + W + HS + ms.packed("V") + P, obj_fast,
+                           "1/2 sum_l (h_l - w_l)^T V^{-1} (h_l - w_l) + l(h; hs) (docs/theory.md, section 4.3)"),
+        "prox_grad": (H + W + HS + ms.packed("V") + P, grad, f"d/d({_names(H)}) of the prox objective"),
+        "prox_hess": (H + W + HS + ms.packed("V") + P, hess,
+                      f"Hessian of the prox objective in h = ({_names(H)}), upper triangle row-major: {hess_names}"),
+        "prox_newton": (H + W + HS + ms.packed("V") + P, (obj_fast,) + grad + hess,
+                        "(objective, gradient..., Hessian upper triangle...) in one call: one Newton step's terms"
+                        " share their subexpressions (CSE), which is most of the prox cost"),
+        "positional_mean": (packed["m"] + P, S.components(Pm), "P m, packed like w (docs/theory.md, section 4.2)"),
+        "channel_moments": (H + ZETA + HS + packed["m"] + packed["V"] + P, per_node,
+                            "per-node moments " + ", ".join(moments.names(spec.shape))
+                            + " (derivations.moments): with f_l = V^{-1}(h_l - w_l), w_l = (P m)_l + zeta_l,"
+                              " x_l = (zeta_l, hs_l), g_l = dl/dhs_l at the prox point h: ff = sum_l f_l f_l^T,"
+                              " pf = sum_l P[l, :]^T f_l^T, fx = sum_l f_l x_l^T, gx = sum_l g_l x_l^T, envelope ="
+                              " the prox objective at h (M)"),
+        "conjugates_from_moments": ((S.alpha,) + mom[:-1] + packed["q"] + packed["theta"] + P, conj,
+                                    "the conjugates " + ", ".join(conjugate_output_names(spec.shape))
+                                    + " from the averaged moments (docs/theory.md, section 4.6): Stein f forms of"
+                                      " qhat, mhat, Vhat (symmetrised), thetahat; the g (dl/dh*) form of thetahat"
+                                      " and Vhat with it"),
+        "test_error_integrand_x": (ZETA + HS + packed["m"] + P,
+                                   loss(spec, h=ms.w.xreplace(w_of), hs=ms.hs),
+                                   "(sigma**2/2) |S(w) - T(hs)|_F**2, w_l = (P m)_l + zeta_l (docs/theory.md, "
+                                   "section 4.12)"),
+        "prior_updates": (conjugates + P, tuple(d.explicit(d.overlaps[x]) for x in prior_outputs),
+                          "(V, q, m, theta), packed, from the conjugates (prior side, docs/theory.md, section 4.5)"),
+        "prior_free_energy": (overlaps + conjugates + P, F_prior,
+                              "F without alpha E[M]: -tr(Vhat q)/2 + tr(qhat V)/2 + tr(mhat^T m) + "
+                              "tr(thetahat^T theta) + prior term (docs/theory.md, section 4.4)"),
+        "free_energy": ((S.alpha, envelope) + overlaps + conjugates + P, F_prior + S.alpha * envelope,
+                        "F = prior_free_energy + alpha * envelope, envelope = E[M] (the averaged moment)"),
+    }
+
+
+def _line_expressions(spec: ModelSpec) -> Dict[str, Tuple[tuple, object, str]]:
     import sympy as sp
 
     from . import symbols as S
-    from .model import attention_matrix, loss, preactivations, prox_objective, teacher_matrix
-    from .replica import derive
+    from .model import loss, prox_objective
+    from .reduction import derive_lines, preactivations
 
     _CHANNEL_ARGS = (S.h1, S.h2, S.xi1, S.xi2, S.y1, S.y2, S.q, S.m, S.V, S.theta)
-    _PROX_ARGS = (S.h1, S.h2, S.w1, S.w2, S.hs1, S.hs2, S.V)
-    spec = ModelSpec(**json.loads(structure))
-    d = derive(spec)
-    pre = preactivations()
+    d = derive_lines(spec)
+    pre = preactivations(spec)
     l = loss(spec)
     obj = prox_objective(spec)
     P = S.PARAMS
@@ -155,105 +296,79 @@ def _build(structure: str) -> Dict[str, Tuple[tuple, object, str]]:
 
     integrands = {name: channel(d.integrands[name]) for name in CHANNEL_NAMES[:-1]}
     integrands["envelope"] = obj.xreplace(pre)
-
-    # the prox derivatives are generated from the opaque-logistic form of the same
-    # objective (derivations.model.Logistic): equal expressions, far cheaper code
-    obj_fast = _shared_logistics(prox_objective(spec, logistic=True))
-    grad, hess = _prox_derivatives(obj_fast, S.H)
-    Smat = attention_matrix(spec, S.H)
-    Tmat = teacher_matrix(spec, S.HS)
     w_of, hs_of = tuple(pre[w] for w in S.W), tuple(pre[h] for h in S.HS)
-    test_error = loss(spec, h=w_of, hs=hs_of)
-
     ex = {
         "preactivations": ((S.xi1, S.xi2, S.y1, S.y2, S.q, S.m, S.theta) + P, w_of + hs_of,
-                           "(w1, w2, hs1, hs2): w_l = +-m + sqrt(q) xi_l, hs_l = theta/sqrt(q) xi_l + sqrt(rho - theta**2/q) y_l"),
-        "loss": ((S.h1, S.h2, S.hs1, S.hs2) + P, l, "l(h; hs) = (sigma**2/2) |S(h) - T(hs)|_F**2 (SPEC section 2)"),
-        "dloss_dhstar": ((S.h1, S.h2, S.hs1, S.hs2) + P, tuple(sp.diff(l, h) for h in S.HS),
-                         "(g1, g2) = (dl/dhs1, dl/dhs2)"),
-        "teacher": ((S.hs1, S.hs2) + P, tuple(Tmat), "(T11, T12, T21, T22), T = (1-omega) softmax_rows(hs hs^T) + omega A"),
-        "attention": ((S.h1, S.h2) + P, tuple(Smat), f"(S11, S12, S21, S22), student attention S(h) ({spec.attention})"),
-        "prox_objective": (_PROX_ARGS + P, obj_fast, "|h - w|**2/(2V) + l(h; hs)"),
-        "prox_grad": (_PROX_ARGS + P, grad, "(d/dh1, d/dh2) of the prox objective"),
-        "prox_hess": (_PROX_ARGS + P, hess, "(H11, H12, H22), Hessian of the prox objective in h"),
-        "prox_newton": (_PROX_ARGS + P, (obj_fast,) + grad + hess,
-                        "(objective, g1, g2, H11, H12, H22) in one call: one Newton step's terms share their"
-                        " subexpressions (CSE), which is most of the prox cost"),
+                           "(w1, w2, hs1, hs2): w_l = +-m + sqrt(q) xi_l, hs_l = theta/sqrt(q) xi_l + "
+                           "sqrt(rho - theta**2/q) y_l (docs/theory.md, section 2.2)"),
         "channel_integrands": (_CHANNEL_ARGS + P, tuple(integrands[n] for n in CHANNEL_NAMES),
                                "tuple in the order CHANNEL_NAMES = " + ", ".join(CHANNEL_NAMES)
                                + "; each WITHOUT the factor alpha; (h1, h2) is the prox point"),
-        "test_error_integrand": ((S.xi1, S.xi2, S.y1, S.y2, S.q, S.m, S.theta) + P, test_error,
-                                 "(sigma**2/2) |S(h) - T(hs)|_F**2 at h = (m + sqrt(q) xi1, -m + sqrt(q) xi2) (SPEC section 2)"),
-        "prior_updates": ((S.qhat, S.mhat, S.Vhat, S.thetahat) + P,
-                          (d.overlaps[S.V], d.overlaps[S.q], d.overlaps[S.m], d.overlaps[S.theta]),
-                          "(V, q, m, theta) from the conjugates (prior side, docs/theory.md, section 2.5)"),
-        "prior_free_energy": ((S.q, S.m, S.V, S.theta, S.qhat, S.mhat, S.Vhat, S.thetahat) + P, d.prior_free_energy,
-                              "F without alpha E[M]: -(Vhat q - qhat V)/2 + m mhat + theta thetahat + prior term"),
+        "test_error_integrand": ((S.xi1, S.xi2, S.y1, S.y2, S.q, S.m, S.theta) + P, loss(spec, h=w_of, hs=hs_of),
+                                 "(sigma**2/2) |S(h) - T(hs)|_F**2 at h = (m + sqrt(q) xi1, -m + sqrt(q) xi2) "
+                                 "(docs/theory.md, section 2.7)"),
     }
     for name in CHANNEL_NAMES:
         ex["integrand_" + name] = (_CHANNEL_ARGS + P, integrands[name], "channel integrand " + _CHANNEL_DOC[name])
     return ex
 
 
-FUNCTION_NAMES = ("preactivations", "loss", "dloss_dhstar", "teacher", "attention", "prox_objective",
-                  "prox_grad", "prox_hess", "prox_newton", "channel_integrands", "test_error_integrand", "prior_updates",
-                  "prior_free_energy") + tuple("integrand_" + n for n in CHANNEL_NAMES)
-
-
 @dataclasses.dataclass(frozen=True)
 class GeneratedModel:
     """Generated functions for one model structure and backend.
 
-    All functions take ``*PARAMS = (sigma, lam, omega, rho, a11, a12, a21, a22)``
-    last (see :meth:`params`); multi-output functions return tuples.  Read each
-    function's ``__doc__`` for its argument order.
+    Every function is an attribute (``gm.prox_newton``, ...) and an entry of :attr:`functions`.
+    All take the model parameters (:meth:`params`) last; multi-output functions return tuples.
+    Read each function's ``__doc__`` for its argument order and outputs.
     """
 
     spec_key: dict
     backend: str
     cse: bool
     cache_file: str
-    preactivations: Callable = dataclasses.field(repr=False)
-    loss: Callable = dataclasses.field(repr=False)
-    dloss_dhstar: Callable = dataclasses.field(repr=False)
-    teacher: Callable = dataclasses.field(repr=False)
-    attention: Callable = dataclasses.field(repr=False)
-    prox_objective: Callable = dataclasses.field(repr=False)
-    prox_grad: Callable = dataclasses.field(repr=False)
-    prox_hess: Callable = dataclasses.field(repr=False)
-    prox_newton: Callable = dataclasses.field(repr=False)
-    channel_integrands: Callable = dataclasses.field(repr=False)
-    test_error_integrand: Callable = dataclasses.field(repr=False)
-    prior_updates: Callable = dataclasses.field(repr=False)
-    prior_free_energy: Callable = dataclasses.field(repr=False)
-    integrand_qhat: Callable = dataclasses.field(repr=False)
-    integrand_mhat: Callable = dataclasses.field(repr=False)
-    integrand_thetahat_y: Callable = dataclasses.field(repr=False)
-    integrand_thetahat_dl: Callable = dataclasses.field(repr=False)
-    integrand_Vhat_y: Callable = dataclasses.field(repr=False)
-    integrand_Vhat_dl: Callable = dataclasses.field(repr=False)
-    integrand_envelope: Callable = dataclasses.field(repr=False)
+    functions: Dict[str, Callable] = dataclasses.field(repr=False)
 
     CHANNEL_NAMES = CHANNEL_NAMES
 
+    def __getattr__(self, name):
+        if name != "functions" and name in self.__dict__.get("functions", {}):
+            return self.functions[name]
+        raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
+
+    @property
+    def shape(self) -> packing.Shape:
+        return packing.Shape(self.spec_key["tokens"], self.spec_key["rank"], self.spec_key["teacher_rank"],
+                             len(self.spec_key["positions"][0]))
+
+    @property
+    def PARAM_NAMES(self) -> Tuple[str, ...]:
+        """Trailing arguments of every function: ``sigma, lam, omega, rho`` and the entries of ``A``."""
+        return packing.param_names(self.shape.L)
+
+    @property
+    def moment_names(self) -> Tuple[str, ...]:
+        """Outputs of ``channel_moments`` (the last, ``envelope``, is not an argument of ``conjugates_from_moments``)."""
+        return moment_names(self.shape)
+
+    @property
+    def conjugate_names(self) -> Tuple[str, ...]:
+        """Outputs of ``conjugates_from_moments``."""
+        return conjugate_output_names(self.shape)
+
     def params(self, spec: ModelSpec) -> tuple:
-        """``(sigma, lam, omega, rho, a11, a12, a21, a22)`` of ``spec`` for this backend.
+        """``(sigma, lam, omega, rho, a11, ..., aLL)`` of ``spec`` for this backend.
 
         For mpmath the decimal values are converted through ``str`` (``0.6`` becomes
         0.6 to the working precision, not the nearest binary double).
         """
-        (a11, a12), (a21, a22) = spec.A
-        values = (spec.sigma, spec.lam, spec.omega, spec.rho, a11, a12, a21, a22)
+        A = tuple(a for row in spec.A for a in row)
+        values = (spec.sigma, spec.lam, spec.omega, spec.rho) + A
         if self.backend == "mpmath":
             import mpmath
             sigma = mpmath.mpf(repr(spec.sigma))
             values = (sigma, *(mpmath.mpf(repr(v)) for v in (spec.lam, spec.omega)), sigma**2,
-                      *(mpmath.mpf(repr(v)) for v in (a11, a12, a21, a22)))
+                      *(mpmath.mpf(repr(v)) for v in A))
         return values
-
-    @property
-    def functions(self) -> Dict[str, Callable]:
-        return {name: getattr(self, name) for name in FUNCTION_NAMES}
 
     @functools.cached_property
     def expressions(self) -> Dict[str, object]:
@@ -323,7 +438,7 @@ def generate_source(spec: ModelSpec, backend: str, cse: bool) -> str:
     sp_version = _sympy_version()
     parts = [f"# Generated by derivations.codegen; do not edit.\n# structure: {json.dumps(spec.structural_key(), sort_keys=True)}"
              f"\n# backend: {backend}; cse: {cse}; sympy {sp_version}\n"]
-    for name in FUNCTION_NAMES:
+    for name in function_names(spec):
         args, expr, doc = exprs[name]
         parts.append(_function_source(name, args, expr, doc, backend, cse, spec))
     log.info("generated %s functions for %s in %.1f s", backend, spec.structural_key(), time.perf_counter() - t0)
@@ -346,7 +461,7 @@ def _global_names(code) -> set:
     return names
 
 
-def _namespace(code, backend: str) -> dict:
+def _namespace(code, backend: str, names) -> dict:
     """Just the globals the generated ``code`` needs, looked up in the backend module.
 
     Equivalent to lambdify's namespace for these names, but avoids the
@@ -357,7 +472,7 @@ def _namespace(code, backend: str) -> dict:
 
     module = importlib.import_module(backend)
     ns = {}
-    for name in _global_names(code) - set(FUNCTION_NAMES):
+    for name in _global_names(code) - set(names):
         if hasattr(builtins, name):
             continue
         if hasattr(module, name):
@@ -369,11 +484,11 @@ def _namespace(code, backend: str) -> dict:
     return ns
 
 
-def _load(source: str, path: str, backend: str) -> Dict[str, Callable]:
+def _load(source: str, path: str, backend: str, names) -> Dict[str, Callable]:
     code = compile(source, path, "exec")
-    ns = _namespace(code, backend)
+    ns = _namespace(code, backend, names)
     exec(code, ns)  # noqa: S102 - our own generated code
-    return {name: ns[name] for name in FUNCTION_NAMES}
+    return {name: ns[name] for name in names}
 
 
 _MEMO: Dict[str, GeneratedModel] = {}
@@ -387,27 +502,29 @@ def generated_functions(spec: ModelSpec, backend: str = "numpy", cse: bool = Tru
     """
     if backend not in BACKENDS:
         raise ValueError(f"backend: unknown {backend!r}; choose from {', '.join(BACKENDS)}")
-    spec.require_two_token_rank_one("code generation")
     key = cache_key(spec, backend, cse)
     if key in _MEMO:
         return _MEMO[key]
     directory = cache_dir()
-    path = directory / f"gen_{spec.attention}_{spec.teacher}_{spec.regulariser}_{backend}_{'cse' if cse else 'nocse'}_{key}.py"
+    L, r, t, k = spec.shape
+    path = directory / (f"gen_{spec.attention}_{spec.teacher}_{spec.regulariser}_L{L}r{r}t{t}k{k}_{backend}_"
+                        f"{'cse' if cse else 'nocse'}_{key}.py")
+    names = function_names(spec)
     source = None
     if path.is_file():
         try:
             source = path.read_text()
-            functions = _load(source, str(path), backend)
+            functions = _load(source, str(path), backend, names)
             log.debug("loaded generated functions from %s", path)
         except Exception as exc:  # a corrupt or foreign file: regenerate
             log.warning("ignoring unreadable cache file %s (%s)", path, exc)
             source = None
     if source is None:
         source = generate_source(spec, backend, cse)
-        functions = _load(source, str(path), backend)
+        functions = _load(source, str(path), backend, names)
         write_atomic(path, source)
     gm = GeneratedModel(spec_key=spec.structural_key(), backend=backend, cse=bool(cse), cache_file=str(path),
-                        **functions)
+                        functions=functions)
     _MEMO[key] = gm
     return gm
 

@@ -1,14 +1,15 @@
-"""Symbolic model pieces built from a :class:`ModelSpec` (SPEC sections 1-2).
+"""Symbolic model pieces built from a :class:`ModelSpec` (docs/theory.md, sections 1.8, 2.1 and 4).
 
 All expressions are built from exact rationals and symbols, never float
 literals, so that the mpmath backend carries full precision (sympy issues 8818
-and 14974).  The structural part of the spec (attention, teacher, regulariser)
-selects the expressions; the numbers ``sigma, lam, omega, A`` stay symbols.
+and 14974).  The structural part of the spec (shape, positions, attention, teacher,
+regulariser) selects the expressions; the numbers ``sigma, lam, omega, A`` stay symbols.
+Per-token quantities are ``L x n`` matrices of symbols (:func:`derivations.symbols.matrix_symbols`);
+for the two-token rank-one model they are the columns ``(h1, h2)``, ``(hs1, hs2)``, ... of section 2.
 """
 from __future__ import annotations
 
 import logging
-from typing import Sequence
 
 import sympy as sp
 
@@ -50,6 +51,34 @@ class Logistic(sp.Function):
         return f"(1/(1 + {printer._module_format('mpmath.exp')}(-({printer._print(self.args[0])}))))"
 
 
+class Softmax(sp.Function):
+    """Entry ``j`` of the softmax of a row ``(s_1, ..., s_n)``, ``Softmax(j, s_1, ..., s_n)``, as an
+    opaque function whose derivative in ``s_k`` is ``Softmax_j (delta_jk - Softmax_k)``.
+
+    The counterpart of :class:`Logistic` for rows of more than two entries, for code generation
+    only: the derivatives of the loss are then polynomials in the softmax values, which CSE shares,
+    and :func:`explicit_softmax` writes the values themselves in the form of :func:`softmax_rows`.
+    """
+
+    def fdiff(self, argindex=1):
+        j, row = self.args[0], self.args[1:]
+        k = argindex - 2
+        if k < 0:
+            raise sp.ArgumentIndexError(self, argindex)
+        return self * ((1 if k == j else 0) - Softmax(k, *row))
+
+    def _eval_rewrite_as_exp(self, j, *row, **kwargs):
+        return 1 / sum(sp.exp(s - row[int(j)]) for s in row)
+
+    def _eval_evalf(self, prec):
+        return self.rewrite(sp.exp)._eval_evalf(prec)
+
+
+def explicit_softmax(expr):
+    """``expr`` with every :class:`Softmax` written as ``1/sum_k exp(s_k - s_j)`` (see :func:`softmax_rows`)."""
+    return expr.replace(lambda e: isinstance(e, Softmax), lambda e: e._eval_rewrite_as_exp(*e.args))
+
+
 def sigmoid(x, logistic: bool = False):
     """Logistic function ``1/(1 + exp(-x))`` as a SymPy expression (opaque :class:`Logistic` if asked)."""
     return Logistic(x) if logistic else 1 / (1 + sp.exp(-x))
@@ -60,18 +89,26 @@ def softmax_rows(scores: sp.Matrix, logistic: bool = False) -> sp.Matrix:
 
     Mathematically identical to ``exp(s_ij)/sum_k exp(s_ik)``; this form never
     evaluates ``inf/inf`` in floating point (an overflowing exponential gives 0).
-    With ``logistic`` and two columns the same row is ``(Logistic(d), Logistic(-d))``,
-    ``d = s_i1 - s_i2``.
+    With ``logistic`` (opaque functions for code generation) a row of two entries is
+    ``(Logistic(d), Logistic(-d))``, ``d = s_i1 - s_i2``, and a longer one ``Softmax(j, s_i1, ...)``.
     """
     n, k = scores.shape
     if logistic and k == 2:
         return sp.Matrix(n, k, lambda i, j: Logistic(scores[i, j] - scores[i, 1 - j]))
+    if logistic:
+        return sp.Matrix(n, k, lambda i, j: Softmax(j, *scores.row(i)))
     return sp.Matrix(n, k, lambda i, j: 1 / sum(sp.exp(scores[i, l] - scores[i, j]) for l in range(k)))
 
 
-def attention_matrix(spec: ModelSpec, h: Sequence[sp.Expr], logistic: bool = False) -> sp.Matrix:
-    """Student attention ``S(h)`` (SPEC section 2), ``h`` the L pre-activations."""
-    hv = sp.Matrix(h)
+def _rows(h) -> sp.Matrix:
+    """``h`` as an ``L x n`` matrix (a flat sequence is one column: the rank-one case)."""
+    return h if isinstance(h, sp.MatrixBase) else sp.Matrix(list(h))
+
+
+def attention_matrix(spec: ModelSpec, h, logistic: bool = False) -> sp.Matrix:
+    """Student attention ``S(h)`` of ``h h^T`` (docs/theory.md, sections 2.1 and 4.1), ``h`` the ``L x r``
+    pre-activations (a sequence of ``L`` numbers when ``r = 1``)."""
+    hv = _rows(h)
     scores = hv * hv.T
     if spec.attention == "softmax":
         return softmax_rows(scores, logistic)
@@ -82,38 +119,48 @@ def attention_matrix(spec: ModelSpec, h: Sequence[sp.Expr], logistic: bool = Fal
     raise DerivationError(f"attention: no symbolic form for {spec.attention!r}")
 
 
-def teacher_matrix(spec: ModelSpec, hs: Sequence[sp.Expr], logistic: bool = False) -> sp.Matrix:
-    """Teacher ``T(h*) = (1 - omega) softmax_rows(h* h*^T) + omega A`` (SPEC section 1)."""
+def teacher_matrix(spec: ModelSpec, hs, logistic: bool = False) -> sp.Matrix:
+    """Teacher ``T(h*) = (1 - omega) softmax_rows(h* h*^T) + omega A`` (docs/theory.md, sections 1.2 and 4.1)."""
     if spec.teacher != "softmax":
         raise DerivationError(f"teacher: no symbolic form for {spec.teacher!r}")
-    hv = sp.Matrix(hs)
-    return (1 - S.omega) * softmax_rows(hv * hv.T, logistic) + S.omega * S.A
+    hv = _rows(hs)
+    return (1 - S.omega) * softmax_rows(hv * hv.T, logistic) + S.omega * S.matrix_symbols(spec.shape).A
 
 
-def loss(spec: ModelSpec, h: Sequence[sp.Expr] = S.H, hs: Sequence[sp.Expr] = S.HS, logistic: bool = False) -> sp.Expr:
-    """Per-sample loss ``l(h; h*) = (sigma^2/2) |S(h) - T(h*)|_F^2`` (SPEC section 2)."""
-    D = attention_matrix(spec, h, logistic) - teacher_matrix(spec, hs, logistic)
+def loss(spec: ModelSpec, h=None, hs=None, logistic: bool = False) -> sp.Expr:
+    """Per-sample loss ``l(h; h*) = (sigma^2/2) |S(h) - T(h*)|_F^2`` (docs/theory.md, sections 2.1 and 4.3).
+
+    ``h`` and ``hs`` default to the spec's symbols (``h1, h2`` and ``hs1, hs2`` for two tokens of rank one)."""
+    ms = S.matrix_symbols(spec.shape)
+    D = attention_matrix(spec, ms.h if h is None else h, logistic) \
+        - teacher_matrix(spec, ms.hs if hs is None else hs, logistic)
     return S.sigma**2 / 2 * sum(D[i, j] ** 2 for i in range(D.rows) for j in range(D.cols))
 
 
+def inverse(matrix: sp.Matrix) -> sp.Matrix:
+    """The inverse of a small symbolic matrix (the adjugate over the determinant; ``1/x`` for ``1 x 1``)."""
+    if matrix.shape == (1, 1):
+        return sp.Matrix([[1 / matrix[0, 0]]])
+    return matrix.adjugate() / matrix.det()
+
+
 def prox_objective(spec: ModelSpec, logistic: bool = False) -> sp.Expr:
-    """``|h - w|^2/(2V) + l(h; h*)``, whose minimum over h is the Moreau envelope M."""
-    return sum((h - w) ** 2 for h, w in zip(S.H, S.W)) / (2 * S.V) + loss(spec, logistic=logistic)
+    """``1/2 sum_l (h_l - w_l)^T V^{-1} (h_l - w_l) + l(h; h*)``, whose minimum over ``h`` is the Moreau
+    envelope ``M`` (docs/theory.md, sections 2.3 and 4.3)."""
+    ms = S.matrix_symbols(spec.shape)
+    Vinv = inverse(ms.V)
+    quad = sum(((ms.h[l, :] - ms.w[l, :]) * Vinv * (ms.h[l, :] - ms.w[l, :]).T)[0, 0] for l in range(ms.shape.L))
+    return quad / 2 + loss(spec, logistic=logistic)
 
 
-def preactivations() -> dict:
-    """``w_l``, ``h*_l`` in terms of the Gaussians ``xi, y`` and ``q, m, theta`` (SPEC section 2).
+def positions(spec: ModelSpec) -> sp.Matrix:
+    """The positional matrix ``P`` (``L x k``) as exact rationals (the decimal the user wrote, not the double)."""
+    return sp.Matrix([[sp.Rational(repr(float(x))) for x in row] for row in spec.positions])
 
-    Position signs follow ``mu_2 = -mu_1``: ``w_1 = m + sqrt(q) xi_1``,
-    ``w_2 = -m + sqrt(q) xi_2``, ``h*_l = theta/sqrt(q) xi_l + sqrt(rho - theta^2/q) y_l``.
-    """
-    signs = (1, -1)
-    s = sp.sqrt(S.rho - S.theta**2 / S.q)
-    out = {}
-    for l in range(2):
-        out[S.W[l]] = signs[l] * S.m + sp.sqrt(S.q) * S.XI[l]
-        out[S.HS[l]] = S.theta / sp.sqrt(S.q) * S.XI[l] + s * S.Y[l]
-    return out
+
+def positional_mean(spec: ModelSpec) -> sp.Matrix:
+    """``P m`` (``L x r``): the positional part of the student pre-activations (docs/theory.md, section 4.2)."""
+    return positions(spec) * S.matrix_symbols(spec.shape).m
 
 
 def regulariser_penalty(spec: ModelSpec, Q: sp.Symbol = S.Qw) -> sp.Expr:

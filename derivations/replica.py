@@ -1,97 +1,49 @@
-"""The replica free energy and its saddle-point equations, derived by SymPy (SPEC section 2).
+"""The replica free energy and its saddle-point equations for any ``(L, r, t, k)``, derived by SymPy
+(docs/theory.md, sections 4.2-4.6).
 
 Nothing of the final equations is typed in:
 
-* the prior (regulariser) term is the zero-temperature limit of a Gaussian
-  integral, computed by ``sympy.integrate`` and ``sympy.limit`` and averaged over
-  the Gaussian field with ``sympy.integrate``;
-* the channel term is ``alpha * Expect(M(w1, w2, hs1, hs2, V))`` with ``M`` an
-  undefined function; its derivatives follow from an explicit chain rule through
-  the pre-activations of :func:`derivations.model.preactivations`, followed by the
-  envelope theorem (``dM/dw_l = -f_l``, ``dM/dV = -(f1^2 + f2^2)/2``,
-  ``dM/dhs_l = g_l``);
-* each equation is ``dF/d(parameter) = 0`` solved for the conjugate parameter;
-* the ``y`` form of ``thetahat`` is obtained from the ``dl/dh*`` form by Gaussian
-  integration by parts (:func:`integrate_by_parts`), and both forms are reduced to
-  the same expression in second derivatives of ``M``.
+* the prior (regulariser) term is the zero-temperature limit of the Gaussian integral over one
+  row of ``Q``: SymPy reads the curvature ``C`` and the field of the quadratic row energy, solves
+  its stationarity, and averages the minimum over the Gaussian fields through their second
+  moments (:func:`prior_term`); ``K = C^{-1}`` stays a matrix of symbols, differentiated by
+  ``dK = -K dC K``;
+* the channel term is ``alpha * Expect(M(w, hs, V))`` with ``M`` an undefined function of the
+  per-token arguments ``w_l = (P m)_l + zeta_l`` and ``h*_l``, and of ``V``. ``m`` and ``V`` are
+  differentiated by the chain rule; ``q`` and ``theta``, entries of the covariance ``Sigma`` of
+  ``x_l = (zeta_l, h*_l)``, by Price's theorem (:func:`price_derivative`), which gives Hessian
+  averages of ``M``;
+* the envelope theorem (:func:`envelope_substitution`, itself derived from the prox objective)
+  writes first derivatives of ``M`` as ``-f``, ``g`` and ``-1/2 sum_l f_l^T dV f_l``;
+* Stein's lemma turns Hessian averages into first-derivative (Stein) forms
+  (:func:`stein_first_derivatives`) with ``Sigma^{-1}`` as a matrix of symbols ``Sigmainv``; which
+  derivative is kept decides the form: ``f`` (the ``G`` forms) or ``g`` (the ``dl/dh*`` form of
+  ``thetahat``);
+* each channel equation is ``dF/d(overlap) = 0`` solved for the conjugate, each prior equation
+  ``dF/d(conjugate) = 0`` solved for the overlap.
 
-The result is a :class:`Derivation`.  Derivations depend on the spec only through
-its regulariser (the channel is kept abstract here; the attention and teacher
-enter at code generation), and are memoised in-process.
+Expectations are compared in a linear normal form (:func:`expect_terms`). The result is a
+:class:`MatrixDerivation`, memoised in-process and cached on disk per shape, positions and
+regulariser (the attention and the teacher enter only at code generation).
 """
 from __future__ import annotations
 
 import dataclasses
+import functools
+import hashlib
 import json
 import logging
-from typing import Dict, Tuple
+from typing import Dict, Optional, Tuple
 
 import sympy as sp
 
+from . import packing
 from . import symbols as S
 from .cache import cache_dir, package_source_hash, write_atomic
-from .model import DerivationError, preactivations, regulariser_penalty
+from .model import DerivationError, inverse, positional_mean, positions, regulariser_penalty
 from .spec import ModelSpec
 
 log = logging.getLogger(__name__)
-
-_GAUSS_PDF = lambda z: sp.exp(-z**2 / 2) / sp.sqrt(2 * sp.pi)  # noqa: E731
-
-
-# ----------------------------------------------------------------------------
-# prior / regulariser side
-# ----------------------------------------------------------------------------
-
-def prior_term(spec: ModelSpec) -> sp.Expr:
-    """Prior part of F, from the per-coordinate Gaussian integral.
-
-    Per coordinate, ``E(Q) = r(Q) + sigma^2 Vhat/2 Q^2 - b Q`` with
-    ``b = sigma sqrt(qhat) xi + mhat + sigma sqrt(rho) thetahat Q*`` and ``r`` the
-    regulariser penalty (ridge ``lam/2 Q^2``).  The term is
-    ``E_{xi,Q*}[ lim_{beta->inf} -(1/beta) log int exp(-beta E(Q)) dQ ]``.
-    """
-    Q = S.Qw
-    pen = sp.expand(regulariser_penalty(spec, Q))
-    poly = sp.Poly(pen, Q)
-    if poly.degree() != 2:
-        raise DerivationError(
-            f"regulariser: the prior integral is done in closed form only for a quadratic penalty, got {pen}")
-    r2, r1, r0 = (poly.coeff_monomial(Q**k) for k in (2, 1, 0))
-    c_expr = 2 * r2 + S.sigma**2 * S.Vhat          # curvature of E(Q)
-    c = sp.Symbol("c_", positive=True)            # assumed > 0 (the integral exists)
-    b = sp.Symbol("b_", real=True)
-    energy = c / 2 * Q**2 - (b - r1) * Q + r0
-    Z = sp.simplify(sp.integrate(sp.exp(-S.beta * energy), (Q, -sp.oo, sp.oo)))
-    logZ = sp.expand_log(sp.log(Z), force=True)
-    per_field = sp.limit(-logZ / S.beta, S.beta, sp.oo)
-    if per_field.has(S.beta) or per_field.has(sp.oo) or isinstance(per_field, sp.Limit):
-        raise DerivationError(f"regulariser: zero-temperature limit failed: {per_field}")
-    field = S.sigma * sp.sqrt(S.qhat) * S.xi0 + S.mhat + S.sigma * sp.sqrt(S.rho) * S.thetahat * S.Qstar
-    avg = gaussian_average(gaussian_average(per_field.subs(b, field), S.xi0), S.Qstar)
-    out = sp.factor_terms(sp.simplify(avg.subs(c, c_expr)))
-    log.debug("prior term: %s", out)
-    return out
-
-
-def gaussian_average(expr: sp.Expr, z: sp.Symbol) -> sp.Expr:
-    """``E_z[expr]`` for ``z ~ N(0, 1)`` and ``expr`` polynomial in ``z``.
-
-    Each moment ``E[z^k]`` is computed by ``sympy.integrate`` against the Gaussian
-    density (monomial by monomial: much faster than integrating the whole
-    expression at once).
-    """
-    poly = sp.Poly(sp.expand(expr), z)
-    return sp.expand(sum(coeff * _gaussian_moment(k) for (k,), coeff in poly.terms()))
-
-
-def _gaussian_moment(k: int) -> sp.Expr:
-    z = sp.Symbol("z_", real=True)
-    return sp.integrate(z**k * _GAUSS_PDF(z), (z, -sp.oo, sp.oo))
-
-
-def bilinear_term() -> sp.Expr:
-    """``-1/2 (Vhat q - qhat V) + m mhat + theta thetahat`` (SPEC section 2)."""
-    return -(S.Vhat * S.q - S.qhat * S.V) / 2 + S.m * S.mhat + S.theta * S.thetahat
 
 
 # ----------------------------------------------------------------------------
@@ -104,15 +56,19 @@ _S_SYM = sp.Symbol("s_", positive=True)
 
 def _simplify(c: sp.Expr) -> sp.Expr:
     """Simplify a coefficient, keeping ``sqrt(rho - theta^2/q)`` (assumed > 0) as one block."""
-    if not c.has(S.rho):
+    if not (c.has(S.rho) and c.has(S.theta)):
         return sp.simplify(c)
     # write rho = s^2 + theta^2/q: every sqrt(rho - theta^2/q) becomes s
     out = sp.simplify(c.subs(S.rho, _S_SYM**2 + S.theta**2 / S.q))
     return out.subs(_S_SYM, _S_STD)
 
 
+def _random_symbols(expr) -> Tuple[sp.Symbol, ...]:
+    return tuple(sorted((s for s in expr.free_symbols if S.is_random(s)), key=sp.default_sort_key))
+
+
 def _is_random(expr) -> bool:
-    return bool(expr.free_symbols & set(S.RANDOM)) or expr.has(S.M)
+    return any(S.is_random(s) for s in expr.free_symbols) or expr.has(S.M)
 
 
 def expect_terms(expr: sp.Expr) -> Tuple[sp.Expr, Dict[sp.Expr, sp.Expr]]:
@@ -134,11 +90,11 @@ def expect_terms(expr: sp.Expr) -> Tuple[sp.Expr, Dict[sp.Expr, sp.Expr]]:
         if len(ex) != 1:
             raise DerivationError(f"non-linear in expectations: {term}")
         (e,) = ex
-        coeff = _simplify(term / e)
+        coeff = term / e
         if _is_random(coeff) or coeff.has(S.Expect):
             raise DerivationError(f"non-linear in expectations: {term}")
         for t in sp.Add.make_args(sp.expand(e.args[0])):
-            c, r = t.as_independent(*S.RANDOM, S.M, as_Add=False)
+            c, r = t.as_independent(*_random_symbols(t), S.M, as_Add=False)
             if not _is_random(r):  # E[constant] = constant
                 det += coeff * c * r
                 continue
@@ -148,20 +104,19 @@ def expect_terms(expr: sp.Expr) -> Tuple[sp.Expr, Dict[sp.Expr, sp.Expr]]:
 
 
 def canonical_derivatives(expr: sp.Expr) -> sp.Expr:
-    """Order mixed partial derivatives of M as its arguments ``(w1, w2, hs1, hs2, V)``.
+    """Order mixed partial derivatives of M as its arguments.
 
     Partial derivatives of M commute (M is smooth where the prox is unique);
     SymPy keeps an undefined function's differentiation order as written.
     """
-    order = {v: i for i, v in enumerate(S.M_ARGS)}
-
     def canon(e):
+        order = {v: i for i, v in enumerate(e.expr.args)}
         counts: Dict[sp.Symbol, int] = {}
         for v, k in e.variable_count:
             counts[v] = counts.get(v, 0) + k
         return sp.Derivative(e.expr, *sorted(counts.items(), key=lambda vk: order[vk[0]]))
 
-    return expr.replace(lambda e: isinstance(e, sp.Derivative) and e.expr == S.M_OF, canon)
+    return expr.replace(lambda e: isinstance(e, sp.Derivative) and getattr(e.expr, "func", None) == S.M, canon)
 
 
 def expect_from_terms(det: sp.Expr, terms: Dict[sp.Expr, sp.Expr]) -> sp.Expr:
@@ -179,6 +134,11 @@ def expect_from_terms(det: sp.Expr, terms: Dict[sp.Expr, sp.Expr]) -> sp.Expr:
     return out
 
 
+def normal_form(expr: sp.Expr) -> sp.Expr:
+    """``expr`` rewritten through :func:`expect_terms` and :func:`expect_from_terms`."""
+    return expect_from_terms(*expect_terms(expr))
+
+
 def expect_equal(a: sp.Expr, b: sp.Expr) -> bool:
     """Whether ``a == b`` follows from linearity of ``Expect`` and simplification."""
     det, terms = expect_terms(a - b)
@@ -194,99 +154,287 @@ def integrand_of(expr: sp.Expr, scale: sp.Expr = S.alpha) -> sp.Expr:
 
 
 # ----------------------------------------------------------------------------
-# channel side: chain rule, envelope theorem, integration by parts
+# Gaussian frames: Stein's lemma in any set of Gaussian variables
 # ----------------------------------------------------------------------------
 
-def _arg_maps() -> Dict[sp.Symbol, sp.Expr]:
-    """Each argument of ``M(w1, w2, hs1, hs2, V)`` as a function of the order parameters."""
-    maps = preactivations()
-    maps[S.V] = S.V
-    return maps
+@dataclasses.dataclass(frozen=True)
+class GaussianFrame:
+    """Zero-mean jointly Gaussian ``variables`` with ``covariance``, and the arguments of ``M`` as
+    functions of them (``arguments``: M-argument symbol -> expression).
+
+    The frame of the general derivation (:func:`x_frame`) has the variables ``x_l = (zeta_l, h*_l)``
+    with covariance ``Sigma`` per token; the two-token rank-one model also uses the standard normals
+    ``xi, y`` of docs/theory.md, section 2.2 (:func:`derivations.reduction.line_frame`).
+    """
+
+    symbols: S.MatrixSymbols
+    variables: Tuple[sp.Symbol, ...]
+    covariance: sp.Matrix
+    arguments: Tuple[Tuple[sp.Symbol, sp.Expr], ...]
+
+    def total_derivative(self, expr: sp.Expr, z: sp.Symbol) -> sp.Expr:
+        """``d expr/dz`` with the arguments of ``M`` depending on ``z``."""
+        out = sp.diff(expr, z)
+        for u, of in self.arguments:
+            if u == z:  # the variable is itself an argument of M: sp.diff has done it
+                continue
+            du = sp.diff(of, z)
+            if du != 0:
+                out += du * sp.diff(expr, u)
+        return out
 
 
-def chain_rule(param: sp.Symbol) -> sp.Expr:
-    """Integrand of ``d/dparam E[M(w, h*; V)]``: ``sum_k dM/du_k du_k/dparam``, ``u = (w1, w2, hs1, hs2, V)``."""
-    maps = _arg_maps()
-    return sum(sp.Derivative(S.M_OF, u) * sp.diff(maps[u], param) for u in S.M_ARGS)
+def x_frame(spec: ModelSpec) -> GaussianFrame:
+    """The per-token Gaussian ``x_l = (zeta_l, h*_l) ~ N(0, Sigma)``, ``w_l = (P m)_l + zeta_l``
+    (docs/theory.md, section 4.2)."""
+    ms = S.matrix_symbols(spec.shape)
+    L = ms.shape.L
+    variables = tuple(v for l in range(L) for v in ms.x(l))
+    covariance = sp.diag(*[ms.Sigma] * L)
+    Pm = positional_mean(spec)
+    args = tuple((ms.w[l, i], Pm[l, i] + ms.zeta[l, i]) for l in range(L) for i in range(ms.shape.r))
+    args += tuple((ms.hs[l, j], ms.hs[l, j]) for l in range(L) for j in range(ms.shape.t))
+    return GaussianFrame(ms, variables, covariance, args)
 
 
-def envelope_substitution() -> Dict[sp.Expr, sp.Expr]:
-    """Envelope theorem at the prox point: first derivatives of M in terms of ``f``, ``g``."""
-    sub = {sp.Derivative(S.M_OF, S.V): -(S.f1**2 + S.f2**2) / 2}
-    for l in range(2):
-        sub[sp.Derivative(S.M_OF, S.W[l])] = -S.F_[l]
-        sub[sp.Derivative(S.M_OF, S.HS[l])] = S.G_[l]
-    return sub
-
-
-def to_M_space(expr: sp.Expr) -> sp.Expr:
-    """Inverse of the envelope substitution for ``f`` and ``g`` (``f_l = -dM/dw_l``, ``g_l = dM/dhs_l``)."""
-    sub = {}
-    for l in range(2):
-        sub[S.F_[l]] = -sp.Derivative(S.M_OF, S.W[l])
-        sub[S.G_[l]] = sp.Derivative(S.M_OF, S.HS[l])
+def to_M_space(expr: sp.Expr, ms: S.MatrixSymbols) -> sp.Expr:
+    """``f`` and ``g`` as derivatives of ``M`` (``f_l = -dM/dw_l``, ``g_l = dM/dh*_l``: the envelope theorem)."""
+    sub = {ms.f[l, i]: -sp.Derivative(ms.M_of, ms.w[l, i]) for l in range(ms.shape.L) for i in range(ms.shape.r)}
+    sub.update({ms.g[l, j]: sp.Derivative(ms.M_of, ms.hs[l, j]) for l in range(ms.shape.L) for j in range(ms.shape.t)})
     return expr.xreplace(sub)
 
 
-def gaussian_derivative(expr: sp.Expr, z: sp.Symbol) -> sp.Expr:
-    """Total derivative ``d/dz`` of ``expr``, with ``M``'s arguments depending on ``z``.
-
-    ``d/dxi_l = d/dxi_l|explicit + sqrt(q) d/dw_l + theta/sqrt(q) d/dhs_l`` and
-    ``d/dy_l = d/dy_l|explicit + sqrt(rho - theta^2/q) d/dhs_l``.
-    """
-    maps = _arg_maps()
-    out = sp.diff(expr, z)
-    for u in S.M_ARGS:
-        du = sp.diff(maps[u], z)
-        if du != 0:
-            out += du * sp.diff(expr, u)
-    return out
+def _explicit_factor(monomial: sp.Expr, variables) -> Optional[sp.Symbol]:
+    """A frame variable that is an explicit factor of ``monomial`` (not merely an argument of ``M``)."""
+    for factor in sp.Mul.make_args(monomial):
+        base, exponent = factor.as_base_exp()
+        if base in variables and exponent.is_Integer and exponent > 0:
+            return base
+    return None
 
 
-def integrate_by_parts(expr: sp.Expr) -> sp.Expr:
-    """Remove every explicit Gaussian factor: ``E[z phi] -> E[d phi/dz]`` (Stein's lemma).
+def integrate_by_parts(expr: sp.Expr, frame: GaussianFrame) -> sp.Expr:
+    """Remove every explicit Gaussian factor: ``E[z_a phi] -> sum_c Cov_ac E[d phi/dz_c]`` (Stein's lemma).
 
     The result is written in derivatives of ``M`` only.
     """
-    det, terms = expect_terms(to_M_space(expr))
+    variables = set(frame.variables)
+    index = {v: i for i, v in enumerate(frame.variables)}
+    det, terms = expect_terms(to_M_space(expr, frame.symbols))
     out = det
     pending = list(terms.items())
     while pending:
         r, c = pending.pop()
-        z = next((g for g in S.GAUSSIANS if r.has(g)), None)
+        z = _explicit_factor(r, variables)
         if z is None:
             out += c * S.Expect(r)
             continue
         phi = sp.expand(r / z)
-        for t in sp.Add.make_args(sp.expand(gaussian_derivative(phi, z))):
-            cc, rr = t.as_independent(*S.RANDOM, S.M, as_Add=False)
-            pending.append((rr, c * cc))
-    det, terms = expect_terms(out)
-    return expect_from_terms(det, terms)
+        a = index[z]
+        for zc, cov in zip(frame.variables, frame.covariance.row(a)):
+            if cov == 0:
+                continue
+            for t in sp.Add.make_args(sp.expand(frame.total_derivative(phi, zc))):
+                cc, rr = t.as_independent(*_random_symbols(t), S.M, as_Add=False)
+                pending.append((rr, c * cov * cc))
+    return normal_form(out)
 
 
-def peel_hstar_derivative(expr: sp.Expr) -> sp.Expr:
-    """Inverse Stein step in ``y``: ``E[c d/dhs_l phi] = (c/s) E[y_l phi]``, ``s = sqrt(rho - theta^2/q)``.
+# ----------------------------------------------------------------------------
+# the envelope theorem, Price's theorem and the Stein forms in the x frame
+# ----------------------------------------------------------------------------
 
-    Applied to every term that carries an ``hs_l`` derivative of M; the
-    envelope theorem then rewrites the remaining first derivatives.
+def envelope_substitution(spec: ModelSpec) -> Dict[sp.Expr, sp.Expr]:
+    """First derivatives of ``M`` at the prox, derived from the prox objective (envelope theorem).
+
+    ``M = min_h 1/2 sum_l (h_l - w_l)^T V^{-1} (h_l - w_l) + l(h; h*)``: each derivative of ``M`` in
+    ``w``, ``V`` is that of the coupling at fixed ``h``, rewritten with ``h_l = w_l + V f_l``; each
+    derivative in ``h*`` is ``dl/dh*`` at the prox, ``g``.
     """
-    s = sp.sqrt(S.rho - S.theta**2 / S.q)
+    return dict(_envelope_substitution(tuple(spec.shape)))
+
+
+@functools.lru_cache(maxsize=None)
+def _envelope_substitution(shape) -> Dict[sp.Expr, sp.Expr]:
+    ms = S.matrix_symbols(shape)
+    L, r, t, _ = ms.shape
+    Vinv = inverse(ms.V)
+    coupling = sum(((ms.h[l, :] - ms.w[l, :]) * Vinv * (ms.h[l, :] - ms.w[l, :]).T)[0, 0] for l in range(L)) / 2
+    at_prox = {ms.h[l, i]: ms.w[l, i] + (ms.V * ms.f[l, :].T)[i, 0] for l in range(L) for i in range(r)}
+    sub = {}
+    for u in S.components(ms.w) + ms.packed("V"):
+        sub[sp.Derivative(ms.M_of, u)] = sp.factor(sp.cancel(sp.diff(coupling, u).xreplace(at_prox)))
+    for l in range(L):
+        for j in range(t):
+            sub[sp.Derivative(ms.M_of, ms.hs[l, j])] = ms.g[l, j]
+    return sub
+
+
+def _coordinate(ms: S.MatrixSymbols, u: sp.Symbol) -> Tuple[int, int]:
+    """``(token, index in x_l)`` of the argument ``u`` of ``M`` (``w_l_i`` -> ``zeta_l_i``)."""
+    L, r, t, _ = ms.shape
+    for l in range(L):
+        for i in range(r):
+            if ms.w[l, i] == u:
+                return l, i
+        for j in range(t):
+            if ms.hs[l, j] == u:
+                return l, r + j
+    raise DerivationError(f"{u} is not a Gaussian argument of M")
+
+
+def _argument(ms: S.MatrixSymbols, l: int, a: int) -> sp.Symbol:
+    """The argument of ``M`` that moves with coordinate ``a`` of ``x_l``."""
+    r = ms.shape.r
+    return ms.w[l, a] if a < r else ms.hs[l, a - r]
+
+
+def price_derivative(spec: ModelSpec, p: sp.Symbol) -> sp.Expr:
+    """``d E[M]/dp`` for an entry ``p`` of ``Sigma`` (Price): ``1/2 sum_l sum_ab dSigma_ab/dp E[d^2 M/dx_la dx_lb]``.
+
+    ``p`` is a symbol of ``q`` or ``theta``; a symmetric pair of entries shares one symbol, so an
+    off-diagonal entry counts twice.
+    """
+    ms = S.matrix_symbols(spec.shape)
+    dSigma = sp.diff(ms.Sigma, p)
+    n = dSigma.rows
+    out = sp.S.Zero
+    for l in range(ms.shape.L):
+        for a in range(n):
+            for b in range(n):
+                if dSigma[a, b] != 0:
+                    out += dSigma[a, b] / 2 * sp.Derivative(ms.M_of, _argument(ms, l, a), _argument(ms, l, b))
+    return out
+
+
+def chain_derivative(spec: ModelSpec, p: sp.Symbol) -> sp.Expr:
+    """``d M/dp`` for ``p`` in ``m`` or ``V``, which enter only through the arguments of ``M``."""
+    ms = S.matrix_symbols(spec.shape)
+    frame = x_frame(spec)
+    out = sum(sp.diff(of, p) * sp.Derivative(ms.M_of, u) for u, of in frame.arguments)
+    if p in ms.packed("V"):
+        out += sp.Derivative(ms.M_of, p)
+    return out
+
+
+#: which derivative Stein's lemma keeps in a mixed ``(zeta, h*)`` Hessian entry: ``"f"`` keeps
+#: ``d/dw`` (giving ``f``, the ``G`` forms), ``"g"`` keeps ``d/dh*`` (giving ``g``, the dl/dh* form)
+STEIN_FORMS = ("f", "g")
+
+
+def stein_first_derivatives(expr: sp.Expr, spec: ModelSpec, keep: str = "f") -> sp.Expr:
+    """Hessian averages of ``M`` as first-derivative forms (Stein's lemma, docs/theory.md, section 4.6).
+
+    ``E[d^2 M/dx_la dx_lb] = sum_c Sigmainv_ac E[x_lc dM/dx_lb]`` peels coordinate ``a``, keeps ``b``.
+    Two coordinates of the same kind (both ``zeta`` or both ``h*``) are peeled half each way, so
+    that ``Vhat`` comes out symmetrised; in a mixed pair ``keep`` chooses the kept derivative. The
+    kept first derivative is then written by the envelope theorem.
+    """
+    if keep not in STEIN_FORMS:
+        raise ValueError(f"keep: choose from {STEIN_FORMS}, got {keep!r}")
+    ms = S.matrix_symbols(spec.shape)
+    r = ms.shape.r
+    env = envelope_substitution(spec)
     det, terms = expect_terms(expr)
     out = det
-    for r, c in terms.items():
-        if not isinstance(r, sp.Derivative):
-            raise DerivationError(f"cannot peel an h* derivative off {r}")
-        counts = dict(r.variable_count)
-        hs = next((v for v in S.HS if counts.get(v, 0) > 0), None)
-        if hs is None:
-            raise DerivationError(f"no h* derivative in {r}")
-        counts[hs] -= 1
-        rest = [(v, k) for v, k in counts.items() if k > 0]
-        phi = sp.Derivative(S.M_OF, *rest) if rest else S.M_OF
-        y = S.Y[S.HS.index(hs)]
-        out += c / s * S.Expect(y * phi)
-    return out.xreplace(envelope_substitution())
+
+    def peel(l, a, b):
+        kept = env[sp.Derivative(ms.M_of, _argument(ms, l, b))]
+        return sum(ms.Sigmainv[a, c] * ms.x(l)[c] for c in range(ms.Sigmainv.cols)) * kept
+
+    for mono, c in terms.items():
+        if not (isinstance(mono, sp.Derivative) and sum(k for _, k in mono.variable_count) == 2):
+            out += c * S.Expect(mono)
+            continue
+        (u, v) = [x for x, k in mono.variable_count for _ in range(k)]
+        (l, a), (l2, b) = _coordinate(ms, u), _coordinate(ms, v)
+        if l != l2:
+            raise DerivationError(f"a Hessian entry across tokens: {mono}")
+        if (a < r) == (b < r):
+            integrand = (peel(l, a, b) + peel(l, b, a)) / 2
+        else:
+            keep_b = (b < r) == (keep == "f")  # keep the zeta coordinate for "f", the h* one for "g"
+            integrand = peel(l, a, b) if keep_b else peel(l, b, a)
+        out += c * S.Expect(sp.expand(integrand))
+    return normal_form(out)
+
+
+# ----------------------------------------------------------------------------
+# prior / regulariser side
+# ----------------------------------------------------------------------------
+
+def gaussian_average_quadratic(expr: sp.Expr, b, covariance: sp.Matrix) -> sp.Expr:
+    """``E_b[expr]`` for a zero-mean Gaussian vector ``b`` with ``covariance`` and ``expr`` of degree <= 2 in ``b``.
+
+    Read off the polynomial in ``b``: odd moments vanish, ``E[b_i b_j] = covariance_ij``."""
+    poly = sp.Poly(sp.expand(expr), *b)
+    if poly.total_degree() > 2:
+        raise DerivationError(f"regulariser: the prior average needs a quadratic form in the field, got {expr}")
+    out = sp.S.Zero
+    for powers, coeff in poly.terms():
+        idx = [i for i, k in enumerate(powers) for _ in range(k)]
+        if len(idx) == 0:
+            out += coeff
+        elif len(idx) == 2:
+            out += coeff * covariance[idx[0], idx[1]]
+    return sp.expand(out)
+
+
+def prior_term(spec: ModelSpec) -> Tuple[sp.Expr, sp.Matrix]:
+    """The prior part of ``F`` in terms of ``K``, and the curvature ``C`` with ``K = C^{-1}`` (docs/theory.md, section 4.4).
+
+    One row ``Q_i`` of ``Q`` has the energy ``sum_a pen(Q_ia) + (sigma^2/2) Q_i^T Vhat Q_i - b^T Q_i``
+    (``pen`` the per-entry regulariser penalty). SymPy reads its curvature ``C`` and linear part,
+    solves the stationarity condition, checks that the minimum is the completed square
+    ``c_0 - 1/2 g^T C^{-1} g``, and averages it over the field ``b``: a Gaussian of covariance
+    ``sigma^2 qhat``, the positional field ``mhat^T e`` (``E[e e^T] = I_k`` over rows) and the teacher
+    field ``sigma sqrt(rho) thetahat Q*_i`` (``Q*_i ~ N(0, I_t)``); only second moments enter.
+    """
+    ms = S.matrix_symbols(spec.shape)
+    L, r, t, k = ms.shape
+    Q = sp.Matrix(sp.symbols(f"Qw_1:{r + 1}", real=True)) if r > 1 else sp.Matrix([S.Qw])
+    b = sp.Matrix(sp.symbols(f"b_1:{r + 1}", real=True))
+    energy = sp.expand(sum(regulariser_penalty(spec, Q[a]) for a in range(r))
+                       + S.sigma**2 / 2 * (Q.T * ms.Vhat * Q)[0, 0] - (b.T * Q)[0, 0])
+    if sp.Poly(energy, *Q).total_degree() != 2:
+        raise DerivationError(
+            f"regulariser: the prior integral is done in closed form only for a quadratic penalty, got {energy}")
+    C = sp.hessian(energy, list(Q))
+    at0 = {x: 0 for x in Q}
+    g0 = sp.Matrix([sp.diff(energy, x).xreplace(at0) for x in Q])
+    c0 = energy.xreplace(at0)
+    # zero temperature: -(1/beta) log int exp(-beta E) -> min E, at the stationary point
+    (solution,) = sp.linsolve([sp.diff(energy, x) for x in Q], *Q)
+    minimum = energy.xreplace(dict(zip(Q, solution)))
+    completed = c0 - (g0.T * inverse(C) * g0)[0, 0] / 2
+    if sp.simplify(sp.cancel(minimum - completed)) != 0:
+        raise DerivationError(f"regulariser: the minimum {minimum} is not the completed square {completed}")
+    per_field = c0 - (g0.T * ms.K * g0)[0, 0] / 2
+    rho_half = sp.sqrt(S.rho)
+    fields = ((S.sigma * sp.eye(r), ms.qhat), (ms.mhat.T, sp.eye(k)), (S.sigma * rho_half * ms.thetahat, sp.eye(t)))
+    covariance = sp.zeros(r, r)
+    for loading, cov in fields:
+        covariance += loading * cov * loading.T
+    out = gaussian_average_quadratic(per_field, list(b), covariance.applyfunc(sp.expand))
+    log.debug("prior term: %s", out)
+    return out, C
+
+
+def bilinear_term(ms: S.MatrixSymbols) -> sp.Expr:
+    """``-1/2 tr(Vhat q) + 1/2 tr(qhat V) + tr(mhat^T m) + tr(thetahat^T theta)`` (docs/theory.md, section 4.4)."""
+    return sp.expand(-(ms.Vhat * ms.q).trace() / 2 + (ms.qhat * ms.V).trace() / 2 + (ms.mhat.T * ms.m).trace()
+                     + (ms.thetahat.T * ms.theta).trace())
+
+
+def _prior_derivative(expr: sp.Expr, p: sp.Symbol, ms: S.MatrixSymbols, C: sp.Matrix) -> sp.Expr:
+    """``d expr/dp`` with ``K = C^{-1}`` depending on ``p``: ``dK = -K dC K``."""
+    out = sp.diff(expr, p)
+    dC = sp.diff(C, p)
+    if dC != sp.zeros(*C.shape):
+        dK = -ms.K * dC * ms.K
+        for (i, j), Kij in zip(packing.matrix_index(*ms.K.shape, True), S.components(ms.K, True)):
+            out += sp.diff(expr, Kij) * dK[i, j]
+    return sp.expand(out)
 
 
 # ----------------------------------------------------------------------------
@@ -294,68 +442,88 @@ def peel_hstar_derivative(expr: sp.Expr) -> sp.Expr:
 # ----------------------------------------------------------------------------
 
 @dataclasses.dataclass(frozen=True)
-class Derivation:
-    """The free energy and the saddle-point equations (SPEC section 2), as SymPy expressions.
+class MatrixDerivation:
+    """The free energy and the saddle-point equations of the general model (docs/theory.md, sections 4.4-4.6).
+
+    Keys are the symbols of :func:`derivations.symbols.matrix_symbols` (one per independent
+    component). Expectations are over ``x_l = (zeta_l, h*_l) ~ N(0, Sigma)``, ``Sigmainv`` stands for
+    ``Sigma^{-1}`` and ``K`` for ``curvature^{-1} = (lam I + sigma^2 Vhat)^{-1}``.
 
     Attributes
     ----------
-    prior_term : prior part of F from the Gaussian ridge integral.
-    prior_free_energy : ``F`` without ``alpha E[M]`` (bilinear + prior terms).
-    free_energy : ``prior_free_energy + alpha*Expect(M(w1, w2, hs1, hs2, V))``.
-    dF : ``{parameter: dF/d(parameter)}`` for all eight parameters (chain rule +
-        envelope theorem on the channel side).
-    overlaps : ``{V, q, m, theta: closed form in the conjugates}`` (prior side).
-    conjugates : the forms of docs/theory.md, section 2.5, ``{qhat, mhat, Vhat, thetahat}``; ``thetahat`` is the
-        ``y`` form, ``Vhat`` contains the symbol ``thetahat``.
-    thetahat_dl : ``thetahat`` through ``dl/dh*`` (``g``), straight from ``dF/dtheta = 0``.
-    Vhat_dl : ``Vhat = 2 alpha d E[M]/dq`` straight from ``dF/dq = 0`` (no ``thetahat`` symbol).
-    Vhat_y : ``Vhat`` with ``thetahat`` replaced by its ``y`` form.
-    thetahat_second_order : both ``thetahat`` forms after integration by parts,
-        in second derivatives of M (they agree).
-    integrands : ``{name: I}`` with ``conjugate = alpha E[I]``, in ``f, g, xi, y``:
-        names ``qhat, mhat, thetahat_y, thetahat_dl, Vhat_y, Vhat_dl``.
+    shape, positions : ``(L, r, t, k)`` and ``P``.
+    curvature : ``C = lam I + sigma^2 Vhat``, read off the row energy of the prior integral.
+    prior_term : the prior part of ``F``, in ``K``.
+    prior_free_energy : ``F`` without ``alpha E[M]`` (bilinear + prior terms), in ``K``.
+    free_energy : ``prior_free_energy + alpha*Expect(M(w, hs, V))``.
+    dF : ``{component: dF/d(component)}`` for every order parameter; for ``q`` and ``theta`` the Price
+        form (Hessian averages of ``M``), for ``m``, ``V`` the envelope theorem, for the conjugates
+        the prior side (in ``K``).
+    overlaps : prior side, ``{V, q, m, theta components: closed form in K and the conjugates}``.
+    conjugates : channel side, Stein ``f`` forms: ``qhat``, ``mhat``, ``Vhat = -G[:, :r]``
+        (symmetrised), ``thetahat = G[:, r:]``.
+    thetahat_dl : ``thetahat`` in the ``g`` (dl/dh*) form.
+    Vhat_thetahat : ``Vhat = -(alpha sum_l E[f_l zeta_l^T] - thetahat theta^T) q^{-1}`` (symmetrised),
+        with the symbols ``thetahat``; ``G Sigma = alpha sum_l E[f_l x_l^T]`` eliminates ``Sigma^{-1}``.
+    Vhat_dl : ``Vhat_thetahat`` with ``thetahat`` in its ``g`` form.
+    second_order : ``{Vhat, thetahat components: Price form}`` (Hessian averages of ``M``).
     """
 
+    shape: Tuple[int, int, int, int]
+    positions: Tuple[Tuple[float, ...], ...]
+    curvature: sp.Matrix
     prior_term: sp.Expr
     prior_free_energy: sp.Expr
     free_energy: sp.Expr
     dF: Dict[sp.Symbol, sp.Expr]
     overlaps: Dict[sp.Symbol, sp.Expr]
     conjugates: Dict[sp.Symbol, sp.Expr]
-    thetahat_dl: sp.Expr
-    Vhat_dl: sp.Expr
-    Vhat_y: sp.Expr
-    thetahat_second_order: Tuple[sp.Expr, sp.Expr]
-    integrands: Dict[str, sp.Expr]
+    thetahat_dl: Dict[sp.Symbol, sp.Expr]
+    Vhat_thetahat: Dict[sp.Symbol, sp.Expr]
+    Vhat_dl: Dict[sp.Symbol, sp.Expr]
+    second_order: Dict[sp.Symbol, sp.Expr]
+
+    @property
+    def symbols(self) -> S.MatrixSymbols:
+        return S.matrix_symbols(self.shape)
+
+    def explicit(self, expr: sp.Expr) -> sp.Expr:
+        """``expr`` with ``K`` and ``Sigmainv`` replaced by the inverses they stand for."""
+        ms = self.symbols
+        sub = dict(zip(S.components(ms.K, True), S.components(inverse(self.curvature), True)))
+        sub.update(zip(S.components(ms.Sigmainv, True), S.components(inverse(ms.Sigma), True)))
+        return expr.xreplace(sub)
 
 
-def derive(spec: ModelSpec) -> Derivation:
-    """Derive F and the eight saddle-point equations for ``spec`` (memoised per regulariser)."""
-    spec.require_two_token_rank_one("the symbolic derivation")
-    return _derive(spec.regulariser, spec)
-
-
-_MEMO: Dict[str, Derivation] = {}
-
-
-def _derive(key: str, spec: ModelSpec) -> Derivation:
+def derive(spec: ModelSpec) -> MatrixDerivation:
+    """Derive ``F`` and every saddle-point equation for ``spec`` (memoised per shape, positions and regulariser)."""
+    key = json.dumps({"shape": list(spec.shape), "positions": [list(p) for p in spec.positions],
+                      "regulariser": spec.regulariser}, sort_keys=True)
     if key not in _MEMO:
-        path = cache_dir() / f"derivation_{key}_{package_source_hash()}_sympy{sp.__version__}.json"
-        d = _load_derivation(path)
+        digest = hashlib.sha256(key.encode()).hexdigest()[:12]
+        path = cache_dir() / f"derivation_L{spec.L}r{spec.rank}t{spec.teacher_rank}k{spec.k}_{spec.regulariser}_" \
+                             f"{digest}_{package_source_hash()}_sympy{sp.__version__}.json"
+        d = load_dataclass(MatrixDerivation, path)
         if d is None:
             d = _derive_uncached(spec)
-            write_atomic(path, _dump_derivation(d))
+            write_atomic(path, dump_dataclass(d))
         _MEMO[key] = d
     return _MEMO[key]
 
 
-def _dump_derivation(d: Derivation) -> str:
+_MEMO: Dict[str, MatrixDerivation] = {}
+
+
+def dump_dataclass(d) -> str:
+    """A derivation's fields as JSON of ``srepr`` strings (read back by :func:`load_dataclass`)."""
     out = {}
     for field in dataclasses.fields(d):
         value = getattr(d, field.name)
         if isinstance(value, dict):
             out[field.name] = {"dict": [[sp.srepr(k) if isinstance(k, sp.Basic) else k, sp.srepr(v)]
                                         for k, v in value.items()]}
+        elif isinstance(value, tuple) and value and not isinstance(value[0], sp.Basic):
+            out[field.name] = {"plain": json.loads(json.dumps(value))}
         elif isinstance(value, tuple):
             out[field.name] = {"tuple": [sp.srepr(v) for v in value]}
         else:
@@ -363,8 +531,8 @@ def _dump_derivation(d: Derivation) -> str:
     return json.dumps(out, indent=1)
 
 
-def _load_derivation(path) -> "Derivation | None":
-    """A derivation from its ``srepr`` dump, or None (missing or unreadable: re-derive)."""
+def load_dataclass(cls, path):
+    """A derivation from its :func:`dump_dataclass` file, or None (missing or unreadable: re-derive)."""
     try:
         raw = json.loads(path.read_text())
     except FileNotFoundError:
@@ -379,16 +547,22 @@ def _load_derivation(path) -> "Derivation | None":
             if isinstance(value, dict) and "dict" in value:
                 fields[name] = {(parse(k) if k.startswith(("Symbol", "Dummy")) else k): parse(v)
                                 for k, v in value["dict"]}
+            elif isinstance(value, dict) and "plain" in value:
+                fields[name] = _as_tuples(value["plain"])
             elif isinstance(value, dict):
                 fields[name] = tuple(parse(v) for v in value["tuple"])
             else:
                 fields[name] = parse(value)
-        d = Derivation(**fields)
+        d = cls(**fields)
     except Exception as exc:  # corrupt or foreign: re-derive
         log.warning("ignoring unreadable cache file %s (%s)", path, exc)
         return None
     log.debug("loaded the derivation from %s", path)
     return d
+
+
+def _as_tuples(x):
+    return tuple(_as_tuples(v) for v in x) if isinstance(x, list) else x
 
 
 def _solve_linear(eq: sp.Expr, x: sp.Symbol) -> sp.Expr:
@@ -398,60 +572,70 @@ def _solve_linear(eq: sp.Expr, x: sp.Symbol) -> sp.Expr:
     return sol[0]
 
 
-def _derive_uncached(spec: ModelSpec) -> Derivation:
-    log.info("deriving the free energy and saddle-point equations (regulariser %s)", spec.regulariser)
-    prior = prior_term(spec)
-    F_det = bilinear_term() + prior
-    F = F_det + S.alpha * S.Expect(S.M_OF)
+def _derive_uncached(spec: ModelSpec) -> MatrixDerivation:
+    log.info("deriving the free energy and saddle-point equations for (L, r, t, k) = %s, regulariser %s",
+             spec.shape, spec.regulariser)
+    ms = S.matrix_symbols(spec.shape)
+    prior, C = prior_term(spec)
+    F_det = bilinear_term(ms) + prior
+    F = F_det + S.alpha * S.Expect(ms.M_of)
+    env = envelope_substitution(spec)
 
-    env = envelope_substitution()
     dF = {}
-    for p in S.CONJUGATES:
-        dF[p] = sp.diff(F_det, p)
-    for p in S.OVERLAPS:
-        dF[p] = sp.diff(F_det, p) + S.alpha * S.Expect(sp.expand(chain_rule(p)).xreplace(env))
+    for name in ("qhat", "mhat", "Vhat", "thetahat"):
+        for p in ms.packed(name):
+            dF[p] = _prior_derivative(F_det, p, ms, C)
+    for name in ("m", "V"):
+        for p in ms.packed(name):
+            dF[p] = normal_form(sp.diff(F_det, p)
+                                + S.alpha * S.Expect(sp.expand(chain_derivative(spec, p)).xreplace(env)))
+    for name in ("q", "theta"):
+        for p in ms.packed(name):
+            dF[p] = normal_form(sp.diff(F_det, p) + S.alpha * S.Expect(price_derivative(spec, p)))
 
     # prior side: dF/d(conjugate) = 0 solved for the overlap
-    pairs_prior = {S.qhat: S.V, S.Vhat: S.q, S.mhat: S.m, S.thetahat: S.theta}
-    overlaps = {x: sp.factor(sp.simplify(_solve_linear(dF[p], x))) for p, x in pairs_prior.items()}
+    pairs = (("qhat", "V"), ("Vhat", "q"), ("mhat", "m"), ("thetahat", "theta"))
+    overlaps = {}
+    for hat, x in pairs:
+        for p, v in zip(ms.packed(hat), ms.packed(x)):
+            overlaps[v] = sp.factor(_solve_linear(dF[p], v))
 
     # channel side: dF/d(overlap) = 0 solved for the conjugate
-    def conj(p, x):
-        det, terms = expect_terms(_solve_linear(dF[p], x))
-        return expect_from_terms(det, terms)
+    def solved(p, hat):
+        return normal_form(_solve_linear(dF[p], hat))
 
-    qhat = conj(S.V, S.qhat)
-    mhat = conj(S.m, S.mhat)
-    thetahat_dl = conj(S.theta, S.thetahat)
-    Vhat_dl = conj(S.q, S.Vhat)
+    conjugates, thetahat_dl, second = {}, {}, {}
+    for x, hat in (("V", "qhat"), ("m", "mhat")):
+        for p, c in zip(ms.packed(x), ms.packed(hat)):
+            conjugates[c] = solved(p, c)
+    for x, hat in (("q", "Vhat"), ("theta", "thetahat")):
+        for p, c in zip(ms.packed(x), ms.packed(hat)):
+            second[c] = solved(p, c)
+            conjugates[c] = stein_first_derivatives(second[c], spec, keep="f")
+            if hat == "thetahat":
+                thetahat_dl[c] = stein_first_derivatives(second[c], spec, keep="g")
 
-    # Vhat = (part in f.xi) + theta/q * thetahat  (d h*/dq = -(theta/2q) d h*/dtheta)
-    rest = sp.expand(Vhat_dl - S.theta / S.q * thetahat_dl)
-    det, terms = expect_terms(rest)
-    if any(r.has(*S.G_) for r in terms):
-        raise DerivationError(f"Vhat: the h* part is not proportional to thetahat: {rest}")
-    Vhat_spec = expect_from_terms(det, terms) + S.theta / S.q * S.thetahat
+    Vhat_thetahat = _vhat_through_thetahat(spec)
+    Vhat_dl = {c: normal_form(e.xreplace(thetahat_dl)) for c, e in Vhat_thetahat.items()}
+    return MatrixDerivation(shape=tuple(spec.shape), positions=tuple(tuple(p) for p in spec.positions),
+                            curvature=C, prior_term=prior, prior_free_energy=F_det, free_energy=F, dF=dF,
+                            overlaps=overlaps, conjugates=conjugates, thetahat_dl=thetahat_dl,
+                            Vhat_thetahat=Vhat_thetahat, Vhat_dl=Vhat_dl, second_order=second)
 
-    # thetahat, y form: integrate the dl form by parts, then peel one h* derivative back to y
-    second_dl = integrate_by_parts(thetahat_dl)
-    thetahat_y = peel_hstar_derivative(second_dl)
-    det, terms = expect_terms(thetahat_y)
-    thetahat_y = expect_from_terms(det, terms)
-    second_y = integrate_by_parts(thetahat_y)
-    if not expect_equal(second_dl, second_y):
-        raise DerivationError("thetahat: the y form and the dl form disagree after integration by parts")
-    Vhat_y = Vhat_spec.xreplace({S.thetahat: thetahat_y})
 
-    conjugates = {S.qhat: qhat, S.mhat: mhat, S.Vhat: Vhat_spec, S.thetahat: thetahat_y}
-    integrands = {
-        "qhat": integrand_of(qhat),
-        "mhat": integrand_of(mhat),
-        "thetahat_y": integrand_of(thetahat_y),
-        "thetahat_dl": integrand_of(thetahat_dl),
-        "Vhat_y": integrand_of(Vhat_y),
-        "Vhat_dl": integrand_of(Vhat_dl),
-    }
-    return Derivation(prior_term=prior, prior_free_energy=F_det, free_energy=F, dF=dF,
-                      overlaps=overlaps, conjugates=conjugates, thetahat_dl=thetahat_dl,
-                      Vhat_dl=Vhat_dl, Vhat_y=Vhat_y, thetahat_second_order=(second_dl, second_y),
-                      integrands=integrands)
+def _vhat_through_thetahat(spec: ModelSpec) -> Dict[sp.Symbol, sp.Expr]:
+    """``Vhat`` with ``Sigma^{-1}`` eliminated in favour of ``thetahat`` (docs/theory.md, section 4.6).
+
+    ``G = alpha sum_l E[f_l x_l^T] Sigma^{-1}`` means ``G Sigma = alpha sum_l E[f_l x_l^T]``; its first
+    ``r`` columns read ``G[:, :r] q + G[:, r:] theta^T = alpha sum_l E[f_l zeta_l^T]``. Solved for
+    ``G[:, :r]`` with ``G[:, r:] = thetahat``, and ``Vhat = -G[:, :r]`` symmetrised.
+    """
+    ms = S.matrix_symbols(spec.shape)
+    L, r, t, _ = ms.shape
+    unknown = sp.Matrix(r, r, lambda i, j: sp.Dummy(f"G{i}{j}"))
+    Fzeta = sp.Matrix(r, r, lambda i, j: S.alpha * S.Expect(sum(ms.f[l, i] * ms.zeta[l, j] for l in range(L))))
+    equations = unknown * ms.q + ms.thetahat * ms.theta.T - Fzeta
+    (solution,) = sp.linsolve(list(equations), list(unknown))
+    G = sp.Matrix(r, r, list(solution))
+    Vhat = -(G + G.T) / 2
+    return {c: normal_form(Vhat[i, j]) for c, (i, j) in zip(ms.packed("Vhat"), packing.matrix_index(r, r, True))}

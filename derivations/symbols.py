@@ -1,13 +1,24 @@
-"""The SymPy symbols of the theory (SPEC section 2), with the names used in output.
+"""The SymPy symbols of the theory, with the names used in output (docs/theory.md, sections 2 and 4).
+
+The scalar symbols below are those of the two-token rank-one model (docs/theory.md, section 2);
+:func:`matrix_symbols` gives the matrices of symbols of the general model, named by
+:mod:`derivations.packing`, which at ``(L, r, t, k) = (2, 1, 1, 1)`` are these same symbols.
 
 Every generated function takes the model parameters last, in the fixed order
-:data:`PARAMS` = ``(sigma, lam, omega, rho, a11, a12, a21, a22)``.  ``rho`` is a
-separate argument (SPEC: ``rho = sigma**2``) so that the teacher variance can be
-varied independently in checks.
+:data:`PARAMS` = ``(sigma, lam, omega, rho, a11, a12, a21, a22)`` (``a11, ..., aLL`` for ``L``
+tokens).  ``rho`` is a separate argument (``rho = sigma**2``, docs/theory.md, section 2.2) so that
+the teacher variance can be varied independently in checks.
 """
 from __future__ import annotations
 
+import dataclasses
+import functools
+import re
+from typing import Tuple
+
 import sympy as sp
+
+from . import packing
 
 # order parameters and their conjugates
 q = sp.Symbol("q", positive=True)
@@ -71,3 +82,110 @@ RANDOM = GAUSSIANS + F_ + G_ + W + HS + H
 
 OVERLAPS = (q, m, V, theta)
 CONJUGATES = (qhat, mhat, Vhat, thetahat)
+
+
+# ----------------------------------------------------------------------------
+# the general model: matrices of symbols (docs/theory.md, section 4)
+# ----------------------------------------------------------------------------
+
+#: names of the symbols that are random under ``Expect`` (per-token quantities and the
+#: standard normals of section 2.2), e.g. ``f1``, ``hs_2_1``, ``zeta_1_2``, ``xi1``, ``y2``
+_RANDOM_NAME = re.compile(r"^(xi|y|f|g|w|hs|h|zeta)(\d+|_\d+_\d+)$")
+
+
+def is_random(symbol) -> bool:
+    """Whether ``symbol`` is random under ``Expect`` (decided by its name, which survives caching)."""
+    return isinstance(symbol, sp.Symbol) and bool(_RANDOM_NAME.match(symbol.name))
+
+
+def _matrix(name: str, rows: int, cols: int, symmetric: bool = False, positive_diagonal: bool = False) -> sp.Matrix:
+    """A matrix of symbols named by :mod:`derivations.packing` (a symmetric one shares its symbols)."""
+    names = packing.matrix_names(name, rows, cols, symmetric)
+    index = packing.matrix_index(rows, cols, symmetric)
+    out = sp.zeros(rows, cols)
+    for n, (i, j) in zip(names, index):
+        s = sp.Symbol(n, positive=True) if positive_diagonal and i == j else sp.Symbol(n, real=True)
+        out[i, j] = s
+        if symmetric:
+            out[j, i] = s
+    return out
+
+
+def components(matrix: sp.Matrix, symmetric: bool = False) -> Tuple[sp.Expr, ...]:
+    """The packed components of ``matrix`` (upper triangle, row-major, if symmetric)."""
+    return tuple(matrix[i, j] for i, j in packing.matrix_index(matrix.rows, matrix.cols, symmetric))
+
+
+@dataclasses.dataclass(frozen=True)
+class MatrixSymbols:
+    """Every symbol of the general model of one shape ``(L, r, t, k)`` (docs/theory.md, section 4).
+
+    Names follow :mod:`derivations.packing`; at ``(2, 1, 1, 1)`` they are the symbols of section 2
+    (``q``, ``m``, ``w1``, ``hs2``, ...), so the two-token rank-one model is this object at one size.
+    ``zeta`` is the semantic part ``omega_l`` of ``w_l`` in docs/theory.md, section 4.2 (renamed:
+    ``omega`` is the teacher's mixing weight). ``K`` stands for ``(lam I + sigma^2 Vhat)^{-1}``
+    and ``Sigmainv`` for the inverse of the covariance ``Sigma`` of ``x_l = (zeta_l, h*_l)``.
+    """
+
+    shape: packing.Shape
+    q: sp.Matrix
+    V: sp.Matrix
+    m: sp.Matrix
+    theta: sp.Matrix
+    qhat: sp.Matrix
+    Vhat: sp.Matrix
+    mhat: sp.Matrix
+    thetahat: sp.Matrix
+    A: sp.Matrix
+    h: sp.Matrix
+    w: sp.Matrix
+    zeta: sp.Matrix
+    hs: sp.Matrix
+    f: sp.Matrix
+    g: sp.Matrix
+    K: sp.Matrix
+    Sigmainv: sp.Matrix
+    params: Tuple[sp.Symbol, ...]
+
+    @property
+    def rho_matrix(self) -> sp.Matrix:
+        """``rho I_t``: the teacher's covariance (``rho = sigma^2``, a separate symbol)."""
+        return rho * sp.eye(self.shape.t)
+
+    @property
+    def Sigma(self) -> sp.Matrix:
+        """``[[q, theta], [theta^T, rho I_t]]``, the covariance of ``x_l = (zeta_l, h*_l)``."""
+        return sp.BlockMatrix([[self.q, self.theta], [self.theta.T, self.rho_matrix]]).as_explicit()
+
+    def x(self, l: int) -> sp.Matrix:
+        """``x_l = (zeta_l, h*_l)`` as a column (token ``l`` 0-based)."""
+        return sp.Matrix.vstack(self.zeta[l, :].T, self.hs[l, :].T)
+
+    @property
+    def M_args(self) -> Tuple[sp.Symbol, ...]:
+        """The arguments of ``M``: ``w`` and ``h*`` token by token, then the packed ``V``."""
+        return components(self.w) + components(self.hs) + components(self.V, symmetric=True)
+
+    @property
+    def M_of(self) -> sp.Expr:
+        return M(*self.M_args)
+
+    def packed(self, name: str) -> Tuple[sp.Symbol, ...]:
+        """The independent symbols of an order parameter (``q``, ``m``, ..., ``thetahat``), in packing order."""
+        return components(getattr(self, name), symmetric=packing.ORDER_PARAMETERS[name][2])
+
+
+@functools.lru_cache(maxsize=None)
+def matrix_symbols(shape) -> MatrixSymbols:
+    """The :class:`MatrixSymbols` of ``shape = (L, r, t, k)``."""
+    s = packing.as_shape(shape)
+    L, r, t, k = s
+    mats = {}
+    for name, (rows, cols, sym) in packing.ORDER_PARAMETERS.items():
+        mats[name] = _matrix(name, getattr(s, rows), getattr(s, cols), sym, positive_diagonal=name in ("q", "V"))
+    A_ = sp.Matrix(L, L, [sp.Symbol(n, real=True) for n in packing.param_names(L)[len(packing.SCALAR_PARAMS):]])
+    tok = {name: sp.Matrix(L, getattr(s, width), [sp.Symbol(n, real=True) for n in packing.token_names(name, s)])
+           for name, width in packing.PER_TOKEN.items()}
+    return MatrixSymbols(shape=s, A=A_, K=_matrix("K", r, r, symmetric=True),
+                         Sigmainv=_matrix("Sigmainv", r + t, r + t, symmetric=True),
+                         params=(sigma, lam, omega, rho) + tuple(A_), **mats, **tok)

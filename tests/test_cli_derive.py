@@ -9,7 +9,7 @@ import pytest
 import sympy as sp
 
 from attnphase.cli import main
-from derivations import derive, ModelSpec
+from derivations import derive_lines, ModelSpec
 from derivations import symbols as S
 
 EQUATIONS = ["V", "q", "m", "theta", "qhat", "mhat", "Vhat", "thetahat"]
@@ -26,7 +26,7 @@ def test_json_parses_and_sympifies(capsys):
     out = run_json(capsys, "--format", "json")
     assert list(out["equations"]) == EQUATIONS
     assert out["model"] == ModelSpec().to_dict()
-    d = derive(ModelSpec())
+    d = derive_lines(ModelSpec())
     by_name = {s.name: s for s in S.OVERLAPS + S.CONJUGATES}
     for name, text in out["equations"].items():
         expr = sp.sympify(text)

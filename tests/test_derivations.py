@@ -17,8 +17,9 @@ import pytest
 import sympy as sp
 from numpy.polynomial.hermite_e import hermegauss
 
-from derivations import CHANNEL_NAMES, DerivationError, ModelSpec, ModelSpecError, derive, generated_functions
-from derivations import codegen, model, replica
+from derivations import (CHANNEL_NAMES, DerivationError, ModelSpec, ModelSpecError, derive, derive_lines,
+                         generated_functions)
+from derivations import codegen, reduction, replica
 from derivations import symbols as S
 from derivations.replica import expect_equal, integrate_by_parts
 
@@ -40,9 +41,13 @@ def cache_env(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def d(cache_env):
-    """Derived afresh (private cache dir, in-process memo cleared)."""
+    """Derived afresh (private cache dir, in-process memos cleared), in the variables xi, y."""
     replica._MEMO.clear()
-    return derive(ModelSpec())
+    reduction._MEMO.clear()
+    return derive_lines(ModelSpec())
+
+
+LINES = reduction.line_frame()  # Stein's lemma in xi, y
 
 
 def gm_for(attention="softmax", backend="numpy", cse=True):
@@ -101,28 +106,48 @@ def test_prior_equations_are_stationarity(d, hat, x):
 
 
 def test_channel_equations_are_stationarity(d):
-    """dF/d(overlap) = 0 with the derived conjugate substituted (dl forms; y forms after IBP)."""
+    """dF/d(overlap) = 0 with the derived conjugate substituted. dF/dq and dF/dtheta are Hessian
+    averages of M (Price); the first-derivative forms (dl and y) satisfy them through Gaussian
+    integration by parts in xi, y, and only through it."""
     assert expect_equal(d.dF[S.V].subs(S.qhat, d.conjugates[S.qhat]), 0)
     assert expect_equal(d.dF[S.m].subs(S.mhat, d.conjugates[S.mhat]), 0)
-    assert expect_equal(d.dF[S.theta].subs(S.thetahat, d.thetahat_dl), 0)
+    assert expect_equal(d.dF[S.theta].subs(S.thetahat, d.thetahat_second_order[0]), 0)
+    for thetahat in (d.thetahat_dl, d.conjugates[S.thetahat]):
+        assert not expect_equal(d.dF[S.theta].subs(S.thetahat, thetahat), 0)
+        assert expect_equal(integrate_by_parts(d.dF[S.theta].subs(S.thetahat, thetahat), LINES), 0)
     vhat = d.conjugates[S.Vhat].subs(S.thetahat, d.thetahat_dl)
-    assert expect_equal(d.dF[S.q].subs(S.Vhat, vhat), 0)
-    assert expect_equal(d.dF[S.q].subs(S.Vhat, d.Vhat_dl), 0)
-    # the y form satisfies dF/dtheta = 0 only through Gaussian integration by parts
-    assert not expect_equal(d.dF[S.theta].subs(S.thetahat, d.conjugates[S.thetahat]), 0)
-    assert expect_equal(integrate_by_parts(d.dF[S.theta].subs(S.thetahat, d.conjugates[S.thetahat])), 0)
+    for form in (vhat, d.Vhat_dl, d.Vhat_y):
+        assert not expect_equal(d.dF[S.q].subs(S.Vhat, form), 0)
+        assert expect_equal(integrate_by_parts(d.dF[S.q].subs(S.Vhat, form), LINES), 0)
 
 
-def test_chain_rule_by_direct_differentiation():
-    """The explicit chain rule equals SymPy's own derivative of M(w(q, m, theta), h*(q, theta), V)."""
-    pre = model.preactivations()
+def test_price_rule_by_direct_differentiation(d):
+    """The channel part of each dF/d(overlap) (Price's theorem for q and theta, the chain rule for m
+    and V, derived in the Gaussian x_l = (zeta_l, h*_l)) equals SymPy's own derivative of
+    E[M(w(q, m, xi), h*(q, theta, xi, y), V)] in the variables xi, y, after integration by parts
+    (and the envelope theorem for dM/dV)."""
+    pre = reduction.preactivations()
     args = [pre[S.w1], pre[S.w2], pre[S.hs1], pre[S.hs2], S.V]
-    Mq = S.M(*args)
-    dummies = sp.symbols("u0:5")
-    for p in S.OVERLAPS:
-        direct = sp.diff(Mq, p).doit()
-        mine = replica.chain_rule(p).xreplace(dict(zip(S.M_ARGS, dummies))).subs(dict(zip(dummies, args)))
-        assert sp.simplify(direct - mine.doit()) == 0
+
+    def in_M_space(e):
+        """SymPy writes dM/du at u = args as Subs(Derivative(M(..., _u, ...), _u), _u, arg): name every
+        argument of M by its position (w1, w2, hs1, hs2, V)."""
+        def named(derivative):
+            by_position = dict(zip(derivative.expr.args, S.M_ARGS))
+            return sp.Derivative(S.M_OF, *[(by_position[v], k) for v, k in derivative.variable_count])
+
+        is_M_derivative = lambda x: isinstance(x, sp.Derivative) and x.expr.func == S.M  # noqa: E731
+        e = e.replace(lambda x: isinstance(x, sp.Subs) and is_M_derivative(x.expr), lambda x: named(x.expr))
+        return e.replace(is_M_derivative, named)
+
+    for p, hat in ((S.q, S.Vhat), (S.m, S.mhat), (S.V, S.qhat), (S.theta, S.thetahat)):
+        direct = in_M_space(sp.diff(S.M(*args), p).doit())
+        assert not direct.has(sp.Subs) and direct.has(S.M_OF), p
+        direct = direct.xreplace(replica.envelope_substitution(ModelSpec()))
+        channel = d.dF[p] - sp.diff(d.prior_free_energy, p)  # alpha E[dM/dp] as derived
+        assert expect_equal(integrate_by_parts(S.alpha * S.Expect(direct), LINES),
+                            integrate_by_parts(channel, LINES)), p
+        assert not expect_equal(integrate_by_parts(S.alpha * S.Expect(direct), LINES), 0), p
 
 
 def test_vhat_from_theta_derivative(d):
@@ -139,14 +164,14 @@ def test_both_thetahat_forms_reduce_to_same_second_derivatives(d):
     dl, y = d.thetahat_second_order
     assert expect_equal(dl, target)
     assert expect_equal(y, target)
-    assert expect_equal(integrate_by_parts(d.conjugates[S.thetahat]), target)
-    assert expect_equal(integrate_by_parts(d.thetahat_dl), target)
+    assert expect_equal(integrate_by_parts(d.conjugates[S.thetahat], LINES), target)
+    assert expect_equal(integrate_by_parts(d.thetahat_dl, LINES), target)
 
 
 def test_integration_by_parts_rule():
     """Stein's lemma with the chain rule through w and h*."""
     s = sq(S.rho - S.theta**2 / S.q)
-    out = integrate_by_parts(Ex(S.xi1 * S.M_OF) + Ex(S.y2 * S.M_OF) + Ex(S.xi1**2))
+    out = integrate_by_parts(Ex(S.xi1 * S.M_OF) + Ex(S.y2 * S.M_OF) + Ex(S.xi1**2), LINES)
     expected = (sq(S.q) * Ex(sp.Derivative(S.M_OF, S.w1)) + S.theta / sq(S.q) * Ex(sp.Derivative(S.M_OF, S.hs1))
                 + s * Ex(sp.Derivative(S.M_OF, S.hs2)) + 1)
     assert expect_equal(out, expected)
@@ -197,10 +222,14 @@ def random_point(rng, n=None):
     """Interior point: (h, xi, y, q, m, V, theta) with rho - theta^2/q > 0."""
     size = n
     u = lambda lo, hi: rng.uniform(lo, hi, size)  # noqa: E731
-    return dict(h1=u(-1, 1), h2=u(-1, 1), xi1=rng.normal(size=size), xi2=rng.normal(size=size),
-                y1=rng.normal(size=size), y2=rng.normal(size=size), q=u(0.05, 0.4), m=u(-0.4, 0.4),
-                V=u(0.3, 3.0), theta=u(0.0, 0.1), w1=u(-1, 1), w2=u(-1, 1), hs1=u(-1, 1), hs2=u(-1, 1),
-                qhat=u(0.0, 1.0), mhat=u(-0.5, 0.5), Vhat=u(0.1, 2.0), thetahat=u(-0.5, 0.5))
+    point = dict(h1=u(-1, 1), h2=u(-1, 1), xi1=rng.normal(size=size), xi2=rng.normal(size=size),
+                 y1=rng.normal(size=size), y2=rng.normal(size=size), q=u(0.05, 0.4), m=u(-0.4, 0.4),
+                 V=u(0.3, 3.0), theta=u(0.0, 0.1), w1=u(-1, 1), w2=u(-1, 1), hs1=u(-1, 1), hs2=u(-1, 1),
+                 qhat=u(0.0, 1.0), mhat=u(-0.5, 0.5), Vhat=u(0.1, 2.0), thetahat=u(-0.5, 0.5))
+    # the arguments of the general functions at this shape (channel moments, their averages)
+    point.update(zeta1=rng.normal(size=size), zeta2=rng.normal(size=size), alpha=u(0.5, 3.0),
+                 envelope=u(0.0, 0.1), **{n: u(-1, 1) for n in ("ff", "pf", "fx_1_1", "fx_1_2", "gx_1_1", "gx_1_2")})
+    return point
 
 
 def call(gm, name, point, params):
@@ -245,7 +274,7 @@ def test_numpy_and_mpmath_agree(cache_env, attention):
         for _ in range(5):
             point = {k: float(v) for k, v in random_point(rng).items()}
             pm = tuple(mpmath.mpf(x) for x in pn)  # the same binary inputs
-            for name in codegen.FUNCTION_NAMES:
+            for name in gn.functions:
                 a = as_tuple(call(gn, name, point, pn))
                 b = as_tuple(call(gp, name, {k: mpmath.mpf(v) for k, v in point.items()}, pm))
                 assert len(a) == len(b)
@@ -289,7 +318,7 @@ def test_cse_and_plain_agree(cache_env, attention):
     assert a.cache_file != b.cache_file
     rng = np.random.default_rng(2)
     point = random_point(rng, 50)
-    for name in codegen.FUNCTION_NAMES:
+    for name in a.functions:
         for x, y in zip(as_tuple(call(a, name, point, a.params(spec))), as_tuple(call(b, name, point, b.params(spec)))):
             np.testing.assert_allclose(x, y, rtol=1e-12, atol=1e-14, err_msg=name)
 
@@ -547,36 +576,20 @@ def test_vectorised_over_arrays(cache_env):
     assert all(np.shape(v) == (3, 4) for v in out)
 
 
-_DUMP_DERIVATION = ("import dataclasses, json, sympy\n"
-                    "from derivations import derive, ModelSpec\n"
-                    "d = derive(ModelSpec())\n"
-                    "print(json.dumps({f.name: sympy.srepr(getattr(d, f.name)) for f in dataclasses.fields(d)}))\n")
-
-
-def _derivation_in_a_fresh_process():
-    import json
-    import subprocess
-    import sys
-
-    out = subprocess.run([sys.executable, "-c", _DUMP_DERIVATION], capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr
-    return json.loads(out.stdout)
-
-
-def test_derivation_cache_round_trip(d):
-    """The derivation on disk (written by the ``d`` fixture in the module's private cache
-    dir) loads back, in a fresh process, to identical SymPy expressions; a corrupt file is
-    derived again, to the same expressions, and replaced."""
+@pytest.mark.parametrize("which", ["lines", "matrix"])
+def test_derivation_cache_round_trip(tmp_path, monkeypatch, which):
+    """The on-disk derivation (srepr) loads back to identical SymPy expressions."""
     import dataclasses as dc
-
-    from derivations.cache import cache_dir
-
-    fresh = {f.name: sp.srepr(getattr(d, f.name)) for f in dc.fields(d)}
-    (path,) = cache_dir().glob("derivation_ridge_*.json")
-    assert _derivation_in_a_fresh_process() == fresh
+    monkeypatch.setenv("ATTNPHASE_CACHE_DIR", str(tmp_path))
+    # memoised in-process; write it out and read it back
+    fresh = derive_lines(ModelSpec()) if which == "lines" else derive(ModelSpec(tokens=2, rank=2))
+    path = tmp_path / "d.json"
+    path.write_text(replica.dump_dataclass(fresh))
+    loaded = replica.load_dataclass(type(fresh), path)
+    for field in dc.fields(fresh):
+        assert getattr(loaded, field.name) == getattr(fresh, field.name), field.name
     path.write_text("{not json")
-    assert _derivation_in_a_fresh_process() == fresh
-    assert path.read_text().startswith("{\n")
+    assert replica.load_dataclass(type(fresh), path) is None
 
 
 def test_cache_hit_in_fresh_process_is_fast_and_sympy_free(cache_env):
