@@ -312,8 +312,15 @@ def _per_sample_loss_general(S: torch.Tensor, SG: torch.Tensor, batch: Batch) ->
 
 
 def _times_G(S: torch.Tensor, batch: Batch) -> torch.Tensor:
-    """``(S G)_ab = sum_c S_ac G_cb`` per sample, ``(L, L, n)`` layout."""
-    return (S[:, :, None, :] * batch.Gt[None]).sum(dim=1)
+    """``(S G)_ab = sum_c S_ac G_cb`` per sample, ``(L, L, n)`` layout.
+
+    A sum of ``L`` products of ``(L, L, n)`` arrays rather than one ``(L, L, L, n)``
+    product: that array is large enough for torch to split it over threads, which
+    stalls when the cores are shared (see :func:`_attention_general`)."""
+    SG = S[:, 0, None] * batch.Gt[None, 0]
+    for c in range(1, batch.L):
+        SG += S[:, c, None] * batch.Gt[None, c]
+    return SG
 
 
 def _attention_entries(h1: torch.Tensor, h2: torch.Tensor, kind: str):
