@@ -11,9 +11,9 @@ autograd" is the loss written over whole-batch ``(n, L, d)`` tensors
 (``validation.simulate.risk_autograd``) and ``backward()``.
 
 ``--before PATH`` also times the whole training loop of the default model
-(``validation.simulate.train``, semantic start) with the simulator of the checkout at
-``PATH`` beside this checkout's, each in its own subprocess, alternating, and checks
-that both end at the same ``Q`` bit for bit.
+(``validation.simulate.train``, semantic start) with the simulator file of the checkout
+at ``PATH`` beside this checkout's, in one process, in blocks of alternating order, and
+checks that both end at the same ``Q`` bit for bit.
 
 ``--kernels`` also times the two choices of the general path beside the obvious
 torch form: ``X Q`` for a ``d x r`` matrix ``Q`` as one matrix product and as ``r``
@@ -28,11 +28,10 @@ Every timing is a median over blocks (min and max beside it), after a warm-up of
 from __future__ import annotations
 
 import argparse
-import json
+import importlib.util
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import time
 
@@ -149,41 +148,39 @@ def bench_kernels(args, torch, ModelSpec, sim, device, dtype) -> None:
         print(_row(f"L = {L}: exp2 form (ours)", timed(lambda: sim._attention_general(h, "softmax"))))
 
 
-def child_train(args) -> int:
-    """One timing block of the default model's training loop with the simulator at ``--root``."""
-    import torch
-
-    ModelSpec, sim = _import_simulator(args.root)
-    device = sim.choose_device(args.device)
-    p = sim.make_problem(ModelSpec(), args.d, args.alpha, seed=0, n_test=1, dtype=sim.DTYPES[args.dtype],
-                         device=device)
-    sim.train(p, "semantic", steps=max(1, int(args.train_steps // 10)))  # warm-up
-    res = sim.train(p, "semantic", steps=args.train_steps)
-    Q = res.Q.double().cpu()
-    print(json.dumps({"step_time": res.wall_time / args.train_steps, "Q_sum": float(Q.sum()),
-                      "Q_sq": float(Q @ Q), "loss": res.loss_curve[-1][1], "threads": torch.get_num_threads()}))
-    return 0
+def _load_simulator_file(path: str, name: str):
+    """``validation/simulate.py`` of another checkout as module ``name`` (its imports resolve
+    in this checkout, e.g. ``derivations.spec``)."""
+    spec = importlib.util.spec_from_file_location(name, os.path.join(path, "validation", "simulate.py"))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
-def bench_before_after(args) -> None:
-    roots = (("before", os.path.abspath(args.before)), ("after", os.path.abspath(os.path.join(HERE, ".."))))
-    times = {name: [] for name, _ in roots}
+def bench_before_after(args, torch, ModelSpec, sim, device, dtype) -> None:
+    """The default model's whole training loop (``train``, semantic start) with the simulator of
+    ``--before`` and with this checkout's, in one process, in alternating blocks."""
+    impls = {"before": _load_simulator_file(args.before, "simulate_before"), "after": sim}
+    problems = {name: mod.make_problem(ModelSpec(), args.d, args.alpha, seed=0, n_test=1, dtype=dtype,
+                                       device=device) for name, mod in impls.items()}
+    for name, mod in impls.items():
+        _warm(lambda: mod.train(problems[name], "semantic", steps=20), args.warmup)
+    times = {name: [] for name in impls}
     ends = {}
-    for _ in range(args.blocks):
-        for name, root in roots:
-            cmd = [sys.executable, os.path.abspath(__file__), "--child-train", "--root", root, "--d", str(args.d),
-                   "--alpha", str(args.alpha), "--dtype", args.dtype, "--train-steps", str(args.train_steps)]
-            if args.device:
-                cmd += ["--device", args.device]
-            out = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
-            times[name].append(out["step_time"])
-            ends[name] = (out["Q_sum"], out["Q_sq"], out["loss"])
-    print(f"\ndefault model, whole training loop (train(), {args.train_steps} steps per block, own subprocess):")
-    for name, root in roots:
-        print(_row(f"{name} ({root})", times[name]))
+    for block in range(args.blocks):
+        for name in (("before", "after") if block % 2 == 0 else ("after", "before")):
+            res = impls[name].train(problems[name], "semantic", steps=args.train_steps)
+            times[name].append(res.wall_time / args.train_steps)
+            Q = res.Q.double().cpu()
+            ends[name] = (float(Q.sum()), float(Q @ Q), res.loss_curve[-1][1])
+    print(f"\ndefault model, whole training loop (train(), {args.train_steps} steps per block, alternating):")
+    for name in impls:
+        print(_row(f"{name} ({os.path.abspath(args.before) if name == 'before' else 'this checkout'})",
+                   times[name]))
     ratio = statistics.median(times["after"]) / statistics.median(times["before"])
     same = "bit-identical" if ends["before"] == ends["after"] else f"DIFFERENT {ends}"
-    print(f"    after / before = {ratio:.3f}; final Q and loss {same}")
+    print(f"    after / before = {ratio:.3f} (medians); final Q and loss {same}")
 
 
 def main(argv=None) -> int:
@@ -199,13 +196,9 @@ def main(argv=None) -> int:
     ap.add_argument("--warmup", type=float, default=1.0, help="seconds of warm-up per implementation")
     ap.add_argument("--device", default=None)
     ap.add_argument("--before", default=None, help="a checkout whose simulator to time beside this one")
-    ap.add_argument("--train-steps", type=int, default=300, help="training steps per before/after block")
+    ap.add_argument("--train-steps", type=int, default=500, help="training steps per before/after block")
     ap.add_argument("--kernels", action="store_true", help="also time the general path's kernels beside torch's")
-    ap.add_argument("--child-train", action="store_true", help=argparse.SUPPRESS)
-    ap.add_argument("--root", default=os.path.join(HERE, ".."), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    if args.child_train:
-        return child_train(args)
     args.shapes = [tuple(int(c) for c in s) for s in args.shapes.split(",") if s]
 
     import torch
@@ -220,7 +213,7 @@ def main(argv=None) -> int:
     if args.kernels:
         bench_kernels(args, torch, ModelSpec, sim, device, dtype)
     if args.before:
-        bench_before_after(args)
+        bench_before_after(args, torch, ModelSpec, sim, device, dtype)
     print(f"load1 at the end {os.getloadavg()[0]:.2f}")
     return 0
 

@@ -32,8 +32,8 @@ depends on the data only through the ``L x L`` Gram statistics ``G = X X^T``,
 ``C = Y X^T`` and ``|Y|_F^2``, computed once per run (:class:`Batch`), and on
 ``Q`` only through ``h = X Q / sqrt(d)``. Its gradient is
 ``X^T g / sqrt(d) + lam Q`` with ``g = d loss / d h`` an ``(L n) x r`` array. So a
-step reads ``X`` (stored as one contiguous ``(L n) x d`` matrix) twice: one
-matrix product for ``h``, one for the gradient. Everything else works on the
+step reads ``X`` (stored as one contiguous ``(L n) x d`` matrix) twice per column
+of ``Q``: once for ``h``, once for the gradient. Everything else works on the
 per-sample statistics, in float64 whatever the working dtype (cheap, and it avoids
 cancellation in the loss, which is a difference of O(d) terms).
 
@@ -42,13 +42,16 @@ Two implementations of that middle part give the same numbers (tested):
 * two tokens and a rank-one student (:func:`loss_and_grad_h`): explicit formulas
   on length-``n`` columns (``S_11 = sigmoid(h_1 (h_1 - h_2))``, ...);
 * any ``L`` and ``r`` (:func:`loss_and_grad_h_general`): broadcasting over arrays
-  whose sample axis is last, ``(L, L, n)`` and ``(L, n, r)``, summing over the
+  whose sample axis is last, ``(L, L, n)`` and ``(r, L, n)``, summing over the
   small axes.
 
-Batched products of many tiny ``L x L`` matrices (``bmm``, ``einsum``) and a softmax
-over a length-``L`` last axis are orders of magnitude slower on the CPU than either.
-:func:`risk_and_grad` uses the first for a vector ``Q`` with ``L = 2`` and the
-second otherwise.
+Batched products of many tiny ``L x L`` matrices (``bmm``, ``einsum``) are orders of
+magnitude slower on the CPU than either. The general path also uses
+matrix-vector products, one per column of ``Q`` (a product of ``X`` with a ``d x r``
+matrix of few columns is ~10 times slower on the CPU), and avoids operations that
+torch splits over threads for small arrays, which stall when the cores are
+oversubscribed (both measured by ``benchmarks/bench_simulation.py --kernels``). :func:`risk_and_grad` uses the first implementation for
+a vector ``Q`` with ``L = 2`` and the second otherwise.
 
 Seeding
 -------
@@ -345,7 +348,8 @@ def _attention_general(h: torch.Tensor, kind: str) -> torch.Tensor:
     if kind == "softmax":
         # exp2, not torch.softmax or torch.exp: on the CPU those open a thread-parallel region
         # even for a few thousand float64 entries, which waits a scheduler slice (~16 ms) for
-        # its second thread whenever the cores are shared (benchmarks/bench_simulation.py)
+        # its second thread when the cores are oversubscribed (benchmarks/bench_simulation.py
+        # --kernels); exp2 and the other elementwise operations here stay on one thread
         e = torch.exp2((logits - logits.amax(dim=1, keepdim=True)).mul_(_LOG2_E))
         return e.div_(e.sum(dim=1, keepdim=True))
     if kind == "linear":
@@ -356,9 +360,8 @@ def _attention_general(h: torch.Tensor, kind: str) -> torch.Tensor:
 
 
 def _hidden(Q: torch.Tensor, batch: Batch) -> torch.Tensor:
-    """``h = X Q / sqrt(d)`` in float64, shape ``(r, L, n)``: one matrix-vector product per
-    column of ``Q``, since a product of ``X`` with a ``d x r`` matrix of few columns is
-    several times slower on the CPU (measured in benchmarks/bench_simulation.py)."""
+    """``h = X Q / sqrt(d)`` in float64, shape ``(r, L, n)``, by one matrix-vector product per
+    column of ``Q`` (see the module docstring)."""
     Q2 = _columns(Q)
     h = torch.empty(Q2.shape[1], batch.L * batch.n, dtype=batch.X.dtype, device=batch.X.device)
     for j in range(Q2.shape[1]):
@@ -592,8 +595,8 @@ def train(problem: Problem, init: str = "semantic", steps: int = 5000, lr: Optio
     The loss curve records ``R(Q)/d`` at about ``record_points`` evenly spaced steps
     (the value at step ``t`` is the risk *before* update ``t``) and after the last step.
     At each recorded step the risk and ``Q`` are checked to be finite; if not,
-    training is replayed from the previous recorded step to find the first
-    non-finite step, and :class:`SimulationDiverged` is raised.
+    training is replayed from the start, checking every step, to find the first
+    non-finite one, and :class:`SimulationDiverged` is raised.
     """
     if optimizer not in OPTIMIZERS:
         raise ValueError(f"optimizer: unknown optimizer {optimizer!r}; choose from {', '.join(OPTIMIZERS)}")
@@ -634,42 +637,41 @@ def train(problem: Problem, init: str = "semantic", steps: int = 5000, lr: Optio
         Q.addcdiv_(m1, (m2 / c2).sqrt_().add_(eps), value=-lr / c1)
 
     def finite(R: torch.Tensor) -> bool:
-        return bool(torch.isfinite(R) & torch.isfinite(Q).all())
+        # Q.sum() is finite iff every entry is, short of an overflow that only a diverged Q reaches
+        return math.isfinite(float(R)) and math.isfinite(float(Q.sum()))
 
-    def diverged(step: int, checkpoint) -> SimulationDiverged:
-        start, Q_saved, state_saved = checkpoint
-        Q.copy_(Q_saved)
-        for s, saved in zip(state, state_saved):
-            s.copy_(saved)
-        first = step
-        for t in range(start, step):
-            _, grad = risk_and_grad(Q, batch, spec.lam, spec.attention, need_loss=False)
-            update(t, grad)
-            R, _ = risk_and_grad(Q, batch, spec.lam, spec.attention)
+    def diverged(stop: int) -> SimulationDiverged:
+        """Replay from the start, checking every step, for the first non-finite one (<= ``stop``)."""
+        Q.copy_(Q_start)
+        for s in state:
+            s.zero_()
+        first = stop
+        for t in range(stop):
+            R, grad = risk_and_grad(Q, batch, spec.lam, spec.attention)
             if not finite(R):
-                first = t + 1
+                first = t
                 break
+            update(t, grad)
         return SimulationDiverged(problem.seed, problem.run_index, first,
                                   f" (d = {problem.d}, alpha = {problem.alpha:g}, init = {init}, "
                                   f"{optimizer} lr = {lr:g})")
 
+    Q_start = Q.clone()
     t0 = time.perf_counter()
     j = 0
-    checkpoint = None
     with torch.inference_mode():
         for t in range(steps):
             record = t % every == 0
             R, grad = risk_and_grad(Q, batch, spec.lam, spec.attention, need_loss=record)
             if record:
                 if not finite(R):
-                    raise diverged(t, checkpoint) if checkpoint else diverged(t, (t, Q.clone(), []))
-                checkpoint = (t, Q.clone(), [s.clone() for s in state])
+                    raise diverged(t)
                 curve[j] = R
                 j += 1
             update(t, grad)
         R, grad = risk_and_grad(Q, batch, spec.lam, spec.attention)
         if not finite(R):
-            raise diverged(steps, checkpoint) if checkpoint else diverged(steps, (steps, Q.clone(), []))
+            raise diverged(steps)
         curve[j] = R
         curve_cpu = (curve / problem.d).cpu().tolist()
         grad_norm = float(grad.norm()) / math.sqrt(problem.d)
