@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import Optional
 
-INITS = ("semantic", "positional", "random")
+INITS = ("semantic", "positional", "random", "mixed")
 OPTIMIZERS = ("gd", "adam")
 DTYPE_NAMES = ("float32", "float64")
 DEFAULT_LR = {"gd": 0.15, "adam": 0.01}
