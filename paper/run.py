@@ -16,14 +16,12 @@ from __future__ import annotations
 
 import logging
 import time
-import traceback
-import uuid
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from numerics.tidy import read_table
 from sweeps.config import settings_hash
-from sweeps.runner import open_client, worker_threads
+from sweeps.runner import execute, open_client
 from sweeps.store import SweepStore, now
 
 from . import PaperError
@@ -126,76 +124,23 @@ def _check_rows_of_other_settings(store: SweepStore, shash: str) -> None:
 
 def _execute(client, pending: list, store: SweepStore, shash: str, summary: dict,
              progress: Optional[Callable[[int, int], None]]) -> None:
-    """Submit the pending tasks, at most as many in flight as the cluster has worker
-    threads, the next by priority when one finishes (see :mod:`sweeps.runner` for why not
-    all at once), and store each result as it arrives. A task that starts from others'
-    rows is submitted once they are stored; if one of them fails, it fails too."""
-    from distributed import as_completed
-
-    token = uuid.uuid4().hex[:8]
-    futures = {}
-    done_now = as_completed()
-    waiting = {t.key: t for t in pending if t.after}
-    ready = sorted((t for t in pending if not t.after), key=lambda t: -t.priority)
-    failed_keys = set()
+    """The pending tasks on Dask (:func:`sweeps.runner.execute`), by priority, each result
+    stored as it arrives. A task that starts from others' rows is submitted once they are
+    stored; if one of them fails, it fails too."""
     count = [summary["skipped"]]
 
-    def tick():
+    def store_result(task: Task, result: dict) -> None:
+        store.add_task(task.key, task.file, task_rows(task, result, shash, summary))
+        summary["computed"].append(task.key)
+
+    def tick() -> None:
         count[0] += 1
         if progress:
             progress(count[0], summary["tasks"])
 
-    def submit(t: Task):
-        fut = client.submit(t.fn, t.payload, key=f"{t.key}-{token}", pure=False, priority=t.priority)
-        futures[fut] = t
-        done_now.add(fut)
-
-    def fill():
-        slots = worker_threads(client)
-        while ready and len(futures) < slots:
-            submit(ready.pop(0))
-
-    def release_waiting():
-        for key, t in list(waiting.items()):
-            if all(d in store.done for d in t.after):
-                del waiting[key]
-                ready.append(_with_rows_of(t, store))
-            elif any(d in failed_keys for d in t.after):
-                del waiting[key]
-                failed_keys.add(key)
-                bad = ", ".join(d for d in t.after if d in failed_keys)
-                _fail(store, t, RuntimeError(f"not run: it starts from the rows of {bad}, which failed"), "",
-                      summary)
-                tick()
-        ready.sort(key=lambda t: -t.priority)
-
-    try:
-        release_waiting()
-        fill()
-        for fut in done_now:
-            task = futures.pop(fut)
-            try:
-                if fut.status != "finished":
-                    exc = fut.exception() if fut.status == "error" else RuntimeError(f"task {fut.status}")
-                    tb = "".join(traceback.format_tb(fut.traceback())) if fut.status == "error" else ""
-                    failed_keys.add(task.key)
-                    _fail(store, task, exc, tb, summary)
-                else:
-                    store.add_task(task.key, task.file, task_rows(task, fut.result(), shash, summary))
-                    summary["computed"].append(task.key)
-            except Exception as exc:  # a malformed result: record it, keep going
-                failed_keys.add(task.key)
-                _fail(store, task, exc, traceback.format_exc(), summary)
-            finally:
-                fut.release()
-            tick()
-            if waiting:
-                release_waiting()
-            fill()
-    except BaseException:
-        for fut in futures:
-            fut.cancel()
-        raise
+    execute(client, pending, store.done, store_result=store_result,
+            fail=lambda t, exc, tb: _fail(store, t, exc, tb, summary), tick=tick, priority=lambda t: t.priority,
+            after=lambda t: t.after, prepare=lambda t: _with_rows_of(t, store))
 
 
 def _with_rows_of(task: Task, store: SweepStore) -> Task:

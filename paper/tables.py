@@ -44,11 +44,18 @@ class Data:
 
     def __init__(self, out):
         out = Path(out)
-        self.curves = read_table(out / THEORY_CURVES).rows
-        self.points = read_table(out / REFERENCE_POINTS).rows
-        self.thresholds_rows = read_table(out / THRESHOLDS).rows
-        self.gd_rows = read_table(out / GD_RUNS).rows
-        self.histogram_rows = read_table(out / HISTOGRAM_RUNS).rows
+
+        def rows(name):
+            # by task key (a task's rows keep their order): the files hold tasks in the order
+            # they finished, and a sum over rows must not depend on it (a resumed run's figures
+            # are an uninterrupted one's to the last digit)
+            return sorted(read_table(out / name).rows, key=lambda r: r["task"])
+
+        self.curves = rows(THEORY_CURVES)
+        self.points = rows(REFERENCE_POINTS)
+        self.thresholds_rows = rows(THRESHOLDS)
+        self.gd_rows = rows(GD_RUNS)
+        self.histogram_rows = rows(HISTOGRAM_RUNS)
         self._gd_index = defaultdict(list)
         for r in self.gd_rows:
             self._gd_index[(r["model"], r["d"], r["optimizer"])].append(r)
