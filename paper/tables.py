@@ -22,7 +22,7 @@ import numpy as np
 from numerics.tidy import is_true, number, read_table
 
 from .plan import GD_RUNS, HISTOGRAM_RUNS, REFERENCE_POINTS, THEORY_CURVES, THRESHOLDS
-from .published import lookup
+from .published import PUBLISHED, lookup
 
 FIGURE_COLUMNS = ("source", "model", "omega", "branch", "init", "optimizer", "d", "alpha", "run", "epoch",
                   "quantity", "value", "error", "n")
@@ -91,6 +91,16 @@ def row(source: str, quantity: str, value, error=math.nan, **context) -> dict:
     out = {k: "" for k in FIGURE_COLUMNS}
     out.update(context, source=source, quantity=quantity, value=float(value), error=float(error))
     return out
+
+
+def published_rows(quantities: Iterable[str]) -> list:
+    """The published values of these quantities (:data:`paper.published.PUBLISHED`) as rows of
+    source ``published``, so that a figure draws them from its own table."""
+    def blank(v):
+        return "" if v is None else v
+
+    return [row("published", p.quantity, p.value, p.error, model=p.model, omega=blank(p.omega), branch=p.branch,
+                alpha=blank(p.alpha)) for p in PUBLISHED if p.quantity in tuple(quantities)]
 
 
 def exists(r: dict) -> bool:

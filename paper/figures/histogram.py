@@ -9,7 +9,7 @@ import numpy as np
 
 from numerics.tidy import number
 
-from ..tables import Data, key_number, row, select
+from ..tables import Data, key_number, published_rows, row, select
 from . import FigureSpec
 from .drawing import new_figure
 
@@ -48,7 +48,7 @@ def tasks(b) -> list:
 
 
 def table(data: Data, plan) -> list:
-    out = []
+    out = published_rows(("test_accuracy",))
     for kind in KINDS:
         runs = data.histogram(kind)
         if not runs:
@@ -108,6 +108,10 @@ def draw(rows: list):
         if r:
             left.errorbar([i], [number(r[0]["value"])], yerr=[number(r[0]["error"]) if r[0]["error"] else 0.0],
                           fmt="o", color=KIND_COLORS[kind], capsize=4, label="ours" if i == 0 else None)
+        p = select(rows, source="published", quantity="test_accuracy", model=kind)
+        if p:
+            left.errorbar([i + 0.15], [number(p[0]["value"])], yerr=[number(p[0]["error"])], fmt="s", mfc="none",
+                          color="black", capsize=4, label="the paper" if i == 0 else None)
         for run in sorted({c["run"] for c in select(rows, source="curve", model=kind)}):
             c = sorted(select(rows, source="curve", model=kind, run=run), key=lambda x: number(x["epoch"]))
             mid.plot([number(x["epoch"]) for x in c], [number(x["value"]) for x in c], "-o", ms=3,

@@ -13,7 +13,7 @@ from numerics.tidy import number
 from sweeps.figures import simulation_points, theory_points
 
 from ..plan import default_model, model_label
-from ..tables import Data, key_number, row, select, spinodal_rows, threshold_rows
+from ..tables import Data, key_number, published_rows, row, select, spinodal_rows, threshold_rows
 from . import FigureSpec
 from .drawing import new_figure
 
@@ -33,7 +33,8 @@ def what(plan) -> str:
             f"over {len(plan.diagram_omegas)} values of omega and {len(plan.alphas)} of alpha: the training loss of "
             "the positional branch minus the semantic one (negative where the positional minimum is global), and "
             "the global minimiser's test error minus the linear baseline's (negative where attention beats the "
-            "baseline), with alpha_c(omega) (solid), alpha_l(omega) (dashed) and the spinodals (crosses). Below: "
+            "baseline), with alpha_c(omega) (solid), alpha_l(omega) (dashed), the spinodals (crosses) and the "
+            "published thresholds (open markers, read off the paper's figures). Below: "
             f"the same differences from gradient descent (d = {plan.plane_gd.d}, {plan.plane_gd.seeds} run(s) per "
             f"point and start, {len(plan.plane_omegas)} x {len(plan.plane_gd.alphas)} points), where the branch is "
             "the start and the baseline is the one fitted on the same data.")
@@ -67,7 +68,7 @@ def table(data: Data, plan) -> list:
             for q, _ in DIFFERENCES:
                 out.append(row("gd", q, p[q], p[f"{q}_error"], omega=p["omega"], alpha=p["alpha"],
                                branch=p["global_branch"], d=plan.plane_gd.d, n=p["n_runs"]))
-    return out
+    return out + published_rows(("alpha_c", "alpha_l"))
 
 
 def key_numbers(data: Data, rows: list, plan) -> list:
@@ -128,6 +129,10 @@ def _overlay(ax, rows) -> None:
         if ok.any():
             ax.errorbar(a[ok], w[ok], xerr=np.where(np.isfinite(e[ok]), e[ok], 0.0), fmt=style, color=color, ms=3,
                         lw=1.2, capsize=2, label=rf"$\{q}(\omega)$")
+        pub = select(rows, source="published", quantity=q)
+        if pub:
+            ax.plot([number(r["value"]) for r in pub], [number(r["omega"]) for r in pub], style[-1], mfc="none",
+                    color=color, ms=7, label=rf"$\{q}$, the paper")
     for branch, color in (("semantic", "tab:purple"), ("positional", "tab:orange")):
         sel = select(rows, source="spinodal", branch=branch)
         pts = [(number(r["value"]), number(r["omega"])) for r in sel if math.isfinite(number(r["value"]))]
