@@ -87,8 +87,8 @@ def key_numbers(data: Data, rows: list, plan) -> list:
             continue
         n = r[0]["n"]
         out.append(key_number(NAME, "test_accuracy", f"{kind}: test accuracy", number(r[0]["value"]),
-                              number(r[0]["error"]), f"held-out sequences; mean and standard deviation over {n} "
-                              f"seeds", model=kind, published_for={"quantity": "test_accuracy", "model": kind}))
+                              number(r[0]["error"]), f"held-out sequences after {config(plan).epochs} epochs; mean "
+                              f"and standard deviation over {n} seeds", model=kind, published_for={"quantity": "test_accuracy", "model": kind}))
         for q, label in (("test_accuracy_after", "test accuracy after the lift"),
                          ("semantic_mass", "semantic attention mass"), ("positional_mass", "positional attention mass"),
                          ("semantic_mass_after", "semantic attention mass after the lift"),

@@ -83,10 +83,11 @@ def key_numbers(data: Data, rows: list, plan) -> list:
     model = model_label(default_model())
     for opt in OPTIMIZERS:
         a, p, _ = series(rows, source="gd", quantity="fraction_semantic", optimizer=opt)
+        half = half_crossing(a, p)
+        how = ("linear interpolation of the fraction of runs whose theta/sigma^2 exceeds m"
+               + ("" if np.isfinite(half) else " (not found: it does not rise through one half on the grid)"))
         out.append(key_number(NAME, "half_semantic", f"{opt}: alpha where half the random starts end semantic",
-                              half_crossing(a, p), np.nan, "linear interpolation of the fraction of runs whose "
-                              "theta/sigma^2 exceeds m (not found: it does not cross one half on the grid)",
-                              model=model, omega=default_model().omega, branch=opt))
+                              half, np.nan, how, model=model, omega=default_model().omega, branch=opt))
     # the same data and start: the optimisers' final training losses compared run by run
     gd = {(r["alpha"], r["run"]): number(r["value"]) for r in select(rows, source="run", quantity="train_loss",
                                                                    optimizer="gd")}
