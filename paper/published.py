@@ -51,7 +51,7 @@ PUBLISHED = (
                             0.35: 1.454, 0.4: 1.751})
     + _thresholds("alpha_l", {0.0: 0.7225, 0.1: 0.8506, 0.15: 0.9415, 0.2: 1.0714, 0.25: 1.2254, 0.3: 1.4506,
                               0.35: 1.7495})
-    # the order of the brief's pair (positional-only, then semantic-only) is an assumption:
+    # which of the two values belongs to which restricted model is uncertain:
     # the two values differ by 1e-4, far less than either error, so no conclusion rests on it
     + (Published("test_accuracy", 0.99885, 0.0004, model="only_pos"),
        Published("test_accuracy", 0.99895, 0.0012, model="only_sem"))
