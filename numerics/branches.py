@@ -17,6 +17,7 @@ import numpy as np
 
 from derivations import ModelSpec
 
+from .fixed_point import WANDERED as WANDERED_RESIDUAL
 from .fixed_point import COLLAPSE, DEFAULT_START, BranchNotFound, defining_overlap, solve_branch
 from .precision import PRECISIONS
 from .result import FixedPoint
@@ -61,14 +62,16 @@ def is_on_branch(fp: FixedPoint, branch: str) -> bool:
 
 
 #: outcomes of :func:`attempt_solve`
-FOUND, ABSENT, FAILED = "found", "absent", "failed"
+FOUND, ABSENT, FAILED, WANDERED = "found", "absent", "failed", "wandered"
 
 
 def attempt_solve(spec, alpha, branch, precision, start, model, near: Optional[FixedPoint] = None,
                   newton: bool = False) -> tuple:
     """A solve that may legitimately end off the branch where it does not exist:
     ``(point or None, outcome, why)``, the outcome ``FOUND``, ``ABSENT`` (the solve fell
-    onto the trivial point) or ``FAILED`` (the solver: an error, or no convergence).
+    onto the trivial point), ``WANDERED`` (no convergence, and the residual never came
+    below :data:`~numerics.fixed_point.WANDERED`: no fixed point was near) or ``FAILED``
+    (the solver: an error, or no convergence near a point).
     ``near``: a solution at a nearby alpha whose solver history seeds this solve;
     ``newton``: a stalled solve finishes with Newton's method (``solve_branch``)."""
     try:
@@ -83,7 +86,8 @@ def attempt_solve(spec, alpha, branch, precision, start, model, near: Optional[F
         return None, FAILED, f"solver failed ({exc})"
     if is_on_branch(fp, branch):
         return fp, FOUND, ""
-    return fp, FAILED, fp.diagnostics.get("reason") or fp.status
+    far = not fp.converged and not fp.residual < WANDERED_RESIDUAL
+    return fp, WANDERED if far else FAILED, fp.diagnostics.get("reason") or fp.status
 
 
 def try_solve(spec, alpha, branch, precision, start, model, near: Optional[FixedPoint] = None
@@ -177,7 +181,8 @@ def follow_branch(spec: ModelSpec, alphas: Sequence[float], branch: str, precisi
 
 class AnchorFailure(str):
     """What each anchor attempt gave, where none found the branch; ``failed``: some attempt
-    ended in a solver failure (so the branch's absence is not shown)."""
+    ended in a solver failure, or attempts only wandered and none fell onto the trivial
+    point (so the branch's absence is not shown)."""
 
     failed: bool = False
 
@@ -211,7 +216,7 @@ def find_anchor(spec, model, branch, precision, candidates, start):
 
     def failure():
         note = AnchorFailure("; ".join(failures))
-        note.failed = FAILED in outcomes
+        note.failed = FAILED in outcomes or ABSENT not in outcomes
         return note
 
     def probe_then_solve(alpha, start_):

@@ -276,3 +276,26 @@ def test_a_start_that_wanders_far_from_any_fixed_point_does_not_hide_an_absence(
     else:
         fp = solve_branch(SPEC, 1.0, "positional", "draft")
         assert not fp.converged and fp.status == NOT_CONVERGED
+
+
+@pytest.mark.parametrize("outcomes, failed", [(("absent", "wandered"), False), (("wandered",), True),
+                                              (("absent", "failed"), True)])
+def test_anchor_attempts_that_only_wander_beside_falls_onto_the_trivial_point_show_an_absence(
+        monkeypatch, outcomes, failed):
+    """Along the anchor search, a start that wandered far from any fixed point says nothing;
+    the branch is absent where other starts fell onto the trivial point, and a failure
+    where none did or where the solver failed near a point."""
+    from numerics import branches
+
+    calls = {"n": 0}
+
+    def fake_attempt(spec, alpha, branch, precision, start, model, near=None, newton=False):
+        outcome = outcomes[min(calls["n"], len(outcomes) - 1)]
+        calls["n"] += 1
+        return None, outcome, outcome
+
+    monkeypatch.setattr(branches, "attempt_solve", fake_attempt)
+    monkeypatch.setattr(branches, "search_starts", lambda *a, **k: [])
+    curve = branches.follow_branch(SPEC, [1.0, 2.0], "positional", "draft")
+    assert curve.points == []
+    assert bool(curve.failure) is failed
