@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Dict, List
 
-
 from derivations import ModelSpec
 
 from .matrix_overlaps import MatrixHats, MatrixOverlaps, from_scalars
