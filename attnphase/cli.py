@@ -5,10 +5,12 @@ Each command group lives in :mod:`attnphase.commands` and exposes
 ``func(args) -> int``. The command modules import the libraries (and torch, dask,
 matplotlib) inside their command functions, so registering them is cheap.
 
-Errors: the libraries raise their own exception types; :func:`main` turns them into
-one line on stderr and an exit status: 2 for bad input (:data:`BAD_INPUT`), 1 for a
-computation that failed (a solver, a threshold, a file that could not be written),
-130 on Ctrl-C. A traceback is printed only with ``-v``.
+Errors: the libraries raise their own exception types; :func:`main` turns every
+exception into one line on stderr and an exit status (:func:`exit_status`): 2 for bad
+input (:data:`BAD_INPUT`), 1 for a computation that failed (any other exception of the
+libraries: a solver, a branch, a threshold, a diverged simulation), for a file that
+could not be read or written (``OSError``) and for a fault of the program itself (named
+as such), 130 on Ctrl-C. A traceback is printed only with ``-v``.
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ import sys
 import traceback
 
 from derivations.spec import ModelSpecError
+from numerics.tidy import UnreadableFile
 from sweeps import SweepError
 from validation.run_settings import RunSettingsError
 
@@ -28,7 +31,25 @@ from .errors import UsageError
 COMMAND_GROUPS = (derive, theory, simulation, sweep, histogram)
 
 #: exceptions that mean bad input: one line, exit status 2
-BAD_INPUT = (UsageError, ModelSpecError, SweepError, RunSettingsError)
+BAD_INPUT = (UsageError, ModelSpecError, SweepError, RunSettingsError, UnreadableFile)
+#: the packages whose exceptions are failures of a computation (exit status 1, the message as it is)
+LIBRARIES = ("derivations", "numerics", "validation", "sweeps", "histogram_task")
+#: exit statuses
+FAILED, BAD = 1, 2
+INTERRUPTED = 130
+
+
+def exit_status(exc: BaseException) -> tuple:
+    """``(status, message)`` of an exception that ended a command: see the module docstring."""
+    if isinstance(exc, BAD_INPUT):
+        return BAD, str(exc)
+    if isinstance(exc, OSError):
+        what = exc.strerror or str(exc)
+        return FAILED, f"{what}: {exc.filename}" if exc.filename else what
+    name = type(exc).__name__
+    if type(exc).__module__.split(".")[0] in LIBRARIES:  # SolverError, ThresholdError, SimulationDiverged, ...
+        return FAILED, f"{name}: {exc}"
+    return FAILED, f"{name}: {exc} (a fault of the program; run with -v for the traceback)"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -49,23 +70,28 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=[logging.WARNING, logging.INFO, logging.DEBUG][min(args.verbose, 2)],
-        format="%(levelname)s %(name)s: %(message)s",
-    )
+    name, verbose = "attnphase", 0
     try:
+        try:
+            args = build_parser().parse_args(argv)
+        except SystemExit as exc:  # bad input (one line, 2) or --help (0): a status, as every other outcome
+            return exc.code
+        name, verbose = f"attnphase {args.command}", args.verbose
+        logging.basicConfig(
+            level=[logging.WARNING, logging.INFO, logging.DEBUG][min(args.verbose, 2)],
+            format="%(levelname)s %(name)s: %(message)s",
+        )
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
-        sys.stderr.write("attnphase: interrupted\n")
-        return 130
-    except Exception as exc:  # every failure becomes one line and an exit status
-        status = 2 if isinstance(exc, BAD_INPUT) else 1
-        if args.verbose:
+        if verbose:
             traceback.print_exc()
-        message = str(exc) if isinstance(exc, BAD_INPUT) else f"{type(exc).__name__}: {exc}"
-        sys.stderr.write(f"attnphase {args.command}: error: {message}\n")
+        sys.stderr.write(f"{name}: interrupted\n")
+        return INTERRUPTED
+    except Exception as exc:  # every failure becomes one line and an exit status
+        if verbose:
+            traceback.print_exc()
+        status, message = exit_status(exc)
+        sys.stderr.write(f"{name}: error: {' '.join(message.split())}\n")
         return status
 
 

@@ -1,14 +1,23 @@
-"""Command-line options shared by the subcommands, and THE parsers of their values.
+"""Command-line options shared by the subcommands, THE parsers of their values, and what
+every command does the same way with its outputs.
 
 One definition each: the model options (:func:`add_model_options`,
 :func:`model_from_args`), the ``START:STOP:N`` range (:func:`parse_range`), the
-comma-separated list (:func:`parse_list`) and the precision option. Every parser
-raises :class:`~attnphase.errors.UsageError` with a message that names the option.
+comma-separated list (:func:`parse_list`), the precision option, the check of an output
+path before any work (:func:`check_output`), the ``--json`` printer (:func:`print_json`)
+and the progress bar on stderr (:func:`progress_bar`). Every parser and check raises
+:class:`~attnphase.errors.UsageError` with a message that names the option.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
+import os
+import sys
+import tempfile
+import threading
+from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from derivations.spec import ATTENTIONS, ModelSpec, parse_A, parse_matrix
@@ -58,9 +67,10 @@ def add_precision_option(parser: argparse.ArgumentParser, help_prefix: str = "")
     parser.add_argument("--precision", choices=tuple(PRECISIONS), default="fast", help=help_prefix + PRECISION_HELP)
 
 
-def parse_range(text: str, flag: str, positive: bool = False) -> list:
+def parse_range(text: str, flag: str, positive: bool = False, min_points: int = 1) -> list:
     """``START:STOP:N`` (``N`` values from START to STOP, both included, as ``numpy.linspace``
-    gives them) or a single number. ``positive``: every value must be > 0."""
+    gives them) or a single number. ``positive``: every value must be > 0. ``min_points``:
+    the fewest values the command can use (a scan that brackets roots needs 3)."""
     import numpy as np
 
     parts = str(text).split(":")
@@ -91,6 +101,9 @@ def parse_range(text: str, flag: str, positive: bool = False) -> list:
         values = list(np.linspace(start, stop, n))
     if positive and any(v <= 0 for v in values):
         raise UsageError(f"{flag}: every value must be a positive number, got {text!r}")
+    if len(values) < min_points:
+        raise UsageError(f"{flag}: needs at least {min_points} values (START:STOP:N with START < STOP and "
+                         f"N >= {min_points}), got {text!r}")
     return values
 
 
@@ -125,3 +138,75 @@ def positive_number(text: str) -> float:
     if not (math.isfinite(value) and value > 0):
         raise argparse.ArgumentTypeError(f"must be a positive finite number, got {text!r}")
     return value
+
+
+# --------------------------------------------------------------------------- outputs
+
+OUTPUT_KINDS = ("file", "folder")
+
+
+def check_output(path, kind: str, flag: str = "--out") -> None:
+    """Refuse, before any work, an output path the command could not write: ``kind`` is
+    ``"file"`` (written whole, replacing one that exists) or ``"folder"`` (created if
+    missing, with its parents). The path must be of that kind if it exists, and its folder
+    (or the nearest existing one above it) must take a new file: this is tried, not read
+    from the permission bits, which say nothing for the superuser or for ``/proc``."""
+    if kind not in OUTPUT_KINDS:
+        raise ValueError(f"kind: choose from {', '.join(OUTPUT_KINDS)}, got {kind!r}")
+    if not str(path):
+        raise UsageError(f"{flag}: empty path")
+    p = Path(path)
+    if kind == "file" and p.is_dir():
+        raise UsageError(f"{flag}: {path} is a folder; give a file name")
+    if kind == "folder" and p.exists() and not p.is_dir():
+        raise UsageError(f"{flag}: {path} exists and is not a folder")
+    where = p if kind == "folder" and p.is_dir() else p.absolute().parent
+    while not where.exists():
+        where = where.parent
+    if not where.is_dir():
+        raise UsageError(f"{flag}: cannot create {path}: {where} is not a folder")
+    try:
+        fd, probe = tempfile.mkstemp(dir=where, prefix=".attnphase-write-test-")
+    except OSError as exc:
+        raise UsageError(f"{flag}: cannot write {path}: no new file can be made in {where} "
+                         f"({exc.strerror or exc})") from None
+    os.close(fd)
+    os.unlink(probe)
+
+
+def failed(command: str, message: str) -> int:
+    """A command that ran but did not give its result: its one line on stderr, and exit status 1."""
+    sys.stderr.write(f"attnphase {command}: error: {' '.join(str(message).split())}\n")
+    return 1
+
+
+def print_json(obj) -> None:
+    """``--json``: ``obj`` on stdout by THE JSON writer (:func:`numerics.tidy.json_text`: no NaN)."""
+    from numerics.tidy import json_text
+
+    sys.stdout.write(json_text(obj) + "\n")
+
+
+@contextlib.contextmanager
+def progress_bar(total: Optional[int] = None, desc: str = "", unit: str = "it"):
+    """A tqdm bar on stderr, shown when stderr is a terminal, whose elapsed time keeps
+    running (refreshed every second) while one long step is in progress."""
+    from tqdm import tqdm
+
+    bar = tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, disable=None, dynamic_ncols=True, leave=False)
+    stop = threading.Event()
+
+    def tick():
+        while not stop.wait(1.0):
+            bar.refresh()
+
+    ticker = None if bar.disable else threading.Thread(target=tick, name="progress", daemon=True)
+    if ticker:
+        ticker.start()
+    try:
+        yield bar
+    finally:
+        stop.set()
+        if ticker:
+            ticker.join()
+        bar.close()

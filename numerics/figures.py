@@ -6,12 +6,20 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from .tidy import UnreadableFile, atomic_output, check_table  # noqa: E402
+
+#: the columns a curve CSV needs to be drawn: values, branch, global minimum, and the model
+CURVE_COLUMNS = ("alpha", "branch", "q", "m", "theta", "test_error", "global_minimum", "sigma", "lam", "omega",
+                 "attention", "teacher", "regulariser")
+_NUMERIC_CURVE_COLUMNS = ("alpha", "q", "m", "theta", "test_error")
+
 
 def _save(fig, stem):
     paths = []
     for ext in ("png", "pdf"):
         path = f"{stem}.{ext}"
-        fig.savefig(path, dpi=130)
+        with atomic_output(path) as tmp:
+            fig.savefig(tmp, dpi=130)
         paths.append(path)
     plt.close(fig)
     return paths
@@ -99,23 +107,39 @@ def plot_model_comparison(curves, stem):
     return _save(fig, stem)
 
 
+def read_curve_file(path, allow_empty: bool = False) -> tuple:
+    """``(rows, model)`` of a curve CSV (written by ``attnphase curve`` or ``run``), checked:
+    readable throughout, the :data:`CURVE_COLUMNS`, numbers where numbers belong and one
+    model (:meth:`derivations.spec.ModelSpec.from_columns`); otherwise
+    :class:`~numerics.tidy.UnreadableFile` naming the file. ``allow_empty``: a file with a
+    header and no rows gives ``([], None)``."""
+    from derivations.spec import ModelSpec, ModelSpecError
+
+    what = "a curve CSV of attnphase curve or run"
+    rows = check_table(path, CURVE_COLUMNS, what, numeric=_NUMERIC_CURVE_COLUMNS, allow_empty=allow_empty).rows
+    if not rows:
+        return [], None
+    try:
+        model = ModelSpec.from_columns(rows[0])
+    except (ModelSpecError, ValueError, KeyError) as exc:
+        raise UnreadableFile(f"{path}: not {what}: its model columns do not give a model ({exc})") from None
+    return rows, model
+
+
 def plot_curve_files(paths, stem, default_model=None):
     """The curves of several curve CSVs side by side (:func:`plot_model_comparison`), each
-    read back from its file and labelled by the model in its rows
-    (:meth:`derivations.spec.ModelSpec.from_columns`), with that model's linear baseline.
-    ``default_model``: the model of a file without rows. Returns the figure paths."""
-    from derivations.spec import ModelSpec
-
+    read back from its file (:func:`read_curve_file`) and labelled by the model in its rows,
+    with that model's linear baseline. ``default_model``: the model of a file without rows.
+    Returns the figure paths."""
     from .baseline import linear_baseline
-    from .tidy import read_rows
 
     def label(spec):
         return f"{spec.attention} attention, omega={spec.omega:g}"
 
     curves = {}
     for path in paths:
-        rows = read_rows(path)
-        model = ModelSpec.from_columns(rows[0]) if rows else default_model
+        rows, model = read_curve_file(path, allow_empty=default_model is not None)
+        model = model or default_model
         name = label(model)
         while name in curves:
             name += "'"

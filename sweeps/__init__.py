@@ -33,16 +33,20 @@ Files (all under ``--out``)
                     (rewritten at the end of a run; the figures are drawn from the CSVs).
 ``failures.csv``    an append-only log of failed tasks (``run_started`` says which run).
 ``manifest.json``   the settings of each kind of sweep and their hash.
-``done.txt``        the keys of finished tasks, one per line.
+
+Every data row names its task (``task``) and carries the checksum of its cells
+(``row_check``, :data:`numerics.tidy.ROW_CHECK`).
 
 Resuming and crash safety
 -------------------------
-A finished task's rows are appended to the CSV as one block, flushed and fsynced; only
-then is its key appended to ``done.txt`` (and fsynced). On start, rows whose task is not
-in ``done.txt`` (a task killed half-written) and a trailing partial line are dropped by
-rewriting the file to a temporary name and renaming it over the old one, so a SIGKILL at
-any moment loses at most the tasks in flight. Re-running skips the tasks in
-``done.txt``. The settings that decide the values of a row (the model without ``omega``,
+A finished task's rows are appended to the CSV as one block, flushed and fsynced. The
+data decides what is done: on start a task is done when its file holds exactly the rows
+it gives, every one readable (:meth:`sweeps.store.SweepStore.recover`). A file with an
+unreadable line (cut by a crash, garbled: a checksum that does not match) or rows of a
+task that is not done is moved aside under a new name (never deleted, with a warning),
+and the rows of the done tasks are written in its place, so a SIGKILL or a damaged file
+at any moment loses at most the tasks it touched, which are computed again. Re-running
+skips the done tasks. The settings that decide the values of a row (the model without ``omega``,
 the solver precision and the ``alpha`` grid for the theory; the model and the training
 settings for simulations) are hashed into ``manifest.json``; a run with other settings
 and the same ``--out`` is refused. Extending the ``omega`` grid (or ``--seeds``) adds

@@ -22,6 +22,7 @@ never imports pyplot (no display needed) and never recomputes anything.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import re
 from collections import defaultdict
@@ -31,9 +32,16 @@ from typing import Optional, Sequence
 import numpy as np
 
 from numerics.overlaps import COMPETING_BRANCHES
-from numerics.tidy import is_true, number, read_rows
+from numerics.tidy import UnreadableFile, atomic_output, check_table, is_true, number
 
 from .store import THRESHOLDS_CSV
+
+log = logging.getLogger(__name__)
+
+#: what each file drawn must hold
+DIAGRAM_WHAT = "a phase-diagram CSV (theory.csv, simulation.csv or *_points.csv)"
+THRESHOLDS_WHAT = "a thresholds CSV of attnphase phase-diagram"
+THRESHOLD_FILE_COLUMNS = ("omega", "alpha_c", "alpha_c_error", "alpha_l", "alpha_l_error")
 POINT_COLUMNS = ("omega", "alpha", "source", "train_loss_semantic", "train_loss_positional", "train_loss_diff",
                  "train_loss_diff_error", "global_branch", "global_test_error", "linear_test_error",
                  "test_error_diff", "test_error_diff_error")
@@ -85,6 +93,11 @@ def theory_points(rows: list) -> list:
     groups = defaultdict(dict)
     for r in rows:
         groups[(number(r["omega"]), number(r["alpha"]))][r["branch"]] = r
+    omegas, alphas = {w for w, _ in groups}, {a for _, a in groups}
+    missing = sum(b not in groups.get((w, a), {}) for w in omegas for a in alphas for b in COMPETING_BRANCHES)
+    if missing:  # a sweep writes every grid point of both branches, existing or not
+        log.warning("%d of the %d (omega, alpha, branch) rows of the grid are missing; their points are drawn grey",
+                    missing, len(omegas) * len(alphas) * len(COMPETING_BRANCHES))
     const = _constant_columns(rows, skip=("task", "omega", "alpha", "branch"))
     keep = {k: v for k, v in const.items() if _is_model_column(k) or k in _CONTEXT_THEORY}
     out = []
@@ -153,8 +166,23 @@ def simulation_points(rows: list) -> list:
     return out
 
 
+def read_diagram_file(path) -> list:
+    """The rows of a file to draw, checked (:func:`numerics.tidy.check_table`: readable
+    throughout, finite ``omega`` and ``alpha``, of a kind with a grid); otherwise
+    :class:`~numerics.tidy.UnreadableFile` naming it."""
+    rows = check_table(path, ("omega", "alpha"), DIAGRAM_WHAT, finite=("omega", "alpha")).rows
+    try:
+        kind = file_kind(rows)
+    except ValueError as exc:
+        raise UnreadableFile(f"{path}: {exc}") from None
+    if kind == "thresholds":
+        raise UnreadableFile(f"{path}: a thresholds file has no grid to draw; give theory.csv, simulation.csv "
+                             f"or *_points.csv")
+    return rows
+
+
 def points_from_csv(path) -> list:
-    return points_from_rows(read_rows(path))
+    return points_from_rows(read_diagram_file(path))
 
 
 def points_from_rows(rows: list) -> list:
@@ -177,10 +205,19 @@ def _is_number(s) -> bool:
         return s == ""
 
 
+def default_thresholds(path) -> Optional[Path]:
+    """``thresholds.csv`` next to a diagram file, if there is one."""
+    sibling = Path(path).parent / THRESHOLDS_CSV
+    return sibling if sibling.exists() else None
+
+
 def read_thresholds(path) -> tuple:
-    """``(curves, spinodals)``: ``alpha_c``/``alpha_l`` per omega, and ``(branch, omega, alpha)`` triples."""
+    """``(curves, spinodals)``: ``alpha_c``/``alpha_l`` per omega, and ``(branch, omega, alpha)``
+    triples, from a thresholds file checked as :func:`read_diagram_file` checks its file."""
     curves, spinodals = [], []
-    for r in read_rows(path):
+    rows = check_table(path, THRESHOLD_FILE_COLUMNS, THRESHOLDS_WHAT, numeric=THRESHOLD_FILE_COLUMNS[1:],
+                       finite=("omega",)).rows
+    for r in rows:
         d = {k: number(r.get(k)) for k in ("omega", "alpha_c", "alpha_c_error", "alpha_l", "alpha_l_error")}
         curves.append(d)
         try:
@@ -297,14 +334,11 @@ def plot_file(path, out_dir=None, thresholds=None, formats: Sequence[str] = ("pn
     ``False``: none.
     """
     path = Path(path)
-    rows = read_rows(path)
-    points = points_from_rows(rows)
-    if not points:
-        raise ValueError(f"{path} has no grid points")
+    rows = read_diagram_file(path)
     if thresholds is None:
-        sibling = path.parent / THRESHOLDS_CSV
-        thresholds = sibling if sibling.exists() else None
+        thresholds = default_thresholds(path)
     curves, spinodals = read_thresholds(thresholds) if thresholds else ([], [])
+    points = points_from_rows(rows)
     if file_kind(rows) == "theory":  # the spinodals met on the sweep's own grid and precision
         spinodals = theory_spinodals(rows) or spinodals
     fig = draw(points, curves, spinodals)
@@ -314,6 +348,7 @@ def plot_file(path, out_dir=None, thresholds=None, formats: Sequence[str] = ("pn
     written = []
     for fmt_ in formats:
         target = out_dir / f"{stem}_diagram.{fmt_}"
-        fig.savefig(target, dpi=150)
+        with atomic_output(target) as tmp:
+            fig.savefig(tmp, dpi=150)
         written.append(target)
     return written

@@ -13,13 +13,14 @@ import uuid
 from pathlib import Path
 from typing import Callable, Optional
 
-from numerics.tidy import read_csv_rows
+from numerics.tidy import atomic_write_text, read_csv_rows, render_csv
 
 from . import SweepError
 from .config import THEORY_BRANCHES, SweepConfig, settings_hash
 from .grid import theory_key
-from .store import SIMULATION_CSV, THEORY_CSV, THRESHOLDS_CSV, SweepStore, atomic_write_text, now, render_csv
-from .tasks import DEFAULT_THEORY_TASK, Task, make_tasks, simulation_rows, simulation_run_task, theory_rows
+from .store import DATA_CSVS, KIND_OF_CSV, SIMULATION_CSV, THEORY_CSV, THRESHOLDS_CSV, SweepStore, now
+from .tasks import (DEFAULT_THEORY_TASK, Task, expected_rows, make_tasks, simulation_rows, simulation_run_task,
+                    theory_rows)
 
 log = logging.getLogger(__name__)
 
@@ -61,11 +62,19 @@ def run_sweep(config: SweepConfig, out, *, scheduler: Optional[str] = None, work
     """Run (or resume) a sweep into ``out``. Returns a summary; ``summary["failed"]`` lists failures.
 
     ``client``: an existing ``dask.distributed.Client`` (tests); otherwise one is opened
-    with :func:`open_client`. ``theory_task``/``simulation_task`` replace the task
-    functions (tests inject :func:`_fake_theory_task`); they must be importable by workers.
+    with :func:`open_client`, to ``scheduler`` before anything is written to ``out`` (a
+    scheduler that cannot be reached leaves no trace there). ``theory_task``/``simulation_task``
+    replace the task functions (tests inject :func:`_fake_theory_task`); they must be
+    importable by workers.
     """
-    theory_task = theory_task or DEFAULT_THEORY_TASK
-    simulation_task = simulation_task or simulation_run_task
+    with contextlib.ExitStack() as stack:
+        if client is None and scheduler:
+            client = stack.enter_context(open_client(scheduler))
+        return _run(config, out, workers, client, theory_task or DEFAULT_THEORY_TASK,
+                    simulation_task or simulation_run_task, progress, plot)
+
+
+def _run(config, out, workers, client, theory_task, simulation_task, progress, plot) -> dict:
     t_start = time.perf_counter()
     run_started = now()
     with SweepStore(out) as store:
@@ -76,7 +85,7 @@ def run_sweep(config: SweepConfig, out, *, scheduler: Optional[str] = None, work
             sections["simulation"] = config.simulation_settings(simulation_task)
         store.check_settings(sections)
         hashes = {k: settings_hash(v) for k, v in sections.items()}
-        dropped = store.recover()
+        dropped = store.recover(expected_rows(config), [n for n in DATA_CSVS if KIND_OF_CSV[n] in config.kinds])
         tasks = make_tasks(config, theory_task, simulation_task)
         pending = [t for t in tasks if t.key not in store.done]
         summary = {"out": str(store.out), "tasks": len(tasks), "skipped": len(tasks) - len(pending),
@@ -86,7 +95,7 @@ def run_sweep(config: SweepConfig, out, *, scheduler: Optional[str] = None, work
             if client is not None:
                 _execute(client, pending, store, config, hashes, summary, run_started, progress)
             else:
-                with open_client(scheduler, workers, len(pending)) as cl:
+                with open_client(None, workers, len(pending)) as cl:
                     summary["workers"] = len(cl.scheduler_info().get("workers", {}))
                     _execute(cl, pending, store, config, hashes, summary, run_started, progress)
         summary["compute_wall_time"] = time.perf_counter() - t_start
@@ -133,7 +142,7 @@ def _execute(client, pending: list, store: SweepStore, config: SweepConfig, hash
         while ready and len(futures) < slots:
             submit(ready.pop(0))
     bar = tqdm(total=summary["tasks"], initial=summary["skipped"], unit="task", desc="phase-diagram",
-               file=sys.stderr, disable=not progress, mininterval=0.5, dynamic_ncols=True)
+               file=sys.stderr, disable=None if progress else True, mininterval=0.5, dynamic_ncols=True)
     failed_keys = set()
 
     def release_waiting():
@@ -236,8 +245,6 @@ def _store_result(store: SweepStore, task: Task, result: dict, config: SweepConf
                   summary: dict) -> None:
     if task.kind == "theory":
         rows, thr = theory_rows(task, result, config, hashes["theory"])
-        store.append_rows(THEORY_CSV, rows)
-        store.append_rows(THRESHOLDS_CSV, thr)
         for t in thr:
             if t.get("threshold_status") != "ok":
                 what = "alpha_l not found" if t.get("threshold_status") == "alpha_l_not_bracketed" \
@@ -245,9 +252,10 @@ def _store_result(store: SweepStore, task: Task, result: dict, config: SweepConf
                 summary["notes"].append({"task": task.key, "message": f"{what}: {t.get('threshold_message')}"})
         if rows and rows[0].get("branch_note"):
             summary["notes"].append({"task": task.key, "message": rows[0]["branch_note"]})
+        name, rows = (THRESHOLDS_CSV, thr) if task.payload.get("job") == "thresholds" else (THEORY_CSV, rows)
     else:
-        store.append_rows(SIMULATION_CSV, simulation_rows(task, result, config, hashes["simulation"]))
-    store.mark_done(task.key)
+        name, rows = SIMULATION_CSV, simulation_rows(task, result, config, hashes["simulation"])
+    store.add_task(task.key, name, rows)
 
 
 def _finish_outputs(out: Path, summary: dict) -> None:

@@ -1,21 +1,22 @@
 """The files of a sweep's ``--out`` folder, crash-safe (see :mod:`sweeps`, "Resuming and crash safety").
 
-Rows are appended as one fsynced block per task; a file is only ever replaced whole,
-by writing a temporary file and renaming it over the old one.
+Rows are appended as one fsynced block per task, each row with its checksum
+(:data:`numerics.tidy.ROW_CHECK`); a file is otherwise only ever replaced whole. What is
+done is read from the data: a task is done when its file holds exactly the rows it gives,
+all readable (:meth:`SweepStore.recover`).
 """
 from __future__ import annotations
 
-import csv
+import collections
 import datetime
-import io
 import json
 import logging
-import math
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Optional
 
-from numerics.tidy import complete_text, json_default, read_csv_rows
+from numerics.tidy import (ROW_CHECK, append_text, atomic_write_text, json_text, move_aside, read_table,
+                           render_csv)
 
 from . import SweepError
 from .config import settings_hash
@@ -29,66 +30,13 @@ THEORY_CSV = "theory.csv"
 THRESHOLDS_CSV = "thresholds.csv"
 SIMULATION_CSV = "simulation.csv"
 FAILURES_CSV = "failures.csv"
-DONE_FILE = "done.txt"
 MANIFEST = "manifest.json"
 LOCK_FILE = ".lock"
 DATA_CSVS = (THEORY_CSV, THRESHOLDS_CSV, SIMULATION_CSV)
+#: the sweep kind whose settings (``settings_hash`` column) decide the rows of each data file
+KIND_OF_CSV = {THEORY_CSV: "theory", THRESHOLDS_CSV: "theory", SIMULATION_CSV: "simulation"}
 
 MANIFEST_FORMAT = 1
-
-
-def fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(str(path), os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w", encoding="utf-8", newline="") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
-
-
-def append_text(path: Path, text: str) -> None:
-    with open(path, "a", encoding="utf-8", newline="") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-
-
-def cell(v) -> str:
-    if v is None:
-        return ""
-    if isinstance(v, float):  # np.float64 too (a float subclass whose repr is "np.float64(...)")
-        v = float(v)
-        return repr(v) if math.isfinite(v) else ("nan" if math.isnan(v) else ("inf" if v > 0 else "-inf"))
-    if isinstance(v, (list, dict, tuple)):
-        v = json.dumps(v, default=json_default)
-    if type(v).__module__ == "numpy":
-        v = v.item() if hasattr(v, "item") else v
-        return cell(v)
-    return str(v).replace("\r", " ").replace("\n", " ")  # one physical line per row
-
-
-def render_csv(header: Sequence[str], rows: Sequence[dict], with_header: bool) -> str:
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    if with_header:
-        w.writerow(header)
-    for r in rows:
-        w.writerow([cell(r.get(k, "")) for k in header])
-    return buf.getvalue()
 
 
 class SweepStore:
@@ -110,38 +58,57 @@ class SweepStore:
     def __enter__(self):
         import fcntl
 
-        self._lock = open(self.out / LOCK_FILE, "w")
-        try:
-            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            self._lock.close()
-            self._lock = None
-            raise SweepError(f"--out: another phase-diagram run is writing to {self.out}") from None
-        return self
+        path = self.out / LOCK_FILE
+        while True:
+            lock = open(path, "a")
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                lock.close()
+                raise SweepError(f"--out: another phase-diagram run is writing to {self.out}") from None
+            # a run that just ended removes its lock file: the lock must be on the file now on disk
+            try:
+                current = os.fstat(lock.fileno()).st_ino == os.stat(path).st_ino
+            except FileNotFoundError:
+                current = False
+            if current:
+                self._lock = lock
+                return self
+            lock.close()
 
     def __exit__(self, *exc):
         if self._lock is not None:
+            try:  # removed while still held, so that no other run can hold a lock on it
+                (self.out / LOCK_FILE).unlink()
+            except OSError:
+                pass
             self._lock.close()
             self._lock = None
 
     # -- manifest
     def manifest(self) -> Optional[dict]:
+        """The manifest, or None when there is none; an unreadable one is moved aside (the
+        rows' ``settings_hash`` then stands in for it, see :meth:`check_settings`)."""
         path = self.out / MANIFEST
         if not path.exists():
             return None
         try:
-            return json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise SweepError(f"--out: {path} is unreadable ({exc}); use another --out") from None
+            manifest = json.loads(path.read_text(encoding="utf-8"))
+            if not all({"hash", "settings"} <= set(sec) for sec in manifest["sections"].values()):
+                raise ValueError("a section lacks its hash or its settings")
+            return manifest
+        except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            move_aside(path, f"unreadable ({type(exc).__name__}: {exc})")
+            return None
 
     def check_settings(self, sections: dict) -> None:
-        """Record ``{kind: settings}``; refuse settings that differ from those already recorded."""
+        """Record ``{kind: settings}``; refuse settings that differ from those already recorded.
+
+        Without a (readable) manifest, rows already in the folder are accepted only when
+        every one carries the ``settings_hash`` of this run's settings of its kind."""
         manifest = self.manifest()
         if manifest is None:
-            stray = [n for n in DATA_CSVS + (DONE_FILE,) if (self.out / n).exists()]
-            if stray:
-                raise SweepError(f"--out: {self.out} holds {', '.join(stray)} but no {MANIFEST}; "
-                                 f"use another --out")
+            self._check_rows_without_manifest(sections)
             manifest = {"format": MANIFEST_FORMAT, "created": now(), "sections": {}}
         changed = False
         for kind, settings in sections.items():
@@ -156,62 +123,96 @@ class SweepStore:
                                  f"use another --out, or delete the folder to start over")
         if changed:
             manifest["environment"] = _environment()
-            atomic_write_text(self.out / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+            atomic_write_text(self.out / MANIFEST, json_text(manifest, sort_keys=True) + "\n")
+
+    def _check_rows_without_manifest(self, sections: dict) -> None:
+        for name in DATA_CSVS:
+            hashes = {r.get("settings_hash") for r in read_table(self.out / name).rows}
+            if not hashes:
+                continue
+            kind = KIND_OF_CSV[name]
+            mine = settings_hash(sections[kind]) if kind in sections else None
+            if hashes != {mine}:
+                raise SweepError(f"--out: {self.out} holds {name} of other settings and no readable {MANIFEST}; "
+                                 f"use another --out")
 
     # -- recovery
-    def recover(self) -> dict:
-        """Drop a partial trailing line and the rows of unfinished tasks. Returns counts dropped."""
-        text, partial = complete_text(self.out / DONE_FILE)
-        if partial:
-            atomic_write_text(self.out / DONE_FILE, text)
-        self.done = {line for line in text.splitlines() if line}
+    def recover(self, expected_rows: Callable[[str, str], Optional[int]], files=DATA_CSVS) -> dict:
+        """Read what is done from the data, and leave only that in the files.
+
+        ``expected_rows(file name, task key)``: the rows that task writes to that file
+        (None: a task that does not write there). A task is done when the file holds
+        exactly that many readable rows of it. A file with an unreadable line (a partial
+        line, a garbled row, a checksum that does not match) or rows of a task that is not
+        done is moved aside (:func:`numerics.tidy.move_aside`, with a warning naming it) and
+        replaced by the rows of the done tasks; the others are computed again. ``files``: the
+        data files of the kinds of sweep being run (the others are left as they are).
+        Returns the number of lines and rows left out, per file."""
+        self.done = set()
         dropped = {}
-        for name in DATA_CSVS:
+        for name in files:
             path = self.out / name
-            if not path.exists():
-                continue
-            _, partial = complete_text(path)
-            header, rows = read_csv_rows(path)
-            keep = [r for r in rows if r.get("task") in self.done]
-            if partial or len(keep) != len(rows):
-                dropped[name] = len(rows) - len(keep) + int(partial)
-                if header and keep:
-                    atomic_write_text(path, render_csv(header, keep, True))
-                else:
-                    path.unlink()
-                    fsync_dir(self.out)
-            if path.exists():
-                self._headers[name] = header
+            table = read_table(path, required=("task", ROW_CHECK))
+            counts = collections.Counter(r["task"] for r in table.rows)
+            complete = {k for k, n in counts.items() if expected_rows(name, k) == n}
+            keep = [r for r in table.rows if r["task"] in complete]
+            lost = len(table.rows) - len(keep)
+            if table.problems or lost:
+                why = []
+                if table.problems:
+                    why.append(f"{len(table.problems)} unreadable line(s), first {table.problems[0]}")
+                if lost:
+                    n_tasks = len(set(counts) - complete)
+                    why.append(f"{lost} row(s) of {n_tasks} task(s) whose rows are not all there")
+                self._replace(path, table.header, keep,
+                              "; ".join(why) + f"; the {len(complete)} complete task(s) are kept, the others "
+                                               f"are computed again")
+                dropped[name] = len(table.problems) + lost
+            if keep:
+                self._headers[name] = table.header
+            self.done |= complete
         path = self.out / FAILURES_CSV
-        text, partial = complete_text(path)
-        if partial:
-            atomic_write_text(path, text)
-        for name, n in dropped.items():
-            log.info("%s: dropped %d row(s) of unfinished tasks or a partial line", name, n)
+        table = read_table(path)
+        if table.problems:
+            self._replace(path, table.header, table.rows, f"{len(table.problems)} unreadable line(s) in a log")
         return dropped
 
+    @staticmethod
+    def _replace(path: Path, header: list, rows: list, why: str) -> None:
+        """The damaged ``path`` moved aside, and ``rows`` written in its place (none: no file)."""
+        if rows:
+            tmp = path.with_name(f".{path.name}.recovered.tmp")
+            atomic_write_text(tmp, render_csv(header, rows, True))
+            move_aside(path, why)
+            os.replace(tmp, path)
+        else:
+            move_aside(path, why)
+
     # -- appending
+    def add_task(self, key: str, name: str, rows: list) -> None:
+        """A finished task's rows, appended to ``name`` as one fsynced block: the task is done."""
+        self.append_rows(name, rows)
+        self.done.add(key)
+
     def append_rows(self, name: str, rows: list) -> None:
         """Append rows as one block (fsynced). New columns rewrite the file atomically with the union header."""
         if not rows:
             return
         path = self.out / name
         header = self._headers.get(name)
-        keys = list(dict.fromkeys(k for r in rows for k in r))
+        keys = list(dict.fromkeys([k for r in rows for k in r] + [ROW_CHECK]))
         if header is None or not path.exists():
             header = keys
             atomic_write_text(path, render_csv(header, rows, True))
         elif set(keys) <= set(header):
             append_text(path, render_csv(header, rows, False))
         else:
-            old_header, old_rows = read_csv_rows(path)
-            header = old_header + [k for k in keys if k not in old_header]
-            atomic_write_text(path, render_csv(header, old_rows + list(rows), True))
+            table = read_table(path, required=("task", ROW_CHECK))
+            if table.problems:  # changed under a running sweep: keep the damaged file apart
+                self._replace(path, table.header, table.rows, "changed while the sweep was writing it")
+            header = table.header + [k for k in keys if k not in table.header]
+            atomic_write_text(path, render_csv(header, table.rows + list(rows), True))
         self._headers[name] = header
-
-    def mark_done(self, key: str) -> None:
-        append_text(self.out / DONE_FILE, key + "\n")
-        self.done.add(key)
 
     def record_failure(self, task: Task, error: str, tb: str, run_started: str) -> None:
         row = {"run_started": run_started, "task": task.key, "kind": task.kind,

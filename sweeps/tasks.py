@@ -10,16 +10,16 @@ adds the model and solver columns to every row (:func:`theory_rows`,
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import time
 import warnings
-from typing import Callable
+from typing import Callable, Optional
 
-from numerics.tidy import json_default
+from numerics.tidy import json_text
 
 from .config import SIM_INITS, THEORY_BRANCHES, SweepConfig
 from .grid import grid_text, simulation_key, theory_key
+from .store import SIMULATION_CSV, THEORY_CSV, THRESHOLDS_CSV
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +59,23 @@ def make_tasks(config: SweepConfig, theory_task: Callable, simulation_task: Call
                                            "steps": config.steps, "lr": config.lr, "optimizer": config.optimizer,
                                            "dtype": config.dtype, "n_test": config.n_test}))
     return tasks
+
+
+def expected_rows(config: SweepConfig) -> Callable[[str, str], Optional[int]]:
+    """``f(file name, task key)``: the rows the task of that key writes to that file (None
+    when it writes none there): a branch task one per grid ``alpha`` to ``theory.csv``, a
+    threshold task one to ``thresholds.csv``, a simulated run one to ``simulation.csv``.
+    :meth:`sweeps.store.SweepStore.recover` counts them to tell a finished task."""
+    def rows(name: str, key: str) -> Optional[int]:
+        if key.startswith("theory:"):
+            if key.endswith(":thresholds"):
+                return 1 if name == THRESHOLDS_CSV else None
+            return len(config.alphas) if name == THEORY_CSV and ":branch=" in key else None
+        if key.startswith("simulation:"):
+            return 1 if name == SIMULATION_CSV else None
+        return None
+
+    return rows
 
 
 def theory_task(payload: dict, api=None) -> dict:
@@ -157,7 +174,7 @@ def _thresholds_job(payload: dict, api) -> dict:
         thr["alpha_l_branch"] = fine.get("branch_l", "")
         thr["alpha_l_at_jump"] = fine.get("at_jump", "")
     thr.update(_spinodal_columns(spinodals))
-    thr["spinodals"] = json.dumps(spinodals, default=json_default)
+    thr["spinodals"] = json_text(spinodals, indent=None)
     thr["threshold_status"], thr["threshold_message"] = status, message
     return {"thresholds": thr}
 

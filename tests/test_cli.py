@@ -1,8 +1,6 @@
 """The command-line program: its commands, its shared parsers, and how errors become exit statuses."""
 from __future__ import annotations
 
-import re
-
 import numpy as np
 import pytest
 
@@ -76,12 +74,3 @@ def test_a_failed_computation_is_one_line_and_exit_1_with_a_traceback_only_under
     assert cli.main(["-v", "solve", "--alpha", "2"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert err[0] == "Traceback (most recent call last):" and err[-1] == line
-
-
-def test_an_output_path_that_cannot_be_written_is_one_line(tmp_path, capsys):
-    blocker = tmp_path / "file"
-    blocker.write_text("")
-    assert cli.main(["validate", "--sim-only", "--alphas", "1", "--inits", "semantic", "--d", "8", "--seeds", "2",
-                     "--steps", "1", "--n-test", "4", "--out", str(blocker / "out")]) == 1
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and re.match(r"attnphase validate: error: (NotADirectoryError|FileExistsError): ", err[0]), err

@@ -301,7 +301,7 @@ def test_thresholds_without_a_branch_exit_1_with_one_line(monkeypatch, capsys):
         spec, precision, progress) if scan == dict(alpha_min=0.5, alpha_max=2.5, n_scan=9) else None)
     assert main(["thresholds", "--attention", "linear"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["attnphase thresholds: alpha_c: the positional branch was not found on alpha in [0.5, 2.5]"]
+    assert err == ["attnphase thresholds: error: alpha_c: the positional branch was not found on alpha in [0.5, 2.5]"]
     assert main(["thresholds", "--attention", "linear", "--json"]) == 1
     out = json.loads(capsys.readouterr().out)
     assert out["alpha_c"] is None and "positional branch was not found" in out["error"]

@@ -8,7 +8,7 @@ from typing import Sequence
 import numpy as np
 
 from numerics.overlaps import COMPETING_BRANCHES
-from numerics.tidy import read_rows
+from numerics.tidy import atomic_output, read_rows
 
 
 _PANELS = (("test_error", "test error"), ("train_loss", "training loss"),
@@ -59,7 +59,8 @@ def plot_validate(out: str) -> str:
     fig.suptitle(f"theory (lines) vs simulation (mean ± sem over seeds), d = {d}", fontsize=10)
     fig.tight_layout()
     path = os.path.join(out, "validate.png")
-    fig.savefig(path, dpi=120)
+    with atomic_output(path) as tmp:
+        fig.savefig(tmp, dpi=120)
     plt.close(fig)
     return path
 
@@ -95,7 +96,8 @@ def plot_dscan(out: str) -> str:
     fig.suptitle("finite-size scan: fit a + b/d (lines), theory at 1/d = 0 (stars)", fontsize=10)
     fig.tight_layout()
     path = os.path.join(out, "dscan.png")
-    fig.savefig(path, dpi=120)
+    with atomic_output(path) as tmp:
+        fig.savefig(tmp, dpi=120)
     plt.close(fig)
     return path
 

@@ -44,3 +44,12 @@ def check_alpha(alpha: float, d: int, flag: str = "--alpha") -> None:
         raise RunSettingsError(f"{flag}: must be a positive number, got {alpha}")
     if round(alpha * d) < 1:
         raise RunSettingsError(f"{flag}: alpha * d = {alpha * d:g} leaves no training sample")
+
+
+def check_start(init: str, rank: int, flag: str = "--init") -> None:
+    """``init`` one of :data:`INITS` and possible for a student of rank ``rank`` (the mixed
+    start puts the two informed directions in different columns)."""
+    if init not in INITS:
+        raise RunSettingsError(f"{flag}: unknown start {init!r}; choose from {', '.join(INITS)}")
+    if init == "mixed" and rank < 2:
+        raise RunSettingsError(f"{flag}: the mixed start needs a student of rank >= 2 (--rank), got rank {rank}")

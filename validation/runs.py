@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import io
 import json
 import logging
 import math
@@ -14,6 +15,9 @@ import os
 from typing import Callable, Optional, Sequence
 
 import numpy as np
+
+from numerics.tidy import (UnreadableFile, atomic_write_text, folder_summary, move_aside, read_checked_json,
+                           write_checked_json)
 
 from .figures import plot_dscan, plot_validate
 from .statistics import (compare_point, crossing_alpha, csv_fields, failing, fit_finite_size, linear_rows,
@@ -25,90 +29,99 @@ log = logging.getLogger(__name__)
 
 def _cache_key(spec, d, alpha, init, sim_kwargs) -> str:
     blob = json.dumps({"model": spec.to_dict(), "d": d, "alpha": alpha, "init": init,
-                       **{k: v for k, v in sim_kwargs.items() if k not in ("device", "progress")}},
+                       **{k: v for k, v in sim_kwargs.items() if k != "device"}},
                       sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
 def cached_simulate(spec, d: int, alpha: float, init: str, sim_kwargs: dict, cache_dir: Optional[str],
-                    simulate_fn: Optional[Callable] = None) -> dict:
-    """:func:`validation.simulate.simulate`, reusing ``cache_dir/sim_<key>.json`` when present."""
+                    simulate_fn: Optional[Callable] = None, progress: Optional[Callable[[int], None]] = None) -> dict:
+    """:func:`validation.simulate.simulate`, reusing ``cache_dir/sim_<key>.json`` when it reads
+    back whole (its checksum matches) as the result of these settings; a cache file that
+    does not is moved aside with a warning and the point simulated again. ``progress(n)``:
+    told the steps taken (all of them at once for a cached point)."""
     if simulate_fn is None:
         from .simulate import simulate as simulate_fn
     path = None
     if cache_dir:
         path = os.path.join(cache_dir, f"sim_{_cache_key(spec, d, alpha, init, sim_kwargs)}.json")
         if os.path.exists(path):
-            with open(path) as f:
+            try:
+                result = read_checked_json(path)
+                if not (isinstance(result, dict) and len(result.get("runs", ())) == sim_kwargs.get("seeds", 1)
+                        and result.get("d") == d and result.get("init") == init):
+                    raise UnreadableFile(f"{path}: not the simulation of these settings")
+            except UnreadableFile as exc:
+                move_aside(path, f"unreadable cached simulation ({exc}); simulating again")
+            else:
                 log.info("reusing %s", path)
-                return json.load(f)
-    result = simulate_fn(spec, d, alpha, init, **sim_kwargs)
+                if progress:
+                    progress(sim_kwargs.get("seeds", 1) * sim_kwargs.get("steps", 0))
+                return result
+    result = simulate_fn(spec, d, alpha, init, progress=progress, **sim_kwargs)
     if path:
-        os.makedirs(cache_dir, exist_ok=True)
-        tmp = path + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(result, f)
-        os.replace(tmp, path)
+        write_checked_json(path, result)
     return result
 
 
 def write_csv(path: str, rows: Sequence[dict], fields: Sequence[str]) -> None:
-    with open(path, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(fields), extrasaction="ignore")
-        w.writeheader()
-        for r in rows:
-            w.writerow({k: (f"{v:.10g}" if isinstance(v, float) else v) for k, v in r.items()})
+    """Rows as a CSV of the columns ``fields`` (floats to 10 digits), written whole."""
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=list(fields), extrasaction="ignore", lineterminator="\n")
+    w.writeheader()
+    for r in rows:
+        w.writerow({k: (f"{v:.10g}" if isinstance(v, float) else v) for k, v in r.items()})
+    atomic_write_text(path, buf.getvalue())
 
 
 def run_validate(spec, alphas: Sequence[float], inits: Sequence[str], d: int, sim_kwargs: dict, out: str,
                  tolerance: float = 3.0, theory: Optional[Theory] = None, curve_points: int = 7,
-                 resume: bool = True, simulate_fn: Optional[Callable] = None) -> dict:
+                 resume: bool = True, simulate_fn: Optional[Callable] = None,
+                 progress: Optional[Callable[[int], None]] = None) -> dict:
     """Simulate the grid, compare with ``theory`` (None: simulation only), write files to ``out``.
 
     The theory is solved (memoized) at the simulated alphas and at ``curve_points``
     evenly spaced alphas over the same range, for the curves and the theory crossing.
     Returns a summary dict; ``summary["failing"]`` lists rows with ``|z| > tolerance``.
+    ``validate.json`` says ``"status": "incomplete"`` until every file is written.
+    ``progress(n)``: told the simulation steps taken.
     """
-    os.makedirs(out, exist_ok=True)
     theory = memoized(theory, os.path.join(out, "theory") if resume else None) if theory is not None else None
     cache = os.path.join(out, "runs") if resume else None
-    from tqdm import tqdm
-
-    points = [(a, i) for a in alphas for i in inits]
-    results = {}
-    for alpha, init in tqdm(points, desc=f"validate d={d}", unit="point"):
-        results[(alpha, init)] = cached_simulate(spec, d, alpha, init, sim_kwargs, cache, simulate_fn)
-    rows = []
-    for alpha in alphas:
-        for init in inits:
-            rows += compare_point(results[(alpha, init)], spec, theory)
-        rows += linear_rows(results[(alpha, inits[0])], theory)
-    write_csv(os.path.join(out, "validate.csv"), rows, csv_fields(spec))
     summary = {"d": d, "alphas": list(alphas), "inits": list(inits), "tolerance": tolerance,
-               "model": spec.to_dict(), "simulation": {k: v for k, v in sim_kwargs.items() if k != "progress"},
-               "theory": theory is not None}
-    grid = sorted(set(float(a) for a in alphas))
-    if theory is not None and curve_points > 0:
-        lo, hi = min(alphas), max(alphas)
-        grid = sorted(set(grid) | set(np.round(np.linspace(lo, hi, curve_points), 10).tolist()))
-    if "semantic" in inits and len(alphas) > 1:
-        sem = [results[(a, "semantic")]["runs"] for a in alphas]
-        summary["crossing"] = crossing_alpha(alphas, [[r["test_error"] for r in rs] for rs in sem],
-                                             [[r["linear_test_error"] for r in rs] for rs in sem],
-                                             rng=np.random.default_rng(sim_kwargs.get("seed", 0)))
+               "model": spec.to_dict(), "simulation": dict(sim_kwargs), "theory": theory is not None}
+    with folder_summary(os.path.join(out, "validate.json"), summary):
+        results = {}
+        for alpha in alphas:
+            for init in inits:
+                results[(alpha, init)] = cached_simulate(spec, d, alpha, init, sim_kwargs, cache, simulate_fn,
+                                                         progress)
+        rows = []
+        for alpha in alphas:
+            for init in inits:
+                rows += compare_point(results[(alpha, init)], spec, theory)
+            rows += linear_rows(results[(alpha, inits[0])], theory)
+        write_csv(os.path.join(out, "validate.csv"), rows, csv_fields(spec))
+        grid = sorted(set(float(a) for a in alphas))
+        if theory is not None and curve_points > 0:
+            lo, hi = min(alphas), max(alphas)
+            grid = sorted(set(grid) | set(np.round(np.linspace(lo, hi, curve_points), 10).tolist()))
+        if "semantic" in inits and len(alphas) > 1:
+            sem = [results[(a, "semantic")]["runs"] for a in alphas]
+            summary["crossing"] = crossing_alpha(alphas, [[r["test_error"] for r in rs] for rs in sem],
+                                                 [[r["linear_test_error"] for r in rs] for rs in sem],
+                                                 rng=np.random.default_rng(sim_kwargs.get("seed", 0)))
+            if theory is not None:
+                summary["crossing"]["theory_alpha_semantic_vs_linear"] = theory_crossing(theory, spec, grid)
         if theory is not None:
-            summary["crossing"]["theory_alpha_semantic_vs_linear"] = theory_crossing(theory, spec, grid)
-    if theory is not None:
-        write_csv(os.path.join(out, "theory_curves.csv"), theory_curves(theory, spec, grid),
-                  ("branch", "alpha", "quantity", "value", "converged"))
-    fails = failing(rows, tolerance)
-    summary["failing"] = [{k: r[k] for k in ("alpha", "init", "branch", "quantity", "sim_mean", "theory", "z")}
-                          for r in fails]
-    summary["unmatched"] = unmatched(rows)
-    summary["rows"] = len(rows)
-    with open(os.path.join(out, "validate.json"), "w") as f:
-        json.dump(summary, f, indent=1)
-    plot_validate(out)
+            write_csv(os.path.join(out, "theory_curves.csv"), theory_curves(theory, spec, grid),
+                      ("branch", "alpha", "quantity", "value", "converged"))
+        fails = failing(rows, tolerance)
+        summary["failing"] = [{k: r[k] for k in ("alpha", "init", "branch", "quantity", "sim_mean", "theory", "z")}
+                              for r in fails]
+        summary["unmatched"] = unmatched(rows)
+        summary["rows"] = len(rows)
+        plot_validate(out)
     return summary
 
 
@@ -124,46 +137,44 @@ def scan_seed(seed: int, d: int) -> int:
 
 def run_dscan(spec, alpha: float, inits: Sequence[str], d_values: Sequence[int], sim_kwargs: dict, out: str,
               tolerance: float = 3.0, theory: Optional[Theory] = None, resume: bool = True,
-              simulate_fn: Optional[Callable] = None) -> dict:
+              simulate_fn: Optional[Callable] = None, progress: Optional[Callable[[int], None]] = None) -> dict:
     """Finite-size scan at fixed ``alpha``: rows per ``(d, init, quantity)``, a fit ``a + b/d``
-    per ``(init, quantity)``, its intercept compared with the theory."""
-    os.makedirs(out, exist_ok=True)
+    per ``(init, quantity)``, its intercept compared with the theory. ``dscan.json`` says
+    ``"status": "incomplete"`` until every file is written."""
     cache = os.path.join(out, "runs") if resume else None
     theory = memoized(theory, os.path.join(out, "theory") if resume else None) if theory is not None else None
-    from tqdm import tqdm
-
-    rows = []
-    for d in tqdm(list(d_values), desc=f"d-scan alpha={alpha:g}", unit="d"):
-        for init in inits:
-            kw = {**sim_kwargs, "seed": scan_seed(sim_kwargs.get("seed", 0), d)}
-            res = cached_simulate(spec, d, alpha, init, kw, cache, simulate_fn)
-            rows += compare_point(res, spec, None)
-            if init == inits[0]:
-                rows += linear_rows(res, None)
-    write_csv(os.path.join(out, "dscan.csv"), rows, csv_fields(spec))
-    fits = []
-    keys = sorted({(r["init"], r["branch"], r["quantity"]) for r in rows})
-    for init, branch, qty in keys:
-        sel = sorted((r for r in rows if (r["init"], r["branch"], r["quantity"]) == (init, branch, qty)),
-                     key=lambda r: r["d"])
-        if len(sel) < 3 or any(not (r["sim_sem"] > 0) for r in sel):
-            continue
-        fit = fit_finite_size([r["d"] for r in sel], [r["sim_mean"] for r in sel], [r["sim_sem"] for r in sel])
-        th = float("nan")
-        if theory is not None:
-            th = (float(theory.linear_baseline(spec).test_error) if branch == "linear"
-                  else theory_point(theory, spec, alpha, branch)[qty])
-        z = (fit["a"] - th) / fit["a_se_scaled"] if math.isfinite(th) else float("nan")
-        fits.append({"alpha": alpha, "init": init, "branch": branch, "quantity": qty, **fit, "theory": th,
-                     "z": z, "d_values": ";".join(str(r["d"]) for r in sel)})
-    write_csv(os.path.join(out, "dscan_fit.csv"), fits,
-              ("alpha", "init", "branch", "quantity", "a", "a_se", "a_se_scaled", "b", "b_se", "chi2_dof",
-               "theory", "z", "d_values"))
-    fails = failing(fits, tolerance)
     summary = {"alpha": alpha, "d_values": list(d_values), "inits": list(inits), "tolerance": tolerance,
-               "model": spec.to_dict(), "theory": theory is not None, "fits": fits,
-               "failing": [{k: r[k] for k in ("init", "branch", "quantity", "a", "theory", "z")} for r in fails]}
-    with open(os.path.join(out, "dscan.json"), "w") as f:
-        json.dump(summary, f, indent=1)
-    plot_dscan(out)
+               "model": spec.to_dict(), "theory": theory is not None}
+    with folder_summary(os.path.join(out, "dscan.json"), summary):
+        rows = []
+        for d in d_values:
+            for init in inits:
+                kw = {**sim_kwargs, "seed": scan_seed(sim_kwargs.get("seed", 0), d)}
+                res = cached_simulate(spec, d, alpha, init, kw, cache, simulate_fn, progress)
+                rows += compare_point(res, spec, None)
+                if init == inits[0]:
+                    rows += linear_rows(res, None)
+        write_csv(os.path.join(out, "dscan.csv"), rows, csv_fields(spec))
+        fits = []
+        keys = sorted({(r["init"], r["branch"], r["quantity"]) for r in rows})
+        for init, branch, qty in keys:
+            sel = sorted((r for r in rows if (r["init"], r["branch"], r["quantity"]) == (init, branch, qty)),
+                         key=lambda r: r["d"])
+            if len(sel) < 3 or any(not (r["sim_sem"] > 0) for r in sel):
+                continue
+            fit = fit_finite_size([r["d"] for r in sel], [r["sim_mean"] for r in sel], [r["sim_sem"] for r in sel])
+            th = float("nan")
+            if theory is not None:
+                th = (float(theory.linear_baseline(spec).test_error) if branch == "linear"
+                      else theory_point(theory, spec, alpha, branch)[qty])
+            z = (fit["a"] - th) / fit["a_se_scaled"] if math.isfinite(th) else float("nan")
+            fits.append({"alpha": alpha, "init": init, "branch": branch, "quantity": qty, **fit, "theory": th,
+                         "z": z, "d_values": ";".join(str(r["d"]) for r in sel)})
+        write_csv(os.path.join(out, "dscan_fit.csv"), fits,
+                  ("alpha", "init", "branch", "quantity", "a", "a_se", "a_se_scaled", "b", "b_se", "chi2_dof",
+                   "theory", "z", "d_values"))
+        fails = failing(fits, tolerance)
+        summary["fits"] = fits
+        summary["failing"] = [{k: r[k] for k in ("init", "branch", "quantity", "a", "theory", "z")} for r in fails]
+        plot_dscan(out)
     return summary

@@ -78,14 +78,14 @@ import logging
 import math
 import re
 import time
-from typing import Optional
+from typing import Callable, Optional
 
 import numpy as np
 import torch
 
 from derivations.spec import ATTENTIONS, ModelSpec
 
-from .run_settings import DEFAULT_LR, INITS, OPTIMIZERS  # noqa: F401  (part of this module's interface)
+from .run_settings import DEFAULT_LR, INITS, OPTIMIZERS, check_start  # noqa: F401  (part of this module's interface)
 
 log = logging.getLogger(__name__)
 
@@ -532,11 +532,9 @@ def make_problem(spec: ModelSpec, d: int, alpha: float, seed: int = 0, run_index
 
 
 def check_init(spec: ModelSpec, init: str) -> None:
-    """Raise ``ValueError`` naming ``init`` if the start does not exist for this model."""
-    if init not in INITS:
-        raise ValueError(f"init: unknown start {init!r}; choose from {', '.join(INITS)}")
-    if init == "mixed" and spec.rank < 2:
-        raise ValueError(f"init: the mixed start needs rank >= 2, got rank = {spec.rank}")
+    """Raise :class:`~validation.run_settings.RunSettingsError` (a ``ValueError``) naming
+    ``init`` if the start does not exist for this model."""
+    check_start(init, spec.rank, "init")
 
 
 def initial_Q(problem: Problem, init: str) -> torch.Tensor:
@@ -587,7 +585,8 @@ class TrainResult:
 
 
 def train(problem: Problem, init: str = "semantic", steps: int = 5000, lr: Optional[float] = None,
-          optimizer: str = "gd", record_points: int = 200, Q0: Optional[torch.Tensor] = None) -> TrainResult:
+          optimizer: str = "gd", record_points: int = 200, Q0: Optional[torch.Tensor] = None,
+          progress: Optional[Callable[[int], None]] = None) -> TrainResult:
     """Full-batch training of ``R(Q)`` (docs/theory.md, section 1.3): gradient descent, or Adam
     (betas 0.9/0.999, eps 1e-8).
 
@@ -595,7 +594,8 @@ def train(problem: Problem, init: str = "semantic", steps: int = 5000, lr: Optio
     (the value at step ``t`` is the risk *before* update ``t``) and after the last step.
     At each recorded step the risk and ``Q`` are checked to be finite; if not,
     training is replayed from the start, checking every step, to find the first
-    non-finite one, and :class:`SimulationDiverged` is raised.
+    non-finite one, and :class:`SimulationDiverged` is raised. ``progress(n)`` is told at
+    each recorded step (and at the end) how many steps were taken since it was last told.
     """
     if optimizer not in OPTIMIZERS:
         raise ValueError(f"optimizer: unknown optimizer {optimizer!r}; choose from {', '.join(OPTIMIZERS)}")
@@ -667,10 +667,14 @@ def train(problem: Problem, init: str = "semantic", steps: int = 5000, lr: Optio
                     raise diverged(t)
                 curve[j] = R
                 j += 1
+                if progress and t:
+                    progress(every)
             update(t, grad)
         R, grad = risk_and_grad(Q, batch, spec.lam, spec.attention)
         if not finite(R):
             raise diverged(steps)
+        if progress and steps:
+            progress(steps - (len(record_steps) - 1) * every)
         curve[j] = R
         curve_cpu = (curve / problem.d).cpu().tolist()
         grad_norm = float(grad.norm()) / math.sqrt(problem.d)
@@ -787,13 +791,13 @@ def linear_test_error(B: torch.Tensor, batch: Batch) -> float:
 def run_one(spec: ModelSpec, d: int, alpha: float, init: str, seed: int = 0, run_index: int = 0,
             steps: int = 5000, lr: Optional[float] = None, optimizer: str = "gd",
             dtype: torch.dtype = torch.float32, device: Optional[torch.device] = None,
-            n_test: int = 10000, record_points: int = 200) -> dict:
-    """One seeded run: draw, train, measure. Returns a JSON-ready record."""
+            n_test: int = 10000, record_points: int = 200, progress: Optional[Callable[[int], None]] = None) -> dict:
+    """One seeded run: draw, train, measure. Returns a JSON-ready record. ``progress``: see :func:`train`."""
     check_init(spec, init)
     device = choose_device(None) if device is None else device
     t0 = time.perf_counter()
     problem = make_problem(spec, d, alpha, seed, run_index, n_test, dtype, device)
-    result = train(problem, init, steps, lr, optimizer, record_points)
+    result = train(problem, init, steps, lr, optimizer, record_points, progress=progress)
     B = fit_linear_baseline(problem.train)
     record = {
         "run_index": run_index,
@@ -841,8 +845,9 @@ def aggregate(runs: list) -> dict:
 def simulate(spec: ModelSpec, d: int, alpha: float, init: str, seeds: int = 1, seed: int = 0,
              steps: int = 5000, lr: Optional[float] = None, optimizer: str = "gd",
              dtype: str = "float32", device: Optional[str] = None, n_test: int = 10000,
-             record_points: int = 200, progress: bool = False) -> dict:
-    """``seeds`` independent runs (run ``k`` seeded by ``SeedSequence(seed, spawn_key=(k,))``) and their aggregates."""
+             record_points: int = 200, progress: Optional[Callable[[int], None]] = None) -> dict:
+    """``seeds`` independent runs (run ``k`` seeded by ``SeedSequence(seed, spawn_key=(k,))``) and their
+    aggregates. ``progress(n)``: told the steps taken, ``seeds * steps`` in all (:func:`train`)."""
     check_init(spec, init)
     if dtype not in DTYPES:
         raise ValueError(f"dtype: unknown dtype {dtype!r}; choose from {', '.join(DTYPES)}")
@@ -854,13 +859,8 @@ def simulate(spec: ModelSpec, d: int, alpha: float, init: str, seeds: int = 1, s
     torch_dtype = DTYPES[dtype]
     lr_used = DEFAULT_LR[optimizer] if lr is None else float(lr)
     t0 = time.perf_counter()
-    iterator = range(seeds)
-    if progress:
-        from tqdm import tqdm
-
-        iterator = tqdm(iterator, desc=f"simulate d={d} alpha={alpha:g} {init}", unit="run", leave=False)
-    runs = [run_one(spec, d, alpha, init, seed, k, steps, lr_used, optimizer, torch_dtype, dev, n_test, record_points)
-            for k in iterator]
+    runs = [run_one(spec, d, alpha, init, seed, k, steps, lr_used, optimizer, torch_dtype, dev, n_test, record_points,
+                    progress) for k in range(seeds)]
     return {
         "model": spec.to_dict(),
         "d": d,

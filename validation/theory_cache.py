@@ -17,6 +17,7 @@ import os
 from typing import Callable, Dict, List, Optional, Sequence
 
 from numerics.overlaps import COMPETING_BRANCHES
+from numerics.tidy import UnreadableFile, move_aside, read_checked_json, write_checked_json
 
 log = logging.getLogger(__name__)
 
@@ -60,12 +61,30 @@ def memoized(theory: Theory, cache_dir: Optional[str] = None) -> Theory:
                           sort_keys=True)
         return os.path.join(cache_dir, f"theory_{hashlib.sha256(blob.encode()).hexdigest()[:16]}.json")
 
+    def read(key):
+        """The solve stored on disk, or None; a file that does not read back whole as the
+        solve of this key is moved aside (with a warning) and the point solved again."""
+        path = path_of(key)
+        if not os.path.exists(path):
+            return None
+        try:
+            stored = read_checked_json(path)
+            if not (isinstance(stored, dict) and stored.get("branch") == key[2] and stored.get("alpha") == key[1]
+                    and ("error" in stored or all(k in stored for k in _SOLUTION_FIELDS))):
+                raise UnreadableFile(f"{path}: not the solve of alpha = {key[1]:g}, {key[2]}")
+        except UnreadableFile as exc:
+            move_aside(path, f"unreadable cached theory solve ({exc}); solving again")
+            return None
+        if "error" in stored:
+            return RuntimeError(stored["error"])
+        return types.SimpleNamespace(**{k: stored[k] for k in _SOLUTION_FIELDS})
+
     def solve_branch(spec, alpha, branch, precision="fast"):
         key = (spec, round(float(alpha), 12), branch, precision)
-        if key not in solves and cache_dir and os.path.exists(path_of(key)):
-            with open(path_of(key)) as f:
-                stored = json.load(f)
-            solves[key] = RuntimeError(stored["error"]) if "error" in stored else types.SimpleNamespace(**stored)
+        if key not in solves and cache_dir:
+            found = read(key)
+            if found is not None:
+                solves[key] = found
         if key not in solves:
             try:
                 solves[key] = types.SimpleNamespace(**_flat_solution(
@@ -75,10 +94,8 @@ def memoized(theory: Theory, cache_dir: Optional[str] = None) -> Theory:
                 solves[key] = exc
                 stored = {"error": f"{type(exc).__name__}: {exc}"}
             if cache_dir:
-                os.makedirs(cache_dir, exist_ok=True)
-                with open(path_of(key) + ".tmp", "w") as f:
-                    json.dump({**stored, "alpha": key[1], "branch": branch, "precision": precision}, f)
-                os.replace(path_of(key) + ".tmp", path_of(key))
+                write_checked_json(path_of(key), {**stored, "alpha": key[1], "branch": branch,
+                                                  "precision": precision})
         if isinstance(solves[key], Exception):
             raise solves[key]
         return solves[key]

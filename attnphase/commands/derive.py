@@ -1,10 +1,9 @@
 """``attnphase derive``: print the replica free energy and the eight saddle-point equations."""
 from __future__ import annotations
 
-import json
 import logging
 
-from attnphase.options import add_json_option, add_model_options, model_from_args
+from attnphase.options import add_json_option, add_model_options, model_from_args, print_json, progress_bar
 
 log = logging.getLogger(__name__)
 
@@ -29,9 +28,10 @@ def run(args) -> int:
 
     spec = model_from_args(args)
     fmt = "json" if getattr(args, "json", False) else args.format
-    rep = report(spec)
+    with progress_bar(desc="derive"):  # SymPy takes minutes for a new shape (then it is cached)
+        rep = report(spec)
     if fmt == "json":
-        print(json.dumps(rep.as_json(), indent=2))
+        print_json(rep.as_json())
     elif fmt == "latex":
         print(rep.as_latex())
     else:

@@ -2,13 +2,12 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
-import json
 import os
-import sys
 
 from attnphase.errors import UsageError
-from attnphase.options import add_json_option, parse_list
+from attnphase.options import add_json_option, check_output, parse_list, print_json
 from histogram_task import ATTENTION_KINDS
 
 
@@ -68,10 +67,13 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--seeds: must be > 0, got {args.seeds}")
     kinds = parse_list(args.models, "--models", choices=ATTENTION_KINDS)
     cfg = _config(args)
+    if args.out:
+        check_output(args.out, "folder")
 
     import torch
 
     from histogram_task import experiment as H
+    from numerics.tidy import atomic_output, folder_summary
 
     try:
         device = H.pick_device(args.device)
@@ -80,23 +82,24 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--device: {str(exc).splitlines()[0]}") from None
     if device.type == "cpu":
         torch.set_num_threads(args.threads)
-    if args.out:
-        os.makedirs(args.out, exist_ok=True)
     progress = False if args.no_progress else None
-    result, examples = H.run_experiment(cfg, kinds=list(dict.fromkeys(kinds)), n_seeds=args.seeds,
-                                        seed=args.seed, device=device, progress=progress)
-    result["quick"] = bool(args.quick)
-    if args.out:
-        npz = os.path.join(args.out, "attention_examples.npz")
-        png = os.path.join(args.out, "histogram_attention.png")
-        H.save_examples(npz, examples)
-        H.plot_attention(npz, png)
-        result["figure"] = png
-        with open(os.path.join(args.out, "histogram.json"), "w") as f:
-            json.dump(result, f, indent=1)
+    with contextlib.ExitStack() as stack:
+        # histogram.json says "incomplete" until the run and its files are done
+        result = stack.enter_context(folder_summary(os.path.join(args.out, "histogram.json"), {})) \
+            if args.out else {}
+        found, examples = H.run_experiment(cfg, kinds=list(dict.fromkeys(kinds)), n_seeds=args.seeds,
+                                           seed=args.seed, device=device, progress=progress)
+        result.update(found, quick=bool(args.quick))
+        if args.out:
+            npz = os.path.join(args.out, "attention_examples.npz")
+            png = os.path.join(args.out, "histogram_attention.png")
+            with atomic_output(npz) as tmp:
+                H.save_examples(tmp, examples)
+            with atomic_output(png) as tmp:
+                H.plot_attention(npz, tmp)
+            result["figure"] = png
     if args.json:
-        json.dump(result, sys.stdout, indent=1)
-        sys.stdout.write("\n")
+        print_json(result)
     else:
         _print_table(result)
     return 0

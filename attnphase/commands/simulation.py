@@ -6,16 +6,15 @@ torch is imported inside the command functions, never at registration.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import math
 import sys
 
 from attnphase.errors import UsageError
-from attnphase.options import (add_json_option, add_model_options, add_precision_option, model_from_args,
-                               parse_list)
+from attnphase.options import (add_json_option, add_model_options, add_precision_option, check_output, failed,
+                               model_from_args, parse_list, print_json, progress_bar)
 from validation.run_settings import (DTYPE_NAMES, INITS, OPTIMIZERS, check_alpha, check_dimension,
-                                     check_run_settings)
+                                     check_run_settings, check_start)
 
 log = logging.getLogger(__name__)
 
@@ -101,23 +100,30 @@ def cmd_simulate(args) -> int:
     check_alpha(args.alpha, args.d)
     _check_common(args)
     spec = model_from_args(args)
-    from validation.simulate import simulate
+    check_start(args.init, spec.rank)
+    from validation.simulate import AGGREGATED, aggregated_keys, simulate
 
-    result = simulate(spec, args.d, args.alpha, args.init, progress=True, **_sim_kwargs(args))
+    with progress_bar(args.seeds * args.steps, f"simulate d={args.d} alpha={args.alpha:g} {args.init}",
+                      "step") as bar:
+        result = simulate(spec, args.d, args.alpha, args.init, progress=bar.update, **_sim_kwargs(args))
     if args.json:
-        json.dump(result, sys.stdout, indent=1)
-        sys.stdout.write("\n")
+        print_json(result)
         return 0
     out = sys.stdout
     out.write(f"d={result['d']} alpha={result['alpha']:g} n={result['n']} init={result['init']} "
               f"optimizer={result['optimizer']} lr={result['lr']:g} steps={result['steps']} "
               f"dtype={result['dtype']} device={result['device']}\n")
-    cols = ("test_error", "train_loss", "m", "theta_over_sigma2", "q", "linear_test_error")
-    out.write("run  " + " ".join(f"{c:>18s}" for c in cols) + f" {'s/step':>9s}\n")
+    # the overlaps of docs/theory.md, section 1.5 for the two-token rank-one model; the
+    # invariants and per-column overlaps of section 4.9 for any other shape
+    first = result["runs"][0]
+    cols = AGGREGATED if all(c in first for c in AGGREGATED) else tuple(aggregated_keys(first))
+    widths = [max(18, len(c)) for c in cols]
+    out.write("run  " + " ".join(f"{c:>{w}s}" for c, w in zip(cols, widths)) + f" {'s/step':>9s}\n")
     for r in result["runs"]:
-        out.write(f"{r['run_index']:<4d} " + " ".join(f"{r[c]:18.6g}" for c in cols) + f" {r['step_time']:9.2e}\n")
-    out.write("mean " + " ".join(f"{result[c + '_mean']:18.6g}" for c in cols) + "\n")
-    out.write("std  " + " ".join(f"{result[c + '_std']:18.6g}" for c in cols) + "\n")
+        out.write(f"{r['run_index']:<4d} " + " ".join(f"{r[c]:{w}.6g}" for c, w in zip(cols, widths))
+                  + f" {r['step_time']:9.2e}\n")
+    out.write("mean " + " ".join(f"{result[c + '_mean']:{w}.6g}" for c, w in zip(cols, widths)) + "\n")
+    out.write("std  " + " ".join(f"{result[c + '_std']:{w}.6g}" for c, w in zip(cols, widths)) + "\n")
     out.write(f"wall time {result['wall_time']:.1f} s\n")
     return 0
 
@@ -130,6 +136,8 @@ def cmd_validate(args) -> int:
         raise UsageError(f"--tolerance: must be a positive number, got {args.tolerance}")
     inits = parse_list(args.inits, "--inits", choices=INITS)
     spec = model_from_args(args)
+    for init in inits:
+        check_start(init, spec.rank, "--inits")
     if args.d_scan:
         d_values = parse_list(args.d_values, "--d-values", item=int)
         for d in d_values:
@@ -140,21 +148,24 @@ def cmd_validate(args) -> int:
         alphas = parse_list(args.alphas, "--alphas", item=float)
         for a in alphas:
             check_alpha(a, args.d, "--alphas")
+    check_output(args.out, "folder")
     from validation import runs
     from validation.theory_cache import default_theory
 
     theory = None if args.sim_only else default_theory(args.precision)
 
-    sim_kwargs = {**_sim_kwargs(args), "progress": False}
-    if args.d_scan:
-        summary = runs.run_dscan(spec, args.alpha, inits, d_values, sim_kwargs, args.out, args.tolerance,
-                                    theory, resume=not args.no_resume)
-    else:
-        summary = runs.run_validate(spec, alphas, inits, args.d, sim_kwargs, args.out, args.tolerance,
-                                       theory, curve_points=args.curve_points, resume=not args.no_resume)
+    sim_kwargs = _sim_kwargs(args)
+    n_points = len(inits) * (len(d_values) if args.d_scan else len(alphas))
+    with progress_bar(n_points * args.seeds * args.steps, "validate: simulations", "step") as bar:
+        if args.d_scan:
+            summary = runs.run_dscan(spec, args.alpha, inits, d_values, sim_kwargs, args.out, args.tolerance,
+                                     theory, resume=not args.no_resume, progress=bar.update)
+        else:
+            summary = runs.run_validate(spec, alphas, inits, args.d, sim_kwargs, args.out, args.tolerance,
+                                        theory, curve_points=args.curve_points, resume=not args.no_resume,
+                                        progress=bar.update)
     if args.json:
-        json.dump(summary, sys.stdout, indent=1)
-        sys.stdout.write("\n")
+        print_json(summary)
     else:
         name = "dscan" if args.d_scan else "validate"
         sys.stdout.write(f"wrote {args.out}/{name}.csv, {args.out}/{name}.png, {args.out}/{name}.json\n")
@@ -170,6 +181,5 @@ def cmd_validate(args) -> int:
             sys.stdout.write(f"semantic-start test error crosses the linear baseline at alpha = "
                              f"{c['alpha_cross']:.3f} +- {c['alpha_cross_std']:.3f} (bootstrap over seeds)\n")
     if theory is not None and summary["failing"]:
-        sys.stderr.write(f"attnphase validate: {len(summary['failing'])} row(s) with |z| > {args.tolerance}\n")
-        return 1
+        return failed("validate", f"{len(summary['failing'])} row(s) with |z| > {args.tolerance}")
     return 0

@@ -6,14 +6,13 @@ functions, never at registration.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
 from pathlib import Path
 
 from attnphase.errors import UsageError
-from attnphase.options import (add_json_option, add_model_options, add_precision_option, model_from_args,
-                               parse_list, parse_range)
+from attnphase.options import (add_json_option, add_model_options, add_precision_option, check_output, failed,
+                               model_from_args, parse_list, parse_range, print_json)
 from validation.run_settings import DTYPE_NAMES, OPTIMIZERS
 
 FIGURE_FORMATS = ("png", "pdf", "svg")
@@ -99,6 +98,7 @@ def config_from_args(args):
 def cmd_phase_diagram(args, theory_task=None, simulation_task=None, client=None) -> int:
     """The command. ``theory_task``/``simulation_task``/``client`` are for tests (fakes)."""
     config = config_from_args(args)
+    check_output(args.out, "folder")
     from sweeps.runner import run_sweep
 
     if logging.getLogger().getEffectiveLevel() > logging.DEBUG:  # Dask's INFO chatter only with -vv
@@ -110,8 +110,7 @@ def cmd_phase_diagram(args, theory_task=None, simulation_task=None, client=None)
                         theory_task=theory_task, simulation_task=simulation_task, progress=not args.quiet,
                         plot=not args.no_plot)
     if args.json:
-        json.dump(summary, sys.stdout, indent=1, default=str)
-        sys.stdout.write("\n")
+        print_json(summary)
     else:
         out = sys.stdout
         out.write(f"{summary['tasks']} tasks: {summary['skipped']} already done, "
@@ -124,26 +123,32 @@ def cmd_phase_diagram(args, theory_task=None, simulation_task=None, client=None)
     for f in summary["failed"]:
         sys.stderr.write(f"FAILED {f['task']}: {f['error']}\n")
     if summary["failed"]:
-        sys.stderr.write(f"attnphase phase-diagram: {len(summary['failed'])} task(s) failed (logged in "
-                         f"{Path(summary['out']) / 'failures.csv'}); re-run the same command to retry them\n")
-        return 1
+        failures = Path(summary["out"]) / "failures.csv"
+        return failed("phase-diagram", f"{len(summary['failed'])} task(s) failed (logged in {failures}); "
+                                       f"re-run the same command to retry them")
     return 0
 
 
 def cmd_plot(args) -> int:
-    from sweeps.figures import plot_file
+    from numerics.tidy import UnreadableFile
+    from sweeps import figures
 
-    path = Path(args.file)
-    if not path.is_file():
-        raise UsageError(f"FILE.csv: no such file {args.file!r}")
-    if args.thresholds and not Path(args.thresholds).is_file():
-        raise UsageError(f"--thresholds: no such file {args.thresholds!r}")
     formats = parse_list(args.formats, "--formats", choices=FIGURE_FORMATS)
-    thresholds = False if args.no_thresholds else args.thresholds
+    out = args.out if args.out is not None else str(Path(args.file).parent)
+    check_output(out, "folder")
+    # every input is read and checked before drawing, and an error names its own file
     try:
-        written = plot_file(path, args.out, thresholds=thresholds, formats=formats)
-    except (ValueError, KeyError) as exc:
-        raise UsageError(f"FILE.csv: {path}: {exc}") from None
+        figures.read_diagram_file(args.file)
+    except UnreadableFile as exc:
+        raise UsageError(f"FILE.csv: {exc}") from None
+    thresholds = False if args.no_thresholds else (args.thresholds or figures.default_thresholds(args.file))
+    if thresholds:
+        try:
+            figures.read_thresholds(thresholds)
+        except UnreadableFile as exc:
+            flag = "--thresholds" if args.thresholds else "thresholds.csv next to FILE.csv (or --no-thresholds)"
+            raise UsageError(f"{flag}: {exc}") from None
+    written = figures.plot_file(args.file, out, thresholds=thresholds, formats=formats)
     for w in written:
         sys.stdout.write(f"wrote {w}\n")
     return 0

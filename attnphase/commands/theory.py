@@ -1,15 +1,14 @@
 """``attnphase solve | curve | thresholds | run``: the theory from the command line."""
 from __future__ import annotations
 
-import json
 import logging
 import os
-import sys
 import time
 
 from attnphase.errors import UsageError
-from attnphase.options import (add_json_option, add_model_options, add_precision_option, model_from_args,
-                               parse_list, parse_range, positive_number)
+from attnphase.options import (add_json_option, add_model_options, add_precision_option, check_output, failed,
+                               model_from_args, parse_list, parse_range, positive_number, print_json,
+                               progress_bar)
 from numerics.overlaps import BRANCHES, COMPETING_BRANCHES
 
 log = logging.getLogger(__name__)
@@ -53,14 +52,6 @@ def register(sub):
     p.set_defaults(func=cmd_run)
 
 
-def _emit(obj, as_json):
-    from numerics.tidy import json_default
-
-    if as_json:
-        json.dump(obj, sys.stdout, indent=2, default=json_default)
-        sys.stdout.write("\n")
-
-
 def _fp_table(points):
     lines = [f"{'alpha':>7} {'branch':>10} {'q':>10} {'m':>10} {'V':>10} {'theta':>10} {'test_err':>11} "
              f"{'train_loss':>11} {'conv':>5} {'global':>6}"]
@@ -76,18 +67,20 @@ def cmd_solve(args) -> int:
 
     spec = model_from_args(args)
     t0 = time.perf_counter()
-    if args.branch == "all":
-        points = solve_all(spec, args.alpha, args.precision)
-        payload = [p.to_dict() for p in points]
-    else:
-        points = [solve_branch(spec, args.alpha, args.branch, args.precision)]
-        payload = points[0].to_dict()
+    with progress_bar(desc=f"solve alpha={args.alpha:g}"):
+        if args.branch == "all":
+            points = solve_all(spec, args.alpha, args.precision)
+            payload = [p.to_dict() for p in points]
+        else:
+            points = [solve_branch(spec, args.alpha, args.branch, args.precision)]
+            payload = points[0].to_dict()
     if args.json:
-        _emit(payload, True)
+        print_json(payload)
     else:
         print(_fp_table(points))
         print(f"wall time {time.perf_counter() - t0:.1f} s")
-    return 0 if all(p.converged for p in points) else 1
+    stuck = [f"{p.branch} (residual {p.residual:.1e})" for p in points if not p.converged]
+    return failed("solve", f"not converged at alpha = {args.alpha:g}: {', '.join(stuck)}") if stuck else 0
 
 
 def _curves(spec, alphas, branches, precision, bar=None):
@@ -113,12 +106,6 @@ def _mark_global_minima(curves):
     return curves
 
 
-def _progress(total, desc):
-    from tqdm import tqdm
-
-    return tqdm(total=total, desc=desc, file=sys.stderr, unit="pt", disable=None)
-
-
 def cmd_curve(args) -> int:
     from numerics.tidy import write_rows
 
@@ -126,12 +113,19 @@ def cmd_curve(args) -> int:
     alphas = parse_range(args.alpha, "--alpha", positive=True)
     branches = parse_list(args.branches, "--branches", choices=BRANCHES)
     compare = parse_list(args.compare, "--compare", allow_empty=True)
+    check_output(args.out, "file")
     if compare and not args.figure:
         raise UsageError("--compare: needs --figure")
-    for path in compare:  # checked before the curve is computed
-        if not os.access(path, os.R_OK):
-            raise UsageError(f"--compare: cannot read {path}")
-    with _progress(len(alphas) * len(branches), "curve") as bar:
+    if compare:
+        from numerics.figures import read_curve_file
+        from numerics.tidy import UnreadableFile
+
+        for path in compare:  # checked before the curve is computed
+            try:
+                read_curve_file(path)
+            except UnreadableFile as exc:
+                raise UsageError(f"--compare: {exc}") from None
+    with progress_bar(len(alphas) * len(branches), "curve", "pt") as bar:
         curves = _curves(spec, alphas, branches, args.precision, bar)
     rows = [p.to_row() for c in curves.values() for p in c.points]
     write_rows(args.out, rows)
@@ -143,42 +137,40 @@ def cmd_curve(args) -> int:
 
         figures = plot_curve_files([args.out, *compare], os.path.splitext(args.out)[0], default_model=spec)
     if args.json:
-        _emit({"csv": args.out, "rows": len(rows), "spinodals": spin, "notes": notes, "figures": figures}, True)
+        print_json({"csv": args.out, "rows": len(rows), "spinodals": spin, "notes": notes, "figures": figures})
     else:
         print(f"wrote {len(rows)} rows to {args.out}; spinodals: {spin}" +
               (f"; figures: {', '.join(figures)}" if figures else ""))
         for n in notes:
             print(f"note: {n}")
     if not rows:
-        return 1
-    return 0 if all(p.converged for c in curves.values() for p in c.points) else 1
+        why = f" ({'; '.join(notes)})" if notes else ""
+        return failed("curve", f"no point of {', '.join(branches)} was found{why}")
+    stuck = [f"{p.branch} at alpha = {p.alpha:g}" for c in curves.values() for p in c.points if not p.converged]
+    return failed("curve", f"{len(stuck)} point(s) not converged: {', '.join(stuck)}") if stuck else 0
 
 
 def cmd_thresholds(args) -> int:
     from numerics.api import ThresholdError, linear_baseline, thresholds
 
     spec = model_from_args(args)
-    scan = parse_range(args.alpha, "--alpha", positive=True)
-    if len(scan) < 3:
-        raise UsageError(f"--alpha: the scan needs at least 3 points, got {args.alpha!r}")
+    scan = parse_range(args.alpha, "--alpha", positive=True, min_points=3)
     try:
-        th = thresholds(spec, args.precision, alpha_min=float(scan[0]), alpha_max=float(scan[-1]),
-                        n_scan=len(scan), progress=lambda m: log.info(m))
+        with progress_bar(desc="thresholds") as bar:
+            th = thresholds(spec, args.precision, alpha_min=float(scan[0]), alpha_max=float(scan[-1]),
+                            n_scan=len(scan), progress=_reporter(bar))
     except ThresholdError as exc:
         # e.g. linear attention: no positional branch, so no alpha_c. Exit status 1 and
         # one line, not a traceback; JSON keeps the baseline, which exists regardless
         if args.json:
-            _emit({"alpha_c": None, "alpha_c_error": None, "alpha_l": None, "alpha_l_error": None,
-                   "linear_test_error": linear_baseline(spec).test_error, "error": str(exc)}, True)
-        else:
-            sys.stderr.write(f"attnphase thresholds: {exc}\n")
-        return 1
+            print_json({"alpha_c": None, "alpha_c_error": None, "alpha_l": None, "alpha_l_error": None,
+                        "linear_test_error": linear_baseline(spec).test_error, "error": str(exc)})
+        return failed("thresholds", str(exc))
     d = th.to_dict()
     if th.alpha_l_status != "ok":  # alpha_c found, alpha_l not: null in JSON, exit status 1
         d.update(alpha_l=None, alpha_l_error=None)
-        log.error("alpha_l %s", th.alpha_l_status)
     if args.json:
-        _emit(d, True)
+        print_json(d)
     else:
         print(f"alpha_c = {th.alpha_c:.8f} +- {th.alpha_c_error:.1e}")
         if th.alpha_l_status == "ok":
@@ -189,53 +181,57 @@ def cmd_thresholds(args) -> int:
         for s in th.spinodals:
             print(f"spinodal: {s['branch']} branch ends at alpha = {s['alpha']:.5f} +- {s['alpha_error']:.1e}")
         print(f"wall time {th.wall_time:.1f} s")
-    return 0 if th.alpha_l_status == "ok" else 1
+    return 0 if th.alpha_l_status == "ok" else failed("thresholds", f"alpha_l {th.alpha_l_status}")
 
 
 def cmd_run(args) -> int:
     from numerics.api import ThresholdError, linear_baseline, thresholds
     from numerics.figures import plot_curves
-    from numerics.tidy import json_default, write_rows
+    from numerics.tidy import folder_summary, write_rows
 
     spec = model_from_args(args)
-    alphas = parse_range(args.alpha, "--alpha", positive=True)
-    os.makedirs(args.out, exist_ok=True)
+    alphas = parse_range(args.alpha, "--alpha", positive=True, min_points=3)
+    check_output(args.out, "folder")
     t0 = time.perf_counter()
-    with _progress(2 * len(alphas), "branches") as bar:
-        curves = _curves(spec, alphas, COMPETING_BRANCHES, "draft", bar)
-    if any(not c.points for c in curves.values()):
-        # a regenerated model may lack a branch (linear attention has neither on [0.05, 2.5]):
-        # the trivial one is then drawn too, so that the curve and figure are not empty
-        curves = _mark_global_minima({**curves, **_curves(spec, alphas, ("trivial",), "draft")})
-    rows = [p.to_row() for c in curves.values() for p in c.points]
     csv_path = os.path.join(args.out, "curve.csv")
-    write_rows(csv_path, rows)
-    baseline = linear_baseline(spec)
-    try:
-        th = thresholds(spec, args.precision, progress=lambda m: log.info(m), scan_curves=curves)
-        th_dict = th.to_dict()
-        if th.alpha_l_status != "ok":
-            log.error("alpha_l %s", th.alpha_l_status)
-            th_dict.update(alpha_l=None, alpha_l_error=None)
-    except ThresholdError as exc:
-        log.error("thresholds: %s", exc)
-        th, th_dict = None, {"error": str(exc)}
-    summary = {
-        "model": spec.to_dict(),
-        "alpha_c": th.alpha_c if th else None, "alpha_c_error": th.alpha_c_error if th else None,
-        "alpha_l": th_dict.get("alpha_l"), "alpha_l_error": th_dict.get("alpha_l_error"),
-        "linear_test_error": baseline.test_error,
-        "spinodals": th.spinodals if th else [s for c in curves.values() for s in c.spinodals],
-        "thresholds": th_dict, "curve_csv": csv_path, "curve_precision": "draft",
-        "threshold_precision": args.precision, "wall_time": None,
-    }
-    fig_paths = plot_curves(rows, baseline.test_error, summary, os.path.join(args.out, "branches"))
-    summary["figures"] = fig_paths
-    summary["wall_time"] = time.perf_counter() - t0
-    with open(os.path.join(args.out, "summary.json"), "w") as fh:
-        json.dump(summary, fh, indent=2, default=json_default)
+    summary = {"model": spec.to_dict(), "curve_csv": csv_path, "curve_precision": "draft",
+               "threshold_precision": args.precision}
+    # summary.json says "incomplete" from the start until every file is written (a crash, a
+    # failure or Ctrl-C leaves it so, with the error)
+    with folder_summary(os.path.join(args.out, "summary.json"), summary):
+        with progress_bar(2 * len(alphas), "branches", "pt") as bar:
+            curves = _curves(spec, alphas, COMPETING_BRANCHES, "draft", bar)
+        if any(not c.points for c in curves.values()):
+            # a regenerated model may lack a branch (linear attention has neither on [0.05, 2.5]):
+            # the trivial one is then drawn too, so that the curve and figure are not empty
+            curves = _mark_global_minima({**curves, **_curves(spec, alphas, ("trivial",), "draft")})
+        rows = [p.to_row() for c in curves.values() for p in c.points]
+        write_rows(csv_path, rows)
+        baseline = linear_baseline(spec)
+        error = None
+        try:
+            with progress_bar(desc="thresholds") as bar:
+                th = thresholds(spec, args.precision, progress=_reporter(bar), scan_curves=curves)
+            th_dict = th.to_dict()
+            if th.alpha_l_status != "ok":
+                error = f"alpha_l {th.alpha_l_status}"
+                th_dict.update(alpha_l=None, alpha_l_error=None)
+        except ThresholdError as exc:
+            error = f"thresholds: {exc}"
+            th, th_dict = None, {"error": str(exc)}
+        summary.update({
+            "alpha_c": th.alpha_c if th else None, "alpha_c_error": th.alpha_c_error if th else None,
+            "alpha_l": th_dict.get("alpha_l"), "alpha_l_error": th_dict.get("alpha_l_error"),
+            "linear_test_error": baseline.test_error,
+            "spinodals": th.spinodals if th else [s for c in curves.values() for s in c.spinodals],
+            "thresholds": th_dict,
+        })
+        summary["figures"] = plot_curves(rows, baseline.test_error, summary, os.path.join(args.out, "branches"))
+        summary["wall_time"] = time.perf_counter() - t0
+        if error:
+            summary.update(status="incomplete", error=error)
     if args.json:
-        _emit(summary, True)
+        print_json(summary)
     else:
         print(_fp_table([p for c in curves.values() for p in c.points if p.global_minimum]))
         if th:
@@ -243,6 +239,16 @@ def cmd_run(args) -> int:
                   (f"alpha_l = {th.alpha_l:.8f} +- {th.alpha_l_error:.1e}" if th.alpha_l_status == "ok"
                    else f"alpha_l: {th.alpha_l_status}"))
         print(f"linear baseline test error = {baseline.test_error:.10g}")
-        print(f"wrote {csv_path}, {os.path.join(args.out, 'summary.json')}, {', '.join(fig_paths)}")
+        print(f"wrote {csv_path}, {os.path.join(args.out, 'summary.json')}, {', '.join(summary['figures'])}")
         print(f"wall time {summary['wall_time']:.1f} s")
-    return 0 if th is not None and th.alpha_l_status == "ok" else 1
+    return failed("run", f"{error} (summary.json marks the folder incomplete)") if error else 0
+
+
+def _reporter(bar):
+    """A ``progress(message)`` callback of the numerics: the message on the bar and in the log."""
+    def report(message):
+        log.info("%s", message)
+        bar.set_postfix_str(str(message)[:60], refresh=False)
+        bar.update(1)
+
+    return report
