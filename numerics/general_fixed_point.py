@@ -8,6 +8,7 @@ integrator (:func:`numerics.qmc.solve.solve_qmc`, errors from independent scramb
 """
 from __future__ import annotations
 
+import logging
 from typing import Optional, Sequence
 
 from derivations import ModelSpec
@@ -15,6 +16,8 @@ from derivations import ModelSpec
 from .channel_integrators import choose_integrator
 from .general_result import GeneralFixedPoint, from_line_fixed_point
 from .matrix_overlaps import MatrixOverlaps
+
+log = logging.getLogger(__name__)
 
 
 def solve_general(spec: ModelSpec, alpha: float, branch: str = "semantic", precision: str = "fast",
@@ -40,3 +43,73 @@ def solve_general(spec: ModelSpec, alpha: float, branch: str = "semantic", preci
 
     subspace = None if roles is None else subspace_of_roles(roles, spec.shape, branch)
     return solve_qmc(spec, alpha, branch, precision, start=start, gauge=gauge, subspace=subspace)
+
+
+def general_branches(spec: ModelSpec) -> tuple:
+    """The branches of ``spec`` (:data:`numerics.subspaces.GENERAL_BRANCHES`; ``mixed`` needs rank >= 2)."""
+    from .subspaces import GENERAL_BRANCHES
+
+    return tuple(b for b in GENERAL_BRANCHES if b != "mixed" or spec.rank >= 2)
+
+
+def _found(fp: GeneralFixedPoint) -> bool:
+    """Whether the solve stayed on its branch (a branch that falls to a smaller one is absent there,
+    which is not a failure of the solve)."""
+    return "not found" not in str(fp.diagnostics.get("status", ""))
+
+
+def mark_global_minima(points: Sequence[GeneralFixedPoint]) -> list:
+    """``global_minimum`` on each point: the lowest training loss among the converged points of its
+    alpha (a minimum that differs from the next by less than their errors is still marked, and
+    ``global_margin`` in its diagnostics says by how many stated errors it is lower)."""
+    import dataclasses
+
+    by_alpha = {}
+    for p in points:
+        if p.converged:
+            by_alpha.setdefault(p.alpha, []).append(p)
+    out = []
+    for p in points:
+        rivals = sorted(by_alpha.get(p.alpha, []), key=lambda x: x.train_loss)
+        best = bool(rivals) and rivals[0] is p
+        diagnostics = p.diagnostics
+        if best and len(rivals) > 1:
+            gap = rivals[1].train_loss - p.train_loss
+            spread = p.error.get("train_loss", 0.0) + rivals[1].error.get("train_loss", 0.0)
+            diagnostics = dict(diagnostics, global_margin=gap / spread if spread > 0 else float("inf"))
+        out.append(dataclasses.replace(p, global_minimum=best if p.converged else False, diagnostics=diagnostics))
+    return out
+
+
+def solve_all_general(spec: ModelSpec, alpha: float, precision: str = "fast", integrator: str = "auto",
+                      branches: Optional[Sequence[str]] = None) -> list:
+    """Every branch of ``branches`` (default :func:`general_branches`) found at ``alpha``, with
+    ``global_minimum`` on the lowest training loss among the converged ones. A branch whose solve
+    falls to a smaller one is absent at this alpha and left out; one that did not converge is
+    reported as it is."""
+    found = []
+    for branch in branches or general_branches(spec):
+        fp = solve_general(spec, alpha, branch, precision, integrator)
+        if _found(fp):
+            found.append(fp)
+        else:
+            log.info("%s", fp.status)
+    return mark_global_minima(found)
+
+
+def follow_general(spec: ModelSpec, alphas: Sequence[float], branch: str, precision: str = "fast",
+                   integrator: str = "auto", progress=None) -> list:
+    """``branch`` along ``alphas`` by continuation: each solve starts from the last point found on
+    the branch. Alphas where the branch is not found are left out (the next one starts afresh)."""
+    points, start = [], None
+    for alpha in alphas:
+        fp = solve_general(spec, float(alpha), branch, precision, integrator, start=start)
+        if _found(fp):
+            points.append(fp)
+            start = fp.overlaps if fp.converged else None
+        else:
+            log.info("%s", fp.status)
+            start = None
+        if progress is not None:
+            progress(fp)
+    return points

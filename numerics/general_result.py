@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 from derivations import ModelSpec
 
@@ -33,6 +33,16 @@ class GeneralFixedPoint:
     invariants: Dict[str, List[float]]
     diagnostics: dict
     wall_time: float
+    #: the lowest training loss among the branches solved at this alpha (set by
+    #: :func:`numerics.general_fixed_point.solve_all_general` and the continuation)
+    global_minimum: Optional[bool] = None
+
+    @property
+    def status(self) -> str:
+        """``converged``, or why the point is not a result (the solver's or the branch's reason)."""
+        if self.converged:
+            return "converged"
+        return str(self.diagnostics.get("status") or self.diagnostics.get("reason") or "not converged")
 
     @property
     def values(self) -> Dict[str, float]:
@@ -53,9 +63,10 @@ class GeneralFixedPoint:
         d.update(self.overlaps.nested())
         d.update(self.hats.nested())
         d.update(invariants=self.invariants, test_error=self.test_error, train_loss=self.train_loss,
-                 converged=self.converged, iterations=self.iterations, residual=self.residual,
-                 error=dict(self.error), model=self.model.to_dict(), precision=self.precision,
-                 wall_time=self.wall_time, diagnostics=dict(self.diagnostics))
+                 converged=self.converged, status=self.status, global_minimum=self.global_minimum,
+                 iterations=self.iterations, residual=self.residual, error=dict(self.error),
+                 model=self.model.to_dict(), precision=self.precision, wall_time=self.wall_time,
+                 diagnostics=dict(self.diagnostics))
         return d
 
     def to_row(self) -> dict:
@@ -63,8 +74,9 @@ class GeneralFixedPoint:
         row = {"alpha": self.alpha, "branch": self.branch, "integrator": self.integrator}
         row.update(self.values)
         row.update({f"{k}_error": v for k, v in self.error.items()})
-        row.update(converged=self.converged, residual=self.residual, iterations=self.iterations,
-                   precision=self.precision, wall_time=self.wall_time)
+        row.update(converged=self.converged, status=self.status, global_minimum=self.global_minimum,
+                   residual=self.residual, iterations=self.iterations, precision=self.precision,
+                   wall_time=self.wall_time)
         row.update(self.model.to_columns())
         return row
 
@@ -80,7 +92,7 @@ def from_line_fixed_point(fp) -> GeneralFixedPoint:
                       ("theta_singular_values_1", "theta")):
         error[key] = error[name]
     diagnostics = dict(fp.diagnostics, integrator="lines")
-    return GeneralFixedPoint(alpha=fp.alpha, branch=fp.branch, model=fp.model, precision=fp.precision,
+    return GeneralFixedPoint(alpha=fp.alpha, branch=fp.branch, global_minimum=fp.global_minimum, model=fp.model, precision=fp.precision,
                              integrator="lines", overlaps=ov, hats=hats, test_error=fp.test_error,
                              train_loss=fp.train_loss, converged=fp.converged, iterations=fp.iterations,
                              residual=fp.residual, error=error, invariants=invariants,

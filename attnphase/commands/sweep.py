@@ -84,6 +84,10 @@ def config_from_args(args):
             raise UsageError(f"--omega: values must lie in [0, 1], got {w:g}")
     args_at = argparse.Namespace(**{**vars(args), "omega": omegas[0]})
     spec = model_from_args(args_at)
+    if args.what != "simulation" and not spec.is_two_token_rank_one:
+        raise UsageError(f"--what {args.what}: the theory of the phase diagram is not available for the general "
+                         f"model yet (L = {spec.tokens}, r = {spec.rank}, t = {spec.teacher_rank}); "
+                         f"use --what simulation, or attnphase curve")
     if args.workers is not None and args.workers < 1:
         raise UsageError(f"--workers: must be >= 1, got {args.workers}")
     if args.workers is not None and args.scheduler:
