@@ -296,6 +296,24 @@ def test_a_rotated_start_ends_on_the_same_invariants():
             assert abs(a - b) <= err + 1e-15, (key, a, b, err)
 
 
+@pytest.mark.parametrize("branch", ["semantic", "positional"])
+def test_a_converged_point_solves_the_prior_equations_in_its_own_gauge(branch):
+    """The map's image of a converged point is the point itself, not a rotated or sign-flipped copy:
+    an orientation fixed at every iteration also makes fixed points of two-cycles x -> g x -> x of
+    the map (at (3, 1, 1), positional, alpha = 2, such a point has m = -mhat K and a negative
+    training loss), and those must not pass. The semantic solve converges (the check is not vacuous)."""
+    spec = ModelSpec(tokens=3)
+    fp = solve_general(spec, 2.0, branch, TINY)
+    if branch == "semantic":
+        assert fp.converged
+    if fp.converged:
+        image = bind_general(spec).prior_updates(**fp.hats.matrices())
+        for name in MatrixOverlaps.NAMES:
+            value = getattr(fp.overlaps, name)
+            assert np.linalg.norm(image[name] - value) <= max(fp.residual, 1e-3) * np.linalg.norm(value) + 1e-12
+        assert fp.train_loss >= 0.0
+
+
 def test_integrator_choice_and_the_general_record():
     assert choose_integrator(ModelSpec()) == "lines"
     assert choose_integrator(ModelSpec(tokens=3)) == "qmc"

@@ -6,11 +6,12 @@ subspace (:mod:`numerics.subspaces`), with the overlaps canonically oriented (:m
 and solved by the generic Anderson solver (:mod:`numerics.solver`). Each scrambling ``j`` of the
 rule is a deterministic map ``F_j`` (fixed nodes) with its own fixed point ``x_j``: scrambling 0 is
 solved from the start, the others from ``x_0`` with its Anderson history (the maps differ by a
-nearly constant quadrature error, so each takes a few evaluations). The reported point is the mean
-``x̄`` of the ``x_j``, with the conjugates, ``E[M]`` and the dense prox check of the pooled map
-(all ``R N`` nodes) at ``x̄``; the error of each field is the half-width of the 95% Student
-interval of the mean of its ``R`` values at the ``x_j`` (the quadrature error propagated through
-the fixed point) plus the residual of the pooled map at ``x̄`` times the field's scale.
+nearly constant quadrature error, so each takes a few evaluations). The reported point is the
+fixed point of the pooled map (all ``R N`` nodes), polished from the mean ``x̄`` of the ``x_j`` by a
+few of its evaluations, with its conjugates, ``E[M]`` and dense prox check. The error of each field
+is one standard error: the spread of its ``R`` values at the ``x_j`` over ``sqrt(R)`` (the
+quadrature error propagated through the fixed point), plus the residual of the pooled map at the
+reported point times the field's scale.
 """
 from __future__ import annotations
 
@@ -38,6 +39,8 @@ log = logging.getLogger(__name__)
 
 #: the Anderson solver's settings for every scrambling's solve
 DAMPING, ANDERSON, STALL_WINDOW = 0.5, 4, 20
+#: evaluations of the pooled map (all scramblings) that polish the mean of their fixed points
+POLISH = 8
 #: a branch whose defining overlap (:meth:`BranchSubspace.defining_overlap`) falls below this has
 #: merged with a smaller one (as for the two-token rank-one model, numerics.branches.COLLAPSE)
 COLLAPSE = 1e-4
@@ -94,11 +97,12 @@ def _floor(ov: MatrixOverlaps, rho: float, free: np.ndarray) -> np.ndarray:
     return np.array(out)[free]
 
 
-def _orbit_residual(image: MatrixOverlaps, ov: MatrixOverlaps) -> float:
+def _matrix_residual(image: MatrixOverlaps, ov: MatrixOverlaps) -> float:
     """``max_X |X(image) - X(ov)|_F / |X(ov)|_F`` over the nonzero matrices ``X`` of the overlaps,
-    with ``image`` aligned to ``ov``: the distance between the two orbits, matrix by matrix (a
-    component-wise relative residual would be dominated, near a symmetric point, by components
-    that are zero up to the quadrature noise)."""
+    matrix by matrix (a component-wise relative residual would be dominated, near a symmetric
+    point, by components that are zero up to the quadrature noise). ``image`` is the map's own,
+    in the gauge of ``ov``: a point that the map sends to a rotated or sign-flipped copy of itself
+    is a cycle of the map, not a fixed point, and must not pass."""
     out = 0.0
     for name in MatrixOverlaps.NAMES:
         size = np.linalg.norm(getattr(ov, name))
@@ -213,6 +217,10 @@ def solve_qmc(spec: ModelSpec, alpha: float, branch: str = "semantic", precision
     prec = precision if isinstance(precision, QMCPrecision) else QMC_PRECISIONS[precision]
     model = model or bind_general(spec)
     subspace = subspace or branch_subspace(branch, spec.shape)
+    # only a continuous gauge (a block of directions that rotate into each other) lets the iteration
+    # drift; a sign is left free, since fixing it would turn a two-cycle x -> g x -> x of the map
+    # (g a sign flip) into a fixed point of the oriented map
+    gauge = gauge and any(len(block) >= 2 for block in subspace.gauge_blocks())
     t0 = time.perf_counter()
     channel = QMCChannel(model, prec.rule, subspace)
     start = _on_subspace(start, spec, subspace)
@@ -244,12 +252,16 @@ def solve_qmc(spec: ModelSpec, alpha: float, branch: str = "semantic", precision
         O, W = alignment(s.overlaps, first.overlaps, blocks)
         aligned.append((s.overlaps.rotated(O, W), s.estimate.hats.rotated(O, W), s.estimate.mean_envelope))
     xbar = np.mean([a[0].pack()[free] for a in aligned], axis=0)
+    # the pooled map's fixed point is x̄ to first order in the scramblings' spread only: at the
+    # spread of a fast rule (~1e-3) the remainder is a residual of ~1e-4, more than the rule's
+    # error on a large field, so x̄ is polished by a few evaluations of the pooled map
+    polish = _solve_scramble(_Map(model, channel, alpha, None, gauge), xbar, dataclasses.replace(prec, maxiter=POLISH),
+                             floor)
     pooled = _Map(model, channel, alpha, None, gauge=False)
-    ov = pooled.overlaps(xbar)
+    ov = polish.overlaps
+    ov = ov.rotated(*alignment(ov, first.overlaps, subspace.gauge_blocks()))
     est = channel.estimate(ov, alpha, dense_check=True)
-    image = pooled.image(est)
-    image = image.rotated(*alignment(image, ov, blocks))
-    residual = _orbit_residual(image, ov)
+    residual = _matrix_residual(pooled.image(est), ov)
 
     test_nodes = gaussian_nodes(model.shape, prec.rule.test_log2_points, prec.rule.test_scrambles,
                                 prec.rule.seed + 1)
@@ -260,10 +272,11 @@ def solve_qmc(spec: ModelSpec, alpha: float, branch: str = "semantic", precision
     # itself for invariants, test error and training loss)
     sizes = {n: np.linalg.norm(getattr(record, name)) for record in (ov, est.hats) for name in record.NAMES
              for n in packing.names(name, spec.shape)}
-    statistical = {key: t_factor * float(np.std([p[key] for p in per], ddof=1)) / np.sqrt(R) for key in value}
+    # one standard error of the mean over the scramblings: the comparisons quote multiples of it
+    statistical = {key: float(np.std([p[key] for p in per], ddof=1)) / np.sqrt(R) for key in value}
     error = {key: statistical[key] + residual * sizes.get(key, abs(value[key])) for key in value}
     te = test_error_estimates(model, ov, test_nodes)
-    error["test_error"] += t_factor * float(te.std(ddof=1)) / np.sqrt(len(te))
+    error["test_error"] += float(te.std(ddof=1)) / np.sqrt(len(te))
     # the pooled map's residual at the mean of the scramblings' fixed points is of second order in
     # their spread: it must be small against the quadrature error (or below the tolerance)
     quadrature = max(np.sqrt(sum(statistical[n] ** 2 for n in packing.names(name, spec.shape)))
@@ -271,6 +284,7 @@ def solve_qmc(spec: ModelSpec, alpha: float, branch: str = "semantic", precision
                      for name in MatrixOverlaps.NAMES if np.linalg.norm(getattr(ov, name)) > 0)
     converged = all(s.converged for s in solutions) and residual < max(prec.residual_tol, 0.25 * quadrature)
     defining = subspace.defining_overlap(ov, spec.sigma)
+    # the branch counts as lost when its defining overlap is within the half-width of its 95% interval of zero
     defining_error = t_factor * float(np.std([subspace.defining_overlap(a[0], spec.sigma) for a in aligned],
                                              ddof=1)) / np.sqrt(R) if np.isfinite(defining) else 0.0
     status = "converged" if converged else "not converged"
@@ -286,6 +300,7 @@ def solve_qmc(spec: ModelSpec, alpha: float, branch: str = "semantic", precision
         "scramble_converged": [s.converged for s in solutions],
         "scramble_evaluations": [s.evaluations for s in solutions],
         "map_evaluations": sum(s.evaluations for s in solutions) + 1 + approach.evaluations,
+        "pooled_evaluations": polish.evaluations + 1,
         "full_searches": channel.full_searches,
         "nodes": est.diagnostics["nodes"],
         "max_prox_gradient": est.diagnostics["max_prox_gradient"],
