@@ -17,12 +17,12 @@ import numpy as np
 
 from derivations import ModelSpec
 
-from .fixed_point import DEFAULT_START, BranchLost, solve_branch
+from .fixed_point import COLLAPSE, DEFAULT_START, BranchNotFound, defining_overlap, solve_branch
 from .precision import PRECISIONS
 from .result import FixedPoint
 from .bound_model import bind
 from .overlaps import COMPETING_BRANCHES, Overlaps
-from .solver import SolverError
+from .solver import OUTSIDE_DOMAIN, SolverError
 from .start_search import search_starts
 
 log = logging.getLogger(__name__)
@@ -37,21 +37,19 @@ ANCHORS = {
 # branch's own value near its spinodals is 0.2 for theta/sigma^2, and m -> 0 only within
 # ~1e-6 in alpha of the positional spinodal, far inside the bisection bracket)
 LOST_BELOW_FACTOR = 10.0
-COLLAPSE = 1e-4  # |theta|/sigma^2 or |m| below this: the branch has merged with the trivial one
 
 
 @dataclasses.dataclass
 class BranchCurve:
+    """A branch followed along an ``alpha`` grid: its points, its spinodals, a ``note`` on
+    where it was not found, and ``failure``: why the solver failed where no point was
+    found at all because of a solver failure (``""`` otherwise; not found is not a failure)."""
+
     branch: str
     points: List[FixedPoint]
     spinodals: List[dict]
     note: str = ""
-
-
-def defining_overlap(overlaps: Overlaps, branch: str, sigma: float) -> float:
-    """The overlap that vanishes when ``branch`` merges with the trivial one:
-    ``|theta|/sigma^2`` (semantic) or ``|m|`` (positional)."""
-    return abs(overlaps.theta) / sigma**2 if branch == "semantic" else abs(overlaps.m)
+    failure: str = ""
 
 
 def is_on_branch(fp: FixedPoint, branch: str) -> bool:
@@ -62,19 +60,38 @@ def is_on_branch(fp: FixedPoint, branch: str) -> bool:
     return True
 
 
+#: outcomes of :func:`attempt_solve`
+FOUND, ABSENT, FAILED = "found", "absent", "failed"
+
+
+def attempt_solve(spec, alpha, branch, precision, start, model, near: Optional[FixedPoint] = None,
+                  newton: bool = False) -> tuple:
+    """A solve that may legitimately end off the branch where it does not exist:
+    ``(point or None, outcome, why)``, the outcome ``FOUND``, ``ABSENT`` (the solve fell
+    onto the trivial point) or ``FAILED`` (the solver: an error, or no convergence).
+    ``near``: a solution at a nearby alpha whose solver history seeds this solve;
+    ``newton``: a stalled solve finishes with Newton's method (``solve_branch``)."""
+    try:
+        fp = solve_branch(spec, alpha, branch, precision, start=start, model=model,
+                          lost_below=LOST_BELOW_FACTOR * COLLAPSE,
+                          history=near.continuation_pairs if near is not None else (), newton=newton)
+    except BranchNotFound as exc:
+        log.info("alpha=%g %s: %s", alpha, branch, exc)
+        return None, ABSENT, str(exc)
+    except (SolverError,) + OUTSIDE_DOMAIN as exc:
+        log.info("alpha=%g %s: solver failed (%s)", alpha, branch, exc)
+        return None, FAILED, f"solver failed ({exc})"
+    if is_on_branch(fp, branch):
+        return fp, FOUND, ""
+    return fp, FAILED, fp.diagnostics.get("reason") or fp.status
+
+
 def try_solve(spec, alpha, branch, precision, start, model, near: Optional[FixedPoint] = None
                ) -> Optional[FixedPoint]:
-    """A solve that may legitimately fail where the branch does not exist; ``near``: a
-    solution at a nearby alpha whose solver history seeds this solve."""
-    try:
-        return solve_branch(spec, alpha, branch, precision, start=start, model=model,
-                            lost_below=LOST_BELOW_FACTOR * COLLAPSE,
-                            history=near.continuation_pairs if near is not None else ())
-    except BranchLost as exc:
-        log.info("alpha=%g %s: %s", alpha, branch, exc)
-    except (SolverError, FloatingPointError) as exc:
-        log.info("alpha=%g %s: solver failed (%s)", alpha, branch, exc)
-    return None
+    """:func:`attempt_solve`'s point, or ``None`` where it raised: along a continuation,
+    where the branch ends, the solve either falls to the trivial point or stops converging
+    (no fixed point is near past a fold), and both mark the end."""
+    return attempt_solve(spec, alpha, branch, precision, start, model, near)[0]
 
 
 def extrapolate(points: List[FixedPoint], alpha: float) -> Overlaps:
@@ -127,7 +144,11 @@ def follow_branch(spec: ModelSpec, alphas: Sequence[float], branch: str, precisi
     # omega): without an explicit anchor, grid points inside the grid are tried next
     candidates = [anchor_alpha] if anchor is not None else anchor_alphas(anchor_alpha, alphas)
     found = find_anchor(spec, model, branch, precision, candidates, anchor_start)
-    if isinstance(found, str):
+    if isinstance(found, AnchorFailure):
+        if found.failed:
+            failure = f"{branch} branch: the solver failed at every anchor ({found})"
+            log.warning(failure)
+            return BranchCurve(branch, [], [], failure, failure=failure)
         note = f"{branch} branch not found at the anchor from {anchor_start} ({found})"
         log.warning(note)
         return BranchCurve(branch, [], [], note)
@@ -154,9 +175,16 @@ def follow_branch(spec: ModelSpec, alphas: Sequence[float], branch: str, precisi
     return BranchCurve(branch, points, spinodals)
 
 
+class AnchorFailure(str):
+    """What each anchor attempt gave, where none found the branch; ``failed``: some attempt
+    ended in a solver failure (so the branch's absence is not shown)."""
+
+    failed: bool = False
+
+
 def find_anchor(spec, model, branch, precision, candidates, start):
     """The first candidate alpha where ``branch`` is found from ``start``, and its solution;
-    or, where none is, a string saying what each attempt gave.
+    or, where none is, an :class:`AnchorFailure` saying what each attempt gave.
 
     Each candidate is first probed with the draft rule (about 5x cheaper per
     evaluation): where the draft solve does not find the branch, the candidate is
@@ -169,15 +197,22 @@ def find_anchor(spec, model, branch, precision, candidates, start):
     that, each candidate is probed from the starts of :func:`start_search.search_starts`
     (only where the anchor start has failed everywhere, so the softmax model's
     branches, found from their anchor starts, never pay for the search)."""
-    failures = []
+    failures, outcomes = [], set()
 
     def attempt(alpha, precision_, start_):
-        fp = try_solve(spec, alpha, branch, precision_, start_, model)
-        if fp is not None and is_on_branch(fp, branch):
+        # an anchor is looked for, not continued: a stall there is finished by Newton's
+        # method before it counts as a failure
+        fp, outcome, why = attempt_solve(spec, alpha, branch, precision_, start_, model, newton=True)
+        if outcome == FOUND:
             return fp
-        failures.append(f"alpha = {alpha:g} ({precision_}): "
-                        f"{'solver failed' if fp is None else f'converged={fp.converged} to {fp.overlaps}'}")
+        outcomes.add(outcome)
+        failures.append(f"alpha = {alpha:g} ({precision_}): {why}")
         return None
+
+    def failure():
+        note = AnchorFailure("; ".join(failures))
+        note.failed = FAILED in outcomes
+        return note
 
     def probe_then_solve(alpha, start_):
         probe = attempt(alpha, "draft", start_)
@@ -206,14 +241,14 @@ def find_anchor(spec, model, branch, precision, candidates, start):
                 probed.add(alpha)
                 break
     if precision == "draft":
-        return "; ".join(failures)
+        return failure()
     for alpha in candidates:
         if alpha in probed:
             continue  # already solved with the precision's rules, from the draft solution
         fp = attempt(alpha, precision, start)
         if fp is not None:
             return alpha, fp
-    return "; ".join(failures)
+    return failure()
 
 
 # where in the grid a branch is looked for after the anchor. At omega = 0 the positional

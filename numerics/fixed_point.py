@@ -26,9 +26,10 @@ from .bound_model import BoundModel, bind
 from .channel.rule import ChannelRule
 from .overlaps import ALL_NAMES, COMPETING_BRANCHES, FIXED_ZERO, Overlaps
 from .precision import PRECISIONS, Precision
-from .result import FixedPoint
+from .result import CONVERGED, FixedPoint, assess
 from .saddle_point import free_energy, test_error, update_hat_overlaps, update_overlaps
-from .solver import SolverError, solve_fixed_point
+from .solver import OUTSIDE_DOMAIN, Budget, SolverError, newton_fixed_point, solve_fixed_point
+from .solver_range import check_solver_range
 from .start_search import search_starts
 
 log = logging.getLogger(__name__)
@@ -84,6 +85,10 @@ class RuleSolution:
     # the global-prox checks moved the fixed point: the checked phase needed more than
     # one evaluation (solve_with_rule)
     checks_moved: bool = False
+    # converged at the map's noise floor: the residual stopped falling above ``tol`` but
+    # below the acceptance tolerance (solver.solve_fixed_point)
+    at_floor: bool = False
+    stopped: str = ""         # why the solve stopped unconverged ("" if it converged)
 
 
 # a solve gives up once its residual has not halved in this many iterations. Healthy
@@ -93,14 +98,36 @@ class RuleSolution:
 STALL_WINDOW = 20
 
 
-class BranchLost(RuntimeError):
+# |theta|/sigma^2 (semantic) or |m| (positional) below this: the point lies on the trivial branch
+COLLAPSE = 1e-4
+
+
+def defining_overlap(overlaps: Overlaps, branch: str, sigma: float) -> float:
+    """The overlap that vanishes when ``branch`` merges with the trivial one:
+    ``|theta|/sigma^2`` (semantic) or ``|m|`` (positional)."""
+    return abs(overlaps.theta) / sigma**2 if branch == "semantic" else abs(overlaps.m)
+
+
+class BranchNotFound(RuntimeError):
+    """A solve for a branch ended on another one (the trivial point): the branch does not
+    exist there, or not from that start. ``point``: what the solve fell to, labelled as
+    what it is (or ``None`` when the solve was abandoned while collapsing)."""
+
+    def __init__(self, message: str, branch: str = "", alpha: float = float("nan"),
+                 point: Optional[FixedPoint] = None):
+        super().__init__(message)
+        self.branch, self.alpha, self.point = branch, alpha, point
+
+
+class BranchLost(BranchNotFound):
     """The iteration left the branch: its defining overlap fell below ``lost_below``."""
 
 
 def solve_with_rule(model: BoundModel, alpha: float, branch: str, rule: ChannelRule, start: Overlaps,
                     tol: float, maxiter: int = 80, damping: float = 0.5,
                     seed: Optional["RuleSolution"] = None, lost_below: Optional[float] = None,
-                    history: tuple = ()) -> RuleSolution:
+                    history: tuple = (), accept_tol: Optional[float] = None,
+                    budget: Optional[Budget] = None, newton: bool = False) -> RuleSolution:
     """Solve the branch's fixed point with one channel rule (no error estimate).
 
     In two phases when the rule checks the global prox (``rule.check_global``): the
@@ -121,17 +148,22 @@ def solve_with_rule(model: BoundModel, alpha: float, branch: str, rule: ChannelR
 
     Arguments are those of :func:`solve_on_map`, which does one phase.
     """
+    bounds = dict(accept_tol=accept_tol, budget=budget, newton=newton)
+
     def checked_from_start(skip_history_attempt=False):
         return solve_on_map(model, alpha, branch, rule, start, tol, maxiter, damping, seed, lost_below, history,
-                             skip_history_attempt=skip_history_attempt)
+                             skip_history_attempt=skip_history_attempt, **bounds)
 
     if not rule.check_global or (seed is not None and seed.checks_moved):
         return dataclasses.replace(checked_from_start(), checks_moved=seed is not None and seed.checks_moved)
     try:
         approach = solve_on_map(model, alpha, branch, dataclasses.replace(rule, check_global=False), start, tol,
-                                 maxiter, damping, seed, lost_below, history, first_attempt_only=True)
+                                 maxiter, damping, seed, lost_below, history, first_attempt_only=True, **bounds)
     except (BranchLost, SolverError):
         approach = None
+    if budget is not None and budget.exhausted() and (approach is None or not approach.converged):
+        return approach if approach is not None else _unsolved(model, alpha, branch, rule, start,
+                                                               budget.exhausted())
     if approach is None or not approach.converged:
         # only the checked map decides that there is no fixed point: near the positional
         # folds at small omega the checks move m by up to 14% and the unchecked map's fold
@@ -145,7 +177,7 @@ def solve_with_rule(model: BoundModel, alpha: float, branch: str, rule: ChannelR
         spent = approach.evaluations if approach is not None else 0
         return dataclasses.replace(sol, evaluations=sol.evaluations + spent)
     checked = solve_on_map(model, alpha, branch, rule, approach.overlaps, tol, maxiter, damping, seed=approach,
-                            lost_below=lost_below)
+                            lost_below=lost_below, **bounds)
     return dataclasses.replace(checked, iterations=approach.iterations + checked.iterations,
                                evaluations=approach.evaluations + checked.evaluations,
                                checks_moved=checked.evaluations > 1)
@@ -155,7 +187,8 @@ def solve_on_map(model: BoundModel, alpha: float, branch: str, rule: ChannelRule
                   tol: float, maxiter: int = 80, damping: float = 0.5,
                   seed: Optional["RuleSolution"] = None, lost_below: Optional[float] = None,
                   history: tuple = (), first_attempt_only: bool = False,
-                  skip_history_attempt: bool = False) -> RuleSolution:
+                  skip_history_attempt: bool = False, accept_tol: Optional[float] = None,
+                  budget: Optional[Budget] = None, newton: bool = False) -> RuleSolution:
     """Solve the branch's fixed point of one map (one channel rule, checks on or off).
 
     ``first_attempt_only``: no retries (without the borrowed history, more damped); a
@@ -170,6 +203,12 @@ def solve_on_map(model: BoundModel, alpha: float, branch: str, rule: ChannelRule
     ``history``: Anderson pairs of a related solve that need not end at ``start``
     (the same rule at the previous ``alpha`` of a continuation); used likewise, after
     extrapolating their secant model to ``start`` (``solver._seeded_history``).
+
+    ``accept_tol``: a solve whose residual stops falling below it is converged at the
+    map's noise floor (``at_floor``); ``budget``: the bound on evaluations and time
+    shared by every attempt (once it is spent no further attempt is made). ``newton``:
+    where every attempt stalls, finish with Newton's method from the best iterate
+    (:func:`_newton_fallback`).
 
     ``lost_below``: raise :class:`BranchLost` as soon as an iterate's ``theta/sigma^2``
     (semantic) or ``|m|`` (positional) is below it. A solve that collapses onto the
@@ -207,7 +246,8 @@ def solve_on_map(model: BoundModel, alpha: float, branch: str, rule: ChannelRule
         try:
             res = solve_fixed_point(F, x0, tol=tol, maxiter=iters, damping=beta, anderson=depth, floor=floor,
                                     history=hist, callback=_lost_check(F, model, branch, lost_below),
-                                    stall_window=STALL_WINDOW // 2 if final_stall else STALL_WINDOW)
+                                    stall_window=STALL_WINDOW // 2 if final_stall else STALL_WINDOW,
+                                    accept_tol=accept_tol, budget=budget)
         except BranchLost:
             if not hist or first_attempt_only:
                 raise
@@ -217,18 +257,81 @@ def solve_on_map(model: BoundModel, alpha: float, branch: str, rule: ChannelRule
             if k == len(attempts) - 1:
                 raise
             continue
-        if res.converged or (res.stalled and final_stall):
+        if res.converged or (res.stalled and final_stall) or (budget is not None and budget.exhausted()):
             break
+    if newton and not res.converged and not first_attempt_only and not (budget is not None and budget.exhausted()):
+        res = _newton_fallback(F, model, branch, res, tol, accept_tol, budget, lost_below)
     ov = Overlaps.from_array(F.full(res.x))
     if F.last is not None and np.array_equal(F.last[0], res.x):
         side = F.last[1]
     else:
         side = update_hat_overlaps(model, ov, alpha, rule)
-    ov_next = update_overlaps(model, side.hats).as_array()
+    return RuleSolution(ov, side, bool(res.converged), res.iterations, _residual8(model, ov, side), F.evaluations,
+                        res.pairs, at_floor=res.at_floor, stopped=res.stopped)
+
+
+def _residual8(model: BoundModel, ov: Overlaps, side) -> float:
+    """The undamped relative residual of all eight order parameters at ``(ov, side.hats)``:
+    ``update_overlaps(hats) - ov`` (the conjugates are exact by construction)."""
     x = ov.as_array()
     scale = np.maximum(np.abs(x), np.array([1e-8, 1e-6, 1e-8, 1e-6]))
-    residual8 = float(np.max(np.abs(ov_next - x) / scale))
-    return RuleSolution(ov, side, bool(res.converged), res.iterations, residual8, F.evaluations, res.pairs)
+    return float(np.max(np.abs(update_overlaps(model, side.hats).as_array() - x) / scale))
+
+
+def _unsolved(model: BoundModel, alpha: float, branch: str, rule: ChannelRule, start: Overlaps,
+              reason: str) -> RuleSolution:
+    """The start as an unconverged solution, for a solve that had no budget left to run."""
+    ov = _on_branch(start, branch)
+    side = update_hat_overlaps(model, ov, alpha, rule)
+    return RuleSolution(ov, side, False, 0, _residual8(model, ov, side), 1, stopped=reason)
+
+
+def _newton_fallback(F: "_Map", model: BoundModel, branch: str, stalled, tol: float, accept_tol: Optional[float],
+                     budget: Optional[Budget], lost_below: Optional[float]):
+    """Newton's method (:func:`~numerics.solver.newton_fixed_point`) from the best iterate of
+    a stalled solve, in coordinates where every point is in the map's domain: ``log q``,
+    ``m``, ``log V`` and ``atanh(theta / sqrt(rho q))``. The Anderson iteration stalls where
+    the fixed point repels it (the positional iteration's Jacobian has eigenvalues below
+    -1) or its start is far; Newton converges to the fixed point regardless of the
+    Jacobian's eigenvalues. Returns whichever of the two results is better."""
+    rho = model.spec.rho
+    names = [("q", "m", "V", "theta")[i] for i in F.free]
+
+    def to_z(x):
+        full = dict(zip(names, x))
+        q = full["q"]
+        z = []
+        for name, value in zip(names, x):
+            if name in ("q", "V"):
+                if value <= 0:
+                    raise FloatingPointError(f"{name} = {value} <= 0")
+                z.append(np.log(value))
+            elif name == "theta":
+                z.append(np.arctanh(value / np.sqrt(rho * q)))
+            else:
+                z.append(value)
+        z = np.array(z)
+        if not np.isfinite(z).all():
+            raise FloatingPointError(f"outside the domain: {dict(zip(names, x))}")
+        return z
+
+    def from_z(z):
+        full = dict(zip(names, z))
+        q = np.exp(full["q"])
+        return np.array([np.exp(v) if n in ("q", "V") else (np.tanh(v) * np.sqrt(rho * q) if n == "theta" else v)
+                         for n, v in zip(names, z)])
+
+    check = _lost_check(F, model, branch, lost_below)
+    # a step of at most 1 in each coordinate: a factor e in q or V
+    res = newton_fixed_point(lambda z: to_z(F(from_z(z))), to_z(stalled.x), tol=tol, accept_tol=accept_tol,
+                             floor=np.where(np.array(names) == "m", 1e-6, 1e-8), budget=budget, max_step=1.0,
+                             callback=(lambda it, z, r: check(it, from_z(z), r)) if check else None)
+    log.debug("alpha=%g %s: Newton after a stalled solve: %s, residual %.2e", F.alpha, branch,
+              "converged" if res.converged else res.stopped, res.residual)
+    if not res.converged and res.residual >= stalled.residual:
+        return stalled
+    x = from_z(res.x)
+    return dataclasses.replace(res, x=x, Fx=from_z(res.Fx), pairs=stalled.pairs)
 
 
 def _lost_check(F: "_Map", model: BoundModel, branch: str, lost_below: Optional[float]):
@@ -241,7 +344,7 @@ def _lost_check(F: "_Map", model: BoundModel, branch: str, lost_below: Optional[
         value = abs(theta) / sigma2 if branch == "semantic" else abs(m)
         if value < lost_below:
             raise BranchLost(f"{branch} branch lost at alpha = {F.alpha}: iterate {value:.2e} < {lost_below:g} "
-                             f"after {iteration} iterations")
+                             f"after {iteration} iterations", branch, F.alpha)
     return check
 
 
@@ -251,54 +354,93 @@ def _on_branch(start: Overlaps, branch: str) -> Overlaps:
 
 
 def _coarse_solve(model: BoundModel, alpha: float, branch: str, prec: Precision, start: Optional[Overlaps],
-                  lost_below: Optional[float], history: tuple) -> RuleSolution:
-    """The coarse-rule solve of :func:`solve_branch`. Without a ``start``, from the
-    branch's default start and, where that fails (an error or ``converged=False``),
+                  lost_below: Optional[float], history: tuple, budget: Budget, newton: Optional[bool]) -> tuple:
+    """The coarse-rule solve of :func:`solve_branch`, and what each start gave.
+
+    With a ``start``, from there only. Without one, from the branch's default start and,
+    where that fails (an error, ``converged=False``, or a fall onto the trivial point),
     from the best starts of :func:`start_search.search_starts` in turn (multi-start; the
-    default starts are the softmax model's, see that module)."""
+    default starts are the softmax model's, see that module). Returns ``(solution,
+    attempts)``: the first solution on the branch; else the best unconverged one (a
+    failure, not an absence); else the first that fell onto the trivial point (the
+    caller reports that the branch is not there). Where every start was abandoned while
+    collapsing (``lost_below``) there is no point: :class:`BranchLost`. Where every start
+    raised: :class:`~numerics.solver.SolverError`."""
     tol = prec.coarse_tol or prec.tol
+    bounds = dict(accept_tol=prec.residual_tol, budget=budget)
     if start is not None:
         return solve_with_rule(model, alpha, branch, prec.rule, _on_branch(start, branch), tol,
-                               lost_below=lost_below, history=history)
-    default = _on_branch(DEFAULT_START.get(branch, DEFAULT_START["semantic"]), branch)
-    failures = []
-    try:
-        coarse = solve_with_rule(model, alpha, branch, prec.rule, default, tol, lost_below=lost_below,
-                                 history=history)
-        if coarse.converged:
-            return coarse
-        failures.append(f"default start: not converged (residual {coarse.residual8:.2e})")
-    except (SolverError, FloatingPointError) as exc:
-        coarse = None
-        failures.append(f"default start: {exc}")
-    # a start needs no precision: the draft rule ranks the grid (about 5x cheaper than the fast coarse rule)
-    for searched in search_starts(model, alpha, branch, PRECISIONS["draft"].rule):
+                               lost_below=lost_below, history=history, newton=newton, **bounds), []
+    bounds["newton"] = newton is not False
+    candidates = [("default start", _on_branch(DEFAULT_START.get(branch, DEFAULT_START["semantic"]), branch))]
+    attempts, unconverged, collapsed, errors = [], None, None, 0
+    searched = False
+    while candidates:
+        name, candidate = candidates.pop(0)
+        # the default start runs to its end (where it falls, it gives the point that is
+        # reported); a searched start is abandoned once an iterate is as close to the
+        # trivial point as COLLAPSE, whatever the caller's ``lost_below``
+        lost = lost_below if name == "default start" else max(lost_below or 0.0, COLLAPSE)
         try:
-            sol = solve_with_rule(model, alpha, branch, prec.rule, searched, tol, lost_below=lost_below)
-        except (SolverError, FloatingPointError) as exc:
-            failures.append(f"searched start {searched}: {exc}")
-            continue
-        if sol.converged:
-            log.info("alpha=%g %s: default start failed, solved from the searched start %s", alpha, branch,
-                     searched)
-            return sol
-        failures.append(f"searched start {searched}: not converged (residual {sol.residual8:.2e})")
-        coarse = coarse or sol
-    if coarse is None:
-        raise SolverError(f"alpha={alpha} {branch}: no start converged ({'; '.join(failures)})")
-    log.info("alpha=%g %s: no start converged (%s)", alpha, branch, "; ".join(failures))
-    return coarse
+            sol = solve_with_rule(model, alpha, branch, prec.rule, candidate, tol, lost_below=lost,
+                                  history=history if name == "default start" else (), **bounds)
+        except BranchLost as exc:
+            attempts.append(f"{name}: {exc}")
+            sol = None
+        except (SolverError,) + OUTSIDE_DOMAIN as exc:
+            attempts.append(f"{name}: solver failed ({exc})")
+            errors += 1
+            sol = None
+        if sol is not None and sol.converged:
+            if _on_its_branch(sol.overlaps, branch, model.spec.sigma):
+                if name != "default start":
+                    log.info("alpha=%g %s: solved from the %s %s", alpha, branch, name, candidate)
+                return sol, attempts
+            attempts.append(f"{name}: fell to the trivial point")
+            collapsed = collapsed or sol
+        elif sol is not None:
+            attempts.append(f"{name}: not converged (residual {sol.residual8:.2e}"
+                            f"{'; ' + sol.stopped if sol.stopped else ''})")
+            if unconverged is None or sol.residual8 < unconverged.residual8:
+                unconverged = sol
+        if budget.exhausted():
+            attempts.append(budget.exhausted())
+            break
+        if not candidates and not searched:
+            searched = True
+            # a start needs no precision: the draft rule ranks the grid (about 5x cheaper than the fast coarse rule)
+            candidates = [("searched start", c) for c in search_starts(model, alpha, branch, PRECISIONS["draft"].rule)]
+    log.info("alpha=%g %s: no start reached the branch (%s)", alpha, branch, "; ".join(attempts))
+    if unconverged is not None:
+        return unconverged, attempts
+    if budget.exhausted() or errors == len(attempts):
+        raise SolverError(f"alpha={alpha:g} {branch}: no start converged ({'; '.join(attempts)})")
+    # every start that ran to an end fell onto the trivial point (a start where the map
+    # could not be evaluated says nothing either way)
+    if collapsed is not None:
+        return collapsed, attempts
+    raise BranchLost(f"{branch} branch not found at alpha = {alpha:g}: every start collapsed onto the trivial "
+                     f"point ({'; '.join(attempts)})", branch, alpha)
+
+
+def _on_its_branch(overlaps: Overlaps, branch: str, sigma: float) -> bool:
+    """The point lies on ``branch`` and not on the trivial one (its defining overlap is not
+    below ``COLLAPSE``); the trivial and free branches hold every point."""
+    return branch not in COMPETING_BRANCHES or defining_overlap(overlaps, branch, sigma) > COLLAPSE
 
 
 def solve_branch(spec: ModelSpec, alpha: float, branch: str = "semantic", precision: str = "fast",
                  start: Optional[Overlaps] = None, model: Optional[BoundModel] = None,
-                 lost_below: Optional[float] = None, history: tuple = ()) -> FixedPoint:
+                 lost_below: Optional[float] = None, history: tuple = (),
+                 newton: Optional[bool] = None) -> FixedPoint:
     """Solve one branch at one ``alpha`` with error estimates.
 
     The fixed point is solved with the precision mode's coarse rule, then again
     with its finer rule from there; the finer values are reported and the
     difference is their error estimate (plus the test-error quadrature error and
-    the solver residual). ``converged`` requires both solves to converge.
+    the solver residual). ``converged`` requires both solves to converge, every
+    value and estimate to be finite, and every estimate to be below its value
+    (:func:`assess`); ``status`` and ``diagnostics["reason"]`` say which failed.
 
     ``history``: the ``continuation_pairs`` of a solution at a nearby ``alpha``; the
     coarse solve starts with their Jacobian information.
@@ -306,39 +448,77 @@ def solve_branch(spec: ModelSpec, alpha: float, branch: str = "semantic", precis
     ``start``: where the coarse solve starts; by default the branch's
     ``DEFAULT_START`` and, if the solve from there fails, searched starts
     (:func:`_coarse_solve`).
+
+    ``newton``: a coarse solve whose Anderson attempts all stall finishes with Newton's
+    method (:func:`_newton_fallback`); by default only without a ``start`` (a solve that
+    searches for a branch, not a continuation step, where a stall past a fold is the
+    expected end and Newton would cost 30-60 evaluations more).
+
+    The work is bounded by the precision's ``max_evaluations`` and ``time_limit`` for all
+    starts and both rules together. Raises :class:`BranchNotFound` where the solve ends on
+    the trivial point (the branch is not there; the exception carries that point,
+    labelled ``trivial``), and :class:`~numerics.solver_range.OutsideSolverRange` for an
+    ``alpha`` or ``lam`` outside the solvable range.
     """
     if branch not in FIXED_ZERO:
         raise ValueError(f"branch: unknown branch {branch!r}; choose from {', '.join(FIXED_ZERO)}")
-    if not alpha > 0:
-        raise ValueError(f"alpha: must be > 0, got {alpha}")
+    check_solver_range(spec, alpha)
     prec = PRECISIONS[precision]
     model = model or bind(spec)
     t_start = time.perf_counter()
-    coarse = _coarse_solve(model, alpha, branch, prec, start, lost_below, history)
+    budget = Budget(prec.max_evaluations, prec.time_limit)
+    coarse, attempts = _coarse_solve(model, alpha, branch, prec, start, lost_below, history, budget, newton)
+    if coarse.converged and not _on_its_branch(coarse.overlaps, branch, spec.sigma):
+        # reported as what it is: the trivial point, from the coarse rule alone
+        point = _fixed_point(model, spec, alpha, "trivial", prec, coarse, coarse, time.perf_counter() - t_start)
+        what = f"theta = {coarse.overlaps.theta:.1g}" if branch == "semantic" else f"m = {coarse.overlaps.m:.1g}"
+        tried = f" from all {len(attempts)} starts" if len(attempts) > 1 else ""
+        log.info("alpha=%g %s: %s", alpha, branch, "; ".join(attempts))
+        raise BranchNotFound(f"{branch} branch not found at alpha = {alpha:g}: the solve fell to the trivial point "
+                             f"({what}){tried}", branch, alpha, point)
     # a coarse solve that did not converge (stalled past a fold, say) gives no start
     # for the fine one: the point is reported as it is, not converged, with no estimate
     single = prec.rule == prec.check_rule or not coarse.converged
     fine = coarse if single else solve_with_rule(model, alpha, branch, prec.check_rule, coarse.overlaps, prec.tol,
-                                                 seed=coarse)
-    ov_c, side_c, r8_c = coarse.overlaps, coarse.side, coarse.residual8
-    ov_f, side_f, r8_f = fine.overlaps, fine.side, fine.residual8
+                                                 seed=coarse, accept_tol=prec.residual_tol, budget=budget)
+    fp = _fixed_point(model, spec, alpha, branch, prec, coarse, fine, time.perf_counter() - t_start)
+    if fp.converged and not _on_its_branch(fp.overlaps, branch, spec.sigma):
+        raise BranchNotFound(f"{branch} branch not found at alpha = {alpha:g}: the fine rule's solve fell to the "
+                             f"trivial point", branch, alpha, dataclasses.replace(fp, branch="trivial"))
+    if not fp.converged:
+        log.warning("alpha=%g %s: %s", alpha, branch, fp.diagnostics["reason"])
+    return fp
+
+
+def _fixed_point(model: BoundModel, spec: ModelSpec, alpha: float, branch: str, prec: Precision,
+                 coarse: RuleSolution, fine: RuleSolution, wall_time: float) -> FixedPoint:
+    """The reported fixed point: the fine rule's values, the error estimates of
+    :func:`solve_branch`, and its status (:func:`assess`)."""
+    single = coarse is fine
     outputs = {}
-    for tag, ov, side in (("c", ov_c, side_c), ("f", ov_f, side_f)):
+    for tag, sol in (("c", coarse), ("f", fine)):
+        ov, side = sol.overlaps, sol.side
         outputs[tag] = {
             **dict(zip(ALL_NAMES, np.concatenate([ov.as_array(), side.hats.as_array()]))),
             "test_error": test_error(model, ov, prec.test_n),
             "train_loss": free_energy(model, ov, side.hats, alpha, side.mean_envelope),
         }
+    ov_f, side_f, r8_f = fine.overlaps, fine.side, fine.residual8
     te_check = test_error(model, ov_f, prec.test_check_n)
     error = {k: (float("nan") if single else abs(outputs["f"][k] - outputs["c"][k])) for k in outputs["f"]}
     error["test_error"] += abs(te_check - outputs["f"]["test_error"])
     # the solver's own contribution: residual times the scale of each component
     for k in ALL_NAMES:
         error[k] += r8_f * max(abs(outputs["f"][k]), 1e-12)
-    fp = FixedPoint(
+    values = {**outputs["f"], "test_error": te_check}
+    solved = bool(coarse.converged and fine.converged and r8_f < prec.residual_tol)
+    stopped = fine.stopped or coarse.stopped
+    status, reason = assess(branch, values, error, r8_f, solved, prec, stopped, estimated=not single)
+    at_floor = solved and (coarse.at_floor or fine.at_floor)
+    return FixedPoint(
         alpha=float(alpha), branch=branch, overlaps=ov_f, hats=side_f.hats,
         test_error=te_check, train_loss=outputs["f"]["train_loss"],
-        converged=bool(coarse.converged and fine.converged and r8_f < prec.residual_tol),
+        converged=status == CONVERGED,
         iterations=coarse.iterations + (0 if single else fine.iterations), residual=r8_f, error=error,
         diagnostics={
             "thetahat_other_form": side_f.thetahat_other_form,
@@ -348,11 +528,12 @@ def solve_branch(spec: ModelSpec, alpha: float, branch: str = "semantic", precis
             "switch_fraction": side_f.channel.switch_fraction,
             "map_evaluations": coarse.evaluations + (0 if single else fine.evaluations),
             "mean_envelope": side_f.mean_envelope,
-            "coarse_residual": r8_c,
+            "coarse_residual": coarse.residual8,
+            "reason": reason,
+            # converged at the map's noise floor: the residual stopped falling between the
+            # solver's tol and the precision's acceptance tolerance (still below the latter)
+            "at_floor": at_floor,
         },
-        model=spec, precision=precision, wall_time=time.perf_counter() - t_start,
+        model=spec, precision=prec.name, wall_time=wall_time, status=status,
         continuation_pairs=coarse.history,
     )
-    if not fp.converged:
-        log.warning("alpha=%g %s: not converged (residual %.2e)", alpha, branch, fp.residual)
-    return fp

@@ -30,6 +30,11 @@ class Precision:
     # the coarse solve only seeds the fine one and supplies |fine - coarse|: solving
     # it far below the targeted error buys nothing
     coarse_tol: Optional[float] = None
+    # the bound on one fixed point (solver.Budget), all starts and both rules together:
+    # a healthy solve takes 10-40 map evaluations, one that falls back on every searched
+    # start up to ~1000; the time limit stops a solve whose evaluations have become slow
+    max_evaluations: int = 1200
+    time_limit: float = 600.0
 
 
 # The draft and fast checks start from the reflected branch only (check_from_w=False):
@@ -40,7 +45,7 @@ class Precision:
 _DRAFT_RULE = ChannelRule(n_eta=12, n_r=6, n_u=6, n_t=10, n_near=4, check_from_w=False)
 PRECISIONS = {
     # draft: curves for figures and threshold brackets; one rule, so no error estimate (NaN)
-    "draft": Precision("draft", _DRAFT_RULE, _DRAFT_RULE, 16, 16, 1e-8, 1e-5),
+    "draft": Precision("draft", _DRAFT_RULE, _DRAFT_RULE, 16, 16, 1e-8, 1e-5, time_limit=300.0),
     # The reported values use the finer rule; the coarse one supplies the error
     # estimate. Both fast solves stop at 1e-7: the fast map is smooth only to ~1e-7 and
     # its error estimates are 1e-6..1e-4 relative (docs/numerics.md, section 4).
@@ -63,5 +68,5 @@ PRECISIONS = {
     # and 56/18/28/32/32) the estimates reached 6.6e-6.
     "high": Precision("high", ChannelRule(n_eta=56, n_r=18, n_u=28, n_t=32, n_near=32, band_split=True),
                       ChannelRule(n_eta=80, n_r=24, n_u=40, n_t=48, n_near=64, band_split=True), 28, 36, 1e-12, 2e-7,
-                      1e-10),
+                      1e-10, time_limit=3600.0),
 }

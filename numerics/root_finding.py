@@ -19,7 +19,18 @@ MAX_STEPS = 60
 
 
 class RootFindingError(RuntimeError):
-    """No root in the range, or the iteration did not converge; the message names the root."""
+    """The iteration did not converge; the message names the root."""
+
+
+class NoRootInRange(RootFindingError):
+    """The function keeps one sign up to an end of the range (or of its domain) whose
+    other side was never seen: the root, if any, lies beyond it."""
+
+
+class UndefinedAt(RuntimeError):
+    """Raised by the function: it is not defined at this point (a branch does not exist
+    there). Its domain is taken to be an interval around the points where it was
+    evaluated, so the root lies on their side and the range is cut there."""
 
 
 class SignBracket:
@@ -37,6 +48,15 @@ class SignBracket:
             self.hi, self.seen_hi = min(self.hi, alpha), True
         else:
             self.lo, self.seen_lo = max(self.lo, alpha), True
+
+    def exclude(self, alpha: float, defined_at: float) -> None:
+        """Cut the range at ``alpha``, where the function is not defined, keeping the side
+        of ``defined_at``, where it is."""
+        # a sign seen beyond the cut no longer bounds the range
+        if alpha > defined_at and alpha < self.hi:
+            self.hi, self.seen_hi = alpha, False
+        elif alpha < defined_at and alpha > self.lo:
+            self.lo, self.seen_lo = alpha, False
 
     def contains(self, alpha: float) -> bool:
         return self.lo < alpha < self.hi or not np.isfinite(self.hi - self.lo)
@@ -58,8 +78,20 @@ def safeguarded_newton(f: Callable[[float], tuple], a0: float, xtol: float, lo: 
     :class:`RootFindingError`, as is no convergence in ``MAX_STEPS`` steps. ``name`` (the
     root) and ``one_sign`` (what it means that ``f`` has no root) word the messages."""
     alpha, bracket = a0, SignBracket(lo, hi, positive_at_hi)
+    defined_at = None
     for _ in range(MAX_STEPS):
-        value, slope = f(alpha)
+        try:
+            value, slope = f(alpha)
+        except UndefinedAt as exc:
+            if defined_at is None:
+                raise
+            log.debug("%s: %s; the range is cut there", name, exc)
+            bracket.exclude(alpha, defined_at)
+            if bracket.hi - bracket.lo < xtol:
+                raise NoRootInRange(f"{name}: {one_sign} up to alpha = {defined_at:.6g}, where {exc}") from None
+            alpha = bracket.midpoint
+            continue
+        defined_at = alpha
         bracket.record(alpha, value)
         step = -value / slope
         new = alpha + step
@@ -72,7 +104,7 @@ def safeguarded_newton(f: Callable[[float], tuple], a0: float, xtol: float, lo: 
             return alpha, abs(step)
         if bracket.hi - bracket.lo < xtol:
             if not (bracket.seen_lo and bracket.seen_hi):
-                raise RootFindingError(f"{name}: {one_sign} up to alpha = {alpha:.6g}, the end of the scanned range")
+                raise NoRootInRange(f"{name}: {one_sign} up to alpha = {alpha:.6g}, the end of the scanned range")
             return alpha, bracket.hi - bracket.lo
         alpha = new
     raise RootFindingError(f"{name}: the safeguarded Newton method did not converge in {MAX_STEPS} steps")
@@ -94,32 +126,49 @@ def safeguarded_secant(g: Callable[[float], float], a0: float, a1: Optional[floa
     does not converge in ``MAX_STEPS`` steps."""
     signs = SignBracket(*(bracket if bracket is not None else (-np.inf, np.inf)), positive_at_hi=positive_at_hi)
 
+    defined = []
+
     def g_(alpha):
-        value = g(alpha)
-        signs.record(alpha, value)
-        return value
+        """``(alpha', g(alpha'))``: ``alpha' = alpha`` unless ``g`` is not defined there, in
+        which case the range is cut and its midpoint tried instead."""
+        for _ in range(MAX_STEPS):
+            try:
+                value = g(alpha)
+            except UndefinedAt as exc:
+                if not defined:
+                    raise
+                log.debug("%s: %s; the range is cut there", name, exc)
+                signs.exclude(alpha, defined[-1])
+                if signs.hi - signs.lo < xtol:
+                    raise NoRootInRange(f"{name}: {one_sign} up to alpha = {defined[-1]:.6g}, where {exc}") from None
+                alpha = signs.midpoint
+                continue
+            defined.append(alpha)
+            signs.record(alpha, value)
+            return alpha, value
+        raise RootFindingError(f"{name}: no point where the function is defined was found")
 
     def inside(a):
         return a if signs.contains(a) else signs.midpoint
 
-    g0 = g_(a0)
+    a0, g0 = g_(a0)
     if slope_guess is not None:
         a1 = inside(a0 - g0 / slope_guess)
         if abs(a1 - a0) < xtol:  # already at the root: a distinct second point for the slope
             a1 = a0 + xtol
-    g1 = g_(a1)
+    a1, g1 = g_(a1)
     slope = (g1 - g0) / (a1 - a0) if slope_guess is None or abs(a1 - a0) > SLOPE_MIN_SPACING else slope_guess
     for _ in range(MAX_STEPS):
         if g1 == g0:
             break
         a2 = inside(a1 - g1 * (a1 - a0) / (g1 - g0))
         a0, g0 = a1, g1
-        a1, g1 = a2, g_(a2)
+        a1, g1 = g_(a2)
         if abs(a1 - a0) < xtol:
             # converging onto an end of the range whose side was never seen
             if (not signs.seen_lo and abs(a1 - signs.lo) < 2 * xtol) or \
                     (not signs.seen_hi and abs(a1 - signs.hi) < 2 * xtol):
-                raise RootFindingError(f"{name}: {one_sign} up to alpha = {a1:.6g}, the end of the scanned range")
+                raise NoRootInRange(f"{name}: {one_sign} up to alpha = {a1:.6g}, the end of the scanned range")
             return a1, abs(a1 - a0), slope
     raise RootFindingError(f"{name}: the safeguarded secant method did not converge")
 

@@ -5,11 +5,20 @@ judged on the *undamped* residual ``|F(x) - x|`` of every component, scaled by
 ``max(|x|, floor)``, so a small damping cannot fake convergence. A step that
 leaves the map's domain (the map raises ``FloatingPointError`` or returns a
 non-finite value) is retried as a shorter damped Picard step.
+
+Every solve is bounded: by ``maxiter``, by a stall window, and by a :class:`Budget` of
+map evaluations and wall-clock time that the caller may share between several solves.
+A solve that stops on any of these returns its best iterate with ``converged=False``
+and the reason in ``stopped``, unless that iterate's residual is below ``accept_tol``:
+the map is smooth only to a noise floor, and a solve whose residual stops falling
+below the precision's acceptance tolerance is a converged solve at that precision
+(``at_floor``).
 """
 from __future__ import annotations
 
 import dataclasses
 import logging
+import time
 from typing import Callable, Optional
 
 import numpy as np
@@ -17,8 +26,36 @@ import numpy as np
 log = logging.getLogger(__name__)
 
 
+#: what a map raises at a point outside its domain (the generated equations raise
+#: ``OverflowError`` where a power of a tiny ``q`` overflows a Python float, a Cholesky
+#: factor ``LinAlgError`` where a covariance is not positive)
+OUTSIDE_DOMAIN = (FloatingPointError, OverflowError, ZeroDivisionError, np.linalg.LinAlgError)
+
+
 class SolverError(RuntimeError):
-    """The map could not be evaluated even on short damped steps."""
+    """The map could not be evaluated even on short damped steps, or no start converged."""
+
+
+class Budget:
+    """A bound on the work of a solve: at most ``max_evaluations`` map evaluations and
+    ``seconds`` of wall-clock time, shared by every solve that is given it (the attempts
+    and starts of one fixed point). ``None`` leaves that bound off."""
+
+    def __init__(self, max_evaluations: Optional[int] = None, seconds: Optional[float] = None):
+        self.max_evaluations, self.seconds = max_evaluations, seconds
+        self.start = time.monotonic()
+        self.evaluations = 0
+
+    def spend(self) -> None:
+        self.evaluations += 1
+
+    def exhausted(self) -> str:
+        """Why no further evaluation may be made (``""`` while it may)."""
+        if self.max_evaluations is not None and self.evaluations >= self.max_evaluations:
+            return f"evaluation budget of {self.max_evaluations} map evaluations spent"
+        if self.seconds is not None and time.monotonic() - self.start >= self.seconds:
+            return f"time limit of {self.seconds:g} s reached"
+        return ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,6 +68,9 @@ class FixedPointResult:
     history: tuple = ()      # residual per iteration
     pairs: tuple = ()        # the last Anderson pairs (x, F(x) - x), oldest first
     stalled: bool = False    # stopped early: the residual had stopped falling (``stall_window``)
+    # converged above ``tol`` but below ``accept_tol``, where the residual had stopped falling
+    at_floor: bool = False
+    stopped: str = ""        # why a solve stopped without reaching ``tol`` ("" if it reached it)
 
 
 def _scaled_residual(x, Fx, floor):
@@ -40,7 +80,8 @@ def _scaled_residual(x, Fx, floor):
 def solve_fixed_point(F: Callable[[np.ndarray], np.ndarray], x0, *, tol: float = 1e-10, maxiter: int = 100,
                       damping: float = 1.0, anderson: int = 4, floor=1e-8, history: tuple = (),
                       callback: Optional[Callable[[int, np.ndarray, float], None]] = None,
-                      stall_window: Optional[int] = None) -> FixedPointResult:
+                      stall_window: Optional[int] = None, accept_tol: Optional[float] = None,
+                      budget: Optional[Budget] = None) -> FixedPointResult:
     """Solve ``x = F(x)``.
 
     ``damping`` is the Picard mixing ``x + damping (F(x) - x)``; ``anderson`` the
@@ -48,25 +89,53 @@ def solve_fixed_point(F: Callable[[np.ndarray], np.ndarray], x0, *, tol: float =
     components are compared in absolute terms. ``history``: Anderson pairs
     ``(x_i, G(x_i) - x_i)`` of a related map ``G`` (another rule, a nearby ``alpha``),
     made consistent with ``F`` at ``x0`` by :func:`_seeded_history` and used as this
-    solve's initial history. ``stall_window``: give up (``converged=False``,
-    ``stalled=True``) once that many iterations have passed without the residual
-    falling below half of its best value at the previous such improvement; a solve
-    that has stopped converging (e.g. past a fold, where no fixed point is near)
-    then costs a bounded number of evaluations instead of ``maxiter``.
+    solve's initial history. ``stall_window``: give up (``stalled=True``) once that many
+    iterations have passed without the residual falling below half of its best value at
+    the previous such improvement; a solve that has stopped converging (e.g. past a
+    fold, where no fixed point is near) then costs a bounded number of evaluations
+    instead of ``maxiter``. ``budget``: a bound on evaluations and time, checked before
+    every evaluation.
+
+    A solve that stops before reaching ``tol`` (stall, ``maxiter``, budget) returns its
+    best iterate; it is ``converged`` (``at_floor``) if that iterate's residual is below
+    ``accept_tol``, and otherwise says why it stopped in ``stopped``.
     """
     x = np.asarray(x0, dtype=float).copy()
     floor = np.broadcast_to(np.asarray(floor, dtype=float), x.shape)
-    Fx = np.asarray(F(x), dtype=float)
+
+    def evaluate(point):
+        if budget is not None:
+            budget.spend()
+        return np.asarray(F(point), dtype=float)
+
+    try:
+        Fx = evaluate(x)
+    except OUTSIDE_DOMAIN as exc:
+        raise SolverError(f"the map cannot be evaluated at the starting point {x} ({exc})") from exc
     if not np.isfinite(Fx).all():
         raise SolverError(f"the map is not finite at the starting point {x}")
     xs, gs = [x.copy()], [Fx - x]
     if history and anderson > 0:
         xs, gs = _seeded_history(history, x, Fx - x, anderson)
     residuals = []
+    best = (np.inf, x, Fx)
     mark, mark_it = np.inf, 0  # the residual level to halve, and when it was set
+
+    def stop(reason, iterations):
+        res_best, x_best, Fx_best = best
+        accepted = accept_tol is not None and res_best < accept_tol
+        if accepted:
+            log.debug("%s at residual %.3e, below the acceptance tolerance %.1e: converged at the floor",
+                      reason, res_best, accept_tol)
+        return FixedPointResult(x_best, Fx_best, accepted, iterations, res_best, tuple(residuals),
+                                tuple(zip(xs, gs)), stalled=reason == STALLED, at_floor=accepted,
+                                stopped="" if accepted else reason)
+
     for it in range(1, maxiter + 1):
         res = _scaled_residual(x, Fx, floor)
         residuals.append(res)
+        if res < best[0]:
+            best = (res, x, Fx)
         if callback is not None:
             callback(it - 1, x, res)
         if res < tol:
@@ -75,15 +144,18 @@ def solve_fixed_point(F: Callable[[np.ndarray], np.ndarray], x0, *, tol: float =
             mark, mark_it = res, it
         elif stall_window is not None and it - mark_it >= stall_window:
             log.debug("stalled: residual %.3e has not halved in %d iterations", mark, stall_window)
-            return FixedPointResult(x, Fx, False, it - 1, res, tuple(residuals), tuple(zip(xs, gs)), stalled=True)
+            return stop(STALLED, it - 1)
         x_new = _anderson_step(xs, gs, damping, anderson)
         beta = 1.0
         for attempt in range(8):
+            spent = budget.exhausted() if budget is not None else ""
+            if spent:
+                return stop(spent, it - 1)
             try:
-                Fx_new = np.asarray(F(x_new), dtype=float)
+                Fx_new = evaluate(x_new)
                 if np.isfinite(Fx_new).all():
                     break
-            except FloatingPointError as exc:
+            except OUTSIDE_DOMAIN as exc:
                 log.debug("step left the domain (%s); shortening", exc)
             beta *= 0.5
             x_new = x + beta * damping * (Fx - x)
@@ -98,7 +170,87 @@ def solve_fixed_point(F: Callable[[np.ndarray], np.ndarray], x0, *, tol: float =
             gs.pop(0)
     res = _scaled_residual(x, Fx, floor)
     residuals.append(res)
-    return FixedPointResult(x, Fx, res < tol, maxiter, res, tuple(residuals), tuple(zip(xs, gs)))
+    if res < tol:
+        return FixedPointResult(x, Fx, True, maxiter, res, tuple(residuals), tuple(zip(xs, gs)))
+    if res < best[0]:
+        best = (res, x, Fx)
+    return stop(f"{maxiter} iterations reached", maxiter)
+
+
+STALLED = "stalled"
+
+
+def newton_fixed_point(F: Callable[[np.ndarray], np.ndarray], x0, *, tol: float, accept_tol: Optional[float] = None,
+                       maxiter: int = 12, step: float = 1e-4, floor=1e-8, max_step: float = np.inf,
+                       callback: Optional[Callable[[int, np.ndarray, float], None]] = None,
+                       budget: Optional[Budget] = None) -> FixedPointResult:
+    """Newton's method on ``G(x) = F(x) - x`` with a forward-difference Jacobian (steps
+    ``step`` times ``max(|x_i|, 1)``) and a backtracking line search on ``|G|``.
+
+    Unlike the Picard/Anderson iteration it converges to a fixed point whatever the
+    eigenvalues of ``F``'s Jacobian there (a repelling fixed point too). The difference step
+    is large against the noise floor of a quadrature map (a smooth map to ~1e-7 gives a
+    Jacobian good to ~1e-3), which is all Newton needs. Each iteration costs ``n + 1``
+    evaluations and the line search. Same result type, bounds and acceptance as
+    :func:`solve_fixed_point`; a step that leaves the map's domain is shortened, and no
+    step is longer than ``max_step`` (largest component)."""
+    x = np.asarray(x0, dtype=float).copy()
+    floor = np.broadcast_to(np.asarray(floor, dtype=float), x.shape)
+    n = x.size
+
+    def G(point):
+        if budget is not None:
+            budget.spend()
+        value = np.asarray(F(point), dtype=float) - point
+        if not np.isfinite(value).all():
+            raise FloatingPointError(f"the map is not finite at {point}")
+        return value
+
+    g = G(x)
+    residuals = []
+    best = (np.inf, x, g)
+    for it in range(maxiter + 1):
+        res = _scaled_residual(x, x + g, floor)
+        residuals.append(res)
+        if res < best[0]:
+            best = (res, x, g)
+        if callback is not None:
+            callback(it, x, res)
+        if res < tol:
+            return FixedPointResult(x, x + g, True, it, res, tuple(residuals))
+        spent = budget.exhausted() if budget is not None else ""
+        if it == maxiter or spent:
+            break
+        J = np.empty((n, n))
+        try:
+            for j in range(n):
+                h = step * max(abs(x[j]), 1.0) * (1.0 if x[j] >= 0 else -1.0)
+                e = np.zeros(n)
+                e[j] = h
+                J[:, j] = (G(x + e) - g) / h
+            delta = -np.linalg.lstsq(J, g, rcond=1e-12)[0]
+            delta *= min(1.0, max_step / max(np.max(np.abs(delta)), 1e-300))
+        except OUTSIDE_DOMAIN as exc:
+            log.debug("newton: no Jacobian at %s (%s)", x, exc)
+            break
+        t, moved = 1.0, False
+        while t > 1e-3:
+            try:
+                g_new = G(x + t * delta)
+                if np.linalg.norm(g_new) < np.linalg.norm(g):
+                    x, g, moved = x + t * delta, g_new, True
+                    break
+            except OUTSIDE_DOMAIN as exc:
+                log.debug("newton: step left the domain (%s); shortening", exc)
+            t *= 0.5
+        if not moved:
+            log.debug("newton: the line search found no descent at residual %.3e", res)
+            break
+    res_best, x_best, g_best = best
+    accepted = accept_tol is not None and res_best < accept_tol
+    reason = (budget.exhausted() if budget is not None else "") or "Newton's method did not converge"
+    return FixedPointResult(x_best, x_best + g_best, accepted, len(residuals) - 1, res_best, tuple(residuals),
+                            at_floor=accepted, stopped="" if accepted else reason)
 
 
 def _seeded_history(history, x0, g0, anderson):

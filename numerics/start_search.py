@@ -27,6 +27,7 @@ from .channel.rule import ChannelRule
 from .bound_model import BoundModel
 from .overlaps import Overlaps
 from .saddle_point import update_hat_overlaps, update_overlaps
+from .solver import OUTSIDE_DOMAIN
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +55,7 @@ def map_displacement(model: BoundModel, alpha: float, start: Overlaps, rule: Cha
     try:
         side = update_hat_overlaps(model, start, alpha, rule)
         y = update_overlaps(model, side.hats).as_array()
-    except (FloatingPointError, ValueError, ZeroDivisionError) as exc:
+    except OUTSIDE_DOMAIN + (ValueError,) as exc:
         log.debug("start search: map not evaluable at %s (%s)", start, exc)
         return np.inf
     free = x != 0

@@ -32,17 +32,35 @@ from .baseline import linear_baseline
 from .branches import COLLAPSE, BranchCurve, try_solve, defining_overlap, follow_branch, is_on_branch
 from .tidy import is_true, number
 from .fixed_point import solve_with_rule
-from .precision import PRECISIONS
-from .root_finding import RootFindingError, safeguarded_newton, safeguarded_secant
+from .precision import PRECISIONS, Precision
+from .root_finding import NoRootInRange, UndefinedAt, safeguarded_newton, safeguarded_secant
+from .solver import Budget, SolverError
 from .bound_model import bind
 from .overlaps import COMPETING_BRANCHES, Overlaps
+from .result import NO_ESTIMATE
+from .tidy import finite_json
 from .saddle_point import free_energy, test_error
 
 log = logging.getLogger(__name__)
 
 
 class ThresholdError(RuntimeError):
-    """A threshold could not be bracketed or the root-finding failed."""
+    """There is no threshold to report, for a reason of the model (a subclass says which);
+    a failure of the solver is a :class:`~numerics.solver.SolverError` instead."""
+
+
+class BranchAbsent(ThresholdError):
+    """A branch that the threshold needs does not exist on the scanned range (or where the
+    other one does); the message gives its spinodal or what every start gave."""
+
+
+class CrossingBeyondScan(ThresholdError):
+    """Both branches exist, but the crossing is not on the scanned range, extended where
+    the crossing lay beyond it; the message gives the range."""
+
+
+class OffBranch(UndefinedAt):
+    """A threshold solve fell onto the trivial point: the branch does not exist at that alpha."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,9 +79,15 @@ class Thresholds:
     alpha_l_status: str = "ok"   # otherwise why alpha_l is NaN (alpha_c is still valid)
 
     def to_dict(self) -> dict:
+        """The record as a JSON-safe dict: a number that is not finite is ``None``, and
+        ``null_reasons`` says why for each (``alpha_l``: its status; errors: no estimate in
+        a one-rule precision)."""
         d = dataclasses.asdict(self)
         d["model"] = self.model.to_dict()
-        return d
+        reasons = {"alpha_l": self.alpha_l_status, "alpha_l_error": self.alpha_l_status}
+        if PRECISIONS[self.precision].rule == PRECISIONS[self.precision].check_rule:
+            reasons.update(alpha_c_error=NO_ESTIMATE, alpha_l_error=NO_ESTIMATE)
+        return finite_json(d, reasons)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,9 +139,10 @@ class _BranchSolver:
     ``seeds``: another rule's solver on the same branch; where it has solved the
     same ``alpha``, its solution starts this one and seeds its Anderson history."""
 
-    def __init__(self, model, branch, rule, tol, test_n, residual_tol, seeds: Optional["_BranchSolver"] = None):
-        self.model, self.branch, self.rule, self.tol, self.test_n = model, branch, rule, tol, test_n
-        self.residual_tol = residual_tol
+    def __init__(self, model, branch, rule, prec: Precision, seeds: Optional["_BranchSolver"] = None):
+        self.model, self.branch, self.rule, self.tol, self.test_n = model, branch, rule, prec.tol, prec.test_n
+        self.residual_tol = prec.residual_tol
+        self.max_evaluations, self.time_limit = prec.max_evaluations, prec.time_limit
         self.seeds = seeds
         self.known = {}  # alpha -> (overlaps, RuleSolution or None)
 
@@ -134,20 +159,32 @@ class _BranchSolver:
 
     def solve(self, alpha, fallback: Overlaps):
         seed = self.seeds.known.get(alpha, (None, None))[1] if self.seeds is not None else None
+        nearby = False
         if seed is None:
             # the nearest own solution: started from it, its Anderson history (the
             # Jacobian at a nearby alpha) carries over, shifted like a rule change
             own = [a for a, (_, sol) in self.known.items() if sol is not None]
             if own:
-                seed = self.known[min(own, key=lambda a: abs(a - alpha))][1]
+                seed, nearby = self.known[min(own, key=lambda a: abs(a - alpha))][1], True
         start = seed.overlaps if seed is not None else self.start_for(alpha, fallback)
-        sol = solve_with_rule(self.model, alpha, self.branch, self.rule, start, self.tol, seed=seed)
+        budget = Budget(self.max_evaluations, self.time_limit)
+        sol = solve_with_rule(self.model, alpha, self.branch, self.rule, start, self.tol, seed=seed,
+                              accept_tol=self.residual_tol, budget=budget)
+        if not sol.converged and nearby:
+            # a seed from another alpha is solved as the seed of a rule change, which makes one
+            # attempt only: near a fold its history misled the solve (omega = 0, semantic, from
+            # 0.55 to 0.62). Solved again as a continuation step: from the interpolated start,
+            # with the history's attempts and the retries without it
+            log.info("%s branch at alpha = %g: the seeded solve stalled (residual %.1e); solving as a continuation "
+                     "step", self.branch, alpha, sol.residual8)
+            sol = solve_with_rule(self.model, alpha, self.branch, self.rule, self.start_for(alpha, fallback),
+                                  self.tol, history=seed.history, accept_tol=self.residual_tol, budget=budget)
         if not sol.converged or sol.residual8 > self.residual_tol:
-            raise ThresholdError(f"{self.branch} branch did not converge at alpha = {alpha} "
-                                 f"(residual {sol.residual8:.2e})")
+            raise SolverError(f"{self.branch} branch did not converge at alpha = {alpha} "
+                              f"(residual {sol.residual8:.2e}{'; ' + sol.stopped if sol.stopped else ''})")
         # converged onto the trivial branch: this branch is not here
         if defining_overlap(sol.overlaps, self.branch, self.model.spec.sigma) < COLLAPSE:
-            raise ThresholdError(f"{self.branch} branch collapsed onto the trivial one at alpha = {alpha}")
+            raise OffBranch(f"{self.branch} branch collapsed onto the trivial one at alpha = {alpha}")
         self.known[alpha] = (sol.overlaps, sol)
         F = free_energy(self.model, sol.overlaps, sol.side.hats, alpha, sol.side.mean_envelope)
         return sol, F, sol.side.mean_envelope
@@ -171,8 +208,8 @@ def _newton_alpha_c(pos: _BranchSolver, sem: _BranchSolver, a0: float, starts, x
     try:
         return safeguarded_newton(difference, a0, xtol, lo, hi, positive_at_hi, name="alpha_c",
                                   one_sign="F_pos - F_sem keeps one sign")
-    except RootFindingError as exc:
-        raise ThresholdError(str(exc)) from None
+    except NoRootInRange as exc:
+        raise CrossingBeyondScan(str(exc)) from None
 
 
 def _secant_alpha_l(solver: _BranchSolver, a0: float, a1: Optional[float], eps_lin: float, start, xtol: float,
@@ -191,8 +228,8 @@ def _secant_alpha_l(solver: _BranchSolver, a0: float, a1: Optional[float], eps_l
         # test error above the baseline: the root is above, so g is positive below it
         return safeguarded_secant(g, a0, a1, xtol, slope_guess, bracket, positive_at_hi=False, name="alpha_l",
                                   one_sign="the test error stays on one side of the baseline")
-    except RootFindingError as exc:
-        raise ThresholdError(str(exc)) from None
+    except NoRootInRange as exc:
+        raise CrossingBeyondScan(str(exc)) from None
 
 
 def _train_loss_differences(by: dict):
@@ -232,9 +269,105 @@ def _add_spinodal_points(spec, model, curves: dict, by: dict, alpha_min: float, 
     return added
 
 
+def _raise_on_failure(curves: dict) -> None:
+    """A branch that could not be solved anywhere is a failure of the solver, not an absence."""
+    for c in curves.values():
+        if not c.points and getattr(c, "failure", ""):
+            raise SolverError(f"thresholds: {c.failure}")
+
+
+#: where the scan is extended when the crossing lies beyond it: the scan's end times these
+#: factors (a geometric grid: continuation steps of 20-25%, which the draft rule follows)
+EXTEND_UP = (1.2, 1.44, 1.73, 2.07, 2.49, 3.0)
+EXTEND_DOWN = (0.8, 0.64, 0.51, 0.41, 0.33, 0.26, 0.2)
+
+
+def _extension_directions(curves: dict, by: dict, dF: list) -> list:
+    """Where the crossing of the training losses can lie beyond the scan, nearest first.
+
+    Below ``alpha_c`` the positional branch is the global minimiser (docs/theory.md, section
+    3.4): where ``F_pos - F_sem > 0`` on the whole common range the crossing lies below it,
+    where it is negative, above. A branch missing from the scan may exist beyond it: the
+    semantic one above (it starts at its lower spinodal), the positional one on either side
+    (at small omega it ends below the scan; it may also start above it). A branch whose
+    spinodal on a side lies inside the scan ends there, so the common range does not
+    extend on that side."""
+    ends = {b: {s["side"] for s in curves[b].spinodals} for b in curves}
+    if dF:
+        direction = -1 if dF[0] > 0 else +1
+        side = "lower" if direction < 0 else "upper"
+        return [] if any(side in ends[b] for b in curves) else [direction]
+    if not by["semantic"] and not by["positional"]:
+        return [+1, -1]
+    if not by["semantic"]:
+        return [] if "upper" in ends["positional"] else [+1]
+    if not by["positional"]:
+        return [-1, +1]
+    return []  # both exist on the scan but never at the same alpha: they do not coexist there
+
+
+def _extend_scan(spec, curves: dict, by: dict, direction: int, scanned: tuple) -> tuple:
+    """Follow both branches (draft) beyond the end of ``scanned`` in ``direction``, from
+    their points at that end (or from their anchors, for a branch not yet found), and add
+    the points and spinodals to ``curves`` and ``by``. Returns the new scanned range."""
+    lo, hi = scanned
+    end = hi if direction > 0 else lo
+    grid = [end * f for f in (EXTEND_UP if direction > 0 else EXTEND_DOWN)]
+    side = "upper" if direction > 0 else "lower"
+    for b in COMPETING_BRANCHES:
+        if any(s["side"] == side for s in curves[b].spinodals):
+            continue  # it ends inside the scan on that side
+        known = sorted(by[b])
+        if known:
+            edge = known[-1] if direction > 0 else known[0]
+            anchor = (edge, by[b][edge].overlaps)
+            ext = follow_branch(spec, [edge] + grid, b, "draft", anchor=anchor, bisections=2)
+        else:
+            ext = follow_branch(spec, grid, b, "draft", bisections=2)
+        new = [p for p in ext.points if p.alpha not in by[b]]
+        curves[b].points = sorted(curves[b].points + new, key=lambda p: p.alpha)
+        curves[b].spinodals = curves[b].spinodals + [s for s in ext.spinodals if s["side"] == side or not known]
+        if not curves[b].points and ext.failure:
+            curves[b].failure = "; ".join(f for f in (curves[b].failure, ext.failure) if f)
+        by[b].update({p.alpha: p for p in new})
+    return (min(lo, min(grid)), max(hi, max(grid)))
+
+
+def _no_crossing(curves: dict, by: dict, common: list, dF: list, scanned: tuple) -> ThresholdError:
+    """Why there is no ``alpha_c`` on the scanned range: a branch absent (with what the scan
+    found of it), the branches never coexisting (with their spinodals), or both existing
+    with ``F_pos - F_sem`` of one sign (the crossing beyond the scan)."""
+    where = f"alpha in [{scanned[0]:.4g}, {scanned[1]:.4g}]"
+
+    def ends(b):
+        sp = [f"{s['side']} spinodal at {s['alpha']:.4g} +- {s['alpha_error']:.1g}" for s in curves[b].spinodals]
+        return ", ".join(sp) if sp else "no spinodal on the scan"
+
+    for b in COMPETING_BRANCHES:
+        if not by[b]:
+            return BranchAbsent(f"alpha_c: the {b} branch was not found on {where} (from its anchor start or "
+                                f"searched starts: every start fell to the trivial point), so the two branches' "
+                                f"training losses cannot cross there")
+    if not common:
+        return BranchAbsent(f"alpha_c: the branches do not coexist on {where}: the positional branch exists on "
+                            f"[{min(by['positional']):.4g}, {max(by['positional']):.4g}] ({ends('positional')}), "
+                            f"the semantic one on [{min(by['semantic']):.4g}, {max(by['semantic']):.4g}] "
+                            f"({ends('semantic')})")
+    sign = "positive" if dF[0] > 0 else "negative"
+    beyond = "below" if dF[0] > 0 else "above"
+    b_end = [b for b in COMPETING_BRANCHES if curves[b].spinodals
+             and any(s["side"] == ("lower" if dF[0] > 0 else "upper") for s in curves[b].spinodals)]
+    if b_end:
+        return BranchAbsent(f"alpha_c: F_pos - F_sem is {sign} wherever both branches exist on {where} "
+                            f"([{common[0]:.4g}, {common[-1]:.4g}]), and the {b_end[0]} branch ends {beyond} "
+                            f"that ({ends(b_end[0])}): the training losses do not cross")
+    return CrossingBeyondScan(f"alpha_c: F_pos - F_sem is {sign} on {where} where both branches exist "
+                              f"({len(common)} points): the crossing lies {beyond} the scan")
+
+
 def thresholds(spec: ModelSpec, precision: str = "fast", alpha_min: float = 0.5, alpha_max: float = 2.5,
                n_scan: int = 9, xtol: Optional[float] = None, progress: Optional[Callable[[str], None]] = None,
-               scan_curves: Optional[dict] = None) -> Thresholds:
+               scan_curves: Optional[dict] = None, extend: bool = True) -> Thresholds:
     """``alpha_c`` and ``alpha_l`` with error estimates, the linear baseline and the spinodals.
 
     ``scan_curves`` ({branch: BranchCurve}, e.g. the draft curves of ``attnphase run``, or a
@@ -249,7 +382,19 @@ def thresholds(spec: ModelSpec, precision: str = "fast", alpha_min: float = 0.5,
     reported error in full, as is ``xtol``.
 
     ``high`` mode first finds both roots with the fast rules, then refines them with
-    the high rules from there."""
+    the high rules from there.
+
+    ``extend``: where the crossing of the training losses, or the drop below the
+    baseline, lies beyond ``[alpha_min, alpha_max]`` (the positional branch ends below the
+    scan at small omega; the crossings rise above it at large omega), the draft scan is
+    continued beyond that end, once on each side, to three times ``alpha_max`` above and a
+    fifth of ``alpha_min`` below (``EXTEND_UP``, ``EXTEND_DOWN``); ``details["scanned"]``
+    is the range finally scanned. Not with ``scan_curves``, whose grid is the caller's.
+
+    No threshold for a reason of the model raises a :class:`ThresholdError`
+    (:class:`BranchAbsent`, :class:`CrossingBeyondScan`) and a failure of the solver a
+    :class:`~numerics.solver.SolverError`; an ``alpha_l`` beyond the scanned range is NaN
+    with the reason in ``alpha_l_status`` (``alpha_c`` is kept)."""
     t0 = time.perf_counter()
     prec = PRECISIONS[precision]
     if xtol is None:
@@ -259,21 +404,19 @@ def thresholds(spec: ModelSpec, precision: str = "fast", alpha_min: float = 0.5,
     eps_lin = baseline.test_error
     note = progress or (lambda msg: None)
 
-    # 1. bracket on a draft scan of both branches
+    # 1. bracket on a draft scan of both branches, extended where the crossing lies beyond it
     if scan_curves is None:
         scan = np.linspace(alpha_min, alpha_max, n_scan)
         curves = {b: follow_branch(spec, scan, b, "draft", bisections=2) for b in COMPETING_BRANCHES}
     else:
         curves = scan_curves
-    for b, c in curves.items():
-        if not c.points:
-            log.info("thresholds: %s", c.note)  # every attempt, start by start
-            raise ThresholdError(f"alpha_c: the {b} branch was not found on alpha in [{alpha_min}, {alpha_max}] "
-                                 "(from its anchor start or searched starts), so the two branches' "
-                                 "training losses cannot cross there")
+    if scan_curves is not None or not extend:
+        _raise_on_failure(curves)
+    # otherwise a branch the solver failed to find on the scan may still be found beyond it
     note("scanned both branches")
     by = {b: {p.alpha: p for p in curves[b].points} for b in curves}
     common, dF, sign_change = _train_loss_differences(by)
+    scanned = (alpha_min, alpha_max)
     if not sign_change:
         # the crossing may lie between a branch's end and the first scan point where both
         # exist (at small omega the semantic branch starts ~0.05 above the scan's first
@@ -281,9 +424,21 @@ def thresholds(spec: ModelSpec, precision: str = "fast", alpha_min: float = 0.5,
         # spinodal bisections still found each branch
         if _add_spinodal_points(spec, model, curves, by, alpha_min, alpha_max):
             common, dF, sign_change = _train_loss_differences(by)
+    extended = set()
+    if not sign_change and scan_curves is None and extend:
+        for direction in _extension_directions(curves, by, dF):
+            scanned = _extend_scan(spec, curves, by, direction, scanned)
+            extended.add(direction)
+            note(f"extended the scan to alpha in [{scanned[0]:.4g}, {scanned[1]:.4g}]")
+            common, dF, sign_change = _train_loss_differences(by)
+            if not sign_change and _add_spinodal_points(spec, model, curves, by, *scanned):
+                common, dF, sign_change = _train_loss_differences(by)
+            if sign_change:
+                break
     if not sign_change:
-        raise ThresholdError(f"alpha_c: F_pos - F_sem has no sign change on alpha in [{alpha_min}, {alpha_max}] "
-                             f"where both branches exist ({len(common)} points)")
+        _raise_on_failure(curves)
+        raise _no_crossing(curves, by, common, dF, scanned)
+    alpha_min, alpha_max = scanned
     i = sign_change[0]
     a_lo, a_hi = common[i], common[i + 1]
     a_guess = a_lo - dF[i] * (a_hi - a_lo) / (dF[i + 1] - dF[i])
@@ -299,20 +454,32 @@ def thresholds(spec: ModelSpec, precision: str = "fast", alpha_min: float = 0.5,
         cands = [by[b][a] for b in by if a in by[b]]
         return min(cands, key=lambda p: p.train_loss)
 
-    all_alphas = sorted(set(by["semantic"]) | set(by["positional"]))
-    below = [a for a in all_alphas if global_point(a).test_error < eps_lin]
+    def below_baseline():
+        alphas = sorted(set(by["semantic"]) | set(by["positional"]))
+        return alphas, [a for a in alphas if global_point(a).test_error < eps_lin]
+
+    all_alphas, below = below_baseline()
+    # the drop below the baseline may lie beyond the scan (above it at large omega)
+    direction = +1 if not below else (-1 if below[0] == all_alphas[0] else 0)
+    if direction and scan_curves is None and extend and direction not in extended:
+        scanned = _extend_scan(spec, curves, by, direction, scanned)
+        note(f"extended the scan to alpha in [{scanned[0]:.4g}, {scanned[1]:.4g}] for alpha_l")
+        _raise_on_failure(curves)
+        all_alphas, below = below_baseline()
+        alpha_min, alpha_max = scanned
     # alpha_l may be off the scan while alpha_c is on it: alpha_c is then still found,
     # and alpha_l is NaN with the reason in ``alpha_l_status``
     alpha_l_status = "ok"
     if not below:
         alpha_l_status = (f"not bracketed: the global minimiser never beats the linear baseline on alpha in "
-                          f"[{alpha_min}, {alpha_max}]")
+                          f"[{alpha_min:.4g}, {alpha_max:.4g}]")
         first, prev = None, []
     else:
         first = below[0]
         prev = [a for a in all_alphas if a < first]
         if not prev:
-            alpha_l_status = "not bracketed: already below the linear baseline at the smallest scanned alpha"
+            alpha_l_status = (f"not bracketed: already below the linear baseline at the smallest scanned alpha, "
+                              f"{alpha_min:.4g}")
     results = {}
     single = prec.rule == prec.check_rule  # draft: one rule, so no error estimate can be made
     rules = [("fine", prec.check_rule, prec)] if single else [("coarse", prec.rule, prec), ("fine", prec.check_rule, prec)]
@@ -330,8 +497,7 @@ def thresholds(spec: ModelSpec, precision: str = "fast", alpha_min: float = 0.5,
     previous = None
     for tag, rule, rule_prec in rules:
         # each rule starts where the one before converged, from its solutions (seeded)
-        solvers = {b: _BranchSolver(model, b, rule, rule_prec.tol, rule_prec.test_n, rule_prec.residual_tol,
-                                    seeds.get(b))
+        solvers = {b: _BranchSolver(model, b, rule, rule_prec, seeds.get(b))
                    for b in COMPETING_BRANCHES}
         for b in solvers:
             solvers[b].known[start_alpha[b]] = (starts[b], None)
@@ -370,7 +536,7 @@ def thresholds(spec: ModelSpec, precision: str = "fast", alpha_min: float = 0.5,
                 al, al_step, slope = _secant_alpha_l(s, a0, a1, eps_lin, by[branch_l][first].overlaps, xtol,
                                                      slope_guess, ((ac if jump else alpha_min), alpha_max))
             except ThresholdError as exc:
-                alpha_l_status = f"failed with the {tag} rule: {exc}"
+                alpha_l_status = f"not bracketed with the {tag} rule: {exc}"
                 continue
         note(f"alpha_l ({tag} rule) = {al:.10f}")
         results[tag].update(alpha_l=al, alpha_l_step=al_step, at_jump=at_jump, branch_l=branch_l, slope=slope)
@@ -398,6 +564,7 @@ def thresholds(spec: ModelSpec, precision: str = "fast", alpha_min: float = 0.5,
         alpha_c=fine["alpha_c"], alpha_c_error=ac_err, alpha_l=fine["alpha_l"], alpha_l_error=al_err,
         linear_test_error=eps_lin, linear_test_error_error=baseline.error, spinodals=spinodals,
         precision=precision, model=spec, wall_time=time.perf_counter() - t0,
-        details={**results, "alpha_l_quadrature_error": al_err_quad, "bracket": [a_lo, a_hi], "xtol": xtol},
+        details={**results, "alpha_l_quadrature_error": al_err_quad, "bracket": [a_lo, a_hi], "xtol": xtol,
+                 "scanned": list(scanned)},
         alpha_l_status=alpha_l_status,
     )

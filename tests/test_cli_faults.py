@@ -424,6 +424,8 @@ def test_degenerate_ranges_and_impossible_starts_are_refused_up_front(argv, flag
     ("numerics.thresholds.ThresholdError", "ThresholdError: boom"),
     ("numerics.root_finding.RootFindingError", "RootFindingError: boom"),
     ("numerics.fixed_point.BranchLost", "BranchLost: boom"),
+    ("numerics.fixed_point.BranchNotFound", "BranchNotFound: boom"),
+    ("numerics.thresholds.BranchAbsent", "BranchAbsent: boom"),
     ("validation.simulate.SimulationDiverged", "SimulationDiverged: run 1 of seed 2 diverged at step 3"),
     ("OSError", "No space left on device: /x/curve.csv"),
     ("KeyError", "KeyError: 'boom' (a fault of the program; run with -v for the traceback)"),

@@ -172,9 +172,12 @@ def test_solve_branch_result_object():
     assert abs(fp.overlaps.m) == 0.0 and fp.overlaps.theta > 0.1
     d = fp.to_dict()
     for key in ("alpha", "branch", "q", "m", "V", "theta", "qhat", "mhat", "Vhat", "thetahat", "test_error",
-                "train_loss", "converged", "iterations", "residual", "error", "global_minimum", "model", "wall_time"):
+                "train_loss", "converged", "status", "iterations", "residual", "error", "global_minimum", "model",
+                "wall_time"):
         assert key in d
-    json.dumps(d)
+    # draft precision has no error estimate: NaN in the record, null with its reason in JSON
+    assert np.isnan(fp.error["q"]) and d["error"]["q"] is None and "no error estimate" in d["null_reasons"]["error.q"]
+    json.dumps(d, allow_nan=False)
 
 
 def test_linear_attention_is_solved_from_a_searched_start():
@@ -584,6 +587,22 @@ def test_a_collapsing_solve_is_abandoned_as_lost():
     assert plain.converged and abs(plain.overlaps.theta) < 1e-8  # what it would have spent its time on
 
 
+def _patch_solves(monkeypatch, fake, outcome_of_none="absent"):
+    """Replace the solves of ``numerics.branches`` by ``fake(spec, alpha, branch, precision,
+    start, model, near=None)``, which returns a point on the branch or ``None`` (the solve
+    fell to the trivial point, or with ``outcome_of_none="failed"`` the solver failed)."""
+    from numerics import branches
+
+    def attempt(*args, newton=False, **kwargs):
+        fp = fake(*args, **kwargs)
+        if fp is not None:
+            return fp, branches.FOUND, ""
+        return None, outcome_of_none, "fell to the trivial point" if outcome_of_none == "absent" else "solver failed"
+
+    monkeypatch.setattr(branches, "try_solve", fake)
+    monkeypatch.setattr(branches, "attempt_solve", attempt)
+
+
 def test_follow_branch_looks_for_a_branch_inside_the_grid_when_the_anchor_fails(monkeypatch):
     """A branch that exists only below alpha = 1 (as the positional one may at small
     omega) is missed at the anchor alpha = 2 and found at a grid point; it is then followed
@@ -601,7 +620,7 @@ def test_follow_branch_looks_for_a_branch_inside_the_grid_when_the_anchor_fails(
         return SimpleNamespace(alpha=alpha, converged=True, overlaps=Overlaps(q=0.03, m=0.2, V=20.0, theta=0.0),
                                model=SPEC, continuation_pairs=())
 
-    monkeypatch.setattr(branches, "try_solve", fake_solve)
+    _patch_solves(monkeypatch, fake_solve)
     monkeypatch.setattr(branches, "bind", lambda spec: None)
     searched = Overlaps(0.3, 0.5, 2.0, 0.0)
     monkeypatch.setattr(branches, "search_starts", lambda model, alpha, branch, rule: [searched])
@@ -643,7 +662,7 @@ def test_anchor_candidates_are_probed_with_the_draft_rule(monkeypatch):
                                    continuation_pairs=())
         return None
 
-    monkeypatch.setattr(branches, "try_solve", fake_solve)
+    _patch_solves(monkeypatch, fake_solve)
     searched = [Overlaps(0.3, 0.5, 2.0, 0.0), Overlaps(0.5, 0.7, 1.0, 0.0)]
     monkeypatch.setattr(branches, "search_starts", lambda model, alpha, branch, rule: searched)
     start = Overlaps(0.05, 0.25, 14.0, 0.0)
@@ -660,7 +679,7 @@ def test_anchor_candidates_are_probed_with_the_draft_rule(monkeypatch):
     tried.clear()
     limit.update(draft=0.0, fast=0.0)
     # the draft rule finds the branch from the second searched start only
-    monkeypatch.setattr(branches, "try_solve", lambda spec, alpha, branch, precision, start_, model, near=None: (
+    _patch_solves(monkeypatch, lambda spec, alpha, branch, precision, start_, model, near=None: (
         tried.append((alpha, precision, start_)) or (SimpleNamespace(
             alpha=alpha, converged=True, overlaps=draft_solution, model=SPEC, continuation_pairs=())
             if start_ is searched[1] or precision == "fast" else None)))
@@ -669,24 +688,27 @@ def test_anchor_candidates_are_probed_with_the_draft_rule(monkeypatch):
                                       (2.0, "draft", searched[1]), (2.0, "fast", draft_solution)]
     tried.clear()
     limit.clear()
-    monkeypatch.setattr(branches, "try_solve", fake_solve)
+    _patch_solves(monkeypatch, fake_solve)
     note = branches.find_anchor(SPEC, None, "positional", "fast", [2.0, 0.5], start)
     assert isinstance(note, str) and "alpha = 2 (draft)" in note and "alpha = 0.5 (fast)" in note
+    assert not note.failed  # every attempt fell to the trivial point: the branch is absent, not a failure
 
 
-def test_alpha_l_off_the_scan_keeps_alpha_c():
-    """At large omega alpha_l can lie beyond the scan while alpha_c is on it (the full
-    phase diagram at omega = 0.45). Emulated at omega = 0.3 by ending the scan at 1.4,
-    between alpha_c ~ 1.25 and alpha_l ~ 1.49: alpha_c is still found, the same as with
-    the longer scan, and alpha_l is NaN with the reason."""
+def test_alpha_l_off_the_scan_keeps_alpha_c_and_the_scan_is_extended_to_it():
+    """At large omega alpha_l can lie beyond the scan while alpha_c is on it. Emulated at
+    omega = 0.3 by ending the scan at 1.4, between alpha_c ~ 1.25 and alpha_l ~ 1.49:
+    without the extension alpha_c is still found and alpha_l is NaN with the reason; with
+    it (the default) the scan is continued above 1.4 and alpha_l is found there."""
     from numerics.thresholds import thresholds
 
-    short = thresholds(SPEC, "draft", alpha_min=0.9, alpha_max=1.4, n_scan=6)
-    full = thresholds(SPEC, "draft", alpha_min=0.9, alpha_max=1.7, n_scan=6)
-    assert short.alpha_l_status.startswith("not bracketed") and np.isnan(short.alpha_l)
-    assert full.alpha_l_status == "ok" and 1.4 < full.alpha_l < 1.7
-    assert 1.2 < full.alpha_c < 1.3
-    assert abs(short.alpha_c - full.alpha_c) < 2e-6  # Newton to xtol = 1e-6 from different brackets
+    short = thresholds(SPEC, "draft", alpha_min=0.9, alpha_max=1.4, n_scan=6, extend=False)
+    extended = thresholds(SPEC, "draft", alpha_min=0.9, alpha_max=1.4, n_scan=6)
+    assert short.alpha_l_status.startswith("not bracketed") and "[0.9, 1.4]" in short.alpha_l_status
+    assert np.isnan(short.alpha_l) and short.to_dict()["alpha_l"] is None
+    assert extended.alpha_l_status == "ok" and 1.4 < extended.alpha_l < 1.7
+    assert extended.details["scanned"][1] > 1.4 and short.details["scanned"] == [0.9, 1.4]
+    assert 1.2 < short.alpha_c < 1.3
+    assert abs(short.alpha_c - extended.alpha_c) < 2e-6  # Newton to xtol = 1e-6 from the same bracket
 
 
 def test_alpha_c_newton_is_safeguarded_by_the_scan_bracket():

@@ -1,0 +1,250 @@
+"""Failures of the solver are reported as what they are: a point under its own name, a
+bounded solve, an error estimate that is a result, finite numbers, a range that is stated,
+and a threshold or a reason why there is none (docs/numerics.md, sections 4-6)."""
+import dataclasses
+import json
+import math
+import subprocess
+import sys
+import time
+import numpy as np
+import pytest
+
+from derivations import ModelSpec
+from numerics.api import BranchNotFound, FixedPoint, Overlaps, solve_all, solve_branch
+from numerics.precision import PRECISIONS
+from numerics.result import CONVERGED, NON_FINITE, NOT_CONVERGED, UNRESOLVED, assess
+from numerics.root_finding import NoRootInRange, UndefinedAt, safeguarded_newton, safeguarded_secant
+from numerics.solver import Budget, solve_fixed_point
+from numerics.solver_range import ALPHA_MAX, OutsideSolverRange
+
+SPEC = ModelSpec()
+SEMANTIC_START = Overlaps(q=0.06, m=0.0, V=20.0, theta=0.07)
+
+
+# --- a result under its own name -------------------------------------------------------------
+
+def test_a_semantic_solve_below_its_spinodal_raises_with_the_trivial_point():
+    """Below the semantic spinodal (~0.51) the semantic solve falls onto theta = 0: that is
+    the trivial point, reported as such, not a semantic result."""
+    with pytest.raises(BranchNotFound) as caught:
+        solve_branch(SPEC, 0.3, "semantic", "draft", start=SEMANTIC_START)
+    exc = caught.value
+    assert str(exc).startswith("semantic branch not found at alpha = 0.3: the solve fell to the trivial point")
+    assert exc.branch == "semantic" and exc.alpha == 0.3
+    assert exc.point.branch == "trivial" and abs(exc.point.overlaps.theta) < 1e-8 and exc.point.overlaps.m == 0
+    assert "theta = " in str(exc)
+
+
+def test_solve_all_leaves_out_a_branch_not_found_and_keeps_a_failed_one(monkeypatch):
+    """``solve_all`` lists the branches found; a branch whose solve failed to converge is
+    reported (``converged=False``), since a failure is not an absence."""
+    from numerics import api
+
+    @dataclasses.dataclass(frozen=True)
+    class Point:
+        branch: str
+        converged: bool
+        train_loss: float = 1.0
+        global_minimum: object = None
+
+    def fake(spec, alpha, branch, precision):
+        if branch == "semantic":
+            raise BranchNotFound("semantic branch not found at alpha = 0.3", branch, alpha)
+        return Point(branch, converged=branch == "trivial")
+
+    monkeypatch.setattr(api, "solve_branch", fake)
+    points = solve_all(SPEC, 0.3, "draft")
+    assert [p.branch for p in points] == ["positional", "trivial"]
+    assert [p.global_minimum for p in points] == [False, True]
+
+
+# --- error estimates, non-finite numbers -----------------------------------------------------
+
+def _values(**changes):
+    values = dict(q=0.1, m=0.0, V=12.0, theta=0.15, qhat=1e-3, mhat=0.0, Vhat=0.08, thetahat=0.07,
+                  test_error=1e-3, train_loss=3e-3)
+    values.update(changes)
+    return values
+
+
+def test_an_error_estimate_at_or_above_its_value_is_not_a_result():
+    fast = PRECISIONS["fast"]
+    values = _values()
+    error = {k: 1e-6 * abs(v) for k, v in values.items()}
+    error["m"] = error["mhat"] = 1e-18  # exact zeros on the semantic branch: their estimate is no concern
+    assert assess("semantic", values, error, 1e-8, True, fast) == (CONVERGED, "")
+    status, reason = assess("semantic", values, {**error, "Vhat": 0.08}, 1e-8, True, fast)
+    assert status == UNRESOLVED and "Vhat = 0.08 +- 0.08" in reason
+    # on the positional branch m is not zero by symmetry: an estimate above it is unresolved
+    status, reason = assess("positional", values, error, 1e-8, True, fast)
+    assert status == UNRESOLVED and reason.startswith("error estimate at or above the value: m = 0")
+    status, reason = assess("semantic", {**values, "q": math.nan}, error, 1e-8, True, fast)
+    assert status == NON_FINITE and "q" in reason
+    status, reason = assess("semantic", values, error, 3e-5, False, fast, "stalled")
+    assert status == NOT_CONVERGED and "residual 3.00e-05" in reason and "stalled" in reason
+    # draft has one rule: no estimate (NaN) is not a non-finite estimate
+    nan_error = {k: math.nan for k in values}
+    assert assess("semantic", values, nan_error, 1e-8, True, PRECISIONS["draft"])[0] == CONVERGED
+
+
+# --- bounded work ----------------------------------------------------------------------------
+
+def _noisy_contraction(noise):
+    """``x -> 0.5 x + 1`` plus a deterministic rough term of relative size ``noise``: a map
+    that is smooth only to ``noise``, like the quadrature's (docs/numerics.md, section 4)."""
+    calls = {"n": 0}
+
+    def F(x):
+        calls["n"] += 1
+        return 0.5 * x + 1.0 + noise * np.sin(1e9 * x)
+
+    return F, calls
+
+
+def test_a_solve_that_stalls_below_the_acceptance_tolerance_is_converged_at_the_floor():
+    F, _ = _noisy_contraction(1e-7)
+    res = solve_fixed_point(F, np.zeros(1), tol=1e-10, maxiter=200, anderson=0, damping=1.0, stall_window=10,
+                            accept_tol=1e-5)
+    assert res.converged and res.at_floor and res.stopped == "" and 1e-10 < res.residual < 1e-5
+    strict = solve_fixed_point(F, np.zeros(1), tol=1e-10, maxiter=200, anderson=0, damping=1.0, stall_window=10,
+                               accept_tol=1e-9)
+    assert not strict.converged and strict.stopped == "stalled" and not strict.at_floor
+
+
+def test_a_budget_bounds_the_evaluations_and_returns_the_best_iterate():
+    slow = lambda x: 0.999 * x + 0.001  # noqa: E731  (converges, but in ~20000 steps)
+    budget = Budget(max_evaluations=50)
+    res = solve_fixed_point(slow, np.zeros(1), tol=1e-12, maxiter=10**6, anderson=0, budget=budget)
+    assert not res.converged and budget.evaluations == 50
+    assert res.stopped == "evaluation budget of 50 map evaluations spent"
+    assert res.residual == min(res.history)  # the best iterate, with its residual
+    timed = Budget(seconds=0.2)
+    t0 = time.monotonic()
+
+    def sleepy(x):
+        time.sleep(0.01)
+        return slow(x)
+
+    res = solve_fixed_point(sleepy, np.zeros(1), tol=1e-12, maxiter=10**6, anderson=0, budget=timed)
+    assert not res.converged and res.stopped.startswith("time limit") and time.monotonic() - t0 < 1.0
+
+
+def test_a_solve_branch_out_of_budget_is_reported_not_converged_with_its_residual(monkeypatch):
+    """With the precision's evaluation budget cut to 3, a solve from a far start stops
+    there: ``converged=False``, the residual, and the reason; no other start is tried."""
+    from numerics import fixed_point
+
+    tight = dataclasses.replace(PRECISIONS["draft"], max_evaluations=3)
+    monkeypatch.setitem(fixed_point.PRECISIONS, "draft", tight)
+    fp = fixed_point.solve_branch(SPEC, 2.0, "semantic", "draft")
+    assert fp.status == NOT_CONVERGED and not fp.converged
+    assert "evaluation budget of 3 map evaluations spent" in fp.diagnostics["reason"]
+    assert fp.residual > 1e-5 and fp.diagnostics["map_evaluations"] <= 4
+
+
+def test_alpha_and_lam_outside_the_solvable_range_are_refused_at_once():
+    t0 = time.perf_counter()
+    with pytest.raises(OutsideSolverRange) as caught:
+        solve_branch(SPEC, 1e9, "semantic", "draft")
+    assert caught.value.parameter == "alpha" and f"alpha <= {ALPHA_MAX:g}" in str(caught.value)
+    assert isinstance(caught.value, ValueError)
+    with pytest.raises(OutsideSolverRange) as caught:
+        solve_branch(ModelSpec(lam=0.0), 0.5, "positional", "draft")
+    assert caught.value.parameter == "lam" and "lam > 0" in str(caught.value)
+    assert time.perf_counter() - t0 < 1.0
+
+
+def test_the_command_line_refuses_alpha_out_of_range_with_exit_2():
+    proc = subprocess.run([sys.executable, "-m", "attnphase.cli", "solve", "--alpha", "1e9", "--precision", "draft"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "alpha" in proc.stderr and "Traceback" not in proc.stderr
+
+
+# --- root finding where a branch ends --------------------------------------------------------
+
+def test_root_finding_cuts_the_range_where_the_function_is_undefined():
+    """``F_pos - F_sem`` exists only where both branches do: a step beyond a branch's end
+    cuts the range there instead of failing; a root beyond that end is not in the range."""
+    end = 0.7
+
+    def difference(alpha, root=0.65):
+        if alpha > end:
+            raise UndefinedAt(f"the positional branch ends below alpha = {alpha:.3g}")
+        d = alpha - root
+        return d + 3 * d**2, 0.05  # a derivative 20 times too small: every Newton step overshoots
+
+    alpha, step = safeguarded_newton(difference, 0.55, 1e-9, 0.5, 1.0, True)
+    assert abs(alpha - 0.65) < 1e-8
+    with pytest.raises(NoRootInRange, match="where the positional branch ends"):
+        safeguarded_newton(lambda a: difference(a, root=0.8), 0.55, 1e-9, 0.5, 1.0, True)
+    root, _, _ = safeguarded_secant(lambda a: difference(a)[0], 0.55, 0.6, 1e-9, bracket=(0.5, 1.0),
+                                    positive_at_hi=True)
+    assert abs(root - 0.65) < 1e-8
+
+
+# --- a solve stalled at the map's noise floor ------------------------------------------------
+
+def test_a_draft_solve_stalled_at_the_noise_floor_is_converged():
+    """At omega = 0 the draft semantic solve at alpha = 2 stalls near 4e-7, below draft's
+    acceptance tolerance 1e-5 but above its solver tolerance 1e-8: a converged solve at that
+    precision, said so in the diagnostics."""
+    fp = solve_branch(ModelSpec(omega=0.0), 2.0, "semantic", "draft")
+    assert fp.converged and fp.status == CONVERGED
+    assert fp.residual < PRECISIONS["draft"].residual_tol
+    if fp.residual > PRECISIONS["draft"].tol:
+        assert fp.diagnostics["at_floor"]
+
+
+def test_fixed_point_to_dict_is_json_safe_for_non_finite_values():
+    base = solve_branch(SPEC, 2.0, "semantic", "draft", start=Overlaps(q=0.115, m=0.0, V=12.7, theta=0.158))
+    broken = dataclasses.replace(base, test_error=math.nan, status=NON_FINITE, converged=False)
+    d = broken.to_dict()
+    assert d["test_error"] is None and d["null_reasons"]["test_error"] == "not finite (nan)"
+    json.dumps(d, allow_nan=False)
+    assert isinstance(base, FixedPoint)
+
+
+def test_newton_converges_where_the_fixed_point_repels_the_iteration():
+    """Eigenvalues 3 and -2.5 of the map's Jacobian: the plain iteration runs away from the
+    fixed point, Newton's method (a noisy map, smooth only to 1e-9) converges to it."""
+    from numerics.solver import newton_fixed_point
+
+    A = np.array([[2.0, 1.0], [1.5, -1.5]])  # eigenvalues 2.5 and -2
+    b = np.array([0.3, -0.2])
+    exact = np.linalg.solve(np.eye(2) - A, b)
+
+    def F(x):
+        return A @ x + b + 1e-9 * np.sin(1e9 * x)
+
+    picard = solve_fixed_point(F, np.zeros(2), tol=1e-8, maxiter=60, anderson=0, stall_window=20)
+    assert not picard.converged
+    res = newton_fixed_point(F, np.zeros(2), tol=1e-7, maxiter=10)
+    assert res.converged and np.allclose(res.x, exact, rtol=1e-6, atol=1e-7)
+
+
+def test_a_branch_the_solver_failed_to_find_is_a_failure_not_an_absence(monkeypatch):
+    """The thresholds need both branches: a branch whose every anchor attempt fell onto the
+    trivial point is absent (BranchAbsent, a reason); one where the solver failed is a
+    SolverError, even after the scan is extended on both sides."""
+    from numerics import thresholds as th
+    from numerics.branches import BranchCurve
+    from numerics.solver import SolverError
+
+    def point(alpha):
+        return th.ScanPoint(alpha, "semantic", Overlaps(0.1, 0.0, 12.0, 0.15), 1e-3, 3e-3, "draft")
+
+    def fake_follow(failure):
+        def follow(spec, alphas, branch, precision, anchor=None, bisections=4, progress=None):
+            if branch == "semantic":
+                return BranchCurve(branch, [point(a) for a in alphas], [])
+            return BranchCurve(branch, [], [], "positional branch not found", failure=failure)
+        return follow
+
+    monkeypatch.setattr(th, "follow_branch", fake_follow("the solver failed at every anchor (stalled)"))
+    with pytest.raises(SolverError, match="the solver failed at every anchor"):
+        th.thresholds(SPEC, "draft")
+    monkeypatch.setattr(th, "follow_branch", fake_follow(""))
+    with pytest.raises(th.BranchAbsent, match="positional branch was not found on alpha in"):
+        th.thresholds(SPEC, "draft")
