@@ -52,12 +52,6 @@ def general_branches(spec: ModelSpec) -> tuple:
     return tuple(b for b in GENERAL_BRANCHES if b != "mixed" or spec.rank >= 2)
 
 
-def _found(fp: GeneralFixedPoint) -> bool:
-    """Whether the solve stayed on its branch (a branch that falls to a smaller one is absent there,
-    which is not a failure of the solve)."""
-    return "not found" not in str(fp.diagnostics.get("status", ""))
-
-
 def mark_global_minima(points: Sequence[GeneralFixedPoint]) -> list:
     """``global_minimum`` on each point: the lowest training loss among the converged points of its
     alpha (a minimum that differs from the next by less than their errors is still marked, and
@@ -87,29 +81,33 @@ def solve_all_general(spec: ModelSpec, alpha: float, precision: str = "fast", in
     ``global_minimum`` on the lowest training loss among the converged ones. A branch whose solve
     falls to a smaller one is absent at this alpha and left out; one that did not converge is
     reported as it is."""
+    from .fixed_point import BranchNotFound
+
     found = []
     for branch in branches or general_branches(spec):
-        fp = solve_general(spec, alpha, branch, precision, integrator)
-        if _found(fp):
-            found.append(fp)
-        else:
-            log.info("%s", fp.status)
+        try:
+            found.append(solve_general(spec, alpha, branch, precision, integrator))
+        except BranchNotFound as exc:
+            log.info("%s", exc)
     return mark_global_minima(found)
 
 
 def follow_general(spec: ModelSpec, alphas: Sequence[float], branch: str, precision: str = "fast",
                    integrator: str = "auto", progress=None) -> list:
     """``branch`` along ``alphas`` by continuation: each solve starts from the last point found on
-    the branch. Alphas where the branch is not found are left out (the next one starts afresh)."""
+    the branch. Alphas where the branch is not found (:class:`~numerics.fixed_point.BranchNotFound`)
+    are left out, and the next one starts afresh. ``progress(alpha)`` is called after each alpha."""
+    from .fixed_point import BranchNotFound
+
     points, start = [], None
     for alpha in alphas:
-        fp = solve_general(spec, float(alpha), branch, precision, integrator, start=start)
-        if _found(fp):
+        try:
+            fp = solve_general(spec, float(alpha), branch, precision, integrator, start=start)
             points.append(fp)
             start = fp.overlaps if fp.converged else None
-        else:
-            log.info("%s", fp.status)
+        except BranchNotFound as exc:
+            log.info("%s", exc)
             start = None
         if progress is not None:
-            progress(fp)
+            progress(alpha)
     return points

@@ -92,6 +92,8 @@ def from_line_fixed_point(fp) -> GeneralFixedPoint:
                       ("theta_singular_values_1", "theta")):
         error[key] = error[name]
     diagnostics = dict(fp.diagnostics, integrator="lines")
+    if not fp.converged:
+        diagnostics["status"] = f"{fp.status}: {fp.diagnostics.get('reason', '')}"
     return GeneralFixedPoint(alpha=fp.alpha, branch=fp.branch, global_minimum=fp.global_minimum, model=fp.model, precision=fp.precision,
                              integrator="lines", overlaps=ov, hats=hats, test_error=fp.test_error,
                              train_loss=fp.train_loss, converged=fp.converged, iterations=fp.iterations,

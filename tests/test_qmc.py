@@ -21,6 +21,7 @@ import pytest
 from derivations import ModelSpec, packing
 from numerics.api import solve_general
 from numerics.channel_integrators import IntegratorError, LineChannel, choose_integrator
+from numerics.fixed_point import BranchNotFound
 from numerics.gauge import alignment, canonical
 from numerics.general_model import bind_general
 from numerics.matrix_overlaps import MatrixHats, MatrixOverlaps, from_scalars
@@ -303,7 +304,11 @@ def test_a_converged_point_solves_the_prior_equations_in_its_own_gauge(branch):
     the map (at (3, 1, 1), positional, alpha = 2, such a point has m = -mhat K and a negative
     training loss), and those must not pass. The semantic solve converges (the check is not vacuous)."""
     spec = ModelSpec(tokens=3)
-    fp = solve_general(spec, 2.0, branch, TINY)
+    try:
+        fp = solve_general(spec, 2.0, branch, TINY)
+    except BranchNotFound as exc:  # the positional solve may fall to the trivial point: absent, not wrong
+        assert branch == "positional" and exc.point.overlaps.m.any()
+        return
     if branch == "semantic":
         assert fp.converged
     if fp.converged:

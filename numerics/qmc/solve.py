@@ -25,6 +25,7 @@ from scipy import stats
 
 from derivations import ModelSpec, packing
 
+from ..fixed_point import BranchNotFound
 from ..gauge import alignment, canonical
 from ..general_model import GeneralModel, bind_general
 from ..matrix_overlaps import MatrixHats, MatrixOverlaps
@@ -186,8 +187,8 @@ def _fields(model: GeneralModel, alpha: float, ov: MatrixOverlaps, hats: MatrixH
 
 
 def _collapsed(spec, alpha, subspace, prec, solution, defining, wall_time, model):
-    """The record of a solve that fell to a smaller branch: the point reached, ``converged=False``,
-    errors NaN, the reason in the diagnostics."""
+    """The record of a solve that fell to a smaller branch (carried by :class:`BranchNotFound`): the
+    point reached, ``converged=False``, errors NaN, the reason in the diagnostics."""
     from ..general_result import GeneralFixedPoint
 
     ov, hats = solution.overlaps, solution.estimate.hats
@@ -239,7 +240,8 @@ def solve_qmc(spec: ModelSpec, alpha: float, branch: str = "semantic", precision
         # the iteration fell to a smaller branch: reported as it is, not converged, without the
         # cost of the other scramblings
         log.info("alpha=%g %s: the approach collapsed (defining overlap %.2e)", alpha, subspace.name, defining)
-        return _collapsed(spec, alpha, subspace, prec, approach, defining, time.perf_counter() - t0, model)
+        point = _collapsed(spec, alpha, subspace, prec, approach, defining, time.perf_counter() - t0, model)
+        raise BranchNotFound(point.status, subspace.name, float(alpha), point)
     first = _solve_scramble(maps[0], approach.overlaps.pack()[free], prec, floor, history=approach.pairs)
     solutions = [first]
     for j in range(1, R):
@@ -287,8 +289,11 @@ def solve_qmc(spec: ModelSpec, alpha: float, branch: str = "semantic", precision
     # the branch counts as lost when its defining overlap is within the half-width of its 95% interval of zero
     defining_error = t_factor * float(np.std([subspace.defining_overlap(a[0], spec.sigma) for a in aligned],
                                              ddof=1)) / np.sqrt(R) if np.isfinite(defining) else 0.0
-    status = "converged" if converged else "not converged"
-    if defining < COLLAPSE or defining <= defining_error:
+    status = "converged" if converged else (
+        f"not converged: residual {residual:.2e} (accepted below {max(prec.residual_tol, 0.25 * quadrature):.2e}), "
+        f"scramblings converged {sum(s.converged for s in solutions)} of {R}")
+    lost = defining < COLLAPSE or defining <= defining_error
+    if lost:
         # a branch whose defining overlap is zero within its error has not been found: the solve
         # fell, or is falling, to a smaller branch
         converged = False
@@ -315,8 +320,11 @@ def solve_qmc(spec: ModelSpec, alpha: float, branch: str = "semantic", precision
         "defining_overlap": defining,
         "status": status,
     }
-    return GeneralFixedPoint(
+    point = GeneralFixedPoint(
         alpha=float(alpha), branch=subspace.name, model=spec, precision=prec.name, integrator="qmc",
         overlaps=ov, hats=est.hats, test_error=value["test_error"], train_loss=value["train_loss"],
         converged=bool(converged), iterations=sum(s.iterations for s in solutions), residual=residual,
         error=error, invariants=ov.invariants(), diagnostics=diagnostics, wall_time=time.perf_counter() - t0)
+    if lost:
+        raise BranchNotFound(status, subspace.name, float(alpha), point)
+    return point
