@@ -7,7 +7,8 @@ solve before and after the general numerics, printed side by side in one run.
   ``--before DIR`` (a checkout of the code before the change, e.g. made by
   ``git archive 750f74e | tar -x -C DIR``), alternated ``--repeats`` times (target: no more than
   10% slower).
-Run: python benchmarks/bench_general_numerics.py [--precision fast] [--before DIR] [--repeats 2]
+Run: python benchmarks/bench_general_numerics.py [--precision fast] [--before DIR] [--repeats 2] [--skip-general]
+[--solve-only]
 """
 import argparse
 import os
@@ -35,6 +36,7 @@ def main():
     ap.add_argument("--before", help="a source tree of the code before the change")
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--skip-general", action="store_true")
+    ap.add_argument("--solve-only", action="store_true", help="time only attnphase solve --alpha 2 before/after")
     args = ap.parse_args()
     rows = []
     if not args.skip_general:
@@ -49,6 +51,8 @@ def main():
     if args.before:
         commands = {"attnphase solve --alpha 2": [sys.executable, "-m", "attnphase.cli", "solve", "--alpha", "2"],
                     "benchmarks/bench_numerics.py": [sys.executable, str(ROOT / "benchmarks" / "bench_numerics.py")]}
+        if args.solve_only:
+            commands.pop("benchmarks/bench_numerics.py")
         for name, command in commands.items():
             times = {"before": [], "after": []}
             for _ in range(args.repeats):
