@@ -151,12 +151,13 @@ def plot_general_curve(rows, stem):
     """Branches of the general model against alpha, from the rows of
     :meth:`~numerics.general_result.GeneralFixedPoint.to_row`: the largest singular value of
     ``theta / sigma^2`` and of ``m``, the eigenvalues of ``q``, and the test error with its stated
-    error (dots: the global minimum)."""
+    error (dots: the global minimum). Points that did not converge are not drawn."""
     sigma2 = float(rows[0]["sigma"]) ** 2 if rows else 1.0
     colours = {"semantic": "tab:blue", "positional": "tab:orange", "trivial": "tab:gray", "mixed": "tab:purple"}
     fig, axes = plt.subplots(1, 4, figsize=(15, 3.8))
     for branch, colour in colours.items():
-        pts = sorted((r for r in rows if r["branch"] == branch), key=lambda r: float(r["alpha"]))
+        pts = sorted((r for r in rows if r["branch"] == branch and str(r["converged"]) == "True"),
+                     key=lambda r: float(r["alpha"]))
         if not pts:
             continue
         a = [float(r["alpha"]) for r in pts]

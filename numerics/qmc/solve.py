@@ -2,7 +2,8 @@
 independent scramblings (docs/numerics.md, section "The general model: QMC integrator").
 
 The map iterated is ``x -> gauge(prior_updates(channel(x)))`` on the free components of the branch's
-subspace (:mod:`numerics.subspaces`), with the overlaps canonically oriented (:mod:`numerics.gauge`),
+subspace (:mod:`numerics.subspaces`), with the overlaps canonically oriented (:mod:`numerics.gauge`)
+in the blocks of directions along whose rotations the iteration could drift (:func:`_drifting_blocks`),
 and solved by the generic Anderson solver (:mod:`numerics.solver`). Each scrambling ``j`` of the
 rule is a deterministic map ``F_j`` (fixed nodes) with its own fixed point ``x_j``: scrambling 0 is
 solved from the start, the others from ``x_0`` with its Anderson history (the maps differ by a
@@ -26,7 +27,7 @@ from scipy import stats
 from derivations import ModelSpec, packing
 
 from ..fixed_point import BranchNotFound
-from ..gauge import alignment, canonical
+from ..gauge import alignment, canonical_rotation
 from ..general_model import GeneralModel, bind_general
 from ..matrix_overlaps import MatrixHats, MatrixOverlaps
 from ..solver import solve_fixed_point
@@ -112,6 +113,27 @@ def _matrix_residual(image: MatrixOverlaps, ov: MatrixOverlaps) -> float:
     return out
 
 
+def _drifting_blocks(subspace: BranchSubspace) -> tuple:
+    """The gauge blocks whose orientation the solver fixes: two or more directions that rotate into
+    each other, one of them positional (its column of ``m`` breaks the rotation symmetry, so the
+    iteration could drift along the orbit). A sign is left free, since fixing it would turn a
+    two-cycle ``x -> g x -> x`` of the map (``g`` a sign flip) into a fixed point of the oriented
+    map; a block of trivial directions is left free too, since its orbit is nearly isotropic and its
+    orientation would turn with the quadrature noise."""
+    return tuple(b for b in subspace.gauge_blocks()
+                 if len(b) >= 2 and any(subspace.roles[j] == "positional" for j in b))
+
+
+def _oriented(ov: MatrixOverlaps, subspace: BranchSubspace) -> MatrixOverlaps:
+    """``ov`` with the blocks of :func:`_drifting_blocks` in canonical orientation, the other
+    directions as they are."""
+    blocks = _drifting_blocks(subspace)
+    O = canonical_rotation(ov, blocks)
+    for j in set(range(ov.shape.r)) - {j for b in blocks for j in b}:
+        O[j, j] = 1.0
+    return ov.rotated(O)
+
+
 class _Map:
     """``x -> F_j(x)`` over the free components, for the scramblings ``scrambles`` of ``channel``;
     remembers the channel estimate of the last evaluation."""
@@ -135,7 +157,7 @@ class _Map:
         """The overlaps of the prior side from ``est``'s conjugates, projected and oriented."""
         new = self.model.prior_updates(**est.hats.matrices())
         ov = self.subspace.project(MatrixOverlaps(self.model.shape, **new))
-        return canonical(ov, self.subspace.gauge_blocks()) if self.gauge else ov
+        return _oriented(ov, self.subspace) if self.gauge else ov
 
     def __call__(self, x_free):
         ov = self.overlaps(x_free)
@@ -218,15 +240,12 @@ def solve_qmc(spec: ModelSpec, alpha: float, branch: str = "semantic", precision
     prec = precision if isinstance(precision, QMCPrecision) else QMC_PRECISIONS[precision]
     model = model or bind_general(spec)
     subspace = subspace or branch_subspace(branch, spec.shape)
-    # only a continuous gauge (a block of directions that rotate into each other) lets the iteration
-    # drift; a sign is left free, since fixing it would turn a two-cycle x -> g x -> x of the map
-    # (g a sign flip) into a fixed point of the oriented map
-    gauge = gauge and any(len(block) >= 2 for block in subspace.gauge_blocks())
+    gauge = gauge and bool(_drifting_blocks(subspace))
     t0 = time.perf_counter()
     channel = QMCChannel(model, prec.rule, subspace)
     start = _on_subspace(start, spec, subspace)
     if gauge:
-        start = canonical(start, subspace.gauge_blocks())
+        start = _oriented(start, subspace)
     free = subspace.free_mask(model.shape)
     floor = _floor(start, spec.rho, free)
     R = prec.rule.scrambles
