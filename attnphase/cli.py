@@ -21,19 +21,20 @@ import traceback
 
 from derivations.spec import ModelSpecError
 from numerics.tidy import UnreadableFile
+from paper import PaperError
 from sweeps import SweepError
 from validation.run_settings import RunSettingsError
 
-from .commands import derive, histogram, simulation, sweep, theory
+from .commands import derive, histogram, paper, simulation, sweep, theory
 from .errors import UsageError
 
 #: the command groups, in help order
-COMMAND_GROUPS = (derive, theory, simulation, sweep, histogram)
+COMMAND_GROUPS = (derive, theory, simulation, sweep, histogram, paper)
 
 #: exceptions that mean bad input: one line, exit status 2
-BAD_INPUT = (UsageError, ModelSpecError, SweepError, RunSettingsError, UnreadableFile)
+BAD_INPUT = (UsageError, ModelSpecError, SweepError, RunSettingsError, UnreadableFile, PaperError)
 #: the packages whose exceptions are failures of a computation (exit status 1, the message as it is)
-LIBRARIES = ("derivations", "numerics", "validation", "sweeps", "histogram_task")
+LIBRARIES = ("derivations", "numerics", "validation", "sweeps", "histogram_task", "paper")
 #: exit statuses
 FAILED, BAD = 1, 2
 INTERRUPTED = 130

@@ -67,6 +67,28 @@ def add_precision_option(parser: argparse.ArgumentParser, help_prefix: str = "")
     parser.add_argument("--precision", choices=tuple(PRECISIONS), default="fast", help=help_prefix + PRECISION_HELP)
 
 
+def add_dask_options(parser: argparse.ArgumentParser):
+    """The execution group of the commands that run tasks on Dask (``--scheduler``,
+    ``--workers``, ``--quiet``); returns the group, for options of the command's own."""
+    g = parser.add_argument_group("execution (Dask)")
+    g.add_argument("--scheduler", default=None, metavar="tcp://HOST:PORT",
+                   help="run on this existing Dask scheduler (its workers must import this project)")
+    g.add_argument("--workers", type=int, default=None,
+                   help="worker processes of the embedded cluster (default: the machine's cores)")
+    g.add_argument("--quiet", action="store_true", help="no progress bar")
+    return g
+
+
+def check_dask_options(args: argparse.Namespace) -> None:
+    """``--workers`` and ``--scheduler`` as :func:`add_dask_options` defines them."""
+    if args.workers is not None and args.workers < 1:
+        raise UsageError(f"--workers: must be >= 1, got {args.workers}")
+    if args.workers is not None and args.scheduler:
+        raise UsageError("--workers: sizes the embedded cluster; with --scheduler the cluster is yours")
+    if args.scheduler is not None and "://" not in args.scheduler:
+        raise UsageError(f"--scheduler: expected tcp://HOST:PORT, got {args.scheduler!r}")
+
+
 def parse_range(text: str, flag: str, positive: bool = False, min_points: int = 1) -> list:
     """``START:STOP:N`` (``N`` values from START to STOP, both included, as ``numpy.linspace``
     gives them) or a single number. ``positive``: every value must be > 0. ``min_points``:

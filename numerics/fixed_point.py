@@ -100,6 +100,11 @@ STALL_WINDOW = 20
 
 # |theta|/sigma^2 (semantic) or |m| (positional) below this: the point lies on the trivial branch
 COLLAPSE = 1e-4
+# A searched start that stops at a relative residual above this never came near a fixed point
+# (its image differs by 10% in some component); stalls near a fold end below 1e-3
+# (docs/studies/positional_small_lam.md). Where the other starts fell onto the trivial point,
+# such a start does not turn the absence of the branch into a solver failure.
+WANDERED = 0.1
 
 
 def defining_overlap(overlaps: Overlaps, branch: str, sigma: float) -> float:
@@ -362,9 +367,10 @@ def _coarse_solve(model: BoundModel, alpha: float, branch: str, prec: Precision,
     from the best starts of :func:`start_search.search_starts` in turn (multi-start; the
     default starts are the softmax model's, see that module). Returns ``(solution,
     attempts)``: the first solution on the branch; else the best unconverged one (a
-    failure, not an absence); else the first that fell onto the trivial point (the
-    caller reports that the branch is not there). Where every start was abandoned while
-    collapsing (``lost_below``) there is no point: :class:`BranchLost`. Where every start
+    failure, not an absence), unless it wandered (residual above :data:`WANDERED`) while
+    other starts fell onto the trivial point; else the first that fell onto the trivial
+    point (the caller reports that the branch is not there). Where every start was
+    abandoned while collapsing (``lost_below``) there is no point: :class:`BranchLost`. Where every start
     raised: :class:`~numerics.solver.SolverError`."""
     tol = prec.coarse_tol or prec.tol
     bounds = dict(accept_tol=prec.residual_tol, budget=budget)
@@ -373,7 +379,7 @@ def _coarse_solve(model: BoundModel, alpha: float, branch: str, prec: Precision,
                                lost_below=lost_below, history=history, newton=newton, **bounds), []
     bounds["newton"] = newton is not False
     candidates = [("default start", _on_branch(DEFAULT_START.get(branch, DEFAULT_START["semantic"]), branch))]
-    attempts, unconverged, collapsed, errors = [], None, None, 0
+    attempts, unconverged, collapsed, errors, lost_starts = [], None, None, 0, 0
     searched = False
     while candidates:
         name, candidate = candidates.pop(0)
@@ -386,6 +392,7 @@ def _coarse_solve(model: BoundModel, alpha: float, branch: str, prec: Precision,
                                   history=history if name == "default start" else (), **bounds)
         except BranchLost as exc:
             attempts.append(f"{name}: {exc}")
+            lost_starts += 1
             sol = None
         except (SolverError,) + OUTSIDE_DOMAIN as exc:
             attempts.append(f"{name}: solver failed ({exc})")
@@ -411,7 +418,8 @@ def _coarse_solve(model: BoundModel, alpha: float, branch: str, prec: Precision,
             # a start needs no precision: the draft rule ranks the grid (about 5x cheaper than the fast coarse rule)
             candidates = [("searched start", c) for c in search_starts(model, alpha, branch, PRECISIONS["draft"].rule)]
     log.info("alpha=%g %s: no start reached the branch (%s)", alpha, branch, "; ".join(attempts))
-    if unconverged is not None:
+    fell = collapsed is not None or lost_starts > 0
+    if unconverged is not None and not (fell and unconverged.residual8 >= WANDERED):
         return unconverged, attempts
     if budget.exhausted() or errors == len(attempts):
         raise SolverError(f"alpha={alpha:g} {branch}: no start converged ({'; '.join(attempts)})")
@@ -420,7 +428,7 @@ def _coarse_solve(model: BoundModel, alpha: float, branch: str, prec: Precision,
     if collapsed is not None:
         return collapsed, attempts
     raise BranchLost(f"{branch} branch not found at alpha = {alpha:g}: every start collapsed onto the trivial "
-                     f"point ({'; '.join(attempts)})", branch, alpha)
+                     f"point or wandered far from any fixed point ({'; '.join(attempts)})", branch, alpha)
 
 
 def _on_its_branch(overlaps: Overlaps, branch: str, sigma: float) -> bool:

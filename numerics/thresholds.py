@@ -345,8 +345,9 @@ def _no_crossing(curves: dict, by: dict, common: list, dF: list, scanned: tuple)
 
     for b in COMPETING_BRANCHES:
         if not by[b]:
-            return BranchAbsent(f"alpha_c: the {b} branch was not found on {where} (from its anchor start or "
-                                f"searched starts: every start fell to the trivial point), so the two branches' "
+            return BranchAbsent(f"alpha_c: the {b} branch was not found on {where} (from its anchor start and "
+                                f"searched starts: every start fell to the trivial point or wandered far from any "
+                                f"fixed point), so the two branches' "
                                 f"training losses cannot cross there")
     if not common:
         return BranchAbsent(f"alpha_c: the branches do not coexist on {where}: the positional branch exists on "

@@ -107,90 +107,111 @@ def _run(config, out, workers, client, theory_task, simulation_task, progress, p
 
 def _execute(client, pending: list, store: SweepStore, config: SweepConfig, hashes: dict, summary: dict,
              run_started: str, progress: bool) -> None:
-    """Submit the pending tasks and store each result as it arrives.
-
-    Only as many tasks as the cluster has worker threads are in flight; the next one, by
-    :func:`task_priority`, is submitted when one finishes. Submitted all at once, the tasks
-    were spread over the workers' own queues up front (each key is its own task group,
-    so Dask neither queues them on the scheduler nor learns their durations to steal
-    them): on the target diagram the workers then sat idle for 19% of the run, and in a
-    two-column test one worker idled 190 s of 339 s with a task queued on the other.
-
-    A column's threshold task becomes ready once both its branch tasks are stored (at
-    once, if an earlier run did them): it starts from their rows
-    (:func:`_with_branch_rows`). If one of them fails, the threshold task is recorded as
-    failed too, and a re-run does all three."""
-    from distributed import as_completed
+    """The pending tasks on Dask (:func:`execute`), by :func:`task_priority`. A column's
+    threshold task starts from its branch tasks' rows (:func:`_with_branch_rows`); if one
+    of them fails, the threshold task is recorded as failed too, and a re-run does all
+    three."""
     from tqdm import tqdm
     from tqdm.contrib.logging import logging_redirect_tqdm
+
+    bar = tqdm(total=summary["tasks"], initial=summary["skipped"], unit="task", desc="phase-diagram",
+               file=sys.stderr, disable=None if progress else True, mininterval=0.5, dynamic_ncols=True)
+
+    def store_result(task: Task, result: dict) -> None:
+        _store_result(store, task, result, config, hashes, summary)
+        summary["computed"].append(task.key)
+
+    try:
+        with logging_redirect_tqdm():
+            execute(client, pending, store.done, store_result=store_result,
+                    fail=lambda t, exc, tb: _fail(store, t, exc, tb, run_started, summary),
+                    tick=lambda: bar.update(1), priority=task_priority,
+                    after=lambda t: _branch_keys(t) if _needs_branch_rows(t) else (),
+                    prepare=lambda t: _with_branch_rows(t, store))
+    finally:
+        bar.close()
+
+
+def execute(client, pending: list, done: set, *, store_result: Callable, fail: Callable, tick: Callable,
+            priority: Callable = lambda t: 0, after: Callable = lambda t: (),
+            prepare: Callable = lambda t: t) -> None:
+    """Run ``pending`` tasks (each with ``key``, ``fn`` and ``payload``) on ``client`` and
+    hand each result to ``store_result(task, result)`` as it arrives.
+
+    Only as many tasks as the cluster has worker threads are in flight; the next one, by
+    ``priority(task)`` (higher first; in the order given within a priority), is submitted
+    when one finishes. Submitted all at once, the tasks were spread over the workers' own
+    queues up front (each key is its own task group, so Dask neither queues them on the
+    scheduler nor learns their durations to steal them): on the target diagram the
+    workers then sat idle for 19% of the run, and in a two-column test one worker idled
+    190 s of 339 s with a task queued on the other.
+
+    A task whose ``after(task)`` keys are not all in ``done`` (the store's set, updated by
+    ``store_result``) waits for them, then runs as ``prepare(task)`` (which adds their
+    rows); if one of them fails, it is not run and fails too. A failure, a malformed
+    result (``store_result`` raises) or a task not run goes to ``fail(task, exc,
+    traceback text)``; ``tick()`` after each task settled. On any exception from here
+    (Ctrl-C), the tasks in flight are cancelled."""
+    from distributed import as_completed
 
     token = uuid.uuid4().hex[:8]
     futures = {}
     done_now = as_completed()
+    failed = set()
+    waiting = {t.key: t for t in pending if after(t)}
+    # a stable sort: within a priority, the order given
+    ready = sorted((t for t in pending if t.key not in waiting), key=lambda t: -priority(t))
 
-    def submit(t: Task):
-        fut = client.submit(t.fn, t.payload, key=f"{t.key}-{token}", pure=False, priority=task_priority(t))
+    def submit(t) -> None:
+        fut = client.submit(t.fn, t.payload, key=f"{t.key}-{token}", pure=False, priority=priority(t))
         futures[fut] = t
         done_now.add(fut)
 
-    waiting = {t.key: t for t in pending if _needs_branch_rows(t)}
-    # a stable sort: within a priority, the order of make_tasks
-    ready = sorted((t for t in pending if t.key not in waiting), key=lambda t: -task_priority(t))
-
-    def fill():
+    def fill() -> None:
         slots = worker_threads(client)
         while ready and len(futures) < slots:
             submit(ready.pop(0))
-    bar = tqdm(total=summary["tasks"], initial=summary["skipped"], unit="task", desc="phase-diagram",
-               file=sys.stderr, disable=None if progress else True, mininterval=0.5, dynamic_ncols=True)
-    failed_keys = set()
 
-    def release_waiting():
+    def release_waiting() -> None:
         for key, t in list(waiting.items()):
-            deps = _branch_keys(t)
-            if all(d in store.done for d in deps):
+            deps = after(t)
+            if all(d in done for d in deps):
                 del waiting[key]
-                ready.append(_with_branch_rows(t, store))
-            elif any(d in failed_keys for d in deps):
+                ready.append(prepare(t))
+            elif any(d in failed for d in deps):
                 del waiting[key]
-                bad = ", ".join(d for d in deps if d in failed_keys)
-                _fail(store, t, RuntimeError(f"not run: it starts from the branch tasks' rows, and {bad} failed"),
-                      "", run_started, summary)
-                bar.update(1)
-        ready.sort(key=lambda t: -task_priority(t))
+                failed.add(key)
+                bad = ", ".join(d for d in deps if d in failed)
+                fail(t, RuntimeError(f"not run: it starts from the rows of {bad}, which failed"), "")
+                tick()
+        ready.sort(key=lambda t: -priority(t))
 
     try:
-        with logging_redirect_tqdm():
-            release_waiting()  # threshold tasks of columns whose branches an earlier run finished
+        release_waiting()  # tasks whose inputs an earlier run finished
+        fill()
+        for fut in done_now:
+            task = futures.pop(fut)
+            try:
+                if fut.status != "finished":
+                    exc = fut.exception() if fut.status == "error" else RuntimeError(f"task {fut.status}")
+                    tb = "".join(traceback.format_tb(fut.traceback())) if fut.status == "error" else ""
+                    failed.add(task.key)
+                    fail(task, exc, tb)
+                else:
+                    store_result(task, fut.result())
+            except Exception as exc:  # a malformed result: record it, keep going
+                failed.add(task.key)
+                fail(task, exc, traceback.format_exc())
+            finally:
+                fut.release()
+            tick()
+            if waiting:
+                release_waiting()
             fill()
-            for fut in done_now:
-                task = futures.pop(fut)
-                try:
-                    if fut.status != "finished":
-                        exc = fut.exception() if fut.status == "error" else RuntimeError(f"task {fut.status}")
-                        tb = "".join(traceback.format_tb(fut.traceback())) if fut.status == "error" else ""
-                        raise _TaskFailed(exc, tb)
-                    result = fut.result()
-                    _store_result(store, task, result, config, hashes, summary)
-                    summary["computed"].append(task.key)
-                except _TaskFailed as failed:
-                    failed_keys.add(task.key)
-                    _fail(store, task, failed.exc, failed.tb, run_started, summary)
-                except Exception as exc:  # a malformed result: record it, keep going
-                    failed_keys.add(task.key)
-                    _fail(store, task, exc, traceback.format_exc(), run_started, summary)
-                finally:
-                    fut.release()
-                bar.update(1)
-                if waiting:
-                    release_waiting()
-                fill()
     except BaseException:
         for fut in futures:
             fut.cancel()
         raise
-    finally:
-        bar.close()
 
 
 def worker_threads(client) -> int:
@@ -226,12 +247,6 @@ def task_priority(task: Task) -> int:
     if task.kind != "theory":
         return 0
     return 1 if task.payload.get("job") == "thresholds" else 2
-
-
-class _TaskFailed(Exception):
-    def __init__(self, exc, tb):
-        super().__init__(str(exc))
-        self.exc, self.tb = exc, tb
 
 
 def _fail(store, task, exc, tb, run_started, summary):

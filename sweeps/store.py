@@ -42,8 +42,9 @@ MANIFEST_FORMAT = 1
 class SweepStore:
     """The files of one ``--out`` folder; holds an exclusive lock while open."""
 
-    def __init__(self, out):
+    def __init__(self, out, what: str = "phase-diagram"):
         self.out = Path(out)
+        self.what = what  # the command writing here, named when a second run is refused
         try:
             self.out.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -65,7 +66,7 @@ class SweepStore:
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
                 lock.close()
-                raise SweepError(f"--out: another phase-diagram run is writing to {self.out}") from None
+                raise SweepError(f"--out: another {self.what} run is writing to {self.out}") from None
             # a run that just ended removes its lock file: the lock must be on the file now on disk
             try:
                 current = os.fstat(lock.fileno()).st_ino == os.stat(path).st_ino

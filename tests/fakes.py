@@ -135,3 +135,30 @@ def fake_theory_task(payload: dict, delay: float = 0.0, fail_omegas: Sequence[fl
     if any(abs(payload["omega"] - w) < 1e-12 for w in fail_omegas) and fail_only in (None, job):
         raise RuntimeError(f"fake failure at omega={payload['omega']:g} ({job})")
     return theory_task(payload, api=FakeTheoryAPI())
+
+
+def tiny_paper_plan():
+    """A test-only plan of ``attnphase paper``: every figure, on grids of two or three points,
+    ``d`` of 8 to 32, five gradient-descent steps and a histogram task of a few hundred short
+    sequences (seconds in all with :func:`fake_paper_functions`)."""
+    from paper.plan import Plan, Runs
+
+    def runs(d, seeds, alphas=(1.0, 2.0)):
+        return Runs(d, seeds, alphas, steps=5, n_test=50)
+
+    return Plan(name="tiny", curve_precision="draft", threshold_precision="fast", alphas=(0.5, 1.0, 1.5, 2.0, 2.5),
+                reference_alpha=2.0, diagram_omegas=(0.1, 0.3), slice_omegas=(0.1, 0.3), slice_lams=(0.01, 0.05),
+                slice_sigmas=(0.5, 0.7), second_A_omegas=(0.14,), gd=runs(16, 2), slice_gd=runs(16, 2),
+                plane_gd=runs(16, 1), plane_omegas=(0.1, 0.3), finite_size_ds=(8, 16, 32),
+                finite_size=runs(0, 2, (2.0,)), starts=runs(16, 2), rank_two=runs(16, 2),
+                histogram={"n_sequences": 300, "L": 5, "T": 4, "epochs": 1, "continue_epochs": 1, "d_model": 8,
+                           "d_mlp": 16, "batch_size": 64, "n_score_sequences": 50}, histogram_seeds=2)
+
+
+def fake_paper_functions(delay: float = 0.0) -> dict:
+    """The theory tasks of ``attnphase paper`` on :class:`FakeTheoryAPI` (``delay``: seconds
+    of sleep per task); the simulations and the histogram task stay real (tiny settings)."""
+    import functools
+
+    fn = functools.partial(fake_theory_task, delay=delay) if delay else fake_theory_task
+    return {"curve": fn, "point": fn, "thresholds": fn}

@@ -11,7 +11,7 @@ from attnphase.options import model_from_args, parse_list, parse_range
 from derivations.spec import ModelSpec, ModelSpecError
 
 COMMANDS = ("derive", "solve", "curve", "thresholds", "run", "simulate", "validate", "phase-diagram", "plot",
-            "histogram")
+            "histogram", "paper")
 
 
 def test_every_command_is_registered():

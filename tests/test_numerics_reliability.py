@@ -248,3 +248,31 @@ def test_a_branch_the_solver_failed_to_find_is_a_failure_not_an_absence(monkeypa
     monkeypatch.setattr(th, "follow_branch", fake_follow(""))
     with pytest.raises(th.BranchAbsent, match="positional branch was not found on alpha in"):
         th.thresholds(SPEC, "draft")
+
+
+@pytest.mark.parametrize("residual, absent", [(0.6, True), (3e-3, False)])
+def test_a_start_that_wanders_far_from_any_fixed_point_does_not_hide_an_absence(monkeypatch, residual, absent):
+    """The default start falls onto the trivial point and the one searched start stops
+    unconverged: at a residual of 0.6 it never came near a fixed point and the branch is not
+    found (BranchNotFound); at 3e-3 it may be near one, so the solve is a failure reported
+    as it is (``converged=False``)."""
+    from numerics import fixed_point as fpm
+
+    real_solve_with_rule = fpm.solve_with_rule
+
+    def fake_solve_with_rule(model, alpha, branch, rule, start, tol, lost_below=None, **kwargs):
+        if start.m == 0.259:  # the default positional start
+            raise fpm.BranchLost("positional branch lost", branch, alpha)
+        base = real_solve_with_rule(model, alpha, branch, rule, start, tol, maxiter=1)
+        return dataclasses.replace(base, converged=False, residual8=residual, stopped="stalled")
+
+    monkeypatch.setattr(fpm, "solve_with_rule", fake_solve_with_rule)
+    monkeypatch.setattr(fpm, "search_starts", lambda *a, **k: [Overlaps(q=0.3, m=0.5, V=3.0, theta=0.0)])
+    monkeypatch.setattr(fpm, "DEFAULT_START", {**fpm.DEFAULT_START,
+                                               "positional": Overlaps(q=0.05, m=0.259, V=14.0, theta=0.0)})
+    if absent:
+        with pytest.raises(BranchNotFound, match="wandered far from any fixed point"):
+            solve_branch(SPEC, 1.0, "positional", "draft")
+    else:
+        fp = solve_branch(SPEC, 1.0, "positional", "draft")
+        assert not fp.converged and fp.status == NOT_CONVERGED

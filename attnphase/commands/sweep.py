@@ -11,8 +11,9 @@ import sys
 from pathlib import Path
 
 from attnphase.errors import UsageError
-from attnphase.options import (add_json_option, add_model_options, add_precision_option, check_output, failed,
-                               model_from_args, parse_list, parse_range, print_json)
+from attnphase.options import (add_dask_options, add_json_option, add_model_options, add_precision_option,
+                               check_dask_options, check_output, failed, model_from_args, parse_list, parse_range,
+                               print_json)
 from validation.run_settings import DTYPE_NAMES, OPTIMIZERS
 
 FIGURE_FORMATS = ("png", "pdf", "svg")
@@ -39,13 +40,8 @@ def register(subparsers) -> None:
     p.add_argument("--what", default="theory", choices=("theory", "simulation", "both"), help="default theory")
     add_precision_option(p, "theory precision (default fast). ")
     p.add_argument("--out", default="phase_out", help="output folder (default phase_out)")
-    g = p.add_argument_group("execution (Dask)")
-    g.add_argument("--scheduler", default=None, metavar="tcp://HOST:PORT",
-                   help="run on this existing Dask scheduler (its workers must import this project)")
-    g.add_argument("--workers", type=int, default=None,
-                   help="worker processes of the embedded cluster (default: the machine's cores)")
+    g = add_dask_options(p)
     g.add_argument("--no-plot", action="store_true", help="do not draw the figures at the end")
-    g.add_argument("--quiet", action="store_true", help="no progress bar")
     s = p.add_argument_group("simulation (--what simulation|both; docs/theory.md, section 1)")
     s.add_argument("--d", type=int, default=1000, help="dimension (default 1000)")
     s.add_argument("--seeds", type=int, default=1, help="runs per grid point and start (default 1)")
@@ -88,12 +84,7 @@ def config_from_args(args):
         raise UsageError(f"--what {args.what}: the theory of the phase diagram is not available for the general "
                          f"model yet (L = {spec.tokens}, r = {spec.rank}, t = {spec.teacher_rank}); "
                          f"use --what simulation, or attnphase curve")
-    if args.workers is not None and args.workers < 1:
-        raise UsageError(f"--workers: must be >= 1, got {args.workers}")
-    if args.workers is not None and args.scheduler:
-        raise UsageError("--workers: sizes the embedded cluster; with --scheduler the cluster is yours")
-    if args.scheduler is not None and "://" not in args.scheduler:
-        raise UsageError(f"--scheduler: expected tcp://HOST:PORT, got {args.scheduler!r}")
+    check_dask_options(args)
     return SweepConfig(spec=spec, omegas=omegas, alphas=alphas, what=args.what, precision=args.precision,
                        d=args.d, seeds=args.seeds, seed=args.seed, steps=args.steps, lr=args.lr,
                        optimizer=args.optimizer, dtype=args.dtype, n_test=args.n_test)

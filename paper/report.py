@@ -1,0 +1,224 @@
+"""The outputs of ``attnphase paper`` drawn from the data files alone: each figure's tidy
+table, drawing and key numbers, ``data/key_numbers.csv``, ``summary.json``
+(:func:`write_outputs`), and ``report.md`` (:func:`write_report`).
+
+``report.md`` is written from ``summary.json`` and ``data/key_numbers.csv`` only: every
+number in it is read from those files (none is typed into this module), each formatted by
+:func:`number_text`. It has one section per figure: what it shows, the command that
+regenerates it alone, the figure, its key numbers against the published value where one
+exists (or, for a simulated number, against our theory) with the difference, and, where
+ours differ by more than our error bar, the evidence the data holds.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import math
+from pathlib import Path
+from typing import Iterable, Optional
+
+from numerics.tidy import (atomic_write_text, from_json, number, read_table, render_csv, write_json)
+
+from .published import PAPER, PUBLISHED
+from .tables import AGREES, DIFFERS, FIGURE_COLUMNS, KEY_COLUMNS, Data
+
+log = logging.getLogger(__name__)
+
+KEY_NUMBERS = "data/key_numbers.csv"
+SUMMARY = "summary.json"
+REPORT = "report.md"
+FORMATS = ("png", "pdf")
+
+
+def figure_data(name: str) -> str:
+    return f"data/{name}.csv"
+
+
+def figure_files(name: str) -> list:
+    return [f"figures/{name}.{ext}" for ext in FORMATS]
+
+
+def regenerate_command(out, plan_name: str, only: Optional[str] = None) -> str:
+    parts = ["attnphase paper --out", str(out)]
+    if plan_name == "quick":
+        parts.append("--quick")
+    if only:
+        parts += ["--only", only]
+    return " ".join(parts)
+
+
+def write_outputs(out, plan, registry, done: set, tasks_of: dict, summary: dict, command: str = "") -> None:
+    """Every figure whose tasks are all done: its table (``data/<name>.csv``), its drawing from
+    that file alone and its key numbers; then ``data/key_numbers.csv``, ``summary.json`` and
+    ``report.md``. A figure that cannot be drawn is recorded as a failure; the others are
+    written."""
+    from .figures.drawing import save
+
+    out = Path(out)
+    data = Data(out)
+    keys, figures = [], []
+    for index, spec in enumerate(registry, 1):
+        missing = [k for k in tasks_of[spec.name] if k not in done]
+        info = {"index": index, "name": spec.name, "title": spec.title(plan), "what": spec.what(plan),
+                "pointer": spec.pointer, "command": regenerate_command(out, plan.name, spec.name),
+                "tasks": len(tasks_of[spec.name]), "missing_tasks": len(missing), "complete": not missing,
+                "data": figure_data(spec.name), "files": []}
+        if not missing:
+            try:
+                rows = spec.table(data, plan)
+                atomic_write_text(out / figure_data(spec.name), render_csv(FIGURE_COLUMNS, rows, True))
+                back = read_table(out / figure_data(spec.name)).rows
+                fig = spec.draw(back)
+                info["files"] = [str(p.relative_to(out)) for p in save(fig, [out / f for f in
+                                                                            figure_files(spec.name)])]
+                keys += spec.key_numbers(data, back, plan)
+            except Exception as exc:  # a figure never loses the data, nor the other figures
+                msg = f"{type(exc).__name__}: {exc}"
+                log.error("figure %s failed: %s", spec.name, msg)
+                summary["failed"].append({"task": f"figure:{spec.name}", "error": msg})
+                info["complete"] = False
+                info["error"] = msg
+        figures.append(info)
+    atomic_write_text(out / KEY_NUMBERS, render_csv(KEY_COLUMNS, keys, True))
+    incomplete = [f["name"] for f in figures if not f["complete"]]
+    record = {
+        "status": "complete" if not summary["failed"] and not incomplete else "incomplete",
+        "paper": PAPER, "plan": plan.name, "settings": plan.settings(), "command": command
+        or regenerate_command(out, plan.name), "figures": figures, "incomplete_figures": incomplete,
+        "key_numbers": KEY_NUMBERS, "published": [vars(p) for p in PUBLISHED],
+        "tasks": {k: summary[k] for k in ("tasks", "skipped")} | {"computed": len(summary["computed"]),
+                                                                   "failed": len(summary["failed"])},
+        "failed": summary["failed"], "notes": summary["notes"], "dropped_on_recovery": summary["dropped_on_recovery"],
+        "settings_hash": summary["settings_hash"], "compute_wall_time": summary.get("compute_wall_time"),
+        "workers": summary.get("workers"),
+    }
+    write_json(out / SUMMARY, record)
+    write_report(out)
+
+
+# --------------------------------------------------------------------------- the report
+
+
+def number_text(x, digits: int = 6) -> str:
+    """A number as the report prints it: ``digits`` significant digits, ``-`` when absent."""
+    x = number(x)
+    if not math.isfinite(x):
+        return "-"
+    return format(x, f".{digits}g")
+
+
+def _plus_minus(value, error, digits: int = 6) -> str:
+    text = number_text(value, digits)
+    if math.isfinite(number(error)) and text != "-":
+        text += " +- " + number_text(error, 2)
+    return text
+
+
+def _read_summary(out: Path) -> dict:
+    return from_json(json.loads((out / SUMMARY).read_text(encoding="utf-8")))
+
+
+def write_report(out) -> str:
+    """``report.md`` from ``summary.json`` and ``data/key_numbers.csv`` (see the module docstring)."""
+    out = Path(out)
+    summary = _read_summary(out)
+    keys = read_table(out / KEY_NUMBERS).rows
+    text = render_report(summary, keys)
+    atomic_write_text(out / REPORT, text)
+    return text
+
+
+def _published_sources(summary: dict) -> set:
+    return {p["source"] for p in summary["published"]}
+
+
+def render_report(summary: dict, keys: list) -> str:
+    lines = ["# The paper's figures, regenerated", "",
+             f"{summary['paper']}.", "",
+             f"Plan `{summary['plan']}`; the whole report is regenerated by `{summary['command']}` (a run "
+             f"that stopped continues where it stopped). Status: {summary['status']}.", ""]
+    if summary["incomplete_figures"]:
+        lines += ["Figures not (yet) complete: " + ", ".join(f"`{n}`" for n in summary["incomplete_figures"])
+                  + " (run the command of each section).", ""]
+    lines += _comparison_section(summary, keys)
+    for fig in summary["figures"]:
+        lines += _figure_section(fig, [k for k in keys if k["figure"] == fig["name"]], summary)
+    if summary["notes"]:
+        lines += ["## Notes from the computation", ""]
+        lines += [f"- `{n['task']}`: {n['message']}" for n in summary["notes"]]
+        lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _comparison_section(summary: dict, keys: list) -> list:
+    published = _published_sources(summary)
+    seen, rows = set(), []
+    for k in keys:
+        if k["reference_source"] not in published:
+            continue
+        ident = (k["quantity"], k["model"], k["branch"], k["omega"])
+        if ident in seen:
+            continue
+        seen.add(ident)
+        rows.append(k)
+    lines = ["## Our numbers against the published ones", ""]
+    if not rows:
+        return lines + ["No key number with a published value has been computed yet.", ""]
+    figure_index = {f["name"]: f["index"] for f in summary["figures"]}
+    lines += ["Verdict: the difference against our error bar combined with the published error where the paper "
+              "states one (a value read off a figure has none).", "",
+              "| figure | quantity | model | ours | published | difference | verdict |", "|---|---|---|---|---|---|---|"]
+    for k in rows:
+        lines.append(f"| {figure_index[k['figure']]} | {k['label']} | {k['model']} | "
+                     f"{_plus_minus(k['ours'], k['ours_error'])} | {_plus_minus(k['reference'], k['reference_error'])}"
+                     f" | {number_text(k['difference'], 3)} | {k['verdict']} |")
+    differ = [k for k in rows if k["verdict"] == DIFFERS]
+    agree = [k for k in rows if k["verdict"] == AGREES]
+    lines += ["", f"{len(agree)} agree and {len(differ)} differ by more than our error bar; each figure's section "
+                  "gives the evidence for those that differ.", ""]
+    return lines
+
+
+def _figure_section(fig: dict, keys: list, summary: dict) -> list:
+    lines = [f"## Figure {fig['index']}: {fig['title']}", "", fig["what"], "",
+             f"Regenerate it alone: `{fig['command']}`. Its data: `{fig['data']}`.", ""]
+    if not fig["complete"]:
+        why = fig.get("error") or f"{fig['missing_tasks']} of its {fig['tasks']} tasks are not done"
+        return lines + [f"Not drawn: {why}.", ""]
+    png = next((f for f in fig["files"] if f.endswith(".png")), None)
+    if png:
+        lines += [f"![{fig['title']}]({png})", ""]
+    if keys:
+        lines += ["| quantity | ours | how | compared with | source | difference | verdict |",
+                  "|---|---|---|---|---|---|---|"]
+        for k in keys:
+            lines.append(f"| {k['label']} | {_plus_minus(k['ours'], k['ours_error'])} | {k['ours_how']} | "
+                         f"{_plus_minus(k['reference'], k['reference_error'])} | {k['reference_source'] or '-'} | "
+                         f"{number_text(k['difference'], 3)} | {k['verdict'] or '-'} |")
+        lines.append("")
+    lines += _evidence(fig, keys, summary)
+    return lines
+
+
+def _evidence(fig: dict, keys: list, summary: dict) -> list:
+    """For the key numbers that differ from the published value: how our error bar is
+    made, the other key numbers of the figure that bear on them, and the project's
+    documentation of the comparison."""
+    published = _published_sources(summary)
+    differ = [k for k in keys if k["verdict"] == DIFFERS and k["reference_source"] in published
+              and not k["evidence_for"]]
+    if not differ:
+        return []
+    lines = ["Where ours differ from the published values by more than our error bar: "
+             + ", ".join(f"{k['label']} ({k['model']})" for k in differ) + ". The evidence:", ""]
+    for how in dict.fromkeys(k["ours_how"] for k in differ):
+        lines.append(f"- our error bar: {how};")
+    quantities = {(k["quantity"], k["model"]) for k in differ}
+    for k in keys:
+        if (k["evidence_for"], k["model"]) in quantities:
+            against = (f", {number_text(k['difference'], 3)} from the published value"
+                       if k["reference_source"] in published else "")
+            lines.append(f"- {k['label']}: {_plus_minus(k['ours'], k['ours_error'])} ({k['ours_how']}){against};")
+    if fig["pointer"]:
+        lines.append(f"- {fig['pointer']}.")
+    return lines + [""]

@@ -1,0 +1,208 @@
+"""Planning, executing and resuming ``attnphase paper`` (:func:`run_paper`).
+
+The figures of :data:`paper.figures.REGISTRY` name their tasks (:mod:`paper.plan`); the
+union of those of the figures asked for is run on a Dask cluster (the embedded one of
+:func:`sweeps.runner.open_client`, or a scheduler's), each finished task's rows appended
+to its data file at once (:class:`sweeps.store.SweepStore`: one fsynced block, a checksum
+per row). On start the data decides what is done (:meth:`~sweeps.store.SweepStore.recover`),
+so a killed run loses at most the tasks in flight. The settings of the plan are hashed
+into ``manifest.json``; a folder of another plan is refused.
+
+Then every figure whose tasks are all done is derived and drawn from the data files
+alone, and ``summary.json`` and ``report.md`` are written from them
+(:func:`write_outputs`).
+"""
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Callable, Optional, Sequence
+
+from numerics.tidy import read_table
+from sweeps.config import settings_hash
+from sweeps.runner import execute, open_client
+from sweeps.store import SweepStore, now
+
+from . import PaperError
+from .plan import TASK_FILES, THEORY_CURVES, Plan, Task, TaskBuilder, function_names, unique
+
+log = logging.getLogger(__name__)
+
+SECTION = "paper"
+
+
+def figure_tasks(plan: Plan, builder: TaskBuilder, figures) -> list:
+    """The tasks of ``figures``, each once; a task's ``after`` tasks are among them."""
+    tasks = unique([t for f in figures for t in f.tasks(builder)])
+    keys = {t.key for t in tasks}
+    for t in tasks:
+        missing = [k for k in t.after if k not in keys]
+        if missing:
+            raise RuntimeError(f"{t.key} starts from {missing}, which no figure computes")
+    return tasks
+
+
+def select_figures(only: Optional[Sequence[str]]):
+    """The figures asked for (all by default); an unknown name is refused, naming the choices."""
+    from .figures import REGISTRY
+
+    if not only:
+        return list(REGISTRY)
+    names = [f.name for f in REGISTRY]
+    for name in only:
+        if name not in names:
+            raise PaperError(f"--only: unknown figure {name!r}; choose from {', '.join(names)}")
+    return [f for f in REGISTRY if f.name in only]
+
+
+def run_paper(out, plan: Plan, only: Optional[Sequence[str]] = None, *, scheduler: Optional[str] = None,
+              workers: Optional[int] = None, client=None, functions: Optional[dict] = None,
+              progress: Optional[Callable[[int, int], None]] = None, command: str = "") -> dict:
+    """Compute (or resume) the figures ``only`` (all by default) into ``out``, then write every
+    figure whose data is complete, ``summary.json`` and ``report.md``. Returns the summary;
+    ``summary["failed"]`` lists the tasks that failed (the others are kept).
+
+    ``client``: an existing ``dask.distributed.Client``; else one to ``scheduler`` (reached
+    before anything is written to ``out``), else an embedded cluster of ``workers`` processes.
+    ``functions``: task functions by kind, replacing :func:`paper.plan.default_functions`
+    (tests); they must be importable by the workers. ``progress(done, total)``: told the
+    number of tasks done. ``command``: the command line that regenerates the folder (for
+    the report)."""
+    import contextlib
+
+    from .figures import REGISTRY
+    from .report import write_outputs
+
+    t_start = time.perf_counter()
+    figures = select_figures(only)
+    builder = TaskBuilder(plan, functions)
+    every = figure_tasks(plan, builder, REGISTRY)
+    wanted = figure_tasks(plan, builder, figures)
+    settings = {"plan": plan.settings(), "functions": function_names(builder.functions)}
+    shash = settings_hash(settings)
+    with contextlib.ExitStack() as stack:
+        if client is None and scheduler:
+            client = stack.enter_context(open_client(scheduler))
+        store = stack.enter_context(SweepStore(out, what="paper"))
+        _check_rows_of_other_settings(store, shash)
+        store.check_settings({SECTION: settings})
+        expected = {t.key: (t.file, t.n_rows) for t in every}
+        dropped = store.recover(lambda name, key: expected[key][1] if expected.get(key, ("",))[0] == name else None,
+                                TASK_FILES)
+        pending = [t for t in wanted if t.key not in store.done]
+        summary = {"out": str(store.out), "plan": plan.name, "figures_asked": [f.name for f in figures],
+                   "tasks": len(wanted), "skipped": len(wanted) - len(pending), "computed": [], "failed": [],
+                   "notes": [], "dropped_on_recovery": dropped, "settings_hash": shash, "run_started": now()}
+        if progress:
+            progress(summary["skipped"], summary["tasks"])
+        if pending:
+            if client is not None:
+                _execute(client, pending, store, shash, summary, progress)
+            else:
+                with open_client(None, workers, len(pending)) as cl:
+                    summary["workers"] = len(cl.scheduler_info().get("workers", {}))
+                    _execute(cl, pending, store, shash, summary, progress)
+        summary["compute_wall_time"] = time.perf_counter() - t_start
+        write_outputs(store.out, plan, REGISTRY, {t.key for t in every if t.key in store.done},
+                      {f.name: [t.key for t in figure_tasks(plan, builder, [f])] for f in REGISTRY}, summary,
+                      command)
+    summary["wall_time"] = time.perf_counter() - t_start
+    return summary
+
+
+def _check_rows_of_other_settings(store: SweepStore, shash: str) -> None:
+    """Without a readable manifest, rows already there must all carry this plan's hash."""
+    if store.manifest() is not None:
+        return
+    for name in TASK_FILES:
+        hashes = {r.get("settings_hash") for r in read_table(store.out / name).rows}
+        if hashes and hashes != {shash}:
+            raise PaperError(f"--out: {store.out} holds {name} of other settings and no readable manifest.json; "
+                             f"use another --out")
+
+
+def _execute(client, pending: list, store: SweepStore, shash: str, summary: dict,
+             progress: Optional[Callable[[int, int], None]]) -> None:
+    """The pending tasks on Dask (:func:`sweeps.runner.execute`), by priority, each result
+    stored as it arrives. A task that starts from others' rows is submitted once they are
+    stored; if one of them fails, it fails too."""
+    count = [summary["skipped"]]
+
+    def store_result(task: Task, result: dict) -> None:
+        store.add_task(task.key, task.file, task_rows(task, result, shash, summary))
+        summary["computed"].append(task.key)
+
+    def tick() -> None:
+        count[0] += 1
+        if progress:
+            progress(count[0], summary["tasks"])
+
+    execute(client, pending, store.done, store_result=store_result,
+            fail=lambda t, exc, tb: _fail(store, t, exc, tb, summary), tick=tick, priority=lambda t: t.priority,
+            after=lambda t: t.after, prepare=lambda t: _with_rows_of(t, store))
+
+
+def _with_rows_of(task: Task, store: SweepStore) -> Task:
+    """The task with the rows of its ``after`` tasks, as read back from their file (the same
+    text whether this run or an earlier one wrote them)."""
+    import dataclasses
+
+    keys = set(task.after)
+    rows = [r for r in read_table(store.out / THEORY_CURVES).rows if r.get("task") in keys]
+    return dataclasses.replace(task, payload={**task.payload, "branch_rows": rows})
+
+
+def _fail(store: SweepStore, task: Task, exc: BaseException, tb: str, summary: dict) -> None:
+    msg = f"{type(exc).__name__}: {exc}".replace("\n", " ")
+    log.error("task %s failed: %s", task.key, msg)
+    store.record_failure(task, msg, tb, summary["run_started"])
+    summary["failed"].append({"task": task.key, "error": msg})
+
+
+def task_rows(task: Task, result: dict, shash: str, summary: dict) -> list:
+    """The rows of a finished task, each with its key, its model and the settings that
+    decided it (the model's columns, the precision, the simulation settings)."""
+    p = task.payload
+    context = {"task": task.key, "model": task.model}
+    if "spec" in p:
+        context["omega"] = p["spec"].omega
+    if task.kind in ("curve", "point", "thresholds"):
+        context.update(precision=p["precision"])
+    elif task.kind == "gd":
+        context.update(alpha=p["alpha"], init=p["init"], run_index=p["run_index"], d=p["d"], steps=p["steps"],
+                       lr=p["lr"], optimizer=p["optimizer"], dtype=p["dtype"], n_test=p["n_test"],
+                       base_seed=p["seed"])
+    elif task.kind == "histogram":
+        context.update(config=p["config"], base_seed=p["seed"])
+    if "thresholds" in result:
+        body = [result["thresholds"]]
+        t = result["thresholds"]
+        if t.get("threshold_status", "ok") != "ok":
+            summary["notes"].append({"task": task.key, "message": str(t.get("threshold_message", ""))})
+    else:
+        body = result["rows"]
+        note = body[0].get("branch_note") if body else ""
+        if note:
+            summary["notes"].append({"task": task.key, "message": str(note)})
+    model_columns = p["spec"].to_columns() if "spec" in p else {}
+    rows = []
+    for r in body:
+        row = dict(context)
+        row.update({k: v for k, v in r.items() if k not in context})
+        for k, v in model_columns.items():
+            if row.get(k, "") == "":
+                row[k] = v
+        row["settings_hash"] = shash
+        rows.append(row)
+    if len(rows) != task.n_rows:
+        raise RuntimeError(f"{task.key} gave {len(rows)} rows, {task.n_rows} expected")
+    return rows
+
+
+def done_keys(out) -> set:
+    """The keys of the tasks whose rows are in the data files of ``out`` (read-only)."""
+    keys = set()
+    for name in TASK_FILES:
+        keys |= {r.get("task") for r in read_table(Path(out) / name).rows}
+    return keys

@@ -1,0 +1,279 @@
+"""The computed rows of an output folder (:class:`Data`), the one long schema of the tidy
+tables behind the figures (:data:`FIGURE_COLUMNS`), and the key numbers the report
+quotes (:data:`KEY_COLUMNS`, :func:`key_number`).
+
+A figure's table has one row per drawn value: ``source`` (``theory``, ``gd``, ``baseline``,
+``threshold``, ``spinodal``, ``histogram``, ...), the model, ``branch`` (a theory branch,
+``global`` for the global minimiser) or ``init`` (a simulation's start), the optimiser,
+``d``, ``alpha``, ``run`` (the run index of a single run's row), ``epoch`` (a training
+curve's), the ``quantity``, its ``value``, its ``error`` (a theory error estimate, the
+standard error of a mean over ``n`` runs, or where a figure says so the standard
+deviation over them) and ``n``.
+"""
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from pathlib import Path
+from typing import Iterable, Optional
+
+import numpy as np
+
+from numerics.tidy import is_true, number, read_table
+
+from .plan import GD_RUNS, HISTOGRAM_RUNS, REFERENCE_POINTS, THEORY_CURVES, THRESHOLDS
+from .published import PUBLISHED, lookup
+
+FIGURE_COLUMNS = ("source", "model", "omega", "branch", "init", "optimizer", "d", "alpha", "run", "epoch",
+                  "quantity", "value", "error", "n")
+KEY_COLUMNS = ("figure", "quantity", "label", "model", "omega", "branch", "ours", "ours_error", "ours_how",
+               "reference", "reference_error", "reference_source", "difference", "tolerance", "verdict",
+               "evidence_for")
+#: verdicts of a key number against its reference
+AGREES, DIFFERS = "agrees", "differs"
+NO_ERROR_BAR, NOT_FOUND = "no error bar", "not found"
+#: a simulated mean against the theory: agreement within this many combined standard errors
+SIMULATION_TOLERANCE = 2.0
+#: the quantities of a gradient-descent run that the figures average
+GD_QUANTITIES = ("test_error", "train_loss", "m", "theta_over_sigma2", "q", "linear_test_error")
+THEORY_QUANTITIES = ("q", "m", "V", "theta", "theta_over_sigma2", "test_error", "train_loss")
+
+
+class Data:
+    """The rows of the data files of ``out``, read once (cells are text)."""
+
+    def __init__(self, out):
+        out = Path(out)
+
+        def rows(name):
+            # by task key (a task's rows keep their order): the files hold tasks in the order
+            # they finished, and a sum over rows must not depend on it (a resumed run's figures
+            # are an uninterrupted one's to the last digit)
+            return sorted(read_table(out / name).rows, key=lambda r: r["task"])
+
+        self.curves = rows(THEORY_CURVES)
+        self.points = rows(REFERENCE_POINTS)
+        self.thresholds_rows = rows(THRESHOLDS)
+        self.gd_rows = rows(GD_RUNS)
+        self.histogram_rows = rows(HISTOGRAM_RUNS)
+        self._gd_index = defaultdict(list)
+        for r in self.gd_rows:
+            self._gd_index[(r["model"], r["d"], r["optimizer"])].append(r)
+
+    def curve(self, model: str, branch: str) -> list:
+        """The rows of a branch curve, by ``alpha`` (one per grid point; ``exists`` says whether
+        the branch was found there)."""
+        key = f"curve:{model}:branch={branch}"
+        return sorted((r for r in self.curves if r["task"] == key), key=lambda r: number(r["alpha"]))
+
+    def point(self, model: str, branch: str, alpha: float) -> Optional[dict]:
+        for r in self.points:
+            if r["model"] == model and r["branch"] == branch and abs(number(r["alpha"]) - alpha) < 1e-9:
+                return r
+        return None
+
+    def thresholds(self, model: str, precision: str) -> Optional[dict]:
+        key = f"thresholds:{model}:precision={precision}"
+        return next((r for r in self.thresholds_rows if r["task"] == key), None)
+
+    def gd(self, model: str, d: int, optimizer: str = "gd") -> list:
+        return self._gd_index.get((model, str(d), optimizer), [])
+
+    def histogram(self, kind: str) -> list:
+        return sorted((r for r in self.histogram_rows if r["kind"] == kind), key=lambda r: int(r["run_index"]))
+
+
+# --------------------------------------------------------------------------- figure tables
+
+
+def row(source: str, quantity: str, value, error=math.nan, **context) -> dict:
+    """One row of a figure's table (missing columns empty)."""
+    out = {k: "" for k in FIGURE_COLUMNS}
+    out.update(context, source=source, quantity=quantity, value=float(value), error=float(error))
+    return out
+
+
+def published_rows(quantities: Iterable[str]) -> list:
+    """The published values of these quantities (:data:`paper.published.PUBLISHED`) as rows of
+    source ``published``, so that a figure draws them from its own table."""
+    def blank(v):
+        return "" if v is None else v
+
+    return [row("published", p.quantity, p.value, p.error, model=p.model, omega=blank(p.omega), branch=p.branch,
+                alpha=blank(p.alpha)) for p in PUBLISHED if p.quantity in tuple(quantities)]
+
+
+def exists(r: dict) -> bool:
+    return is_true(r.get("exists")) and is_true(r.get("converged"))
+
+
+def theory_value(r: dict, quantity: str) -> tuple:
+    """``(value, error)`` of a theory row (``theta_over_sigma2`` is ``theta / sigma^2``)."""
+    if quantity == "theta_over_sigma2":
+        s2 = number(r["sigma"]) ** 2
+        return number(r["theta"]) / s2, number(r.get("theta_error")) / s2
+    return number(r[quantity]), number(r.get(f"{quantity}_error"))
+
+
+def theory_rows(data: Data, model: str, quantities: Iterable[str], omega=None) -> list:
+    """Both branches of ``model`` where they exist, and the global minimiser (the branch
+    with the lower training loss at each ``alpha``), for each quantity."""
+    out = []
+    quantities = tuple(quantities)
+    by_alpha = defaultdict(dict)
+    for branch in ("semantic", "positional"):
+        for r in data.curve(model, branch):
+            if not exists(r):
+                continue
+            by_alpha[number(r["alpha"])][branch] = r
+            for q in quantities:
+                v, e = theory_value(r, q)
+                out.append(row("theory", q, v, e, model=model, omega=r["omega"], branch=branch, alpha=r["alpha"]))
+    for a, found in sorted(by_alpha.items()):
+        best = min(found.values(), key=lambda r: number(r["train_loss"]))
+        for q in quantities:
+            v, e = theory_value(best, q)
+            out.append(row("theory", q, v, e, model=model, omega=best["omega"], branch="global", alpha=a))
+    return out
+
+
+def loss_gap_rows(data: Data, model: str) -> list:
+    """``F_pos - F_sem`` where both branches exist (negative below ``alpha_c``)."""
+    sem = {number(r["alpha"]): r for r in data.curve(model, "semantic") if exists(r)}
+    out = []
+    for r in data.curve(model, "positional"):
+        a = number(r["alpha"])
+        if exists(r) and a in sem:
+            gap = number(r["train_loss"]) - number(sem[a]["train_loss"])
+            err = number(r.get("train_loss_error")) + number(sem[a].get("train_loss_error"))
+            out.append(row("theory", "train_loss_gap", gap, err, model=model, omega=r["omega"], alpha=a))
+    return out
+
+
+def spinodal_rows(data: Data, model: str) -> list:
+    """Where each branch ended while it was followed along the grid."""
+    out = []
+    for branch in ("semantic", "positional"):
+        rows = data.curve(model, branch)
+        for side in ("lower", "upper"):
+            a = number(rows[0].get(f"spinodal_{side}_alpha")) if rows else math.nan
+            if math.isfinite(a):
+                out.append(row("spinodal", side, a, number(rows[0].get(f"spinodal_{side}_alpha_error")),
+                               model=model, omega=rows[0]["omega"], branch=branch, alpha=a))
+    return out
+
+
+def baseline_rows(data: Data, model: str) -> list:
+    rows = [r for b in ("semantic", "positional") for r in data.curve(model, b)]
+    if not rows:
+        return []
+    r = rows[0]
+    return [row("baseline", "linear_test_error", number(r["linear_test_error"]), number(r["linear_test_error_error"]),
+                model=model, omega=r["omega"])]
+
+
+def threshold_rows(data: Data, model: str, precision: str) -> list:
+    r = data.thresholds(model, precision)
+    if r is None:
+        return []
+    return [row("threshold", q, number(r[q]), number(r[f"{q}_error"]), model=model, omega=r["omega"],
+                branch=precision) for q in ("alpha_c", "alpha_l")]
+
+
+def gd_rows(data: Data, model: str, d: int, optimizer: str = "gd", quantities=GD_QUANTITIES,
+            inits: Optional[Iterable[str]] = None) -> list:
+    """Means and standard errors over the runs at each ``(alpha, init)``."""
+    groups = defaultdict(list)
+    for r in data.gd(model, d, optimizer):
+        if inits is None or r["init"] in inits:
+            groups[(number(r["alpha"]), r["init"])].append(r)
+    out = []
+    for (a, init), runs in sorted(groups.items()):
+        for q in quantities:
+            vals = np.array([number(r.get(q)) for r in runs], dtype=float)
+            mean, sem = mean_sem(vals)
+            out.append(row("gd", q, mean, sem, model=model, omega=runs[0]["omega"], init=init, optimizer=optimizer,
+                           d=d, alpha=a, n=len(vals)))
+    return out
+
+
+def mean_sem(values) -> tuple:
+    """Mean and standard error of the mean (NaN for fewer than two values)."""
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v)]
+    if v.size == 0:
+        return math.nan, math.nan
+    return float(v.mean()), float(v.std(ddof=1) / math.sqrt(v.size)) if v.size > 1 else math.nan
+
+
+def select(rows: Iterable[dict], **match) -> list:
+    """Rows whose cells equal ``match`` (compared as text; numbers through :func:`number`)."""
+    out = []
+    for r in rows:
+        ok = True
+        for k, v in match.items():
+            cell = r.get(k, "")
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                if not (cell != "" and abs(number(cell) - v) <= 1e-9 * max(1.0, abs(v))):
+                    ok = False
+                    break
+            elif str(cell) != str(v):
+                ok = False
+                break
+        if ok:
+            out.append(r)
+    return out
+
+
+def series(rows: Iterable[dict], **match) -> tuple:
+    """``(alpha, value, error)`` arrays of the matching rows, sorted by ``alpha``."""
+    sel = sorted(select(rows, **match), key=lambda r: number(r["alpha"]))
+    a = np.array([number(r["alpha"]) for r in sel], dtype=float)
+    v = np.array([number(r["value"]) for r in sel], dtype=float)
+    e = np.array([number(r["error"]) for r in sel], dtype=float)
+    return a, v, e
+
+
+def one(rows: Iterable[dict], **match) -> Optional[dict]:
+    sel = select(rows, **match)
+    return sel[0] if sel else None
+
+
+# --------------------------------------------------------------------------- key numbers
+
+
+def key_number(figure: str, quantity: str, label: str, ours: float, ours_error: float, how: str, *,
+               model: str = "", omega=None, branch: str = "", evidence_for: str = "",
+               published_for: Optional[dict] = None, theory: Optional[tuple] = None) -> dict:
+    """A key number and what it is compared with: the published value that applies
+    (``published_for``: the arguments of :func:`paper.published.lookup`), or for a
+    simulated number our theory (``theory = (value, error, how)``). ``difference`` is
+    ``ours - reference``; the verdict compares it with the ``tolerance``: our error bar
+    combined in quadrature with the reference's stated error, for a published value, and
+    twice that for a simulation against the theory (a mean of few runs scatters by its
+    standard error). ``evidence_for``: the key number of the same figure that this one
+    bears on (the report lists it under that one when that one differs)."""
+    out = {k: "" for k in KEY_COLUMNS}
+    out.update(figure=figure, quantity=quantity, label=label, model=model, omega="" if omega is None else omega,
+               branch=branch, ours=float(ours), ours_error=float(ours_error), ours_how=how,
+               evidence_for=evidence_for)
+    ref = None
+    p = lookup(**published_for) if published_for is not None else None
+    if p is not None:
+        ref, factor = (p.value, p.error, p.source), 1.0
+    elif theory is not None:
+        ref, factor = theory, SIMULATION_TOLERANCE
+    if ref is None:
+        return out
+    value, error, source = ref
+    diff = float(ours) - float(value)
+    out.update(reference=float(value), reference_error=float(error), reference_source=source, difference=diff)
+    spread = math.hypot(ours_error, error if math.isfinite(error) else 0.0)
+    if not math.isfinite(ours) or not math.isfinite(float(value)):
+        out["verdict"] = NOT_FOUND
+    elif not math.isfinite(spread):
+        out["verdict"] = NO_ERROR_BAR
+    else:
+        out["tolerance"] = factor * spread
+        out["verdict"] = AGREES if abs(diff) <= factor * spread else DIFFERS
+    return out

@@ -1,0 +1,224 @@
+"""``attnphase paper`` on a test-only tiny plan (:func:`tests.fakes.tiny_paper_plan`): the
+theory tasks run on the closed-form fake theory, the gradient-descent runs and the
+histogram task for real at tiny sizes, so that a whole run takes seconds.
+
+What is checked: every figure is drawn with its data, ``summary.json`` and a report
+section; every number of ``report.md`` is the one in ``data/key_numbers.csv``, and the key
+numbers are those of the computed rows; a run killed midway (SIGKILL of the command, its
+scheduler and its workers) and restarted gives the report and the data rows of an
+uninterrupted run; ``--only`` draws the figures asked for; bad input ends in one line.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from attnphase import cli
+from attnphase.commands.paper import cmd_paper
+from numerics.tidy import ROW_CHECK, number, read_csv_rows, read_table, render_csv
+from paper.figures import REGISTRY
+from paper.plan import GD_RUNS, TASK_FILES, THEORY_CURVES, THRESHOLDS, default_model, model_label
+from paper.published import PUBLISHED, lookup
+from paper.report import KEY_NUMBERS, REPORT, SUMMARY, number_text, write_report
+from sweeps import SweepError
+from tests.fakes import fake_paper_functions, tiny_paper_plan
+
+ROOT = Path(__file__).resolve().parents[1]
+PY = sys.executable
+#: the subprocess and its Dask worker processes import tests.fakes and this checkout
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+       "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+#: columns that differ between two runs of the same task: times, and the checksum covering them
+VOLATILE = {"task_wall_time", "wall_time", "train_time", "step_time", "run_wall_time", ROW_CHECK}
+NAMES = [f.name for f in REGISTRY]
+
+
+@pytest.fixture(scope="module")
+def client():
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
+            Client(cluster) as cl:
+        yield cl
+
+
+def paper(out, client, *extra) -> int:
+    args = cli.build_parser().parse_args(["paper", "--out", str(out), "--quiet", *extra])
+    return cmd_paper(args, functions=fake_paper_functions(), client=client, plan=tiny_paper_plan())
+
+
+@pytest.fixture(scope="module")
+def tiny(client, tmp_path_factory):
+    """An uninterrupted run of every figure of the tiny plan."""
+    out = tmp_path_factory.mktemp("paper") / "tiny"
+    assert paper(out, client) == 0
+    return out
+
+
+def rows(path: Path) -> list:
+    """A data file's rows without the volatile columns, sorted."""
+    _, found = read_csv_rows(path)
+    found = [{k: v for k, v in r.items() if k not in VOLATILE} for r in found]
+    return sorted(found, key=lambda r: json.dumps(r, sort_keys=True))
+
+
+def report_text(out: Path) -> str:
+    """report.md with the output folder's path (in its commands) replaced."""
+    return (out / REPORT).read_text(encoding="utf-8").replace(str(out), "OUT")
+
+
+def plus_minus(value, error) -> str:
+    text = number_text(value)
+    return text + (f" +- {number_text(error, 2)}" if math.isfinite(number(error)) and text != "-" else "")
+
+
+# --------------------------------------------------------------------------- every figure, its data and the report
+
+
+def test_every_figure_is_drawn_with_its_data_and_a_report_section(tiny):
+    summary = json.loads((tiny / SUMMARY).read_text(encoding="utf-8"))
+    assert summary["status"] == "complete" and not summary["failed"] and not summary["incomplete_figures"]
+    assert [f["name"] for f in summary["figures"]] == NAMES and len(NAMES) == 10
+    report = (tiny / REPORT).read_text(encoding="utf-8")
+    for i, name in enumerate(NAMES, 1):
+        for ext in ("png", "pdf"):
+            assert (tiny / "figures" / f"{name}.{ext}").stat().st_size > 1000, (name, ext)
+        assert len(read_table(tiny / "data" / f"{name}.csv").rows) > 0, name
+        assert f"## Figure {i}: " in report
+        assert f"](figures/{name}.png)" in report
+        assert f"`attnphase paper --out {tiny} --only {name}`" in report
+    # the rank-two figure says that it is simulation only
+    rank_two = next(f for f in summary["figures"] if f["name"] == "rank-two")
+    assert "simulation only" in rank_two["title"]
+
+
+def test_every_number_of_the_report_is_read_from_the_data(tiny, tmp_path):
+    keys = read_table(tiny / KEY_NUMBERS).rows
+    report = (tiny / REPORT).read_text(encoding="utf-8")
+    assert len(keys) > 20
+    for k in keys:
+        assert f"| {k['label']} | {plus_minus(k['ours'], k['ours_error'])} |" in report, k["label"]
+    # the key numbers are the computed rows: alpha_c of the default model is the thresholds row's
+    model = model_label(default_model())
+    thr = next(r for r in read_table(tiny / THRESHOLDS).rows if r["model"] == model)
+    alpha_c = next(k for k in keys if k["figure"] == "loss-gap" and k["quantity"] == "alpha_c")
+    assert number(alpha_c["ours"]) == number(thr["alpha_c"])
+    assert number(alpha_c["reference"]) == lookup("alpha_c", omega=0.3).value
+    assert number(alpha_c["difference"]) == pytest.approx(number(thr["alpha_c"]) - 1.241, abs=1e-12)
+    # every published value compared with is the one table's
+    published = {p.value for p in PUBLISHED}
+    assert all(number(k["reference"]) in published for k in keys if k["reference_source"].startswith(("read", "stated")))
+    # the report is written from the files alone: change a number there and the report follows
+    copy = tmp_path / "copy"
+    (copy / "data").mkdir(parents=True)
+    (copy / SUMMARY).write_bytes((tiny / SUMMARY).read_bytes())
+    header, body = read_csv_rows(tiny / KEY_NUMBERS)
+    old = body[0]["ours"]
+    body[0]["ours"] = "123.456789"
+    (copy / KEY_NUMBERS).write_text(render_csv(header, body, True), encoding="utf-8")
+    text = write_report(copy)
+    assert f"| {body[0]['label']} | 123.457" in text
+    assert f"| {body[0]['label']} | {number_text(old)}" not in text
+
+
+# --------------------------------------------------------------------------- killed and resumed
+
+KILL_SCRIPT = textwrap.dedent("""
+    import sys
+    from attnphase.cli import build_parser
+    from attnphase.commands.paper import cmd_paper
+    from tests.fakes import fake_paper_functions, tiny_paper_plan
+    if __name__ == "__main__":
+        args = build_parser().parse_args(sys.argv[1:])
+        cmd_paper(args, functions=fake_paper_functions(delay=0.3), plan=tiny_paper_plan())
+""")
+
+
+def finished_tasks(out: Path) -> int:
+    keys = set()
+    for name in TASK_FILES:
+        keys |= {r["task"] for r in read_table(out / name).rows}
+    return len(keys)
+
+
+def test_a_killed_run_resumes_to_the_report_and_rows_of_an_uninterrupted_one(tiny, client, tmp_path, capsys):
+    out = tmp_path / "killed"
+    script = tmp_path / "killed_run.py"
+    script.write_text(KILL_SCRIPT)
+    proc = subprocess.Popen([PY, str(script), "paper", "--out", str(out), "--quiet", "--workers", "2"], cwd=ROOT,
+                            start_new_session=True, env=ENV, stdout=subprocess.DEVNULL, stderr=open(tmp_path / "err", "w"))
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None:
+            if finished_tasks(out) >= 8:
+                break
+            time.sleep(0.05)
+        assert proc.poll() is None, (tmp_path / "err").read_text()
+        os.killpg(proc.pid, signal.SIGKILL)  # the command, its scheduler and its worker processes
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    done = finished_tasks(out)
+    assert not (out / REPORT).exists() and 8 <= done
+    assert paper(out, client) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    summary = json.loads((tiny / SUMMARY).read_text(encoding="utf-8"))
+    total = summary["tasks"]["tasks"]
+    assert first.startswith(f"{total} tasks: {done} already done, {total - done} computed, 0 failed"), first
+    assert report_text(out) == report_text(tiny)
+    for name in TASK_FILES + (KEY_NUMBERS,) + tuple(f"data/{n}.csv" for n in NAMES):
+        assert rows(out / name) == rows(tiny / name), name
+    # a run with nothing left to do computes nothing and writes the same report
+    assert paper(out, client) == 0
+    assert capsys.readouterr().out.startswith(f"{total} tasks: {total} already done, 0 computed")
+    assert report_text(out) == report_text(tiny)
+
+
+# --------------------------------------------------------------------------- --only and bad input
+
+
+def test_only_computes_and_draws_the_figures_asked_for(client, tmp_path):
+    out = tmp_path / "only"
+    assert paper(out, client, "--only", "loss-gap") == 0
+    summary = json.loads((out / SUMMARY).read_text(encoding="utf-8"))
+    drawn = [f["name"] for f in summary["figures"] if f["complete"]]
+    assert drawn == ["loss-gap"]
+    assert sorted(p.name for p in (out / "figures").iterdir()) == ["loss-gap.pdf", "loss-gap.png"]
+    assert not read_table(out / GD_RUNS).rows or {r["model"] for r in read_table(out / GD_RUNS).rows} == {
+        model_label(default_model())}
+    report = (out / REPORT).read_text(encoding="utf-8")
+    assert "## Figure 3: " in report and "![" in report and report.count("Not drawn:") == 9
+    assert read_table(out / THEORY_CURVES).rows
+
+
+@pytest.mark.parametrize("argv, flag", [
+    (["--only", "no-such-figure"], "--only"),
+    (["--workers", "0"], "--workers"),
+    (["--scheduler", "localhost:8786"], "--scheduler"),
+])
+def test_bad_input_exits_2_with_one_line(argv, flag, tmp_path, capsys):
+    status = cli.main(["paper", "--out", str(tmp_path / "o"), *argv])
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert status == 2
+    assert len(err) == 1 and err[0].startswith("attnphase paper: ") and flag in err[0], err
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_folder_of_another_plan_is_refused_and_left_as_it_was(tiny, client):
+    before = {p: p.read_bytes() for p in tiny.rglob("*") if p.is_file()}
+    args = cli.build_parser().parse_args(["paper", "--out", str(tiny), "--quiet"])
+    other = dataclasses.replace(tiny_paper_plan(), seed=1)
+    with pytest.raises(SweepError, match="--out"):
+        cmd_paper(args, functions=fake_paper_functions(), client=client, plan=other)
+    assert {p: p.read_bytes() for p in tiny.rglob("*") if p.is_file()} == before
