@@ -95,7 +95,8 @@ def solve_all_general(spec: ModelSpec, alpha: float, precision: str = "fast", in
 def follow_general(spec: ModelSpec, alphas: Sequence[float], branch: str, precision: str = "fast",
                    integrator: str = "auto", progress=None) -> list:
     """``branch`` along ``alphas`` by continuation: each solve starts from the last point found on
-    the branch. Alphas where the branch is not found (:class:`~numerics.fixed_point.BranchNotFound`)
+    the branch; a solve from the previous point that does not converge is retried once from the
+    default start. Alphas where the branch is not found (:class:`~numerics.fixed_point.BranchNotFound`)
     are left out, and the next one starts afresh. ``progress(alpha)`` is called after each alpha."""
     from .fixed_point import BranchNotFound
 
@@ -103,6 +104,16 @@ def follow_general(spec: ModelSpec, alphas: Sequence[float], branch: str, precis
     for alpha in alphas:
         try:
             fp = solve_general(spec, float(alpha), branch, precision, integrator, start=start)
+            if not fp.converged and start is not None:
+                # the previous point can lie in the basin of another orbit of the map (a rank-2 mixed
+                # solve at alpha 2.5 from the point at 1.5 does not converge, from the default start
+                # it does): one retry from the default start, kept only if it converges
+                log.info("%s from the previous point: %s; retried from the default start", branch, fp.status)
+                try:
+                    retry = solve_general(spec, float(alpha), branch, precision, integrator)
+                    fp = retry if retry.converged else fp
+                except BranchNotFound as exc:
+                    log.info("%s", exc)
             points.append(fp)
             start = fp.overlaps if fp.converged else None
         except BranchNotFound as exc:
