@@ -10,6 +10,7 @@ import logging
 from .baseline import Baseline, linear_baseline, linear_baseline_mp
 from .branches import BranchCurve, follow_branch, is_on_branch
 from .fixed_point import BranchNotFound, solve_branch
+from .general_fixed_point import follow_general, mark_global_minima, solve_all_general, solve_general
 from .overlaps import BRANCHES, HatOverlaps, Overlaps
 from .precision import PRECISIONS
 from .result import FixedPoint
@@ -17,7 +18,8 @@ from .thresholds import ThresholdError, Thresholds, scan_curves_from_rows, thres
 
 __all__ = ["Baseline", "linear_baseline", "linear_baseline_mp", "BranchCurve", "follow_branch", "is_on_branch",
            "BRANCHES", "PRECISIONS", "FixedPoint", "solve_branch", "HatOverlaps", "Overlaps", "ThresholdError",
-           "Thresholds", "thresholds", "scan_curves_from_rows", "solve_all"]
+           "Thresholds", "thresholds", "scan_curves_from_rows", "solve_all", "solve_general",
+           "solve_all_general", "follow_general", "mark_global_minima"]
 
 
 def solve_all(spec, alpha, precision="fast"):

@@ -145,3 +145,41 @@ def plot_curve_files(paths, stem, default_model=None):
             name += "'"
         curves[name] = (rows, linear_baseline(model).test_error)
     return plot_model_comparison(curves, stem)
+
+
+def plot_general_curve(rows, stem):
+    """Branches of the general model against alpha, from the rows of
+    :meth:`~numerics.general_result.GeneralFixedPoint.to_row`: the largest singular value of
+    ``theta / sigma^2`` and of ``m``, the eigenvalues of ``q``, and the test error with its stated
+    error (dots: the global minimum). Points that did not converge are not drawn."""
+    sigma2 = float(rows[0]["sigma"]) ** 2 if rows else 1.0
+    colours = {"semantic": "tab:blue", "positional": "tab:orange", "trivial": "tab:gray", "mixed": "tab:purple"}
+    fig, axes = plt.subplots(1, 4, figsize=(15, 3.8))
+    for branch, colour in colours.items():
+        pts = sorted((r for r in rows if r["branch"] == branch and str(r["converged"]) == "True"),
+                     key=lambda r: float(r["alpha"]))
+        if not pts:
+            continue
+        a = [float(r["alpha"]) for r in pts]
+        glob = [str(r["global_minimum"]) == "True" for r in pts]
+        q_keys = sorted(k for k in pts[0] if k.startswith("q_eigenvalues_") and not k.endswith("_error"))
+        series = [(axes[0], [float(r["theta_singular_values_1"]) / sigma2 for r in pts], "-"),
+                  (axes[1], [float(r["m_singular_values_1"]) for r in pts], "-"),
+                  (axes[3], [float(r["test_error"]) for r in pts], "-")]
+        series += [(axes[2], [float(r[k]) for r in pts], "-" if i == 0 else "--") for i, k in enumerate(q_keys)]
+        for ax, ys, style in series:
+            ax.plot(a, ys, style, color=colour, lw=1, label=branch if style == "-" else None)
+            ax.plot([x for x, g in zip(a, glob) if g], [y for y, g in zip(ys, glob) if g], "o", ms=3, color=colour)
+        axes[3].errorbar(a, [float(r["test_error"]) for r in pts], [float(r["test_error_error"]) for r in pts],
+                         fmt="none", ecolor=colour, lw=0.8)
+    for ax, label in zip(axes, (r"largest singular value of $\theta/\sigma^2$", "largest singular value of $m$",
+                                r"eigenvalues of $q$ (dashed: smaller)", "test error")):
+        ax.set_xlabel(r"$\alpha$")
+        ax.set_ylabel(label)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
+    m = rows[0] if rows else {}
+    fig.suptitle(f"L={m.get('tokens')}, r={m.get('rank')}, t={m.get('teacher_rank')}, omega={m.get('omega')}, "
+                 f"sigma={m.get('sigma')}, lam={m.get('lam')} (dots: global minimum)", fontsize=9)
+    fig.tight_layout()
+    return _save(fig, stem)

@@ -55,10 +55,44 @@ def test_model_options_build_the_model_spec():
         model_from_args(_model_args("--tokens", "3", "--A", "0.6,0.4,0.4,0.6"))
 
 
-def test_a_shape_the_solver_does_not_handle_is_bad_input(capsys):
-    assert cli.main(["solve", "--alpha", "2", "--tokens", "3"]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("attnphase solve: error: tokens: the line quadrature is implemented")
+def test_what_the_general_model_does_not_have_is_bad_input(capsys):
+    for argv, start in ((["solve", "--alpha", "2", "--tokens", "3", "--integrator", "lines"],
+                         "attnphase solve: error: --integrator: the line quadrature handles L = 2 tokens"),
+                        (["solve", "--alpha", "2", "--branch", "mixed"],
+                         "attnphase solve: error: --branch: the mixed branch needs --rank >= 2"),
+                        (["thresholds", "--rank", "2"],
+                         "attnphase thresholds: error: thresholds: not available for the general model yet"),
+                        (["run", "--tokens", "3"], "attnphase run: error: run: not available for the general model"),
+                        (["phase-diagram", "--rank", "2", "--out", "unused"],
+                         "attnphase phase-diagram: error: --what theory: the theory of the phase diagram is not")):
+        assert cli.main(argv) == 2, argv
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith(start), err
+
+
+def test_solve_and_curve_of_the_general_model(capsys, tmp_path):
+    """The quasi-Monte Carlo path of solve and curve: JSON with matrices as nested lists and the
+    gauge invariants; a curve CSV with packed components, invariants and their errors, and a figure."""
+    import json
+
+    from numerics.tidy import read_rows
+
+    argv = ["solve", "--alpha", "2", "--tokens", "3", "--branch", "semantic", "--precision", "draft", "--json"]
+    assert cli.main(argv) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert np.shape(d["q"]) == (1, 1) and np.shape(d["m"]) == (3, 1) and d["m"] == [[0.0], [0.0], [0.0]]
+    assert d["status"] == "converged" and d["global_minimum"] is True and d["integrator"] == "qmc"
+    assert d["invariants"]["q_eigenvalues"] == [d["q"][0][0]] and d["error"]["test_error"] > 0
+    out = tmp_path / "curve.csv"
+    argv = ["curve", "--alpha", "1.5:2:2", "--rank", "2", "--branches", "semantic", "--precision", "draft",
+            "--out", str(out), "--figure"]
+    assert cli.main(argv) == 0
+    rows = read_rows(out)
+    assert [float(r["alpha"]) for r in rows] == [1.5, 2.0] and {r["branch"] for r in rows} == {"semantic"}
+    for column in ("q_11", "q_12", "q_22", "theta_1_1", "q_eigenvalues_2", "theta_singular_values_1_error",
+                   "test_error_error", "rank"):
+        assert column in rows[0], column
+    assert (tmp_path / "curve.png").exists()
 
 
 def test_a_failed_computation_is_one_line_and_exit_1_with_a_traceback_only_under_v(monkeypatch, capsys):

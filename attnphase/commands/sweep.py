@@ -80,6 +80,10 @@ def config_from_args(args):
             raise UsageError(f"--omega: values must lie in [0, 1], got {w:g}")
     args_at = argparse.Namespace(**{**vars(args), "omega": omegas[0]})
     spec = model_from_args(args_at)
+    if args.what != "simulation" and not spec.is_two_token_rank_one:
+        raise UsageError(f"--what {args.what}: the theory of the phase diagram is not available for the general "
+                         f"model yet (L = {spec.tokens}, r = {spec.rank}, t = {spec.teacher_rank}); "
+                         f"use --what simulation, or attnphase curve")
     check_dask_options(args)
     return SweepConfig(spec=spec, omegas=omegas, alphas=alphas, what=args.what, precision=args.precision,
                        d=args.d, seeds=args.seeds, seed=args.seed, steps=args.steps, lr=args.lr,

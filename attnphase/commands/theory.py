@@ -9,7 +9,9 @@ from attnphase.errors import UsageError
 from attnphase.options import (add_json_option, add_model_options, add_precision_option, check_output, failed,
                                model_from_args, parse_list, parse_range, positive_number, print_json,
                                progress_bar)
+from numerics.channel_integrators import INTEGRATORS
 from numerics.overlaps import BRANCHES, COMPETING_BRANCHES
+from numerics.subspaces import GENERAL_BRANCHES
 
 log = logging.getLogger(__name__)
 
@@ -20,11 +22,19 @@ def _common(p):
     add_precision_option(p)
 
 
+def _integrator_option(p):
+    p.add_argument("--integrator", choices=INTEGRATORS, default="auto",
+                   help="channel integrator: lines (the line quadrature of the two-token rank-one model), qmc "
+                        "(randomised quasi-Monte Carlo, any model), auto (lines where it applies; default)")
+
+
 def register(sub):
     p = sub.add_parser("solve", help="fixed point(s) of the saddle-point equations at one alpha")
     p.add_argument("--alpha", type=positive_number, required=True, help="samples per dimension")
-    p.add_argument("--branch", choices=BRANCHES + ("all",), default="all")
+    p.add_argument("--branch", choices=GENERAL_BRANCHES + ("all",), default="all",
+                   help="a branch, or all (default); mixed needs --rank >= 2")
     _common(p)
+    _integrator_option(p)
     p.set_defaults(func=cmd_solve)
 
     p = sub.add_parser("curve", help="both branches by continuation in alpha, to a tidy CSV")
@@ -36,6 +46,7 @@ def register(sub):
     p.add_argument("--compare", default="", metavar="CSV[,CSV...]",
                    help="with --figure: curve CSVs of other models (e.g. another --attention) to draw beside")
     _common(p)
+    _integrator_option(p)
     p.set_defaults(func=cmd_curve)
 
     p = sub.add_parser("thresholds", help="alpha_c and alpha_l with error estimates, spinodals, linear baseline")
@@ -62,10 +73,80 @@ def _fp_table(points):
     return "\n".join(lines)
 
 
+def _general(spec, args, branches) -> bool:
+    """Whether the command goes through the general-model path (:func:`numerics.api.solve_general`):
+    every model but the two-token rank-one one, or ``--integrator qmc``. Refuses (exit 2) an
+    integrator or branch the model does not have."""
+    from numerics.channel_integrators import IntegratorError, choose_integrator
+
+    if "mixed" in branches and spec.rank < 2:
+        raise UsageError(f"--branch: the mixed branch needs --rank >= 2, got rank {spec.rank}")
+    try:
+        choices = {choose_integrator(spec, args.integrator, b) for b in branches}
+    except IntegratorError as exc:
+        raise UsageError(f"--{exc}") from None
+    return choices != {"lines"}
+
+
+def _refuse_general(spec, command: str) -> None:
+    """Exit 2 with one line for a command that handles the two-token rank-one model only."""
+    if not spec.is_two_token_rank_one:
+        raise UsageError(f"{command}: not available for the general model yet (L = {spec.tokens}, r = {spec.rank}, "
+                         f"t = {spec.teacher_rank}); solve and curve handle it")
+
+
+def _joined(values) -> str:
+    return ",".join(f"{v:.5g}" for v in values)
+
+
+def _general_table(points):
+    """One line per point: the gauge invariants (docs/theory.md, section 4.9), test error and
+    training loss with their stated errors, status and global minimum."""
+    lines = [f"{'alpha':>7} {'branch':>10} {'eig q':>20} {'sv m':>18} {'sv theta':>18} {'test_err':>20} "
+             f"{'train_loss':>20} {'status':>9} {'global':>6}"]
+    for p in points:
+        inv = p.invariants
+        status = "ok" if p.converged else "FAILED"
+        lines.append(f"{p.alpha:7.4f} {p.branch:>10} {_joined(inv['q_eigenvalues']):>20} "
+                     f"{_joined(inv['m_singular_values']):>18} {_joined(inv['theta_singular_values']):>18} "
+                     f"{p.test_error:11.5e}+-{p.error.get('test_error', float('nan')):7.1e} "
+                     f"{p.train_loss:11.5e}+-{p.error.get('train_loss', float('nan')):7.1e} {status:>9} "
+                     f"{str(p.global_minimum):>6}")
+    for p in points:
+        if not p.converged:
+            lines.append(f"{p.branch} at alpha = {p.alpha:g}: {p.status}")
+    return "\n".join(lines)
+
+
+def _solve_general(spec, args) -> int:
+    from numerics.api import mark_global_minima, solve_all_general, solve_general
+
+    t0 = time.perf_counter()
+    with progress_bar(desc=f"solve alpha={args.alpha:g}"):
+        if args.branch == "all":
+            points = solve_all_general(spec, args.alpha, args.precision, args.integrator)
+            payload = [p.to_dict() for p in points]
+        else:
+            points = mark_global_minima([solve_general(spec, args.alpha, args.branch, args.precision,
+                                                       args.integrator)])
+            payload = points[0].to_dict()
+    if args.json:
+        print_json(payload)
+    else:
+        print(_general_table(points))
+        print(f"wall time {time.perf_counter() - t0:.1f} s")
+    stuck = [f"{p.branch} ({p.status})" for p in points if not p.converged]
+    if not points:
+        return failed("solve", f"no branch found at alpha = {args.alpha:g}")
+    return failed("solve", f"not converged at alpha = {args.alpha:g}: {', '.join(stuck)}") if stuck else 0
+
+
 def cmd_solve(args) -> int:
     from numerics.api import solve_all, solve_branch
 
     spec = model_from_args(args)
+    if _general(spec, args, GENERAL_BRANCHES[:3] if args.branch == "all" else (args.branch,)):
+        return _solve_general(spec, args)
     t0 = time.perf_counter()
     with progress_bar(desc=f"solve alpha={args.alpha:g}"):
         if args.branch == "all":
@@ -106,14 +187,52 @@ def _mark_global_minima(curves):
     return curves
 
 
+def _curve_general(spec, args, alphas, branches) -> int:
+    """``curve`` for the general model: each branch by continuation (:func:`numerics.api.follow_general`),
+    the global minimum marked at each alpha, rows of packed components and invariants."""
+    from numerics.api import follow_general, mark_global_minima
+    from numerics.tidy import write_rows
+
+    if args.compare:
+        raise UsageError("--compare: not available for the general model yet")
+    with progress_bar(len(alphas) * len(branches), "curve", "pt") as bar:
+        points = mark_global_minima([p for b in branches for p in follow_general(
+            spec, alphas, b, args.precision, args.integrator, progress=lambda fp: bar.update(1))])
+    rows = [p.to_row() for p in points]
+    write_rows(args.out, rows)
+    missing = []
+    for b in branches:
+        absent = sorted(set(map(float, alphas)) - {p.alpha for p in points if p.branch == b})
+        if absent:
+            missing.append(f"{b}: not found at alpha = {', '.join(f'{a:g}' for a in absent)}")
+    figures = []
+    if args.figure and rows:
+        from numerics.figures import plot_general_curve
+
+        figures = plot_general_curve(rows, os.path.splitext(args.out)[0])
+    if args.json:
+        print_json({"csv": args.out, "rows": len(rows), "notes": missing, "figures": figures})
+    else:
+        print(_general_table(points))
+        print(f"wrote {len(rows)} rows to {args.out}" + (f"; figures: {', '.join(figures)}" if figures else ""))
+        for n in missing:
+            print(f"note: {n}")
+    if not rows:
+        return failed("curve", f"no point of {', '.join(branches)} was found")
+    stuck = [f"{p.branch} at alpha = {p.alpha:g}" for p in points if not p.converged]
+    return failed("curve", f"{len(stuck)} point(s) not converged: {', '.join(stuck)}") if stuck else 0
+
+
 def cmd_curve(args) -> int:
     from numerics.tidy import write_rows
 
     spec = model_from_args(args)
     alphas = parse_range(args.alpha, "--alpha", positive=True)
-    branches = parse_list(args.branches, "--branches", choices=BRANCHES)
+    branches = parse_list(args.branches, "--branches", choices=GENERAL_BRANCHES)
     compare = parse_list(args.compare, "--compare", allow_empty=True)
     check_output(args.out, "file")
+    if _general(spec, args, branches):
+        return _curve_general(spec, args, alphas, branches)
     if compare and not args.figure:
         raise UsageError("--compare: needs --figure")
     if compare:
@@ -154,6 +273,7 @@ def cmd_thresholds(args) -> int:
     from numerics.api import ThresholdError, linear_baseline, thresholds
 
     spec = model_from_args(args)
+    _refuse_general(spec, "thresholds")
     scan = parse_range(args.alpha, "--alpha", positive=True, min_points=3)
     try:
         with progress_bar(desc="thresholds") as bar:
@@ -190,6 +310,7 @@ def cmd_run(args) -> int:
     from numerics.tidy import folder_summary, write_rows
 
     spec = model_from_args(args)
+    _refuse_general(spec, "run")
     alphas = parse_range(args.alpha, "--alpha", positive=True, min_points=3)
     check_output(args.out, "folder")
     t0 = time.perf_counter()

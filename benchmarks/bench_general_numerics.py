@@ -1,0 +1,72 @@
+"""Timing of the general model's fixed points with the QMC integrator, and of the default model's
+solve before and after the general numerics, printed side by side in one run.
+
+* one fixed point at L (r + t) = 6, (3, 1, 1) and (2, 2, 1), semantic at alpha = 2, with the QMC
+  precision mode given (target: every stated error at most 2e-3 relative, at most 5 minutes);
+* ``attnphase solve --alpha 2`` and ``python benchmarks/bench_numerics.py`` from this tree and from
+  ``--before DIR`` (a checkout of the code before the change, e.g. made by
+  ``git archive 750f74e | tar -x -C DIR``), alternated ``--repeats`` times (target: no more than
+  10% slower).
+Run: python benchmarks/bench_general_numerics.py [--precision fast] [--before DIR] [--repeats 2] [--skip-general]
+[--solve-only]
+"""
+import argparse
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from derivations import ModelSpec
+from numerics.api import solve_general
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def timed(command, tree):
+    env = dict(os.environ, PYTHONPATH=str(tree))
+    t0 = time.perf_counter()
+    subprocess.run(command, cwd=tree, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - t0
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--precision", default="fast")
+    ap.add_argument("--before", help="a source tree of the code before the change")
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--skip-general", action="store_true")
+    ap.add_argument("--solve-only", action="store_true", help="time only attnphase solve --alpha 2 before/after")
+    args = ap.parse_args()
+    rows = []
+    if not args.skip_general:
+        for kw in (dict(tokens=3), dict(rank=2)):
+            spec = ModelSpec(**kw)
+            t0 = time.perf_counter()
+            fp = solve_general(spec, 2.0, "semantic", args.precision, integrator="qmc")
+            elapsed = time.perf_counter() - t0
+            worst, field = max((v, k) for k, v in fp.relative_errors().items())
+            rows.append((f"QMC fixed point {spec.shape[:3]} semantic alpha=2 ({args.precision})", elapsed, 300.0,
+                         f"largest relative error {worst:.1e} ({field}), converged {fp.converged}"))
+    if args.before:
+        commands = {"attnphase solve --alpha 2": [sys.executable, "-m", "attnphase.cli", "solve", "--alpha", "2"],
+                    "benchmarks/bench_numerics.py": [sys.executable, str(ROOT / "benchmarks" / "bench_numerics.py")]}
+        if args.solve_only:
+            commands.pop("benchmarks/bench_numerics.py")
+        for name, command in commands.items():
+            times = {"before": [], "after": []}
+            for _ in range(args.repeats):
+                for label, tree in (("before", Path(args.before)), ("after", ROOT)):
+                    cmd = command if "attnphase" in name else [sys.executable, str(tree / "benchmarks" / "bench_numerics.py")]
+                    times[label].append(timed(cmd, tree))
+            before, after = min(times["before"]), min(times["after"])
+            rows.append((f"{name}: before (best of {args.repeats})", before, before, ""))
+            rows.append((f"{name}: after (best of {args.repeats})", after, 1.1 * before,
+                         f"after/before = {after / before:.3f}"))
+    print(f"{'task':<64} {'time/s':>8} {'target/s':>9} {'ratio':>6}  result")
+    for name, t, target, result in rows:
+        print(f"{name:<64} {t:8.1f} {target:9.1f} {t / target:6.2f}  {result}")
+
+
+if __name__ == "__main__":
+    main()

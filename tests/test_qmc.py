@@ -1,0 +1,370 @@
+"""The general model's numerics: matrix order parameters, branch subspaces, the gauge, the global prox
+and the quasi-Monte Carlo integrator (docs/numerics.md, section "The general model: QMC integrator").
+
+Identities and behaviour: packing round trips and gauge invariants; each branch subspace is the fixed
+subspace of its sign flips, the moments odd under them vanish numerically without folding; the
+canonical orientation is the same for every point of an orbit; the integrator's conjugates are dF = 0
+against finite differences of its own E[M] (common random numbers) at generic points of (3, 1, 1) and
+(2, 2, 1); at (2, 1, 1) the integrator agrees with the line quadrature, at one point of the map and
+at fixed points, with stated errors small enough to mean something; a rotated start ends on the same
+invariants.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+
+import numpy as np
+import pytest
+
+from derivations import ModelSpec, packing
+from numerics.api import solve_general
+from numerics.channel_integrators import IntegratorError, LineChannel, choose_integrator
+from numerics.fixed_point import BranchNotFound
+from numerics.gauge import alignment, canonical
+from numerics.general_model import bind_general
+from numerics.matrix_overlaps import MatrixHats, MatrixOverlaps, from_scalars
+from numerics.matrix_prox import GlobalProx
+from numerics.overlaps import FIXED_ZERO
+from numerics.qmc.channel import QMCChannel, SingularCovariance, moment_parities
+from numerics.qmc.nodes import preactivations
+from numerics.qmc.precision import QMC_PRECISIONS
+from numerics.qmc.rule import QMCRule
+from numerics.subspaces import GENERAL_BRANCHES, branch_subspace, free_subspace, subspace_of_roles
+
+#: a small rule for tests of the machinery (not of accuracy)
+TINY = dataclasses.replace(QMC_PRECISIONS["draft"], name="tiny",
+                           rule=dataclasses.replace(QMC_PRECISIONS["draft"].rule, log2_points=10,
+                                                    test_log2_points=10, dense_nodes=256))
+
+
+def random_overlaps(shape, rng, rho=0.25) -> MatrixOverlaps:
+    """A generic point: every component nonzero, Sigma and V positive definite."""
+    L, r, t, k = shape
+    A = rng.normal(size=(r, r))
+    q = 0.05 * (A @ A.T) / r + 0.06 * np.eye(r)
+    theta = 0.3 * np.linalg.cholesky(q) @ rng.normal(size=(r, t)) * math.sqrt(rho) / math.sqrt(t + r)
+    B = rng.normal(size=(r, r))
+    V = 2.0 * (B @ B.T) / r + 8.0 * np.eye(r)
+    return MatrixOverlaps(shape, q=q, m=0.2 * rng.normal(size=(k, r)), V=V, theta=theta)
+
+
+def random_rotation(n, rng):
+    Q, R = np.linalg.qr(rng.normal(size=(n, n)))
+    return Q * np.sign(np.diag(R))
+
+
+# ---------------------------------------------------------------------------
+# order parameters, subspaces, gauge
+# ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("shape", [(2, 1, 1, 1), (2, 2, 1, 1), (3, 2, 2, 3)])
+def test_packing_round_trip_and_invariants(shape):
+    rng = np.random.default_rng(1)
+    ov = random_overlaps(shape, rng)
+    flat = ov.pack()
+    assert MatrixOverlaps.component_names(shape) == packing.parameter_names(shape, packing.OVERLAPS)
+    back = MatrixOverlaps.unpack(shape, flat)
+    for name in ov.NAMES:
+        np.testing.assert_array_equal(getattr(back, name), getattr(ov, name))
+    assert list(ov.as_dict()) == list(MatrixOverlaps.component_names(shape))
+    O, W = random_rotation(shape[1], rng), random_rotation(shape[2], rng)
+    rotated = ov.rotated(O, W)
+    for key, values in ov.invariants().items():
+        np.testing.assert_allclose(rotated.invariants()[key], values, rtol=1e-12, atol=1e-15)
+    hats = MatrixHats.unpack(shape, rng.normal(size=len(packing.parameter_names(shape, packing.CONJUGATES))))
+    assert np.array_equal(MatrixHats.unpack(shape, hats.pack()).pack(), hats.pack())
+
+
+def test_named_branches_of_the_two_token_rank_one_model_are_its_branches():
+    for branch in ("semantic", "positional", "trivial"):
+        sub = branch_subspace(branch, (2, 1, 1, 1))
+        zero = [name for name, free in zip(packing.OVERLAPS, sub.free_mask((2, 1, 1, 1))) if not free]
+        assert tuple(zero) == FIXED_ZERO[branch]
+    with pytest.raises(ValueError, match="rank >= 2"):
+        branch_subspace("mixed", (2, 1, 1, 1))
+
+
+@pytest.mark.parametrize("shape", [(2, 2, 1, 1), (2, 2, 2, 1), (3, 3, 2, 3), (2, 1, 2, 1)])
+def test_each_branch_is_the_fixed_subspace_of_its_flips(shape):
+    for branch in GENERAL_BRANCHES:
+        if branch == "mixed" and shape[1] < 2:
+            continue
+        sub = branch_subspace(branch, shape)
+        sub.check(shape)  # raises unless exactly the fixed subspace
+        free = sub.free_mask(shape)
+        for flip in sub.symmetries(shape):
+            assert np.all(sub.characters(flip, shape)[free] == 1)
+    # the mixed branch of docs/theory.md, section 4.10: direction 1 semantic, direction 2 positional
+    mixed = branch_subspace("mixed", (2, 2, 1, 1))
+    zero = dict(zip(packing.parameter_names((2, 2, 1, 1), packing.OVERLAPS), ~mixed.free_mask((2, 2, 1, 1))))
+    assert zero["m_1_1"] and zero["theta_2_1"] and zero["q_12"] and zero["V_12"]
+    assert not (zero["m_1_2"] or zero["theta_1_1"] or zero["q_11"] or zero["q_22"])
+    with pytest.raises(ValueError, match="semantic directions"):
+        subspace_of_roles(("semantic", "semantic"), (2, 2, 1, 1))
+
+
+def test_odd_moments_vanish_without_folding_on_the_mixed_subspace():
+    """The mixed subspace is invariant: at a point of it, the conjugates that must vanish there are
+    zero within four standard errors when nothing is folded, and the folded map sets them to zero."""
+    spec = ModelSpec(rank=2)
+    model = bind_general(spec)
+    sub = branch_subspace("mixed", spec.shape)
+    ov = sub.project(random_overlaps(spec.shape, np.random.default_rng(4)))
+    rule = QMCRule(log2_points=11, scrambles=8, dense_nodes=256)
+    odd = moment_parities(model, sub)
+    assert odd.any() and not odd.all()
+    free_hats = sub.free_mask(spec.shape, packing.CONJUGATES)
+    unfolded = QMCChannel(model, rule, sub, fold=False).estimate(ov, 1.5)
+    values, se = unfolded.hats.pack(), unfolded.standard_error.pack()
+    imposed = ~free_hats
+    assert np.all(np.abs(values[imposed]) <= 4 * se[imposed] + 1e-14), (values[imposed], se[imposed])
+    assert np.all(np.abs(values[free_hats]) > 4 * se[free_hats])  # the test has teeth: the free ones do not vanish
+    folded = QMCChannel(model, rule, sub).estimate(ov, 1.5)
+    assert np.all(folded.hats.pack()[imposed] == 0.0)
+
+
+def test_canonical_orientation_is_one_point_per_orbit():
+    rng = np.random.default_rng(2)
+    for shape, blocks in (((3, 3, 1, 3), None), ((2, 2, 1, 2), None), ((3, 3, 2, 3), [(0,), (1, 2)])):
+        ov = random_overlaps(shape, rng)
+        if blocks is not None:  # a subspace with a semantic direction alone and a rotating pair
+            ov = subspace_of_roles(("semantic", "positional", "positional"), shape).project(ov)
+        base = canonical(ov, blocks)
+        for _ in range(3):
+            O = np.zeros((shape[1],) * 2)
+            for b in (blocks or [tuple(range(shape[1]))]):
+                O[np.ix_(b, b)] = random_rotation(len(b), rng)
+            again = canonical(ov.rotated(O), blocks)
+            np.testing.assert_allclose(again.pack(), base.pack(), atol=1e-12)
+    # the alignment finds a rotation of student and teacher back
+    ov = random_overlaps((2, 2, 2, 2), rng)
+    O, W = random_rotation(2, rng), random_rotation(2, rng)
+    Oa, Wa = alignment(ov.rotated(O, W), ov, teacher=True)
+    np.testing.assert_allclose(ov.rotated(O, W).rotated(Oa, Wa).pack(), ov.pack(), atol=1e-6)
+
+
+# ---------------------------------------------------------------------------
+# the global prox
+# ---------------------------------------------------------------------------
+
+def test_global_prox_is_never_worse_than_a_dense_search():
+    """Warm starts, flips and a few ellipsoid points find the global minimum wherever 48 more starts
+    per node do, at a point of (2, 2, 1) with sizeable competing minima (large V)."""
+    spec = ModelSpec(rank=2)
+    model = bind_general(spec)
+    ov = MatrixOverlaps(spec.shape, q=np.array([[0.2, 0.02], [0.02, 0.12]]), m=np.array([[0.2, 0.05]]),
+                        V=np.array([[120.0, 3.0], [3.0, 156.0]]), theta=np.array([[0.1], [0.03]]))
+    rule = QMCRule(log2_points=11, scrambles=1)
+    channel = QMCChannel(model, rule, free_subspace(spec.shape))
+    zeta, hs, w = preactivations(channel.nodes, ov, spec.rho, model.positional_mean(ov.m))
+    prox = GlobalProx(model, len(w), n_ellipsoid=1, first_ellipsoid=2)
+    h, obj, gn = prox(w, hs, ov.V)
+    assert np.max(gn) < 1e-9
+    check = prox.dense_check(w, hs, ov.V, np.arange(len(w)), obj, n_starts=48)
+    assert check.improved_fraction == 0.0
+    # the same after a step of the overlaps, with the light (warm) search only
+    moved = MatrixOverlaps(spec.shape, q=ov.q * 1.05, m=ov.m * 0.95, V=ov.V * 1.1, theta=ov.theta * 1.05)
+    zeta, hs, w = preactivations(channel.nodes, moved, spec.rho, model.positional_mean(moved.m))
+    h, obj, gn = prox(w, hs, moved.V, full=False)
+    assert prox.dense_check(w, hs, moved.V, np.arange(len(w)), obj, n_starts=48).improved_fraction == 0.0
+    # two minima compete at a sizeable fraction of the nodes: the check is not vacuous
+    assert np.mean(~np.isnan(prox.second[:, 0])) > 0.1
+
+
+# ---------------------------------------------------------------------------
+# the integrator's conjugates: dF = 0 against its own E[M]
+# ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("shape", [(3, 1, 1, 3), (2, 2, 1, 1)])
+def test_conjugates_are_dF_zero_against_finite_differences_of_the_integrators_envelope(shape):
+    """F = prior_free_energy(overlaps, hats) + alpha E[M](overlaps), with E[M] the integrator's own
+    estimate on its fixed nodes (common random numbers) and the hats of the same nodes at the point.
+    For m and V (envelope theorem) the central differences vanish node by node; for q and theta the
+    Stein forms (both the reported dl form and the f form) are another estimator of the same
+    expectation, so dF/dp averages to zero within four standard errors over the scramblings, and
+    those errors are small against the derivative tested."""
+    L, r, t, k = shape
+    spec = ModelSpec(tokens=L, rank=r, teacher_rank=t)
+    model = bind_general(spec)
+    ov = random_overlaps(spec.shape, np.random.default_rng(5))
+    alpha, eps = 1.5, 1e-5
+    names = packing.parameter_names(spec.shape, packing.OVERLAPS)
+    checked = 0
+    for form in ("dl", "f"):
+        rule = QMCRule(log2_points=11, scrambles=8, form=form)
+        channel = QMCChannel(model, rule, free_subspace(spec.shape))
+        at = channel.estimate(ov, alpha, dense_check=True)
+        assert at.diagnostics["dense_improved_fraction"] == 0.0
+        flat = ov.pack()
+        for p, name in enumerate(names):
+            shifted = {}
+            for sign in (1, -1):
+                x = flat.copy()
+                x[p] += sign * eps
+                shifted[sign] = MatrixOverlaps.unpack(spec.shape, x)
+            em = {sign: channel.estimate(shifted[sign], alpha, dense_check=False).scramble_envelopes
+                  for sign in (1, -1)}
+            D = []
+            for j, hats in enumerate(at.scramble_hats):
+                prior = {sign: model.prior_free_energy(shifted[sign].matrices(), hats.matrices()) for sign in (1, -1)}
+                D.append((prior[1] - prior[-1]) / (2 * eps) + alpha * (em[1][j] - em[-1][j]) / (2 * eps))
+            D = np.array(D)
+            derivative = abs(alpha * np.mean(em[1] - em[-1]) / (2 * eps))
+            mean, se = float(D.mean()), float(D.std(ddof=1) / math.sqrt(len(D)))
+            if name.startswith(("m", "V")):
+                assert abs(mean) < 1e-6 * (1 + derivative), (form, name, mean)
+            else:
+                assert abs(mean) < 4 * se + 1e-10, (form, name, mean, se)
+                assert se < 0.1 * max(derivative, 1e-3 * np.max(np.abs(flat))), (form, name, se, derivative)
+            checked += 1
+    assert checked == 2 * len(names)
+
+
+# ---------------------------------------------------------------------------
+# against the line quadrature at (2, 1, 1)
+# ---------------------------------------------------------------------------
+
+def test_the_channel_agrees_with_the_line_quadrature_at_one_point():
+    """One evaluation of the map at the semantic and positional fast fixed points (alpha = 2): every
+    conjugate and E[M] within four QMC standard errors of the line quadrature's (whose error is a
+    hundred times smaller), and the standard errors of 2^13 x 8 points below 5e-3 relative."""
+    spec = ModelSpec()
+    model = bind_general(spec)
+    lines = LineChannel(spec)
+    for branch, ov in (("semantic", from_scalars(0.1148173, 0.0, 12.66840, 0.1581585)),
+                       ("positional", from_scalars(0.0510709, 0.2582290, 11.36879, 0.0))):
+        est = QMCChannel(model, QMCRule(log2_points=13, scrambles=8), branch_subspace(branch, spec.shape)).estimate(ov, 2.0)
+        ref = lines.estimate(ov, 2.0)
+        value, se, exact = est.hats.pack(), est.standard_error.pack(), ref.hats.pack()
+        nonzero = exact != 0
+        assert np.all(value[~nonzero] == 0.0)
+        assert np.all(np.abs(value - exact)[nonzero] <= 4 * se[nonzero]), (branch, value, exact, se)
+        assert np.all(se[nonzero] < 5e-3 * np.abs(exact[nonzero]))
+        se_env = np.std(est.scramble_envelopes, ddof=1) / math.sqrt(8)
+        assert abs(est.mean_envelope - ref.mean_envelope) <= 4 * se_env
+
+
+COMPARED = ("q", "m", "V", "theta", "qhat", "mhat", "Vhat", "thetahat", "test_error", "train_loss")
+
+
+def compare_with_lines(spec, alpha, branch, precision, max_relative):
+    lines = solve_general(spec, alpha, branch, "fast", integrator="lines")
+    qmc = solve_general(spec, alpha, branch, precision, integrator="qmc")
+    assert lines.converged and qmc.converged
+    assert qmc.diagnostics["dense_improved_fraction"] == 0.0
+    for field in COMPARED:
+        a, b, err = lines.values[field], qmc.values[field], qmc.error[field]
+        if a == 0:
+            assert b == 0 and err == 0, field  # zero by symmetry, exactly
+            continue
+        assert abs(a - b) <= 3 * err, (branch, alpha, field, a, b, err)
+        assert err <= max_relative * abs(b), (branch, alpha, field, err / abs(b))
+
+
+def test_fixed_point_agrees_with_the_line_quadrature():
+    """The fast, small version: the draft rule (errors of a few per cent) at the semantic point alpha = 2."""
+    compare_with_lines(ModelSpec(), 2.0, "semantic", "draft", 5e-2)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("branch", ["semantic", "positional"])
+@pytest.mark.parametrize("alpha", [1.0, 1.5, 2.0])
+def test_fixed_points_agree_with_the_line_quadrature_to_stated_errors_below_2e_3(branch, alpha):
+    compare_with_lines(ModelSpec(), alpha, branch, "high", 2e-3)
+
+
+# ---------------------------------------------------------------------------
+# solves: gauge, dispatch, records, loud failures
+# ---------------------------------------------------------------------------
+
+def test_a_rotated_start_ends_on_the_same_invariants():
+    """(2, 2, 1), semantic: the same start rotated by a random O(2) x O(1) ends on the same gauge
+    invariants within their stated errors (the start is brought back to the branch's orientation,
+    and the iteration is oriented canonically at every step, so it cannot drift along the orbit)."""
+    spec = ModelSpec(rank=2)
+    rng = np.random.default_rng(6)
+    start = MatrixOverlaps(spec.shape, q=np.diag([0.09, 0.03]), m=np.zeros((1, 2)), V=np.diag([17.0, 37.0]),
+                           theta=np.array([[0.13], [0.0]]))
+    plain = solve_general(spec, 2.0, "semantic", TINY, integrator="qmc", start=start)
+    rotated = solve_general(spec, 2.0, "semantic", TINY, integrator="qmc",
+                            start=start.rotated(random_rotation(2, rng), -np.eye(1)))
+    assert plain.converged and rotated.converged
+    for key, values in plain.invariants.items():
+        for i, (a, b) in enumerate(zip(values, rotated.invariants[key])):
+            err = plain.error[f"{key}_{i + 1}"] + rotated.error[f"{key}_{i + 1}"]
+            assert abs(a - b) <= err + 1e-15, (key, a, b, err)
+
+
+@pytest.mark.parametrize("branch", ["semantic", "positional"])
+def test_a_converged_point_solves_the_prior_equations_in_its_own_gauge(branch):
+    """The map's image of a converged point is the point itself, not a rotated or sign-flipped copy:
+    an orientation fixed at every iteration also makes fixed points of two-cycles x -> g x -> x of
+    the map (at (3, 1, 1), positional, alpha = 2, such a point has m = -mhat K and a negative
+    training loss), and those must not pass. The semantic solve converges (the check is not vacuous)."""
+    spec = ModelSpec(tokens=3)
+    try:
+        fp = solve_general(spec, 2.0, branch, TINY)
+    except BranchNotFound as exc:  # the positional solve may fall to the trivial point: absent, not wrong
+        assert branch == "positional" and exc.point.overlaps.m.any()
+        return
+    if branch == "semantic":
+        assert fp.converged
+    if fp.converged:
+        image = bind_general(spec).prior_updates(**fp.hats.matrices())
+        for name in MatrixOverlaps.NAMES:
+            value = getattr(fp.overlaps, name)
+            assert np.linalg.norm(image[name] - value) <= max(fp.residual, 1e-3) * np.linalg.norm(value) + 1e-12
+        assert fp.train_loss >= 0.0
+
+
+def test_integrator_choice_and_the_general_record():
+    assert choose_integrator(ModelSpec()) == "lines"
+    assert choose_integrator(ModelSpec(tokens=3)) == "qmc"
+    assert choose_integrator(ModelSpec(), "qmc") == "qmc"
+    with pytest.raises(IntegratorError, match="integrator"):
+        choose_integrator(ModelSpec(rank=2), "lines")
+    with pytest.raises(IntegratorError, match="unknown"):
+        choose_integrator(ModelSpec(), "cubature")
+    fp = solve_general(ModelSpec(tokens=3), 2.0, "semantic", TINY)
+    assert fp.integrator == "qmc" and fp.converged
+    d = json.loads(json.dumps(fp.to_dict()))
+    assert d["q"] == [[fp.overlaps.q[0, 0]]] and d["m"] == fp.overlaps.m.tolist()
+    row = fp.to_row()
+    for name in packing.parameter_names(fp.overlaps.shape):
+        assert name in row and f"{name}_error" in row
+    assert "q_eigenvalues_1" in row and "theta_singular_values_1_error" in row
+    assert row["m_1_1"] == 0.0 and row["m_1_1_error"] == 0.0  # zero by symmetry, exactly
+
+
+def test_a_singular_covariance_fails_loudly():
+    spec = ModelSpec(rank=2)
+    model = bind_general(spec)
+    channel = QMCChannel(model, QMCRule(log2_points=8, scrambles=2), branch_subspace("semantic", spec.shape))
+    unused = MatrixOverlaps(spec.shape, q=np.diag([0.1, 0.0]), m=np.zeros((1, 2)), V=np.diag([12.0, 30.0]),
+                            theta=np.array([[0.15], [0.0]]))
+    with pytest.raises(SingularCovariance, match="singular"):
+        channel.estimate(unused, 2.0)
+
+
+def test_the_continuation_retries_a_point_that_fails_from_the_previous_one(monkeypatch):
+    """follow_general: a solve started from the previous point that does not converge is solved again
+    from the default start and replaced if that converges; a branch not found is left out and the
+    next alpha starts afresh (the solver is replaced by a fake that records its starts)."""
+    import numerics.general_fixed_point as general
+
+    calls = []
+
+    def fake(spec, alpha, branch, precision, integrator, start=None):
+        calls.append((alpha, start is not None))
+        if alpha == 3.0:
+            raise BranchNotFound("not found", branch, alpha)
+        converged = start is None or alpha != 2.0
+        return dataclasses.replace(record, alpha=alpha, converged=converged)
+
+    record = solve_general(ModelSpec(), 2.0, "semantic", "draft")
+    monkeypatch.setattr(general, "solve_general", fake)
+    points = general.follow_general(ModelSpec(), [1.0, 2.0, 3.0, 4.0], "semantic")
+    assert calls == [(1.0, False), (2.0, True), (2.0, False), (3.0, True), (4.0, False)]
+    assert [(p.alpha, p.converged) for p in points] == [(1.0, True), (2.0, True), (4.0, True)]
