@@ -25,6 +25,7 @@ from typing import Callable, Dict, Optional, Sequence
 import numpy as np
 
 from derivations import ModelSpec
+from histogram_task import experiment as histogram_experiment
 from sweeps.grid import fmt
 
 from . import PaperError
@@ -108,6 +109,15 @@ QUICK_GD_ALPHAS = (0.5, 0.9, 1.3, 1.7, 2.1, 2.5)
 FULL_GD_ALPHAS = grid(0.25, 2.5, 10)
 PUBLISHED_OMEGAS = (0.0, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4)
 
+
+
+def histogram_changes(config) -> dict:
+    """The fields of a histogram-task configuration that differ from the full experiment's."""
+    full = histogram_experiment.FULL
+    return {f.name: getattr(config, f.name) for f in dataclasses.fields(config)
+            if getattr(config, f.name) != getattr(full, f.name)}
+
+
 PLANS: Dict[str, Plan] = {
     "quick": Plan(
         name="quick", curve_precision="draft", threshold_precision="fast", alphas=QUICK_ALPHAS,
@@ -117,7 +127,7 @@ PLANS: Dict[str, Plan] = {
         plane_gd=Runs(100, 1, QUICK_GD_ALPHAS), plane_omegas=(0.0, 0.1, 0.2, 0.3, 0.4),
         finite_size_ds=(50, 100, 200, 400), finite_size=Runs(0, 3, (2.0,)),
         starts=Runs(200, 4, (0.5, 1.3, 2.1)), rank_two=Runs(200, 2, QUICK_GD_ALPHAS),
-        histogram={"epochs": 4, "continue_epochs": 1, "n_score_sequences": 1000}, histogram_seeds=3),
+        histogram=histogram_changes(histogram_experiment.QUICK), histogram_seeds=3),
     "full": Plan(
         name="full", curve_precision="fast", threshold_precision="fast", alphas=FULL_ALPHAS,
         reference_alpha=2.0, diagram_omegas=grid(0.0, 0.45, 10), slice_omegas=(0.1, 0.2, 0.3, 0.4),
