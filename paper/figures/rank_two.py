@@ -1,8 +1,9 @@
 """Figure 9: a rank-two student (``Q`` of shape ``d x 2``, docs/theory.md, section 4) trained
 by gradient descent from random starts, against ``alpha``: how much of each kind of
 attention its two directions carry, and its test error against the simulated linear
-baseline. The general theory's branches are not drawn: ``numerics`` solves the
-two-token rank-one model only, so this figure is simulation alone; the rank-one theory's
+baseline. The general theory's branches (``numerics.api.follow_general``, the QMC
+integrator) are not drawn: at draft precision they cost about ten minutes per ``alpha`` on
+two cores; docs/studies/qmc_integrator.md has them on a coarse grid. The rank-one theory's
 global minimiser is drawn for comparison, labelled as such."""
 from __future__ import annotations
 
@@ -37,8 +38,9 @@ def what(plan) -> str:
             "random starts). Left: the semantic overlap theta/sigma^2 and the positional overlap |m| of each of the "
             "student's two directions (the larger and the smaller over the two columns). Right: its test error and "
             "the linear baseline fitted on the same data, with the rank-one theory's global minimiser for "
-            "comparison. No theory of the rank-two student is drawn: numerics solves the two-token rank-one model "
-            "only (docs/theory.md, section 4 states the general equations).")
+            "comparison. The rank-two theory's branches are not drawn (about ten minutes per alpha on two cores); "
+            "docs/studies/qmc_integrator.md gives them at alpha = 0.5, 1.5, 2.5, 3.5, where the mixed branch (one "
+            "direction semantic, one positional) is the global minimum from alpha = 1.5 on.")
 
 
 def tasks(b) -> list:
@@ -81,7 +83,7 @@ def draw(rows: list):
     gd_points(right, rows, "linear_test_error", inits=("random",), color="tab:green", label_prefix="baseline, ")
     theory_curves(right, rows, "test_error", ("global",), label_prefix="rank-one ")
     finish_axes(right, "test error")
-    fig.suptitle("Rank-two student from random starts: simulation only (no rank-two theory in numerics)",
+    fig.suptitle("Rank-two student from random starts: simulation only (rank-two theory not drawn)",
                  fontsize=10)
     return fig
 
