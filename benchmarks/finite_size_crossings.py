@@ -88,6 +88,11 @@ LONG_RUNS = {0.0: {500: 6, 1000: 3, 2000: 2, 4000: 1},
              0.1: {500: 6, 1000: 3, 2000: 2, 4000: 1},
              0.3: {500: 6, 1000: 3, 2000: 2, 4000: 0}}
 LONG_WINDOW = 0.03
+# Root of the seed-mean curve: linear interpolation between the two grid points that
+# bracket the sign change (curvature bias below 0.002 at spacing 0.05 for the theory's
+# Delta F), and a quadratic fitted to the four nearest points as a check.
+METHODS = {"interpolation": {"half_width": 1, "degree": 1}, "quadratic": {"half_width": 2, "degree": 2}}
+PRIMARY = "interpolation"
 
 
 def alpha_grid(omega: float, d: int) -> List[float]:
@@ -293,12 +298,28 @@ def slice_estimates(rows: Sequence[dict], steps: int, n_boot: int, long_only: bo
         if len(runs) < 2:
             continue
         for name, fn, values in (("alpha_c", alpha_c, arr["delta_f"]), ("alpha_l", alpha_l, arr["excess_test"])):
-            c = fn(alphas, values, n_boot=n_boot, rng=np.random.default_rng(1))
-            out.append({"omega": omega, "d": d, "steps": steps, "subset": "long" if long_only else "all",
-                        "quantity": name, **c.to_dict(), "alphas": len(alphas),
-                        "alpha_min": float(alphas.min()), "alpha_max": float(alphas.max()),
-                        "theory": THEORY[omega][name][0], "published": PUBLISHED[omega][name]})
+            for method, kwargs in METHODS.items():
+                c = fn(alphas, values, n_boot=n_boot, rng=np.random.default_rng(1), **kwargs)
+                out.append({"omega": omega, "d": d, "steps": steps, "subset": "long" if long_only else "all",
+                            "quantity": name, "method": method, **c.to_dict(), "alphas": len(alphas),
+                            "alpha_min": float(alphas.min()), "alpha_max": float(alphas.max()),
+                            **_spread(alphas, values, c.estimate),
+                            "theory": THEORY[omega][name][0], "published": PUBLISHED[omega][name]})
     return out
+
+
+def _spread(alphas: np.ndarray, values: np.ndarray, estimate: float) -> dict:
+    """Across-run spread of ``values`` at the grid alpha nearest ``estimate``, the mean curve's
+    slope there, and their ratio: the spread of single-run crossings that sets the error."""
+    if not math.isfinite(estimate) or len(alphas) < 2:
+        return {"run_spread": float("nan"), "slope": float("nan"), "run_spread_in_alpha": float("nan")}
+    i = int(np.argmin(np.abs(alphas - estimate)))
+    row = values[i][np.isfinite(values[i])]
+    j = min(max(i, 1), len(alphas) - 1)
+    mean = np.array([v[np.isfinite(v)].mean() if np.isfinite(v).any() else np.nan for v in values])
+    slope = (mean[j] - mean[j - 1]) / (alphas[j] - alphas[j - 1])
+    spread = float(row.std(ddof=1)) if len(row) > 1 else float("nan")
+    return {"run_spread": spread, "slope": float(slope), "run_spread_in_alpha": spread / abs(slope)}
 
 
 def extrapolation_rows(estimates: Sequence[dict], steps: int) -> List[dict]:
@@ -307,8 +328,8 @@ def extrapolation_rows(estimates: Sequence[dict], steps: int) -> List[dict]:
     out = []
     for omega in sorted({e["omega"] for e in estimates}):
         for name in ("alpha_c", "alpha_l"):
-            sel = [e for e in estimates if e["omega"] == omega and e["quantity"] == name and e["steps"] == steps
-                   and e["subset"] == "all" and math.isfinite(e["estimate"]) and math.isfinite(e["std"])
+            sel = [e for e in _primary(estimates) if e["omega"] == omega and e["quantity"] == name
+                   and e["steps"] == steps and e["subset"] == "all" and math.isfinite(e["estimate"]) and math.isfinite(e["std"])
                    and e["std"] > 0]
             if len(sel) < 2:
                 continue
@@ -359,8 +380,11 @@ def step_rows(rows: Sequence[dict]) -> List[dict]:
 
 
 def markdown(estimates: Sequence[dict], fits: Sequence[dict], steps_table: Sequence[dict]) -> str:
-    lines = ["| omega | d | steps | runs | alpha_c(d) | alpha_l(d) |", "|---|---|---|---|---|---|"]
-    index = {(e["omega"], e["d"], e["steps"], e["subset"], e["quantity"]): e for e in estimates}
+    lines = ["| omega | d | steps | runs | alpha_c(d) | alpha_l(d) | quadratic fit: alpha_c, alpha_l |",
+             "|---|---|---|---|---|---|---|"]
+    index = {(e["omega"], e["d"], e["steps"], e["subset"], e["quantity"]): e for e in _primary(estimates)}
+    quad = {(e["omega"], e["d"], e["steps"], e["subset"], e["quantity"]): e for e in estimates
+            if e["method"] != PRIMARY}
 
     def cell(e):
         if e is None or not math.isfinite(e["estimate"]):
@@ -371,7 +395,9 @@ def markdown(estimates: Sequence[dict], fits: Sequence[dict], steps_table: Seque
     for (omega, d, steps, subset) in sorted({k[:4] for k in index}):
         c, l = index.get((omega, d, steps, subset, "alpha_c")), index.get((omega, d, steps, subset, "alpha_l"))
         label = f"{steps}" + (" (runs with 20000)" if subset == "long" else "")
-        lines.append(f"| {omega:g} | {d} | {label} | {(c or l)['runs']} | {cell(c)} | {cell(l)} |")
+        qc, ql = (quad.get((omega, d, steps, subset, q)) for q in ("alpha_c", "alpha_l"))
+        qcell = ", ".join(f"{e['estimate']:.4f}" if e else "" for e in (qc, ql))
+        lines.append(f"| {omega:g} | {d} | {label} | {(c or l)['runs']} | {cell(c)} | {cell(l)} | {qcell} |")
     lines += ["", "| omega | threshold | law | d -> inf | ± (scaled) | chi2/dof | p | theory | z | published | z |",
               "|---|---|---|---|---|---|---|---|---|---|---|"]
     for f in fits:
@@ -411,7 +437,7 @@ def plot(out: str, rows: Sequence[dict], estimates: Sequence[dict], fits: Sequen
     colours = {"alpha_c": "C0", "alpha_l": "C3"}
     for ax, omega in zip(axes[0], OMEGAS):
         for name in ("alpha_c", "alpha_l"):
-            sel = sorted((e for e in estimates if e["omega"] == omega and e["quantity"] == name
+            sel = sorted((e for e in _primary(estimates) if e["omega"] == omega and e["quantity"] == name
                           and e["steps"] == SHORT and e["subset"] == "all" and math.isfinite(e["estimate"])),
                          key=lambda e: e["d"])
             if sel:
@@ -504,6 +530,10 @@ def cmd_analyse(args) -> int:
              len(runs), sum(r["wall_time"] for r in runs.values()) / 3600, sum(cpu) / 3600, len(cpu), figure)
     print(table)
     return 0
+
+
+def _primary(estimates: Sequence[dict]) -> List[dict]:
+    return [e for e in estimates if e["method"] == PRIMARY]
 
 
 def _floats(text: str) -> List[float]:
