@@ -223,23 +223,27 @@ def cmd_plan(args) -> int:
 
 
 def cmd_time(args) -> int:
+    """Per-step and set-up times, wall and core (process) time side by side, one thread."""
     import torch
 
     torch.set_num_threads(1)
     from derivations.spec import ModelSpec
     from validation.simulate import make_problem, train
 
-    print(f"{'d':>5} {'alpha':>6} {'n':>6} {'problem s':>10} {'ms/step':>8} {'model ms':>8} {'5000-step pair s':>16}")
+    print(f"{'d':>5} {'alpha':>6} {'n':>6} {'set-up s':>9} {'(core s)':>9} {'ms/step':>8} {'(core)':>8} "
+          f"{'model':>8} {'pair, 5000 steps, core s':>25}")
     for d in args.ds:
         for alpha in args.alphas:
-            t0 = time.perf_counter()
+            w0, c0 = time.perf_counter(), time.process_time()
             p = make_problem(ModelSpec(omega=0.0), d, alpha, seed=1, run_index=0)
-            problem = time.perf_counter() - t0
+            w1, c1 = time.perf_counter(), time.process_time()
             steps = max(50, int(args.steps * 1000 / d))
-            r = train(p, "positional", steps, record_points=1)
-            per = r.wall_time / steps
-            print(f"{d:5d} {alpha:6.3g} {p.n:6d} {problem:10.2f} {1e3 * per:8.3f} "
-                  f"{1e3 * step_time_model(p.n, d):8.3f} {problem + 2 * SHORT * per:16.1f}", flush=True)
+            train(p, "positional", steps, record_points=1)
+            w2, c2 = time.perf_counter(), time.process_time()
+            step_core = (c2 - c1) / steps
+            print(f"{d:5d} {alpha:6.3g} {p.n:6d} {w1 - w0:9.2f} {c1 - c0:9.2f} {1e3 * (w2 - w1) / steps:8.3f} "
+                  f"{1e3 * step_core:8.3f} {1e3 * step_time_model(p.n, d):8.3f} "
+                  f"{c1 - c0 + 2 * SHORT * step_core:25.1f}", flush=True)
     return 0
 
 
