@@ -356,9 +356,9 @@ def extrapolation_rows(estimates: Sequence[dict], steps: int) -> List[dict]:
     return out
 
 
-def step_rows(rows: Sequence[dict]) -> List[dict]:
+def step_rows(rows: Sequence[dict], n_boot: int) -> List[dict]:
     """5000 against 20000 steps on the same runs: changes of Delta F, m, theta, the test errors."""
-    from validation.crossings import paired_matrices
+    from validation.crossings import CrossingError, crossing_shift, paired_matrices
 
     out = []
     long_rows = [r for r in rows if str(LONG) in r["snapshot_steps"].split("-")]
@@ -373,6 +373,15 @@ def step_rows(rows: Sequence[dict]) -> List[dict]:
             ok = np.isfinite(diff)
             entry[f"{key}_mean_change"] = float(diff[ok].mean())
             entry[f"{key}_max_abs_change"] = float(np.abs(diff[ok]).max())
+        for name, key, rising in (("alpha_c", "delta_f", True), ("alpha_l", "excess_test", False)):
+            try:
+                sh = crossing_shift(a5, s5[key], s20[key], rising, n_boot=n_boot, rng=np.random.default_rng(2),
+                                    **METHODS[PRIMARY])
+            except CrossingError as exc:  # e.g. a single long run in the slice
+                log.info("omega=%g d=%d %s shift: %s", omega, d, name, exc)
+                sh = {"shift": float("nan"), "std": float("nan"), "no_crossing_fraction": float("nan")}
+            entry[f"{name}_shift"], entry[f"{name}_shift_std"] = sh["shift"], sh["std"]
+            entry[f"{name}_shift_no_crossing_fraction"] = sh["no_crossing_fraction"]
         flips = np.isfinite(s20["global_is_semantic"]) & (s20["global_is_semantic"] != s5["global_is_semantic"])
         entry["global_minimiser_flips"] = int(flips.sum())
         for start in ("semantic", "positional"):
@@ -410,11 +419,14 @@ def markdown(estimates: Sequence[dict], fits: Sequence[dict], steps_table: Seque
                      f"{f['published']:.4f} | {f['z_published']:+.1f} |")
     if steps_table:
         lines += ["", "| omega | d | paired runs | mean ΔF change | max abs ΔF change | mean m_pos change | "
-                  "mean theta_sem change | global minimiser flips |", "|---|---|---|---|---|---|---|---|"]
+                  "mean theta_sem change | global minimiser flips | alpha_c shift | alpha_l shift |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
         for s in steps_table:
             lines.append(f"| {s['omega']:g} | {s['d']} | {s['pairs']} | {s['delta_f_mean_change']:.2e} | "
                          f"{s['delta_f_max_abs_change']:.2e} | {s['positional_m_mean_change']:+.4f} | "
-                         f"{s['semantic_theta_over_sigma2_mean_change']:+.4f} | {s['global_minimiser_flips']} |")
+                         f"{s['semantic_theta_over_sigma2_mean_change']:+.4f} | {s['global_minimiser_flips']} | "
+                         f"{s['alpha_c_shift']:+.4f} ± {s['alpha_c_shift_std']:.4f} | "
+                         f"{s['alpha_l_shift']:+.4f} ± {s['alpha_l_shift_std']:.4f} |")
     return "\n".join(lines) + "\n"
 
 
@@ -521,7 +533,7 @@ def cmd_analyse(args) -> int:
     fits = extrapolation_rows(estimates, SHORT)
     if fits:
         write_csv(os.path.join(args.out, "extrapolation.csv"), fits)
-    steps_table = step_rows(rows)
+    steps_table = step_rows(rows, args.n_boot)
     if steps_table:
         write_csv(os.path.join(args.out, "steps.csv"), steps_table)
     table = markdown(estimates, fits, steps_table)

@@ -119,3 +119,18 @@ def test_paired_run_snapshots_continue_one_trajectory():
     assert arr["excess_test"][0, 0] == pytest.approx(snaps[(winner, 90)]["test_error"] - record["linear_test_error"])
     with pytest.raises(cr.CrossingError):
         cr.paired_run(spec, 60, 0.8, seed=11, snapshots=(90, 30))
+
+
+def test_crossing_shift_cancels_the_noise_common_to_both_curves():
+    rng = np.random.default_rng(9)
+    alphas = np.round(np.arange(0.45, 0.851, 0.05), 4)
+    before = _paired_curves(0.60, 4e-4, alphas, 10, 0.0, 3e-5, rng)
+    after = before - 4e-4 * 0.01  # every curve moves down by the same amount: the root moves by +0.01
+    single = cr.alpha_c(alphas, before, half_width=1, n_boot=300, rng=np.random.default_rng(1))
+    shift = cr.crossing_shift(alphas, before, after, rising=True, half_width=1, n_boot=300,
+                              rng=np.random.default_rng(1))
+    assert shift["shift"] == pytest.approx(0.01, abs=1e-9)
+    # the seed offsets (3e-5, i.e. 0.075 in alpha per run) dominate each estimate but not the shift
+    assert single.std > 0.01 and shift["std"] < 1e-9
+    with pytest.raises(cr.CrossingError):
+        cr.crossing_shift(alphas, before, after[:, :5], rising=True)

@@ -217,6 +217,37 @@ def curve_root(alphas: np.ndarray, means: np.ndarray, rising: bool, half_width: 
     return float(roots[np.argmin(np.abs(roots - interp))]), len(brackets)
 
 
+def _mean_curve(values: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """Mean over the columns ``cols`` (repeats allowed) of each row, NaN entries left out."""
+    sub = values[:, cols]
+    present = np.isfinite(sub)
+    w = present.sum(axis=1)
+    total = np.where(present, sub, 0.0).sum(axis=1)
+    return np.where(w > 0, total / np.maximum(w, 1), np.nan)
+
+
+def _check(alphas, values) -> Tuple[np.ndarray, np.ndarray]:
+    values = np.asarray(values, float)
+    alphas = np.asarray(alphas, float)
+    if values.ndim != 2 or values.shape[0] != len(alphas):
+        raise CrossingError(f"values must have shape (len(alphas), runs), got {values.shape}")
+    if values.shape[1] < 2:
+        raise CrossingError("a bootstrap needs at least two runs")
+    return alphas, values
+
+
+def _roots(alphas, matrices, rising, half_width, degree, n_boot, rng):
+    """Roots of the mean curves of ``matrices`` (same runs) on all runs and on ``n_boot``
+    shared resamples of the runs: ``(estimates, sign_changes, boots)``, boots ``(n_boot, len(matrices))``."""
+    runs = matrices[0].shape[1]
+    full = [curve_root(alphas, _mean_curve(v, np.arange(runs)), rising, half_width, degree) for v in matrices]
+    boots = np.empty((n_boot, len(matrices)))
+    for b in range(n_boot):
+        cols = rng.integers(0, runs, runs)
+        boots[b] = [curve_root(alphas, _mean_curve(v, cols), rising, half_width, degree)[0] for v in matrices]
+    return [f[0] for f in full], [f[1] for f in full], boots
+
+
 def crossing(alphas: Sequence[float], values: np.ndarray, rising: bool, half_width: int = 2, degree: int = 1,
              n_boot: int = 2000, rng: Optional[np.random.Generator] = None) -> Crossing:
     """Where the mean over runs of ``values`` (shape ``(len(alphas), runs)``, NaN = missing) changes sign.
@@ -225,31 +256,37 @@ def crossing(alphas: Sequence[float], values: np.ndarray, rising: bool, half_wid
     to every alpha (runs with the same index share their teacher and test set, so the
     errors at neighbouring alphas are correlated and must be resampled together).
     """
-    values = np.asarray(values, float)
-    alphas = np.asarray(alphas, float)
-    if values.ndim != 2 or values.shape[0] != len(alphas):
-        raise CrossingError(f"values must have shape (len(alphas), runs), got {values.shape}")
-    if values.shape[1] < 2:
-        raise CrossingError("a bootstrap needs at least two runs")
+    alphas, values = _check(alphas, values)
     rng = np.random.default_rng(0) if rng is None else rng
-    present = np.isfinite(values)
-
-    def mean_curve(cols):
-        sub, w = np.where(present[:, cols], values[:, cols], 0.0), present[:, cols].sum(axis=1)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            return np.where(w > 0, sub.sum(axis=1) / np.maximum(w, 1), np.nan)
-
-    all_cols = np.arange(values.shape[1])
-    estimate, changes = curve_root(alphas, mean_curve(all_cols), rising, half_width, degree)
-    boots = np.array([curve_root(alphas, mean_curve(rng.integers(0, len(all_cols), len(all_cols))), rising,
-                                 half_width, degree)[0] for _ in range(n_boot)])
-    ok = boots[np.isfinite(boots)]
+    (estimate,), (changes,), boots = _roots(alphas, [values], rising, half_width, degree, n_boot, rng)
+    ok = boots[:, 0][np.isfinite(boots[:, 0])]
     nan = float("nan")
     return Crossing(estimate=float(estimate), std=float(ok.std(ddof=1)) if len(ok) > 1 else nan,
                     p16=float(np.percentile(ok, 16)) if len(ok) else nan,
                     p84=float(np.percentile(ok, 84)) if len(ok) else nan,
                     no_crossing_fraction=float(1.0 - len(ok) / n_boot), sign_changes=int(changes),
                     n_boot=int(n_boot), runs=int(values.shape[1]))
+
+
+def crossing_shift(alphas: Sequence[float], before: np.ndarray, after: np.ndarray, rising: bool,
+                   half_width: int = 2, degree: int = 1, n_boot: int = 2000,
+                   rng: Optional[np.random.Generator] = None) -> dict:
+    """How far the crossing moves from ``before`` to ``after`` (the same runs, e.g. two step counts).
+
+    The two estimates share every bootstrap resample, so the noise common to both
+    (the runs' data) cancels in the shift's error. Returns ``shift``, ``std`` and the
+    fraction of resamples in which either curve had no crossing.
+    """
+    alphas, before = _check(alphas, before)
+    _, after = _check(alphas, after)
+    if before.shape != after.shape:
+        raise CrossingError(f"before and after must have the same shape, got {before.shape}, {after.shape}")
+    rng = np.random.default_rng(0) if rng is None else rng
+    (b0, a0), _, boots = _roots(alphas, [before, after], rising, half_width, degree, n_boot, rng)
+    diff = boots[:, 1] - boots[:, 0]
+    ok = diff[np.isfinite(diff)]
+    return {"shift": float(a0 - b0), "std": float(ok.std(ddof=1)) if len(ok) > 1 else float("nan"),
+            "no_crossing_fraction": float(1.0 - len(ok) / n_boot)}
 
 
 def alpha_c(alphas, delta_f, **kwargs) -> Crossing:
