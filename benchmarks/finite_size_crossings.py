@@ -326,14 +326,25 @@ def _spread(alphas: np.ndarray, values: np.ndarray, estimate: float) -> dict:
     return {"run_spread": spread, "slope": float(slope), "run_spread_in_alpha": spread / abs(slope)}
 
 
+def complete_slices(out: str) -> set:
+    """(omega, d) slices whose planned runs have all finished."""
+    done = set(os.listdir(os.path.join(out, "runs")))
+    slices: Dict[tuple, bool] = {}
+    for t in plan():
+        key = (t.omega, t.d)
+        slices[key] = slices.get(key, True) and t.name in done
+    return {k for k, ok in slices.items() if ok}
+
+
 def extrapolation_rows(estimates: Sequence[dict], steps: int) -> List[dict]:
+    """Fits over the complete slices only (a slice under way has too few seeds for its error bar)."""
     from validation.crossings import CrossingError, extrapolations
 
     out = []
     for omega in sorted({e["omega"] for e in estimates}):
         for name in ("alpha_c", "alpha_l"):
             sel = [e for e in _primary(estimates) if e["omega"] == omega and e["quantity"] == name
-                   and e["steps"] == steps and e["subset"] == "all" and math.isfinite(e["estimate"]) and math.isfinite(e["std"])
+                   and e["steps"] == steps and e["subset"] == "all" and e["complete"] and math.isfinite(e["estimate"]) and math.isfinite(e["std"])
                    and e["std"] > 0]
             if len(sel) < 2:
                 continue
@@ -408,6 +419,8 @@ def markdown(estimates: Sequence[dict], fits: Sequence[dict], steps_table: Seque
     for (omega, d, steps, subset) in sorted({k[:4] for k in index}):
         c, l = index.get((omega, d, steps, subset, "alpha_c")), index.get((omega, d, steps, subset, "alpha_l"))
         label = f"{steps}" + (" (runs with 20000)" if subset == "long" else "")
+        if not (c or l)["complete"]:
+            label += ", slice under way"
         qc, ql = (quad.get((omega, d, steps, subset, q)) for q in ("alpha_c", "alpha_l"))
         qcell = ", ".join(f"{e['estimate']:.4f}" if e else "" for e in (qc, ql))
         lines.append(f"| {omega:g} | {d} | {label} | {(c or l)['runs']} | {cell(c)} | {cell(l)} | {qcell} |")
@@ -529,6 +542,9 @@ def cmd_analyse(args) -> int:
     write_csv(os.path.join(args.out, "runs.csv"), rows)
     estimates = slice_estimates(rows, SHORT, args.n_boot) + slice_estimates(rows, LONG, args.n_boot) \
         + slice_estimates(rows, SHORT, args.n_boot, long_only=True)
+    complete = complete_slices(args.out)
+    for e in estimates:
+        e["complete"] = (e["omega"], e["d"]) in complete
     write_csv(os.path.join(args.out, "crossings.csv"), estimates)
     fits = extrapolation_rows(estimates, SHORT)
     if fits:

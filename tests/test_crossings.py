@@ -134,3 +134,9 @@ def test_crossing_shift_cancels_the_noise_common_to_both_curves():
     assert single.std > 0.01 and shift["std"] < 1e-9
     with pytest.raises(cr.CrossingError):
         cr.crossing_shift(alphas, before, after[:, :5], rising=True)
+
+
+def test_extrapolation_survives_very_unequal_errors():
+    # one size with a tiny error pins the fit there; the fit must stay solvable, not fail on conditioning
+    fit = cr.extrapolate([500, 1000], [0.58, 0.60], [0.02, 1e-15], "1/d")
+    assert fit.a == pytest.approx(0.62, abs=1e-9) and fit.dof == 0

@@ -341,9 +341,13 @@ def extrapolate(ds: Sequence[float], values: Sequence[float], errors: Sequence[f
     M = LAWS[law](d)
     if len(d) < M.shape[1]:
         raise CrossingError(f"law {law!r} needs at least {M.shape[1]} sizes, got {len(d)}")
-    w = 1.0 / s ** 2
-    cov = np.linalg.inv(M.T @ (M * w[:, None]))
-    coef = cov @ (M.T @ (w * y))
+    Mw, yw = M / s[:, None], y / s  # whitened: unit errors
+    q, r = np.linalg.qr(Mw)
+    if np.min(np.abs(np.diag(r))) <= 1e-12 * np.max(np.abs(np.diag(r))):
+        raise CrossingError(f"law {law!r} is degenerate on d = {list(d)} with these errors")
+    coef = np.linalg.solve(r, q.T @ yw)
+    r_inv = np.linalg.inv(r)
+    cov = r_inv @ r_inv.T
     pulls = (y - M @ coef) / s
     chi2 = float(np.sum(pulls ** 2))
     dof = len(d) - M.shape[1]
