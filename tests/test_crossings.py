@@ -138,5 +138,7 @@ def test_crossing_shift_cancels_the_noise_common_to_both_curves():
 
 def test_extrapolation_survives_very_unequal_errors():
     # one size with a tiny error pins the fit there; the fit must stay solvable, not fail on conditioning
-    fit = cr.extrapolate([500, 1000], [0.58, 0.60], [0.02, 1e-15], "1/d")
-    assert fit.a == pytest.approx(0.62, abs=1e-9) and fit.dof == 0
+    fit = cr.extrapolate([500, 1000], [0.58, 0.60], [0.02, 1e-9], "1/d")
+    assert fit.a == pytest.approx(0.62, abs=1e-7) and fit.dof == 0
+    with pytest.raises(cr.CrossingError):
+        cr.extrapolate([500, 500, 1000], [0.58, 0.59, 0.60], [0.01, 0.01, 0.01], "1/d+1/d^2")

@@ -341,10 +341,10 @@ def extrapolate(ds: Sequence[float], values: Sequence[float], errors: Sequence[f
     M = LAWS[law](d)
     if len(d) < M.shape[1]:
         raise CrossingError(f"law {law!r} needs at least {M.shape[1]} sizes, got {len(d)}")
-    Mw, yw = M / s[:, None], y / s  # whitened: unit errors
+    if np.linalg.matrix_rank(M) < M.shape[1]:
+        raise CrossingError(f"law {law!r} is degenerate on d = {[int(x) for x in d]}")
+    Mw, yw = M / s[:, None], y / s  # whitened (unit errors); QR keeps disparate errors solvable
     q, r = np.linalg.qr(Mw)
-    if np.min(np.abs(np.diag(r))) <= 1e-12 * np.max(np.abs(np.diag(r))):
-        raise CrossingError(f"law {law!r} is degenerate on d = {list(d)} with these errors")
     coef = np.linalg.solve(r, q.T @ yw)
     r_inv = np.linalg.inv(r)
     cov = r_inv @ r_inv.T
