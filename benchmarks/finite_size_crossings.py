@@ -20,6 +20,8 @@ run index by run index, so a stop leaves complete slices and, in the slice under
 complete seeds across the alpha grid. ``analyse`` writes ``runs.csv`` (one row per run,
 start and snapshot), ``crossings.csv`` (estimates per (omega, d, steps)),
 ``extrapolation.csv``, ``steps.csv`` (5000 against 20000 steps on the same runs),
+``trend.csv`` (seed means of the overlaps and errors per (omega, d, alpha), beside the
+omega = 0 theory curve),
 ``crossings.md`` and ``crossings.png``/``.pdf``.
 """
 from __future__ import annotations
@@ -403,6 +405,48 @@ def step_rows(rows: Sequence[dict], n_boot: int) -> List[dict]:
     return out
 
 
+TREND_KEYS = ("positional_m", "positional_q", "positional_train_loss", "positional_test_error",
+              "semantic_theta_over_sigma2", "semantic_q", "semantic_train_loss", "semantic_test_error",
+              "delta_f", "linear_test_error")
+# theory curve columns (attnphase curve) of each trend quantity: (branch, column, divisor)
+THEORY_COLUMNS = {"positional_m": ("positional", "m", 1.0), "positional_q": ("positional", "q", 1.0),
+                  "positional_train_loss": ("positional", "train_loss", 1.0),
+                  "positional_test_error": ("positional", "test_error", 1.0),
+                  "semantic_theta_over_sigma2": ("semantic", "theta", 0.25), "semantic_q": ("semantic", "q", 1.0),
+                  "semantic_train_loss": ("semantic", "train_loss", 1.0),
+                  "semantic_test_error": ("semantic", "test_error", 1.0)}
+
+
+def trend_rows(rows: Sequence[dict], curves: Dict[str, List[dict]]) -> List[dict]:
+    """Seed means and standard errors of the overlaps, losses and errors per (omega, d, alpha, steps),
+    with the theory curve's value (omega = 0 only) where it has the alpha."""
+    from validation.crossings import paired_matrices
+
+    theory = {(b, round(float(r["alpha"]), 4)): r for b, pts in curves.items() for r in pts}
+    out = []
+    for omega, d in sorted({(float(r["omega"]), int(r["d"])) for r in rows}):
+        sel = [r for r in rows if float(r["omega"]) == omega and int(r["d"]) == d]
+        for steps in (SHORT, LONG):
+            if not any(int(r["steps"]) == steps for r in sel):
+                continue
+            alphas, _, arr = paired_matrices(sel, steps)
+            for i, alpha in enumerate(alphas):
+                for key in TREND_KEYS:
+                    v = arr[key][i][np.isfinite(arr[key][i])]
+                    if not len(v):
+                        continue
+                    th = float("nan")
+                    if omega == 0.0 and key in THEORY_COLUMNS:
+                        branch, column, div = THEORY_COLUMNS[key]
+                        point = theory.get((branch, round(float(alpha), 4)))
+                        th = float(point[column]) / div if point else float("nan")
+                    out.append({"omega": omega, "d": d, "steps": steps, "alpha": float(alpha), "quantity": key,
+                                "runs": len(v), "mean": float(v.mean()),
+                                "sem": float(v.std(ddof=1) / math.sqrt(len(v))) if len(v) > 1 else float("nan"),
+                                "theory": th})
+    return out
+
+
 def markdown(estimates: Sequence[dict], fits: Sequence[dict], steps_table: Sequence[dict]) -> str:
     lines = ["| omega | d | steps | runs | alpha_c(d) | alpha_l(d) | quadratic fit: alpha_c, alpha_l |",
              "|---|---|---|---|---|---|---|"]
@@ -552,10 +596,12 @@ def cmd_analyse(args) -> int:
     steps_table = step_rows(rows, args.n_boot)
     if steps_table:
         write_csv(os.path.join(args.out, "steps.csv"), steps_table)
+    curves = read_theory_curve(args.theory_curve)
+    write_csv(os.path.join(args.out, "trend.csv"), trend_rows(rows, curves))
     table = markdown(estimates, fits, steps_table)
     with open(os.path.join(args.out, "crossings.md"), "w") as f:
         f.write(table)
-    figure = plot(args.out, rows, estimates, fits, read_theory_curve(args.theory_curve))
+    figure = plot(args.out, rows, estimates, fits, curves)
     runs = {(r["omega"], r["d"], r["alpha"], r["run_index"], r["snapshot_steps"]): r for r in rows}
     cpu = [r["cpu_time"] for r in runs.values() if math.isfinite(r["cpu_time"])]
     log.info("%d paired runs: %.2f h wall in the workers; %.2f core-hours over the %d runs that record it; wrote %s",
