@@ -62,12 +62,13 @@ def _grid(lo: float, hi: float, step: float) -> List[float]:
     return [round(lo + k * step, 4) for k in range(int(round((hi - lo) / step)) + 1)]
 
 
-# alpha grids (spacing 0.05): each covers the published and the theory value of both
-# thresholds with a margin and reaches below them, where the finite-d crossings lie;
-# at d <= 1000 (cheap) the omega = 0 grid also spans the semantic spinodal. At
+# alpha grids (spacing 0.05, on one lattice so that every d and the theory curves share
+# alphas): each covers the published and the theory value of both thresholds with a
+# margin and reaches below them, where the finite-d crossings lie; at d <= 1000 (cheap)
+# the omega = 0 grid also spans the semantic spinodal. At
 # omega = 0.3 the grids skip 1.35, between the two thresholds, and at d = 4000 keep
 # only the alphas next to them.
-_W0_SMALL, _W0_LARGE = _grid(0.45, 0.85, 0.05), _grid(0.525, 0.825, 0.05)
+_W0_SMALL, _W0_LARGE = _grid(0.45, 0.85, 0.05), _grid(0.55, 0.80, 0.05)
 _W1_SMALL, _W1_LARGE = _grid(0.60, 0.95, 0.05), _grid(0.65, 0.95, 0.05)
 ALPHAS = {0.0: {500: _W0_SMALL, 1000: _W0_SMALL, 2000: _W0_LARGE, 4000: _W0_LARGE},
           0.1: {500: _W1_SMALL, 1000: _W1_SMALL, 2000: _W1_LARGE, 4000: _W1_LARGE},
@@ -80,7 +81,7 @@ ALPHAS = {0.0: {500: _W0_SMALL, 1000: _W0_SMALL, 2000: _W0_LARGE, 4000: _W0_LARG
 # roughly like d^-1/2 while a run costs ~d^2, so small d gets many seeds. omega = 0 gets
 # the most (largest gap between the published and the theory values), omega = 0.3 the
 # fewest (its alpha_c gap, 0.01, is beyond reach at this budget).
-SEEDS = {0.0: {500: 40, 1000: 20, 2000: 10, 4000: 4},
+SEEDS = {0.0: {500: 40, 1000: 20, 2000: 12, 4000: 5},
          0.1: {500: 24, 1000: 12, 2000: 8, 4000: 3},
          0.3: {500: 12, 1000: 6, 2000: 4, 4000: 2}}
 # 20000-step snapshots on the first LONG_RUNS[omega][d] run indices: at d <= 1000 on the
