@@ -448,6 +448,29 @@ def trend_rows(rows: Sequence[dict], curves: Dict[str, List[dict]]) -> List[dict
     return out
 
 
+TREND_TABLE = (("positional_m", "m, positional start"), ("positional_q", "q, positional start"),
+               ("semantic_theta_over_sigma2", "theta/sigma^2, semantic start"), ("semantic_q", "q, semantic start"),
+               ("semantic_test_error", "test error, semantic start"))
+TREND_ALPHAS = (0.55, 0.6, 0.7, 0.8)
+
+
+def trend_markdown(trend: Sequence[dict]) -> str:
+    """omega = 0, 5000 steps: the d-trend of the overlaps at a few alphas beside the theory."""
+    ds = sorted({t["d"] for t in trend if t["omega"] == 0.0})
+    index = {(t["quantity"], t["alpha"], t["d"]): t for t in trend if t["omega"] == 0.0 and t["steps"] == SHORT}
+    lines = ["| quantity | alpha | " + " | ".join(f"d = {d}" for d in ds) + " | theory |",
+             "|---|---|" + "---|" * (len(ds) + 1)]
+    for key, label in TREND_TABLE:
+        for alpha in TREND_ALPHAS:
+            cells = [index.get((key, alpha, d)) for d in ds]
+            if not any(cells):
+                continue
+            th = next((c["theory"] for c in cells if c), float("nan"))
+            lines.append(f"| {label} | {alpha:g} | " + " | ".join(
+                f"{c['mean']:.4g} ± {c['sem']:.2g}" if c else "" for c in cells) + f" | {th:.4g} |")
+    return "\n".join(lines) + "\n"
+
+
 def markdown(estimates: Sequence[dict], fits: Sequence[dict], steps_table: Sequence[dict]) -> str:
     lines = ["| omega | d | steps | runs | alpha_c(d) | alpha_l(d) | quadratic fit: alpha_c, alpha_l |",
              "|---|---|---|---|---|---|---|"]
@@ -598,8 +621,9 @@ def cmd_analyse(args) -> int:
     if steps_table:
         write_csv(os.path.join(args.out, "steps.csv"), steps_table)
     curves = read_theory_curve(args.theory_curve)
-    write_csv(os.path.join(args.out, "trend.csv"), trend_rows(rows, curves))
-    table = markdown(estimates, fits, steps_table)
+    trend = trend_rows(rows, curves)
+    write_csv(os.path.join(args.out, "trend.csv"), trend)
+    table = markdown(estimates, fits, steps_table) + "\n" + trend_markdown(trend)
     with open(os.path.join(args.out, "crossings.md"), "w") as f:
         f.write(table)
     figure = plot(args.out, rows, estimates, fits, curves)
