@@ -347,8 +347,8 @@ def extrapolation_rows(estimates: Sequence[dict], steps: int) -> List[dict]:
     for omega in sorted({e["omega"] for e in estimates}):
         for name in ("alpha_c", "alpha_l"):
             sel = [e for e in _primary(estimates) if e["omega"] == omega and e["quantity"] == name
-                   and e["steps"] == steps and e["subset"] == "all" and e["complete"] and math.isfinite(e["estimate"]) and math.isfinite(e["std"])
-                   and e["std"] > 0]
+                   and e["steps"] == steps and e["subset"] == "all" and e["complete"]
+                   and math.isfinite(e["estimate"]) and math.isfinite(e["std"]) and e["std"] > 0]
             if len(sel) < 2:
                 continue
             ds = [e["d"] for e in sel]
@@ -523,7 +523,8 @@ def read_theory_curve(path: Optional[str]) -> Dict[str, List[dict]]:
 
 
 def plot(out: str, rows: Sequence[dict], estimates: Sequence[dict], fits: Sequence[dict],
-         curves: Dict[str, List[dict]]) -> str:
+         curves: Dict[str, List[dict]], complete: set) -> str:
+    """The crossings against 1/d and the omega = 0 d-trend, complete slices only."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -535,7 +536,8 @@ def plot(out: str, rows: Sequence[dict], estimates: Sequence[dict], fits: Sequen
     for ax, omega in zip(axes[0], OMEGAS):
         for name in ("alpha_c", "alpha_l"):
             sel = sorted((e for e in _primary(estimates) if e["omega"] == omega and e["quantity"] == name
-                          and e["steps"] == SHORT and e["subset"] == "all" and math.isfinite(e["estimate"])),
+                          and e["steps"] == SHORT and e["subset"] == "all" and e["complete"]
+                          and math.isfinite(e["estimate"])),
                          key=lambda e: e["d"])
             if sel:
                 x = [1.0 / e["d"] for e in sel]
@@ -559,7 +561,7 @@ def plot(out: str, rows: Sequence[dict], estimates: Sequence[dict], fits: Sequen
         ax.set_xlim(-1e-4, 1.0 / 450)
         ax.legend(fontsize=7)
     # d-trend at omega = 0 against the theory curves
-    w0 = [r for r in rows if float(r["omega"]) == 0.0]
+    w0 = [r for r in rows if float(r["omega"]) == 0.0 and (0.0, int(r["d"])) in complete]
     panels = (("positional_m", "m (positional start)", "positional", "m", 1.0),
               ("semantic_theta_over_sigma2", "theta/sigma^2 (semantic start)", "semantic", "theta", 0.25),
               ("semantic_test_error", "test error (solid: semantic, dashed: positional start)", None, None, None))
@@ -626,7 +628,7 @@ def cmd_analyse(args) -> int:
     table = markdown(estimates, fits, steps_table) + "\n" + trend_markdown(trend)
     with open(os.path.join(args.out, "crossings.md"), "w") as f:
         f.write(table)
-    figure = plot(args.out, rows, estimates, fits, curves)
+    figure = plot(args.out, rows, estimates, fits, curves, complete)
     runs = {(r["omega"], r["d"], r["alpha"], r["run_index"], r["snapshot_steps"]): r for r in rows}
     cpu = [r["cpu_time"] for r in runs.values() if math.isfinite(r["cpu_time"])]
     log.info("%d paired runs: %.2f h wall in the workers; %.2f core-hours over the %d runs that record it; wrote %s",
