@@ -25,15 +25,16 @@ def test_crossing_recovers_a_known_root_within_its_error_bar():
     rng = np.random.default_rng(3)
     alphas = np.round(np.arange(0.45, 0.851, 0.025), 4)
     pulls = []
-    for _ in range(40):
-        values = _paired_curves(0.6148, 4e-4, alphas, 8, 2e-6, 4e-6, rng)
-        c = cr.alpha_c(alphas, values, n_boot=300, rng=rng)
-        assert c.runs == 8
+    for _ in range(30):
+        values = _paired_curves(0.6148, 4e-4, alphas, 16, 2e-6, 4e-6, rng)
+        c = cr.alpha_c(alphas, values, n_boot=200, rng=rng)
+        assert c.runs == 16
         pulls.append((c.estimate - 0.6148) / c.std)
     pulls = np.array(pulls)
-    # the bootstrap error is the spread of the estimate: pulls have mean ~0 and spread ~1
-    assert abs(pulls.mean()) < 0.5
-    assert 0.6 < pulls.std() < 1.6
+    # the bootstrap error is the spread of the estimate: pulls centred on 0 with median |pull| near 0.67
+    # (medians, because with 16 runs the pull has the heavier tails of a t distribution)
+    assert abs(np.median(pulls)) < 0.6
+    assert 0.45 < np.median(np.abs(pulls)) < 1.1
 
 
 def test_crossing_direction_and_absence():
