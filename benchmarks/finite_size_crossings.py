@@ -454,9 +454,9 @@ TREND_TABLE = (("positional_m", "m, positional start"), ("positional_q", "q, pos
 TREND_ALPHAS = (0.55, 0.6, 0.7, 0.8)
 
 
-def trend_markdown(trend: Sequence[dict]) -> str:
-    """omega = 0, 5000 steps: the d-trend of the overlaps at a few alphas beside the theory."""
-    ds = sorted({t["d"] for t in trend if t["omega"] == 0.0})
+def trend_markdown(trend: Sequence[dict], complete: set) -> str:
+    """omega = 0, 5000 steps, complete slices: the d-trend of the overlaps at a few alphas beside the theory."""
+    ds = sorted({t["d"] for t in trend if t["omega"] == 0.0 and (0.0, t["d"]) in complete})
     index = {(t["quantity"], t["alpha"], t["d"]): t for t in trend if t["omega"] == 0.0 and t["steps"] == SHORT}
     lines = ["| quantity | alpha | " + " | ".join(f"d = {d}" for d in ds) + " | theory |",
              "|---|---|" + "---|" * (len(ds) + 1)]
@@ -625,7 +625,7 @@ def cmd_analyse(args) -> int:
     curves = read_theory_curve(args.theory_curve)
     trend = trend_rows(rows, curves)
     write_csv(os.path.join(args.out, "trend.csv"), trend)
-    table = markdown(estimates, fits, steps_table) + "\n" + trend_markdown(trend)
+    table = markdown(estimates, fits, steps_table) + "\n" + trend_markdown(trend, complete)
     with open(os.path.join(args.out, "crossings.md"), "w") as f:
         f.write(table)
     figure = plot(args.out, rows, estimates, fits, curves, complete)
