@@ -418,12 +418,27 @@ THEORY_COLUMNS = {"positional_m": ("positional", "m", 1.0), "positional_q": ("po
                   "semantic_test_error": ("semantic", "test_error", 1.0)}
 
 
-def trend_rows(rows: Sequence[dict], curves: Dict[str, List[dict]]) -> List[dict]:
+def _theory_value(curves: Dict[float, Dict[str, List[dict]]], omega: float, alpha: float, key: str) -> float:
+    """The theory curve's value of a trend quantity at ``(omega, alpha)``, NaN where the curve lacks it.
+
+    ``delta_f`` is the difference of the two branches' training losses (docs/theory.md, section 3)."""
+    pts = {(b, round(float(r["alpha"]), 4)): r for b, rows in curves.get(omega, {}).items() for r in rows}
+    a = round(float(alpha), 4)
+    if key == "delta_f":
+        pos, sem = pts.get(("positional", a)), pts.get(("semantic", a))
+        return float(pos["train_loss"]) - float(sem["train_loss"]) if pos and sem else float("nan")
+    if key not in THEORY_COLUMNS:
+        return float("nan")
+    branch, column, div = THEORY_COLUMNS[key]
+    point = pts.get((branch, a))
+    return float(point[column]) / div if point else float("nan")
+
+
+def trend_rows(rows: Sequence[dict], curves: Dict[float, Dict[str, List[dict]]]) -> List[dict]:
     """Seed means and standard errors of the overlaps, losses and errors per (omega, d, alpha, steps),
-    with the theory curve's value (omega = 0 only) where it has the alpha."""
+    with the theory curve's value where a curve at that omega has the alpha."""
     from validation.crossings import paired_matrices
 
-    theory = {(b, round(float(r["alpha"]), 4)): r for b, pts in curves.items() for r in pts}
     out = []
     for omega, d in sorted({(float(r["omega"]), int(r["d"])) for r in rows}):
         sel = [r for r in rows if float(r["omega"]) == omega and int(r["d"]) == d]
@@ -436,16 +451,54 @@ def trend_rows(rows: Sequence[dict], curves: Dict[str, List[dict]]) -> List[dict
                     v = arr[key][i][np.isfinite(arr[key][i])]
                     if not len(v):
                         continue
-                    th = float("nan")
-                    if omega == 0.0 and key in THEORY_COLUMNS:
-                        branch, column, div = THEORY_COLUMNS[key]
-                        point = theory.get((branch, round(float(alpha), 4)))
-                        th = float(point[column]) / div if point else float("nan")
                     out.append({"omega": omega, "d": d, "steps": steps, "alpha": float(alpha), "quantity": key,
                                 "runs": len(v), "mean": float(v.mean()),
                                 "sem": float(v.std(ddof=1) / math.sqrt(len(v))) if len(v) > 1 else float("nan"),
-                                "theory": th})
+                                "theory": _theory_value(curves, omega, alpha, key)})
     return out
+
+
+def slope_rows(rows: Sequence[dict], curves: Dict[float, Dict[str, List[dict]]], complete: set) -> List[dict]:
+    """The slope of Delta F in alpha per run (least squares over the alphas every d of the omega shares),
+    its mean and standard error over runs, beside the theory's slope over the same alphas.
+
+    The per-run offset of Delta F, which dominates the error of alpha_c(d), drops out of the slope, so
+    the slope tests the shape of gradient descent's Delta F against the theory's at each d."""
+    from validation.crossings import paired_matrices
+
+    out = []
+    for omega in OMEGAS:
+        window = sorted(set.intersection(*(set(alpha_grid(omega, d)) for d in DS)))
+        th = np.array([_theory_value(curves, omega, a, "delta_f") for a in window])
+        ok = np.isfinite(th)
+        theory = float("nan")
+        if ok.sum() >= 2:  # both slopes over the same alphas, since Delta F is curved
+            window = [a for a, k in zip(window, ok) if k]
+            theory = float(np.polyfit(window, th[ok], 1)[0])
+        for d in DS:
+            sel = [r for r in rows if float(r["omega"]) == omega and int(r["d"]) == d]
+            if not sel or not any(int(r["steps"]) == SHORT for r in sel):
+                continue
+            alphas, _, arr = paired_matrices(sel, SHORT)
+            keep = np.isin(np.round(alphas, 4), np.round(window, 4))
+            x, y = alphas[keep], arr["delta_f"][keep]
+            slopes = np.array([np.polyfit(x, y[:, j], 1)[0] for j in range(y.shape[1]) if np.isfinite(y[:, j]).all()])
+            if not len(slopes):
+                continue
+            out.append({"omega": omega, "d": d, "complete": (omega, d) in complete, "runs": len(slopes),
+                        "alpha_window": f"{min(window):g}-{max(window):g}", "slope": float(slopes.mean()),
+                        "slope_sem": float(slopes.std(ddof=1) / math.sqrt(len(slopes))) if len(slopes) > 1
+                        else float("nan"), "theory_slope": theory})
+    return out
+
+
+def slope_markdown(slopes: Sequence[dict]) -> str:
+    lines = ["| omega | d | runs | alphas | slope of ΔF in alpha (GD) | theory |", "|---|---|---|---|---|---|"]
+    for s in slopes:
+        label = f"{s['d']}" + ("" if s["complete"] else " (slice under way)")
+        lines.append(f"| {s['omega']:g} | {label} | {s['runs']} | {s['alpha_window']} | "
+                     f"{s['slope']:.3e} ± {s['slope_sem']:.1e} | {s['theory_slope']:.3e} |")
+    return "\n".join(lines) + "\n"
 
 
 TREND_TABLE = (("positional_m", "m, positional start"), ("positional_q", "q, positional start"),
@@ -511,19 +564,19 @@ def markdown(estimates: Sequence[dict], fits: Sequence[dict], steps_table: Seque
     return "\n".join(lines) + "\n"
 
 
-def read_theory_curve(path: Optional[str]) -> Dict[str, List[dict]]:
-    if not path or not os.path.exists(path):
-        return {}
-    curves: Dict[str, List[dict]] = {}
-    with open(path) as f:
-        for r in csv.DictReader(f):
-            if r.get("converged", "True") == "True":
-                curves.setdefault(r["branch"], []).append(r)
+def read_theory_curves(paths: Sequence[str]) -> Dict[float, Dict[str, List[dict]]]:
+    """``attnphase curve`` CSVs keyed by their omega column, then by branch (converged points only)."""
+    curves: Dict[float, Dict[str, List[dict]]] = {}
+    for path in paths:
+        with open(path) as f:
+            for r in csv.DictReader(f):
+                if r.get("converged", "True") == "True":
+                    curves.setdefault(float(r["omega"]), {}).setdefault(r["branch"], []).append(r)
     return curves
 
 
 def plot(out: str, rows: Sequence[dict], estimates: Sequence[dict], fits: Sequence[dict],
-         curves: Dict[str, List[dict]], complete: set) -> str:
+         curves: Dict[float, Dict[str, List[dict]]], complete: set) -> str:
     """The crossings against 1/d and the omega = 0 d-trend, complete slices only."""
     import matplotlib
 
@@ -531,7 +584,8 @@ def plot(out: str, rows: Sequence[dict], estimates: Sequence[dict], fits: Sequen
     import matplotlib.pyplot as plt
     from validation.crossings import LAWS, paired_matrices
 
-    fig, axes = plt.subplots(2, 3, figsize=(15, 9))
+    fig, axes = plt.subplots(2, 4, figsize=(18, 8.5))
+    w0_curves = curves.get(0.0, {})
     colours = {"alpha_c": "C0", "alpha_l": "C3"}
     for ax, omega in zip(axes[0], OMEGAS):
         for name in ("alpha_c", "alpha_l"):
@@ -564,8 +618,25 @@ def plot(out: str, rows: Sequence[dict], estimates: Sequence[dict], fits: Sequen
     w0 = [r for r in rows if float(r["omega"]) == 0.0 and (0.0, int(r["d"])) in complete]
     panels = (("positional_m", "m (positional start)", "positional", "m", 1.0),
               ("semantic_theta_over_sigma2", "theta/sigma^2 (semantic start)", "semantic", "theta", 0.25),
-              ("semantic_test_error", "test error (solid: semantic, dashed: positional start)", None, None, None))
+              ("semantic_test_error", "test error (solid: semantic, dashed: positional start)", None, None, None),
+              ("positional_q", "q (positional start)", "positional", "q", 1.0))
     ds = sorted({int(r["d"]) for r in w0})
+    ax = axes[0][3]
+    for j, d in enumerate(ds):
+        alphas, _, arr = paired_matrices([r for r in w0 if int(r["d"]) == d], SHORT)
+        v = arr["delta_f"]
+        n = np.isfinite(v).sum(axis=1)
+        mean = np.array([row[np.isfinite(row)].mean() if k else np.nan for row, k in zip(v, n)])
+        sem = np.array([row[np.isfinite(row)].std(ddof=1) / math.sqrt(k) if k > 1 else 0.0 for row, k in zip(v, n)])
+        ax.errorbar(alphas, mean, yerr=sem, fmt="-o", ms=3, color=f"C{j}", lw=1, label=f"d = {d}")
+    grid = sorted({round(float(r["alpha"]), 4) for b in w0_curves.values() for r in b})
+    th = [_theory_value(curves, 0.0, a, "delta_f") for a in grid]
+    if any(math.isfinite(t) for t in th):
+        ax.plot(grid, th, "k-", lw=2, label="theory, positional - semantic")
+    ax.axhline(0.0, color="grey", lw=0.8)
+    ax.set_xlabel("alpha")
+    ax.set_title("omega = 0: Delta F = F_pos - F_sem (seed mean)", fontsize=9)
+    ax.legend(fontsize=7)
     for ax, (key, label, branch, column, scale) in zip(axes[1], panels):
         for j, d in enumerate(ds):
             alphas, _, arr = paired_matrices([r for r in w0 if int(r["d"]) == d], SHORT)
@@ -579,14 +650,14 @@ def plot(out: str, rows: Sequence[dict], estimates: Sequence[dict], fits: Sequen
                 ax.errorbar(alphas, mean, yerr=sem, fmt=style, ms=3, color=f"C{j}", lw=1,
                             label=f"d = {d}" if key2 == keys[0] else None)
         if branch:
-            pts = sorted(curves.get(branch, []), key=lambda r: float(r["alpha"]))
+            pts = sorted(w0_curves.get(branch, []), key=lambda r: float(r["alpha"]))
             if pts:
                 ax.plot([float(r["alpha"]) for r in pts], [float(r[column]) / scale for r in pts], "k-", lw=2,
                         label=f"theory, {branch} branch")
         else:
             lin = [r for r in w0 if int(r["steps"]) == SHORT]
             for b, style in (("semantic", "-"), ("positional", "--")):
-                pts = sorted(curves.get(b, []), key=lambda r: float(r["alpha"]))
+                pts = sorted(w0_curves.get(b, []), key=lambda r: float(r["alpha"]))
                 if pts:
                     ax.plot([float(r["alpha"]) for r in pts], [float(r["test_error"]) for r in pts], "k" + style,
                             lw=2, label=f"theory, {b}")
@@ -598,7 +669,7 @@ def plot(out: str, rows: Sequence[dict], estimates: Sequence[dict], fits: Sequen
         ax.legend(fontsize=7)
     fig.tight_layout()
     path = os.path.join(out, "crossings")
-    fig.savefig(path + ".png", dpi=130)
+    fig.savefig(path + ".png", dpi=80)
     fig.savefig(path + ".pdf")
     plt.close(fig)
     return path + ".png"
@@ -622,10 +693,13 @@ def cmd_analyse(args) -> int:
     steps_table = step_rows(rows, args.n_boot)
     if steps_table:
         write_csv(os.path.join(args.out, "steps.csv"), steps_table)
-    curves = read_theory_curve(args.theory_curve)
+    curves = read_theory_curves(args.theory_curve)
     trend = trend_rows(rows, curves)
+    slopes = slope_rows(rows, curves, complete)
+    write_csv(os.path.join(args.out, "slopes.csv"), slopes)
     write_csv(os.path.join(args.out, "trend.csv"), trend)
-    table = markdown(estimates, fits, steps_table) + "\n" + trend_markdown(trend, complete)
+    table = markdown(estimates, fits, steps_table) + "\n" + trend_markdown(trend, complete) + "\n" \
+        + slope_markdown(slopes)
     with open(os.path.join(args.out, "crossings.md"), "w") as f:
         f.write(table)
     figure = plot(args.out, rows, estimates, fits, curves, complete)
@@ -643,6 +717,10 @@ def _primary(estimates: Sequence[dict]) -> List[dict]:
 
 def _floats(text: str) -> List[float]:
     return [float(x) for x in text.split(",") if x]
+
+
+def _paths(text: str) -> List[str]:
+    return [x for x in text.split(",") if x]
 
 
 def _ints(text: str) -> List[int]:
@@ -669,7 +747,8 @@ def main(argv=None) -> int:
             p.add_argument("--scheduler", default=None, help="address of an existing Dask scheduler")
         if name == "analyse":
             p.add_argument("--n-boot", type=int, default=2000)
-            p.add_argument("--theory-curve", default=None, help="attnphase curve CSV at omega = 0")
+            p.add_argument("--theory-curve", type=_paths, default=[],
+                           help="attnphase curve CSVs (comma-separated), one per omega")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     bad = [o for o in getattr(args, "omegas", []) if o not in ALPHAS] + [d for d in args.ds if d not in SEEDS[0.0]]
