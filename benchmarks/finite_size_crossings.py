@@ -11,18 +11,19 @@ compares the limits with the replica theory and the published values.
     python benchmarks/finite_size_crossings.py time [--ds 500,1000,2000,4000] [--alphas 0.6,1.4]
     python benchmarks/finite_size_crossings.py plan [--ds ...] [--omegas ...]
     python benchmarks/finite_size_crossings.py run --out DIR [--workers 1] [--scheduler ADDR]
-    python benchmarks/finite_size_crossings.py analyse --out DIR [--theory-curve CSV]
+    python benchmarks/finite_size_crossings.py analyse --out DIR [--theory-curve CSV,CSV,...] [--min-runs N]
 
 ``run`` is resumable: one JSON per paired run under ``DIR/runs`` (keyed by omega, d,
 alpha, seed, run index and snapshot steps); finished runs are never recomputed. The
 queue goes slice by slice, (omega, d) with the cheapest d first, and inside a slice
 run index by run index, so a stop leaves complete slices and, in the slice under way,
-complete seeds across the alpha grid. ``analyse`` writes ``runs.csv`` (one row per run,
-start and snapshot), ``crossings.csv`` (estimates per (omega, d, steps)),
-``extrapolation.csv``, ``steps.csv`` (5000 against 20000 steps on the same runs),
-``trend.csv`` (seed means of the overlaps and errors per (omega, d, alpha), beside the
-omega = 0 theory curve),
-``crossings.md`` and ``crossings.png``/``.pdf``.
+complete seeds across the alpha grid. ``analyse`` extrapolates complete slices (and, with
+``--min-runs N``, a slice under way on its finished run indices when there are N or more) and writes
+``runs.csv`` (one row per run, start and snapshot), ``crossings.csv`` (estimates per
+(omega, d, steps)), ``extrapolation.csv``, ``steps.csv`` (5000 against 20000 steps on the
+same runs), ``trend.csv`` (seed means of the overlaps and errors per (omega, d, alpha), beside
+the theory curves given, one ``attnphase curve`` CSV per omega), ``slopes.csv`` (the slope of
+Delta F in alpha per run against the theory's), ``crossings.md`` and ``crossings.png``/``.pdf``.
 """
 from __future__ import annotations
 
@@ -329,14 +330,23 @@ def _spread(alphas: np.ndarray, values: np.ndarray, estimate: float) -> dict:
     return {"run_spread": spread, "slope": float(slope), "run_spread_in_alpha": spread / abs(slope)}
 
 
-def complete_slices(out: str) -> set:
-    """(omega, d) slices whose planned runs have all finished."""
+def finished_runs(out: str) -> Dict[tuple, set]:
+    """Per (omega, d) slice, the run indices whose planned runs have finished at every alpha."""
     done = set(os.listdir(os.path.join(out, "runs")))
-    slices: Dict[tuple, bool] = {}
+    missing: Dict[tuple, set] = {}
+    indices: Dict[tuple, set] = {}
     for t in plan():
-        key = (t.omega, t.d)
-        slices[key] = slices.get(key, True) and t.name in done
-    return {k for k, ok in slices.items() if ok}
+        indices.setdefault((t.omega, t.d), set()).add(t.run_index)
+        if t.name not in done:
+            missing.setdefault((t.omega, t.d), set()).add(t.run_index)
+    return {key: ks - missing.get(key, set()) for key, ks in indices.items()}
+
+
+def usable_slices(finished: Dict[tuple, set], min_runs: Optional[int]) -> set:
+    """Slices whose planned runs have all finished, and with ``min_runs`` also a slice under way
+    with at least that many finished run indices (analysed on those runs only)."""
+    return {key for key, ks in finished.items()
+            if len(ks) == SEEDS[key[0]][key[1]] or (min_runs is not None and len(ks) >= min_runs)}
 
 
 def extrapolation_rows(estimates: Sequence[dict], steps: int) -> List[dict]:
@@ -542,6 +552,8 @@ def markdown(estimates: Sequence[dict], fits: Sequence[dict], steps_table: Seque
         label = f"{steps}" + (" (runs with 20000)" if subset == "long" else "")
         if not (c or l)["complete"]:
             label += ", slice under way"
+        elif subset == "all" and steps == SHORT and (c or l)["runs"] < SEEDS[omega][d]:
+            label += f", {(c or l)['runs']} of {SEEDS[omega][d]} planned runs"
         qc, ql = (quad.get((omega, d, steps, subset, q)) for q in ("alpha_c", "alpha_l"))
         qcell = ", ".join(f"{e['estimate']:.4f}" if e else "" for e in (qc, ql))
         lines.append(f"| {omega:g} | {d} | {label} | {(c or l)['runs']} | {cell(c)} | {cell(l)} | {qcell} |")
@@ -681,9 +693,13 @@ def cmd_analyse(args) -> int:
         log.error("no runs under %s", os.path.join(args.out, "runs"))
         return 1
     write_csv(os.path.join(args.out, "runs.csv"), rows)
+    finished = finished_runs(args.out)
+    complete = usable_slices(finished, args.min_runs)
+    # a usable slice under way keeps its finished run indices only, so every alpha has the same runs
+    rows = [r for r in rows if (float(r["omega"]), int(r["d"])) not in complete
+            or int(r["run_index"]) in finished[(float(r["omega"]), int(r["d"]))]]
     estimates = slice_estimates(rows, SHORT, args.n_boot) + slice_estimates(rows, LONG, args.n_boot) \
         + slice_estimates(rows, SHORT, args.n_boot, long_only=True)
-    complete = complete_slices(args.out)
     for e in estimates:
         e["complete"] = (e["omega"], e["d"]) in complete
     write_csv(os.path.join(args.out, "crossings.csv"), estimates)
@@ -747,6 +763,8 @@ def main(argv=None) -> int:
             p.add_argument("--scheduler", default=None, help="address of an existing Dask scheduler")
         if name == "analyse":
             p.add_argument("--n-boot", type=int, default=2000)
+            p.add_argument("--min-runs", type=int, default=None,
+                           help="also extrapolate a slice under way with at least this many finished runs")
             p.add_argument("--theory-curve", type=_paths, default=[],
                            help="attnphase curve CSVs (comma-separated), one per omega")
     args = ap.parse_args(argv)
