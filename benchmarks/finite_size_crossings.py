@@ -380,12 +380,14 @@ def extrapolation_rows(estimates: Sequence[dict], steps: int) -> List[dict]:
     return out
 
 
-def step_rows(rows: Sequence[dict], n_boot: int) -> List[dict]:
-    """5000 against 20000 steps on the same runs: changes of Delta F, m, theta, the test errors."""
+def step_rows(rows: Sequence[dict], n_boot: int, complete: set) -> List[dict]:
+    """5000 against 20000 steps on the same runs of the complete slices: changes of Delta F, m, theta,
+    the test errors."""
     from validation.crossings import CrossingError, crossing_shift, paired_matrices
 
     out = []
-    long_rows = [r for r in rows if str(LONG) in r["snapshot_steps"].split("-")]
+    long_rows = [r for r in rows if str(LONG) in r["snapshot_steps"].split("-")
+                 and (float(r["omega"]), int(r["d"])) in complete]
     for omega, d in sorted({(float(r["omega"]), int(r["d"])) for r in long_rows}):
         sel = [r for r in long_rows if float(r["omega"]) == omega and int(r["d"]) == d]
         a5, _, s5 = paired_matrices(sel, SHORT)
@@ -469,8 +471,9 @@ def trend_rows(rows: Sequence[dict], curves: Dict[float, Dict[str, List[dict]]])
 
 
 def slope_rows(rows: Sequence[dict], curves: Dict[float, Dict[str, List[dict]]], complete: set) -> List[dict]:
-    """The slope of Delta F in alpha per run (least squares over the alphas every d of the omega shares),
-    its mean and standard error over runs, beside the theory's slope over the same alphas.
+    """The slope of Delta F in alpha per run of each complete slice (least squares over the alphas every
+    d of the omega shares), its mean and standard error over runs, beside the theory's slope over the
+    same alphas.
 
     The per-run offset of Delta F, which dominates the error of alpha_c(d), drops out of the slope, so
     the slope tests the shape of gradient descent's Delta F against the theory's at each d."""
@@ -487,7 +490,7 @@ def slope_rows(rows: Sequence[dict], curves: Dict[float, Dict[str, List[dict]]],
             theory = float(np.polyfit(window, th[ok], 1)[0])
         for d in DS:
             sel = [r for r in rows if float(r["omega"]) == omega and int(r["d"]) == d]
-            if not sel or not any(int(r["steps"]) == SHORT for r in sel):
+            if (omega, d) not in complete or not any(int(r["steps"]) == SHORT for r in sel):
                 continue
             alphas, _, arr = paired_matrices(sel, SHORT)
             keep = np.isin(np.round(alphas, 4), np.round(window, 4))
@@ -495,7 +498,7 @@ def slope_rows(rows: Sequence[dict], curves: Dict[float, Dict[str, List[dict]]],
             slopes = np.array([np.polyfit(x, y[:, j], 1)[0] for j in range(y.shape[1]) if np.isfinite(y[:, j]).all()])
             if not len(slopes):
                 continue
-            out.append({"omega": omega, "d": d, "complete": (omega, d) in complete, "runs": len(slopes),
+            out.append({"omega": omega, "d": d, "runs": len(slopes),
                         "alpha_window": f"{min(window):g}-{max(window):g}", "slope": float(slopes.mean()),
                         "slope_sem": float(slopes.std(ddof=1) / math.sqrt(len(slopes))) if len(slopes) > 1
                         else float("nan"), "theory_slope": theory})
@@ -505,8 +508,7 @@ def slope_rows(rows: Sequence[dict], curves: Dict[float, Dict[str, List[dict]]],
 def slope_markdown(slopes: Sequence[dict]) -> str:
     lines = ["| omega | d | runs | alphas | slope of ΔF in alpha (GD) | theory |", "|---|---|---|---|---|---|"]
     for s in slopes:
-        label = f"{s['d']}" + ("" if s["complete"] else " (slice under way)")
-        lines.append(f"| {s['omega']:g} | {label} | {s['runs']} | {s['alpha_window']} | "
+        lines.append(f"| {s['omega']:g} | {s['d']} | {s['runs']} | {s['alpha_window']} | "
                      f"{s['slope']:.3e} ± {s['slope_sem']:.1e} | {s['theory_slope']:.3e} |")
     return "\n".join(lines) + "\n"
 
@@ -706,7 +708,7 @@ def cmd_analyse(args) -> int:
     fits = extrapolation_rows(estimates, SHORT)
     if fits:
         write_csv(os.path.join(args.out, "extrapolation.csv"), fits)
-    steps_table = step_rows(rows, args.n_boot)
+    steps_table = step_rows(rows, args.n_boot, complete)
     if steps_table:
         write_csv(os.path.join(args.out, "steps.csv"), steps_table)
     curves = read_theory_curves(args.theory_curve)
