@@ -77,6 +77,10 @@ class GeneralModel:
         out = self._call("loss", *_columns(h), *_columns(hs))
         return np.broadcast_to(np.asarray(out, dtype=float), (len(h),))
 
+    def teacher(self, hs) -> np.ndarray:
+        """The teacher's attention matrix ``T(h*)`` per node, row-major ``(N, L^2)``."""
+        return self._stack(self._call("teacher", *_columns(hs)), len(hs))
+
     def positional_mean(self, m) -> np.ndarray:
         """``P m`` packed like ``w`` (``(L r,)``)."""
         return np.array([float(v) for v in self._call("positional_mean", *self.pack("m", m))])

@@ -81,6 +81,31 @@ class GeneralFixedPoint:
         return row
 
 
+def from_row(row: dict) -> GeneralFixedPoint:
+    """The fixed point of a row written by :meth:`GeneralFixedPoint.to_row` (cells may be text), as
+    read back from a curve CSV: values, errors, status and settings; solver diagnostics are not
+    kept in rows and come back empty."""
+    from .tidy import is_true, number
+
+    model = ModelSpec.from_columns(row)
+    shape = (model.tokens, model.rank, model.teacher_rank, len(model.positions[0]))
+    ov = MatrixOverlaps.unpack(shape, [number(row[n]) for n in MatrixOverlaps.component_names(shape)])
+    hats = MatrixHats.unpack(shape, [number(row[n]) for n in MatrixHats.component_names(shape)])
+    # "test_error" is a value, "test_error_error" its error: an error column is one whose base is a column
+    error = {k[:-6]: number(v) for k, v in row.items()
+             if k.endswith("_error") and k[:-6] in row and v not in ("", None)}
+    converged = is_true(row["converged"])
+    glob = row.get("global_minimum")
+    return GeneralFixedPoint(alpha=number(row["alpha"]), branch=row["branch"], model=model,
+                             precision=row["precision"], integrator=row["integrator"], overlaps=ov, hats=hats,
+                             test_error=number(row["test_error"]), train_loss=number(row["train_loss"]),
+                             converged=converged, iterations=int(number(row["iterations"])),
+                             residual=number(row["residual"]), error=error, invariants=ov.invariants(),
+                             diagnostics={} if converged else {"status": row.get("status", "")},
+                             wall_time=number(row["wall_time"]),
+                             global_minimum=None if glob in ("", None) else is_true(glob))
+
+
 def from_line_fixed_point(fp) -> GeneralFixedPoint:
     """The :class:`~numerics.result.FixedPoint` of the line quadrature (two tokens, rank one) as a
     general record: ``1 x 1`` matrices with their bare names, so values and errors keep their keys."""

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import os
 import time
 
@@ -53,7 +54,13 @@ def register(sub):
     p.add_argument("--alpha", default="0.5:2.5:9",
                    help="bracketing scan START:STOP:N, both branches in draft precision (default 0.5:2.5:9); "
                         "widen it for models whose transition lies elsewhere")
+    p.add_argument("--branches", default="",
+                   help="general model: the branches compared (comma-separated; default every branch of the model)")
+    p.add_argument("--scan", default="", metavar="CSV",
+                   help="general model: reuse the branches of a curve CSV of the same model and precision "
+                        "(attnphase curve --out CSV) as the scan; its alphas replace --alpha")
     _common(p)
+    _integrator_option(p)
     p.set_defaults(func=cmd_thresholds)
 
     p = sub.add_parser("run", help="the main job: branches, baseline, thresholds and the figure, into --out")
@@ -269,11 +276,73 @@ def cmd_curve(args) -> int:
     return failed("curve", f"{len(stuck)} point(s) not converged: {', '.join(stuck)}") if stuck else 0
 
 
+def _read_scan(path, spec, precision) -> list:
+    """The fixed points of a curve CSV, checked to be of ``spec`` at ``precision`` (exit 2 if not)."""
+    from numerics.general_result import from_row
+    from numerics.tidy import UnreadableFile, check_table
+
+    try:
+        table = check_table(path, ("alpha", "branch", "converged", "train_loss", "precision"), "--scan",
+                            numeric=("alpha", "train_loss"))
+        points = [from_row(r) for r in table.rows]
+    except (UnreadableFile, KeyError, ValueError) as exc:
+        raise UsageError(f"--scan: {path}: not a curve CSV of the general model ({exc})") from None
+    wrong = {p.model for p in points if p.model != spec} | {p.precision for p in points if p.precision != precision}
+    if wrong:
+        raise UsageError(f"--scan: {path} holds another model or precision than asked "
+                         f"({', '.join(sorted(str(w) if isinstance(w, str) else 'model ' + str(w.to_dict()) for w in wrong))[:300]})")
+    if not points:
+        raise UsageError(f"--scan: {path} has no rows")
+    return points
+
+
+def _thresholds_general(spec, args, alphas, branches) -> int:
+    """``thresholds`` for the general model (:func:`numerics.general_thresholds.general_thresholds`):
+    every change of the global branch on the scan, and alpha_l."""
+    from numerics.general_thresholds import GeneralThresholdError, general_thresholds
+
+    scan = _read_scan(args.scan, spec, args.precision) if args.scan else None
+    if scan is not None:
+        alphas = sorted({p.alpha for p in scan})
+    try:
+        with progress_bar(desc="thresholds", unit="solve") as bar:
+            th = general_thresholds(spec, alphas, args.precision, args.integrator, branches, scan,
+                                    progress=bar.update)
+    except GeneralThresholdError as exc:
+        return failed("thresholds", str(exc))
+    d = th.to_dict()
+    if args.json:
+        print_json(d)
+    else:
+        print("global minimum: " + ", ".join(f"{b} at {a:g}" for a, b in th.global_branches()))
+        def pm(error):
+            return f"+- {error:.1e}" if math.isfinite(error) else "(no error stated at this precision)"
+
+        for t in th.transitions:
+            print(f"alpha_c = {t.alpha:.6f} {pm(t.error)}   {t.below} -> {t.above} ({t.kind})")
+        print(f"alpha_l = {th.alpha_l:.6f} {pm(th.alpha_l_error)}" if th.alpha_l_status == "ok"
+              else f"alpha_l: {th.alpha_l_status}")
+        print(f"linear baseline test error = {th.linear_test_error:.10g} +- {th.linear_test_error_error:.1e}")
+        for n in th.notes:
+            print(f"note: {n}")
+        print(f"wall time {th.wall_time:.1f} s")
+    if not th.transitions:
+        return failed("thresholds", f"the global minimum does not change branch on alpha in "
+                                    f"[{min(alphas):g}, {max(alphas):g}] ({th.global_branches()[0][1]} throughout)")
+    return 0 if th.alpha_l_status == "ok" else failed("thresholds", f"alpha_l {th.alpha_l_status}")
+
+
 def cmd_thresholds(args) -> int:
     from numerics.api import ThresholdError, linear_baseline, thresholds
+    from numerics.general_fixed_point import general_branches
 
     spec = model_from_args(args)
-    _refuse_general(spec, "thresholds")
+    branches = parse_list(args.branches, "--branches", choices=GENERAL_BRANCHES, allow_empty=True)
+    if args.scan and not os.path.isfile(args.scan):
+        raise UsageError(f"--scan: no such file: {args.scan}")
+    if args.scan or branches or _general(spec, args, branches or general_branches(spec)):
+        alphas = parse_range(args.alpha, "--alpha", positive=True, min_points=2)
+        return _thresholds_general(spec, args, alphas, branches or general_branches(spec))
     scan = parse_range(args.alpha, "--alpha", positive=True, min_points=3)
     try:
         with progress_bar(desc="thresholds") as bar:

@@ -1,0 +1,300 @@
+"""The thresholds of the general model (docs/theory.md, sections 3.4, 3.5 and 4.10).
+
+The branches are followed on a scan of ``alpha`` (:func:`numerics.general_fixed_point.follow_general`);
+at each scanned ``alpha`` the global minimum is the converged branch of lowest training loss ``F``.
+Wherever it changes between two scanned points, the change is located:
+
+* ``crossing``: both branches exist across the interval and ``F`` crosses; the root of
+  ``F_above - F_below`` by Brent's method (scipy), each value two fixed-point solves started from
+  the nearest solved point of the branch;
+* ``appearance`` / ``disappearance``: the branch global above the change does not exist at the lower
+  end (or the one global below does not exist at the upper end). The end of that branch is found by
+  bisection on whether its solve finds it; if it is already the lower one where it appears (or still
+  the lower one where it ends), the change is at that end, to the bisection's width; otherwise the
+  crossing lies between the end and the scan point and is found as above.
+
+``alpha_c`` is the first change (in the paper's model the one change, positional to semantic); every
+change is reported.
+``alpha_l`` is where the global minimum's test error falls below the linear baseline's: the root on
+the branch global there, or the ``alpha_c`` of a change where the test error jumps across it.
+
+Error bars. The stated errors of the QMC fixed points (docs/numerics.md, section 11) enter through
+the slope: ``delta alpha = sqrt(e_1^2 + e_2^2) / |d(F_1 - F_2)/d alpha|`` (for ``alpha_l`` the test
+error's errors and slope), plus the root finder's tolerance, which is set below that noise; an end of
+a branch is known to half the bisection's last interval.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import time
+from typing import Callable, Dict, List, Optional, Sequence
+
+import numpy as np
+from scipy.optimize import brentq
+
+from derivations import ModelSpec
+
+from .general_fixed_point import follow_general, general_branches, mark_global_minima, solve_general
+from .general_result import GeneralFixedPoint
+from .tidy import finite_json
+
+log = logging.getLogger(__name__)
+
+#: the smallest root-finding tolerance in alpha; below it the stated errors dominate anyway
+MIN_XTOL = 1e-4
+#: the width to which the end of a branch is located by bisection
+END_XTOL = 4e-3
+
+
+class GeneralThresholdError(RuntimeError):
+    """No threshold can be reported (no change of the global branch on the scan, or a solve that the
+    location needs failed); the message says which."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Transition:
+    """A change of the global minimum from branch ``below`` to branch ``above`` at ``alpha``."""
+
+    alpha: float
+    error: float
+    below: str
+    above: str
+    kind: str          # crossing | appearance | disappearance
+    bracket: tuple     # the scanned interval it was found in
+    details: dict
+
+    def to_dict(self) -> dict:
+        return {"alpha": self.alpha, "error": self.error, "below": self.below, "above": self.above,
+                "kind": self.kind, "bracket": list(self.bracket), "details": dict(self.details)}
+
+
+@dataclasses.dataclass(frozen=True)
+class GeneralThresholds:
+    transitions: tuple
+    alpha_l: float
+    alpha_l_error: float
+    alpha_l_status: str          # "ok" or why alpha_l is NaN
+    linear_test_error: float
+    linear_test_error_error: float
+    scan: tuple                  # GeneralFixedPoint of every branch and scanned alpha, global minima marked
+    precision: str
+    model: ModelSpec
+    wall_time: float
+    notes: tuple = ()
+
+    @property
+    def alpha_c(self) -> float:
+        return self.transitions[0].alpha if self.transitions else float("nan")
+
+    @property
+    def alpha_c_error(self) -> float:
+        return self.transitions[0].error if self.transitions else float("nan")
+
+    def global_branches(self) -> List[tuple]:
+        """``(alpha, branch)`` of the global minimum at each scanned alpha."""
+        return sorted((p.alpha, p.branch) for p in self.scan if p.global_minimum)
+
+    def to_dict(self) -> dict:
+        d = {"alpha_c": self.alpha_c, "alpha_c_error": self.alpha_c_error,
+             "transitions": [t.to_dict() for t in self.transitions],
+             "alpha_l": self.alpha_l, "alpha_l_error": self.alpha_l_error, "alpha_l_status": self.alpha_l_status,
+             "linear_test_error": self.linear_test_error, "linear_test_error_error": self.linear_test_error_error,
+             "global_minimum": [{"alpha": a, "branch": b} for a, b in self.global_branches()],
+             "scan": [{"alpha": p.alpha, "branch": p.branch, "status": p.status, "train_loss": p.train_loss,
+                       "train_loss_error": p.error.get("train_loss"), "test_error": p.test_error,
+                       "test_error_error": p.error.get("test_error"), "global_minimum": p.global_minimum,
+                       "invariants": p.invariants} for p in self.scan],
+             "notes": list(self.notes), "precision": self.precision, "model": self.model.to_dict(),
+             "wall_time": self.wall_time}
+        return finite_json(d)
+
+
+class _Branch:
+    """The solved points of one branch, and solves at new alphas started from the nearest of them."""
+
+    def __init__(self, spec, name, precision, integrator, points: Sequence[GeneralFixedPoint], progress):
+        self.spec, self.name, self.precision, self.integrator = spec, name, precision, integrator
+        self.points = {p.alpha: p for p in points if p.converged}
+        self.progress = progress
+
+    def __contains__(self, alpha) -> bool:
+        return alpha in self.points
+
+    def solve(self, alpha: float) -> Optional[GeneralFixedPoint]:
+        """The branch at ``alpha``, or None where it is not found; raises where a solve fails."""
+        from .fixed_point import BranchNotFound
+
+        if alpha in self.points:
+            return self.points[alpha]
+        start = None
+        if self.points:
+            start = self.points[min(self.points, key=lambda a: abs(a - alpha))].overlaps
+        try:
+            fp = solve_general(self.spec, alpha, self.name, self.precision, self.integrator, start=start)
+            if not fp.converged and start is not None:
+                fp = solve_general(self.spec, alpha, self.name, self.precision, self.integrator)
+        except BranchNotFound as exc:
+            log.info("%s", exc)
+            return None
+        finally:
+            if self.progress:
+                self.progress(1)
+        if not fp.converged:
+            raise GeneralThresholdError(f"{self.name} branch at alpha = {alpha:g}: {fp.status}")
+        self.points[alpha] = fp
+        return fp
+
+    def end(self, inside: float, outside: float) -> tuple:
+        """``(last alpha found, first alpha not found)`` between a point where the branch exists and
+        one where it does not, by bisection to :data:`END_XTOL`."""
+        while abs(outside - inside) > END_XTOL:
+            mid = 0.5 * (inside + outside)
+            if self.solve(mid) is not None:
+                inside = mid
+            else:
+                outside = mid
+        return inside, outside
+
+
+def _error(p: GeneralFixedPoint, field: str) -> float:
+    """The stated error of ``field`` at ``p``; NaN where the precision mode states none (the line
+    quadrature's draft mode), which makes the threshold's error NaN too."""
+    e = p.error.get(field)
+    return float(e) if e is not None else math.nan
+
+
+def _root(f, lo: float, hi: float, noise: Callable[[float], float]) -> tuple:
+    """The root of ``f`` in ``[lo, hi]`` (Brent) to a tolerance below its noise, with its error: the
+    noise in ``f`` over the slope at the root, plus the tolerance."""
+    f_lo, f_hi = f(lo), f(hi)
+    slope0 = (f_hi - f_lo) / (hi - lo)
+    n0 = noise(lo)
+    xtol = max(MIN_XTOL, 0.3 * n0 / abs(slope0)) if slope0 != 0 and math.isfinite(n0) else MIN_XTOL
+    seen = {lo: f_lo, hi: f_hi}
+
+    def g(a):
+        if a not in seen:
+            seen[a] = f(a)
+        return seen[a]
+
+    root = brentq(g, lo, hi, xtol=xtol, rtol=4 * np.finfo(float).eps, maxiter=40)
+    # the slope from the two solved points nearest the root
+    near = sorted(seen, key=lambda a: abs(a - root))[:2]
+    slope = (seen[near[0]] - seen[near[1]]) / (near[0] - near[1]) if near[0] != near[1] else slope0
+    slope = slope if slope != 0 else slope0
+    error = noise(root) / abs(slope) + xtol
+    return float(root), float(error), {"slope": float(slope), "xtol": float(xtol), "evaluations": len(seen)}
+
+
+def _nearest(branch: _Branch, alpha: float) -> GeneralFixedPoint:
+    return branch.points[min(branch.points, key=lambda a: abs(a - alpha))]
+
+
+def _crossing(lower: _Branch, upper: _Branch, lo: float, hi: float) -> tuple:
+    """Where ``F_upper - F_lower`` changes sign in ``[lo, hi]`` (both branches exist there)."""
+    def dF(a):
+        pl, pu = lower.solve(a), upper.solve(a)
+        if pl is None or pu is None:
+            raise GeneralThresholdError(f"{(lower if pl is None else upper).name} branch lost at alpha = {a:g} "
+                                        f"while locating its crossing in [{lo:g}, {hi:g}]")
+        return pu.train_loss - pl.train_loss
+
+    def noise(a):
+        return math.hypot(_error(_nearest(lower, a), "train_loss"), _error(_nearest(upper, a), "train_loss"))
+
+    return _root(dF, lo, hi, noise)
+
+
+def _locate(below: _Branch, above: _Branch, a0: float, a1: float) -> Transition:
+    """The change of the global minimum from ``below`` (global at ``a0``) to ``above`` (at ``a1``)."""
+    kind, lo, hi, extra = "crossing", a0, a1, {}
+    if a0 not in above:
+        found, missing = above.end(a1, a0)
+        extra.update(above_appears_between=[missing, found])
+        pa, pb = above.solve(found), below.solve(found)
+        if pb is None or pa.train_loss < pb.train_loss:
+            # already the lower one where it appears: the change is at its end
+            return Transition(0.5 * (found + missing), 0.5 * abs(found - missing), below.name, above.name,
+                              "appearance", (a0, a1), extra)
+        lo = found
+    if a1 not in below:
+        found, missing = below.end(a0, a1)
+        extra.update(below_ends_between=[found, missing])
+        pa, pb = above.solve(found), below.solve(found)
+        if pa is None or pb.train_loss < pa.train_loss:
+            return Transition(0.5 * (found + missing), 0.5 * abs(found - missing), below.name, above.name,
+                              "disappearance", (a0, a1), extra)
+        hi = found
+    alpha, error, details = _crossing(below, above, lo, hi)
+    return Transition(alpha, error, below.name, above.name, kind, (a0, a1), {**extra, **details})
+
+
+def _test_error_root(branch: _Branch, lo: float, hi: float, eps_lin: float, eps_err: float) -> tuple:
+    def g(a):
+        p = branch.solve(a)
+        if p is None:
+            raise GeneralThresholdError(f"{branch.name} branch lost at alpha = {a:g} while locating alpha_l")
+        return p.test_error - eps_lin
+
+    return _root(g, lo, hi, lambda a: math.hypot(_error(_nearest(branch, a), "test_error"), eps_err))
+
+
+def _alpha_l(branches: Dict[str, _Branch], globals_: list, transitions: list, eps_lin: float, eps_err: float):
+    """``(alpha_l, error, status)`` (docs/theory.md, section 3.5)."""
+    above = [(a, b, branches[b].points[a].test_error > eps_lin) for a, b in globals_]
+    if not above[0][2]:
+        return math.nan, math.nan, (f"not bracketed: the global minimum ({above[0][1]}) is already below the linear "
+                                    f"baseline at the smallest scanned alpha, {above[0][0]:g}")
+    for (a0, b0, up0), (a1, b1, up1) in zip(above, above[1:]):
+        if not up0 or up1:
+            continue
+        if b0 == b1:
+            return (*_test_error_root(branches[b0], a0, a1, eps_lin, eps_err)[:2], "ok")
+        t = next(t for t in transitions if t.bracket == (a0, a1))
+        at = t.alpha
+        p0, p1 = branches[b0].solve(at), branches[b1].solve(at)
+        if p1 is not None and p1.test_error > eps_lin:
+            return (*_test_error_root(branches[b1], at, a1, eps_lin, eps_err)[:2], "ok")
+        if p0 is not None and p0.test_error < eps_lin:
+            return (*_test_error_root(branches[b0], a0, at, eps_lin, eps_err)[:2], "ok")
+        return at, t.error, "ok"   # the test error jumps across the baseline at the change
+    return math.nan, math.nan, (f"not bracketed: the global minimum never falls below the linear baseline on "
+                                f"alpha in [{above[0][0]:g}, {above[-1][0]:g}]")
+
+
+def general_thresholds(spec: ModelSpec, alphas: Sequence[float], precision: str = "draft",
+                       integrator: str = "auto", branches: Optional[Sequence[str]] = None,
+                       scan: Optional[Sequence[GeneralFixedPoint]] = None,
+                       progress: Optional[Callable[[int], None]] = None) -> GeneralThresholds:
+    """Every change of the global branch on ``alphas`` and ``alpha_l``, with error bars (module
+    docstring). ``scan``: the branches already solved on ``alphas`` (e.g. by ``attnphase curve``),
+    else they are followed here. ``progress(n)``: told the solves done."""
+    from .baseline import linear_baseline
+
+    t0 = time.perf_counter()
+    names = tuple(branches or general_branches(spec))
+    alphas = sorted(float(a) for a in alphas)
+    if scan is None:
+        scan = [p for b in names for p in follow_general(spec, alphas, b, precision, integrator,
+                                                         progress=(lambda _: progress(1)) if progress else None)]
+    scan = mark_global_minima([p for p in scan if p.branch in names])
+    by = {b: _Branch(spec, b, precision, integrator, [p for p in scan if p.branch == b], progress) for b in names}
+    notes = [f"{p.branch} at alpha = {p.alpha:g} did not converge ({p.status}); the global minimum there is "
+             f"the lowest of the converged branches" for p in scan if not p.converged]
+    globals_ = sorted((p.alpha, p.branch) for p in scan if p.global_minimum)
+    if not globals_:
+        raise GeneralThresholdError(f"no branch of {', '.join(names)} converged on the scan")
+    transitions = []
+    for (a0, b0), (a1, b1) in zip(globals_, globals_[1:]):
+        if b0 != b1:
+            log.info("global minimum %s at %g, %s at %g: locating the change", b0, a0, b1, a1)
+            transitions.append(_locate(by[b0], by[b1], a0, a1))
+    baseline = linear_baseline(spec)
+    eps_lin, eps_err = baseline.test_error, baseline.error
+    alpha_l, alpha_l_error, status = _alpha_l(by, globals_, transitions, eps_lin, eps_err)
+    return GeneralThresholds(transitions=tuple(transitions), alpha_l=alpha_l, alpha_l_error=alpha_l_error,
+                             alpha_l_status=status, linear_test_error=eps_lin, linear_test_error_error=eps_err,
+                             scan=tuple(scan), precision=precision, model=spec,
+                             wall_time=time.perf_counter() - t0, notes=tuple(notes))

@@ -1,0 +1,87 @@
+"""The thresholds and the linear baseline of the general model (numerics.general_thresholds,
+numerics.baseline), checked on the two-token rank-one model, where the general path and the
+special one compute the same functions."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+import numerics.baseline as baseline_module
+from attnphase import cli
+from derivations import ModelSpec
+from numerics.baseline import linear_baseline
+from numerics.general_fixed_point import solve_general
+from numerics.general_result import from_row
+from numerics.general_thresholds import general_thresholds
+from numerics.tidy import read_rows, write_rows
+
+
+def test_a_rank_two_student_has_the_baseline_of_its_teacher():
+    # the baseline depends on the teacher only: the general rule at (2, 2, 1) equals the
+    # two-token rule of the default model
+    default, rank2 = linear_baseline(ModelSpec()), linear_baseline(ModelSpec(rank=2))
+    assert rank2.test_error == pytest.approx(default.test_error, rel=1e-12)
+    assert rank2.B == pytest.approx(default.B, rel=1e-12)
+    assert rank2.error < 1e-12
+
+
+def test_the_scrambled_sobol_baseline_agrees_with_the_tensor_rule(monkeypatch):
+    spec = ModelSpec(tokens=3)
+    tensor = linear_baseline.__wrapped__(spec)
+    assert tensor.error < 1e-10
+    monkeypatch.setattr(baseline_module, "MAX_TENSOR_DIMENSION", 2)  # three Gaussian variables by QMC
+    sobol = linear_baseline.__wrapped__(spec)
+    assert 0 < sobol.error < 1e-6
+    assert abs(sobol.test_error - tensor.test_error) < 4 * sobol.error
+
+
+def test_a_fixed_point_reads_back_from_its_curve_row(tmp_path):
+    fp = solve_general(ModelSpec(), 1.5, "semantic", "fast", "lines")
+    path = tmp_path / "curve.csv"
+    write_rows(str(path), [fp.to_row()])
+    back = from_row(read_rows(str(path))[0])
+    assert back.model == fp.model and back.branch == fp.branch and back.converged
+    assert back.overlaps.pack() == pytest.approx(fp.overlaps.pack(), rel=1e-15)
+    assert back.train_loss == fp.train_loss and back.test_error == fp.test_error
+    assert back.error["train_loss"] == fp.error["train_loss"]
+    assert back.error["q"] == fp.error["q"] and "test" not in back.error
+
+
+def test_the_global_branch_changes_where_the_training_losses_cross():
+    spec = ModelSpec()
+    th = general_thresholds(spec, [1.0, 1.5], "draft", "lines", ("semantic", "positional"))
+    assert [(t.below, t.above, t.kind) for t in th.transitions] == [("positional", "semantic", "crossing")]
+    a = th.alpha_c
+    assert 1.0 < a < 1.5
+    # the definition: F_sem - F_pos changes sign across alpha_c
+    signs = []
+    for x in (a - 2e-3, a + 2e-3):
+        sem, pos = (solve_general(spec, x, b, "draft", "lines") for b in ("semantic", "positional"))
+        signs.append(sem.train_loss - pos.train_loss)
+    assert signs[0] > 0 > signs[1]
+    # alpha_l: the semantic test error meets the baseline on the scan
+    assert th.alpha_l_status == "ok" and a <= th.alpha_l < 1.5
+    sem = solve_general(spec, th.alpha_l, "semantic", "draft", "lines")
+    assert sem.test_error == pytest.approx(th.linear_test_error, rel=1e-4)
+
+
+@pytest.mark.slow
+def test_the_general_path_finds_the_thresholds_of_the_special_one():
+    # the same functions (line quadrature, draft rules), two root finders
+    from numerics.thresholds import thresholds
+
+    spec = ModelSpec()
+    special = thresholds(spec, "draft", alpha_min=1.0, alpha_max=1.75, n_scan=4)
+    general = general_thresholds(spec, [1.0, 1.25, 1.5, 1.75], "draft", "lines", ("semantic", "positional"))
+    assert general.alpha_c == pytest.approx(special.alpha_c, abs=1e-5)
+    assert general.alpha_l == pytest.approx(special.alpha_l, abs=1e-5)
+    assert math.isnan(general.alpha_c_error)  # draft line solves state no errors
+
+
+def test_thresholds_refuses_a_scan_file_that_is_not_a_curve(tmp_path, capsys):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("alpha,branch\n1,semantic\n")
+    assert cli.main(["thresholds", "--rank", "2", "--scan", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "--scan" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
