@@ -10,7 +10,10 @@ import logging
 from .baseline import Baseline, linear_baseline, linear_baseline_mp
 from .branches import BranchCurve, follow_branch, is_on_branch
 from .fixed_point import BranchNotFound, solve_branch
-from .general_fixed_point import follow_general, mark_global_minima, solve_all_general, solve_general
+from .general_fixed_point import follow_general, general_branches, mark_global_minima, solve_all_general, solve_general
+from .general_result import GeneralFixedPoint
+from .general_result import from_row as general_point_from_row
+from .general_thresholds import GeneralThresholdError, GeneralThresholds, general_thresholds
 from .overlaps import BRANCHES, HatOverlaps, Overlaps
 from .precision import PRECISIONS
 from .result import FixedPoint
@@ -19,7 +22,8 @@ from .thresholds import ThresholdError, Thresholds, scan_curves_from_rows, thres
 __all__ = ["Baseline", "linear_baseline", "linear_baseline_mp", "BranchCurve", "follow_branch", "is_on_branch",
            "BRANCHES", "PRECISIONS", "FixedPoint", "solve_branch", "HatOverlaps", "Overlaps", "ThresholdError",
            "Thresholds", "thresholds", "scan_curves_from_rows", "solve_all", "solve_general",
-           "solve_all_general", "follow_general", "mark_global_minima"]
+           "solve_all_general", "follow_general", "mark_global_minima", "general_branches", "GeneralFixedPoint",
+           "general_point_from_row", "GeneralThresholdError", "GeneralThresholds", "general_thresholds"]
 
 
 def solve_all(spec, alpha, precision="fast"):

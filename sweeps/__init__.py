@@ -16,6 +16,14 @@ read back from ``theory.csv`` (so a resumed sweep starts from the same values as
 uninterrupted one). The threshold task is submitted when both branch tasks of its
 column are stored; the spinodals in its row are theirs.
 
+For any other model (``L`` tokens, student rank ``r``, teacher rank ``t``, any ``P``;
+docs/theory.md, section 4) a column has one task per branch of the model
+(``numerics.api.general_branches``: semantic, positional, trivial, and mixed for
+``r >= 2``; or ``--branches``), each followed along the grid by
+``numerics.api.follow_general`` (the QMC integrator), and a thresholds task
+(``numerics.api.general_thresholds``) that starts from their rows and locates every change
+of the global branch (``alpha_c`` is the first) and ``alpha_l``.
+
 *Simulation*: one task per finite-size run ``(omega, alpha, init, run_index)``
 (``validation.simulate.run_one``), from the semantic and the positional start.
 
@@ -27,7 +35,10 @@ Files (all under ``--out``)
                     ``spinodal_{lower,upper}_alpha(_error)`` are where the branch ended.
 ``thresholds.csv``  one row per omega: ``alpha_c, alpha_c_error, alpha_l, alpha_l_error``,
                     the linear baseline, the spinodals (one column group per branch, all of
-                    them as JSON in ``spinodals``) and ``threshold_status``/``_message``.
+                    them as JSON in ``spinodals``) and ``threshold_status``/``_message``;
+                    for the general model every change of the global branch as JSON in
+                    ``transitions`` (``alpha_c`` is the first) and the global branch at
+                    each grid ``alpha`` in ``global_minimum``.
 ``simulation.csv``  one row per simulated run.
 ``theory_points.csv``, ``simulation_points.csv``  derived per-grid-point differences
                     (rewritten at the end of a run; the figures are drawn from the CSVs).

@@ -13,7 +13,8 @@ from validation.run_settings import DTYPE_NAMES, INITS, OPTIMIZERS, check_alpha,
 from . import SweepError
 from .grid import fmt
 
-#: the branches followed in each omega column (the thresholds need both)
+#: the branches followed in each omega column of the two-token rank-one model (its thresholds need both);
+#: the general model's are those of :func:`numerics.general_fixed_point.general_branches`, or ``branches``
 THEORY_BRANCHES = COMPETING_BRANCHES
 #: the starts of the simulated runs: the informed ones
 SIM_INITS = INITS[:2]
@@ -22,13 +23,15 @@ WHATS = ("theory", "simulation", "both")
 
 @dataclasses.dataclass(frozen=True)
 class SweepConfig:
-    """What to compute. ``spec`` gives the model; its ``omega`` is replaced per column."""
+    """What to compute. ``spec`` gives the model; its ``omega`` is replaced per column. ``branches``:
+    the branches followed in each column of the general model (default: every branch it has)."""
 
     spec: object  # derivations.spec.ModelSpec
     omegas: tuple
     alphas: tuple
     what: str = "theory"
     precision: str = "fast"
+    branches: tuple = ()
     d: int = 1000
     seeds: int = 1
     seed: int = 0
@@ -42,7 +45,23 @@ class SweepConfig:
         # rounded to 12 digits (sweeps.grid.fmt): keys and rows never carry float noise
         object.__setattr__(self, "omegas", tuple(float(fmt(w)) + 0.0 for w in self.omegas))
         object.__setattr__(self, "alphas", tuple(float(fmt(a)) + 0.0 for a in self.alphas))
+        object.__setattr__(self, "branches", tuple(self.branches))
         self.validate()
+
+    @property
+    def general(self) -> bool:
+        """Whether the theory is the general model's (:mod:`numerics.general_thresholds`): every model
+        but the two-token rank-one one, whose diagram follows the line quadrature's two branches."""
+        return not self.spec.is_two_token_rank_one
+
+    @property
+    def theory_branches(self) -> tuple:
+        """The branches followed in each ``omega`` column."""
+        if not self.general:
+            return THEORY_BRANCHES
+        from numerics.general_fixed_point import general_branches
+
+        return self.branches or general_branches(self.spec)
 
     @property
     def kinds(self) -> tuple:
@@ -61,6 +80,7 @@ class SweepConfig:
             if len(set(values)) != len(values):
                 raise SweepError(f"{flag}: grid values must be distinct at 12 significant digits, got "
                                  f"{', '.join(fmt(v) for v in values)}")
+        self._validate_branches()
         for w in self.omegas:
             if not 0.0 <= w <= 1.0:
                 raise SweepError(f"--omega: values must lie in [0, 1], got {fmt(w)}")
@@ -77,6 +97,22 @@ class SweepConfig:
             for a in self.alphas:
                 check_alpha(a, self.d)
 
+    def _validate_branches(self) -> None:
+        if not self.branches:
+            return
+        if not self.general:
+            raise SweepError(f"--branches: the two-token rank-one model's diagram follows "
+                             f"{' and '.join(THEORY_BRANCHES)} (its thresholds need both); --branches is for the "
+                             f"general model")
+        from numerics.general_fixed_point import general_branches
+
+        have = general_branches(self.spec)
+        for b in self.branches:
+            if b not in have:
+                raise SweepError(f"--branches: {b!r} is not a branch of this model; choose from {', '.join(have)}")
+        if len(set(self.branches)) != len(self.branches):
+            raise SweepError(f"--branches: each branch once, got {', '.join(self.branches)}")
+
     def spec_at(self, omega: float):
         return self.spec.replace(omega=float(omega))
 
@@ -89,7 +125,7 @@ class SweepConfig:
 
     def theory_settings(self, task_fn: Callable) -> dict:
         return {"kind": "theory", "model": self.model_settings(), "precision": self.precision,
-                "alphas": [fmt(a) for a in self.alphas], "branches": list(THEORY_BRANCHES),
+                "alphas": [fmt(a) for a in self.alphas], "branches": list(self.theory_branches),
                 "task": _callable_name(task_fn)}
 
     def simulation_settings(self, task_fn: Callable) -> dict:

@@ -16,7 +16,7 @@ from typing import Callable, Optional
 from numerics.tidy import atomic_write_text, read_csv_rows, render_csv
 
 from . import SweepError
-from .config import THEORY_BRANCHES, SweepConfig, settings_hash
+from .config import SweepConfig, settings_hash
 from .grid import theory_key
 from .store import DATA_CSVS, KIND_OF_CSV, SIMULATION_CSV, THEORY_CSV, THRESHOLDS_CSV, SweepStore, now
 from .tasks import (DEFAULT_THEORY_TASK, Task, expected_rows, make_tasks, simulation_rows, simulation_run_task,
@@ -109,8 +109,8 @@ def _execute(client, pending: list, store: SweepStore, config: SweepConfig, hash
              run_started: str, progress: bool) -> None:
     """The pending tasks on Dask (:func:`execute`), by :func:`task_priority`. A column's
     threshold task starts from its branch tasks' rows (:func:`_with_branch_rows`); if one
-    of them fails, the threshold task is recorded as failed too, and a re-run does all
-    three."""
+    of them fails, the threshold task is recorded as failed too, and a re-run does the
+    failed ones."""
     from tqdm import tqdm
     from tqdm.contrib.logging import logging_redirect_tqdm
 
@@ -228,7 +228,7 @@ def _needs_branch_rows(task: Task) -> bool:
 
 
 def _branch_keys(task: Task) -> tuple:
-    return tuple(theory_key(task.payload["omega"], b) for b in THEORY_BRANCHES)
+    return tuple(theory_key(task.payload["omega"], b) for b in task.payload["branches"])
 
 
 def _with_branch_rows(task: Task, store: SweepStore) -> Task:

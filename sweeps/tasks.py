@@ -1,7 +1,11 @@
 """The task functions of a sweep (run on the Dask workers) and the rows they give.
 
 Theory: one task per branch and ``omega`` column (:func:`theory_task`, ``job =
-"branch"``) and one for the column's thresholds (``job = "thresholds"``).
+"branch"``) and one for the column's thresholds (``job = "thresholds"``). The two-token
+rank-one model follows its two branches with the line quadrature (``numerics.api.follow_branch``,
+``numerics.api.thresholds``); every other model follows the branches of
+:attr:`sweeps.config.SweepConfig.theory_branches` (``numerics.api.follow_general``) and locates
+every change of the global branch (``numerics.api.general_thresholds``).
 Simulation: one task per finite-size run (:func:`simulation_run_task`). The writer
 adds the model and solver columns to every row (:func:`theory_rows`,
 :func:`simulation_rows`), in the model's one CSV schema
@@ -15,7 +19,7 @@ import time
 import warnings
 from typing import Callable, Optional
 
-from numerics.tidy import json_text
+from numerics.tidy import is_true, json_text, number
 
 from .config import SIM_INITS, THEORY_BRANCHES, SweepConfig
 from .grid import grid_text, simulation_key, theory_key
@@ -28,6 +32,10 @@ FIRST_THEORY_COLUMNS = ("task", "omega", "alpha", "branch", "exists", "converged
                         "linear_test_error", "linear_test_error_error")
 THRESHOLD_COLUMNS = ("task", "omega", "alpha_c", "alpha_c_error", "alpha_l", "alpha_l_error",
                      "linear_test_error", "linear_test_error_error")
+#: the general model's first columns: its overlaps are matrices, their components named by the shape
+FIRST_GENERAL_COLUMNS = ("task", "omega", "alpha", "branch", "exists", "converged", "status", "test_error",
+                         "test_error_error", "train_loss", "train_loss_error", "linear_test_error",
+                         "linear_test_error_error")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,11 +49,14 @@ class Task:
 def make_tasks(config: SweepConfig, theory_task: Callable, simulation_task: Callable) -> list:
     tasks = []
     if "theory" in config.kinds:
+        branches = config.theory_branches
         for w in config.omegas:
-            for job in THEORY_BRANCHES + ("thresholds",):
+            for job in branches + ("thresholds",):
                 payload = {"spec": config.spec_at(w), "omega": w, "alphas": list(config.alphas),
                            "precision": config.precision, "job": "thresholds" if job == "thresholds" else "branch"}
-                if job != "thresholds":
+                if job == "thresholds":
+                    payload["branches"] = list(branches)  # whose rows it starts from
+                else:
                     payload["branch"] = job
                 tasks.append(Task(theory_key(w, job), "theory", theory_task, payload))
     if "simulation" in config.kinds:
@@ -86,6 +97,9 @@ def theory_task(payload: dict, api=None) -> dict:
       the spinodals met on the way;
     * ``"thresholds"``: ``alpha_c``, ``alpha_l`` and the spinodals by root-finding; returns
       ``{"thresholds": {...}}``. ``ThresholdError`` (not bracketed) gives NaN and its message.
+      For the general model: every change of the global branch (``transitions``, JSON),
+      ``alpha_c`` the first of them, and ``alpha_l``; ``GeneralThresholdError`` gives NaN
+      and its message.
 
     The two branch jobs are independent, so a branch that cannot be found does not lose
     the other, and a column's work spreads over several workers. The thresholds job
@@ -104,10 +118,11 @@ def theory_task(payload: dict, api=None) -> dict:
     t0 = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", RuntimeWarning)
+        general = not payload["spec"].is_two_token_rank_one
         if payload["job"] == "thresholds":
-            result = _thresholds_job(payload, api)
+            result = (_general_thresholds_job if general else _thresholds_job)(payload, api)
         else:
-            result = _branch_job(payload, api)
+            result = (_general_branch_job if general else _branch_job)(payload, api)
     extra = {"runtime_warnings": sum(issubclass(w.category, RuntimeWarning) for w in caught),
              "task_wall_time": time.perf_counter() - t0}
     for r in result.get("rows", []):
@@ -206,8 +221,8 @@ def _point_row(p) -> dict:
     return row
 
 
-def _branch_rows(points, alphas: list, branch: str) -> list:
-    """One row per grid ``alpha``; a missing point (the branch ended) gets ``exists = False``."""
+def _on_grid(points, alphas: list, branch: str) -> dict:
+    """``{grid index: point}``; of two points at one grid ``alpha`` the converged one."""
     found = {}
     for p in points:
         i = min(range(len(alphas)), key=lambda j: abs(alphas[j] - p.alpha))
@@ -216,6 +231,12 @@ def _branch_rows(points, alphas: list, branch: str) -> list:
             continue
         if i not in found or (p.converged and not found[i].converged):
             found[i] = p
+    return found
+
+
+def _branch_rows(points, alphas: list, branch: str) -> list:
+    """One row per grid ``alpha``; a missing point (the branch ended) gets ``exists = False``."""
+    found = _on_grid(points, alphas, branch)
     rows = []
     for i, a in enumerate(alphas):
         row = {k: "" for k in FIRST_THEORY_COLUMNS[4:]}
@@ -229,6 +250,79 @@ def _branch_rows(points, alphas: list, branch: str) -> list:
         row["alpha"], row["branch"] = a, branch
         rows.append(row)
     return rows
+
+
+def _general_branch_job(payload: dict, api) -> dict:
+    """A branch of the general model along the grid (``api.follow_general``, the line quadrature
+    where it applies, else QMC): one row per grid ``alpha``, the fixed point's record
+    (:meth:`numerics.general_result.GeneralFixedPoint.to_row`: packed components, invariants,
+    errors, status) or, where the branch was not found, ``exists = False`` and empty values."""
+    spec, alphas, branch = payload["spec"], list(payload["alphas"]), payload["branch"]
+    lin, lin_err = _baseline(api, spec)
+    found = _on_grid(api.follow_general(spec, alphas, branch, payload["precision"], integrator="auto"), alphas,
+                     branch)
+    rows = []
+    for i, a in enumerate(alphas):
+        if i in found:
+            row = dict(found[i].to_row(), exists=True)
+            # marked by comparing the branches of a grid point: theory_points.csv holds it
+            row.pop("global_minimum", None)
+        else:
+            row = {"exists": False, "converged": False, "status": "not found"}
+        row.update(alpha=a, branch=branch, linear_test_error=lin, linear_test_error_error=lin_err)
+        rows.append(row)
+    absent = [a for i, a in enumerate(alphas) if i not in found]
+    note = f"{branch} branch not found at alpha = {', '.join(f'{a:g}' for a in absent)}" if absent else ""
+    for r in rows:
+        r["branch_note"] = note
+    # one column order for every row of the task, whichever points exist
+    rest = sorted({k for r in rows for k in r} - set(FIRST_GENERAL_COLUMNS))
+    return {"rows": [{k: r.get(k, "") for k in FIRST_GENERAL_COLUMNS[2:] + tuple(rest)} for r in rows]}
+
+
+def _general_thresholds_job(payload: dict, api) -> dict:
+    """The general model's thresholds (``api.general_thresholds``) from the column's branch rows
+    (``payload["branch_rows"]``, the fixed points read back by ``api.general_point_from_row``;
+    without them the branches are followed here): ``alpha_c`` and its error are the first change
+    of the global branch, ``transitions`` (JSON) every change, and ``global_minimum`` (JSON) the
+    global branch at each grid ``alpha``."""
+    spec, branches = payload["spec"], tuple(payload["branches"])
+    lin, lin_err = _baseline(api, spec)
+    thr = {k: float("nan") for k in THRESHOLD_COLUMNS[2:6]}
+    thr.update(linear_test_error=lin, linear_test_error_error=lin_err)
+    rows = payload.get("branch_rows")
+    thr["bracket_source"] = "own scan" if rows is None else "branch rows"
+    scan = None
+    if rows is not None:
+        # in the order of the branches, not of the file (the order the tasks finished in): of two
+        # branches with equal training losses the global minimum is then the same in every run
+        rows = sorted((r for r in rows if is_true(r.get("exists"))),
+                      key=lambda r: (branches.index(r["branch"]), number(r["alpha"])))
+        scan = [api.general_point_from_row(r) for r in rows]
+    transitions, glob, notes = [], [], ()
+    try:
+        th = api.general_thresholds(spec, payload["alphas"], payload["precision"], "auto", branches, scan=scan)
+    except api.GeneralThresholdError as exc:
+        status, message = "not_bracketed", str(exc)
+    else:
+        for k in THRESHOLD_COLUMNS[2:6]:
+            thr[k] = float(getattr(th, k))
+        transitions = [t.to_dict() for t in th.transitions]
+        glob = [{"alpha": a, "branch": b} for a, b in th.global_branches()]
+        notes = th.notes
+        status, message = "ok", ""
+        if not transitions:
+            status = "not_bracketed"
+            message = (f"the global minimum does not change branch on alpha in [{min(payload['alphas']):g}, "
+                       f"{max(payload['alphas']):g}] ({glob[0]['branch']} throughout)")
+        elif th.alpha_l_status != "ok":
+            status, message = "alpha_l_not_bracketed", f"alpha_l {th.alpha_l_status}"
+    first = transitions[0] if transitions else {}
+    thr.update(alpha_c_below=first.get("below", ""), alpha_c_above=first.get("above", ""),
+               alpha_c_kind=first.get("kind", ""), transitions=json_text(transitions, indent=None),
+               global_minimum=json_text(glob, indent=None), threshold_notes="; ".join(notes),
+               threshold_status=status, threshold_message=message)
+    return {"thresholds": thr}
 
 
 def simulation_run_task(payload: dict) -> dict:

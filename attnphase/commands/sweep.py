@@ -25,7 +25,9 @@ def register(subparsers) -> None:
     p = subparsers.add_parser(
         "phase-diagram", conflict_handler="resolve",
         help="theory (and simulations) over an (alpha, omega) grid, on Dask, resumable",
-        description="Follow both branches along the alpha grid for every omega, find alpha_c(omega), "
+        description="Follow the branches along the alpha grid for every omega (semantic and positional; for "
+                    "the general model every branch it has, or --branches), find alpha_c(omega) (for the "
+                    "general model the first change of the global branch, all changes in thresholds.csv), "
                     "alpha_l(omega) and the spinodals, and/or simulate the finite-size model on the grid. "
                     "Tasks (one per omega column, one per simulated run) run on an embedded Dask "
                     "LocalCluster or on --scheduler. Every finished task is appended to tidy CSVs in --out "
@@ -38,6 +40,9 @@ def register(subparsers) -> None:
     p.add_argument("--alpha", default=DEFAULT_ALPHA,
                    help=f"alpha grid START:STOP:N or one value (default {DEFAULT_ALPHA})")
     p.add_argument("--what", default="theory", choices=("theory", "simulation", "both"), help="default theory")
+    p.add_argument("--branches", default="",
+                   help="general model: the branches followed in each omega column (comma-separated; default "
+                        "every branch of the model: semantic, positional, trivial, and mixed for --rank >= 2)")
     add_precision_option(p, "theory precision (default fast). ")
     p.add_argument("--out", default="phase_out", help="output folder (default phase_out)")
     g = add_dask_options(p)
@@ -71,6 +76,7 @@ def register(subparsers) -> None:
 def config_from_args(args):
     """The :class:`sweeps.config.SweepConfig` of parsed arguments; bad input raises UsageError
     (or the library's own bad-input errors)."""
+    from numerics.subspaces import GENERAL_BRANCHES
     from sweeps.config import SweepConfig
 
     omegas = parse_range(args.omega, "--omega")
@@ -80,12 +86,10 @@ def config_from_args(args):
             raise UsageError(f"--omega: values must lie in [0, 1], got {w:g}")
     args_at = argparse.Namespace(**{**vars(args), "omega": omegas[0]})
     spec = model_from_args(args_at)
-    if args.what != "simulation" and not spec.is_two_token_rank_one:
-        raise UsageError(f"--what {args.what}: the theory of the phase diagram is not available for the general "
-                         f"model yet (L = {spec.tokens}, r = {spec.rank}, t = {spec.teacher_rank}); "
-                         f"use --what simulation, or attnphase curve")
+    branches = parse_list(args.branches, "--branches", choices=GENERAL_BRANCHES, allow_empty=True)
     check_dask_options(args)
     return SweepConfig(spec=spec, omegas=omegas, alphas=alphas, what=args.what, precision=args.precision,
+                       branches=tuple(branches),
                        d=args.d, seeds=args.seeds, seed=args.seed, steps=args.steps, lr=args.lr,
                        optimizer=args.optimizer, dtype=args.dtype, n_test=args.n_test)
 
