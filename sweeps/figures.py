@@ -13,6 +13,11 @@ For theory rows the global minimiser is the existing, converged branch with the 
 training loss (the free energy at the fixed point). For simulations the "branch" is the
 start (``init``), values are means over runs, and the baseline is the simulated one.
 
+For the general model (any model but the two-token rank-one one, docs/theory.md, section 4)
+a point has ``global_branch``, the existing, converged branch of lowest training loss among
+all those followed (semantic, positional, trivial, mixed), ``train_loss_<branch>`` of each,
+and ``test_error_diff``; the figure's first map is then ``global_branch``, by colour.
+
 ``plot_file`` draws both as colour maps over ``(alpha, omega)`` with ``alpha_c(omega)``
 and ``alpha_l(omega)`` from ``thresholds.csv`` overlaid, and the spinodals (those met
 while following the branches, from ``theory.csv``, else those of ``thresholds.csv``), in
@@ -51,7 +56,7 @@ def file_kind(rows: list) -> str:
     if not rows:
         raise ValueError("the file has no data rows")
     cols = rows[0].keys()
-    if "train_loss_diff" in cols:
+    if "train_loss_diff" in cols or "test_error_diff" in cols:
         return "points"
     if "branch" in cols:
         return "theory"
@@ -89,7 +94,62 @@ def _combine(omega, alpha, source, tl_sem, tl_pos, err_sem, err_pos, te, lin, te
             "linear_test_error": lin, "test_error_diff": gte - lin, "test_error_diff_error": gerr + lin_err}
 
 
+def _general_rows(rows: list) -> bool:
+    """Whether theory rows are of the general model (their model columns say; rows without the
+    model's columns are the two-token rank-one model's)."""
+    from derivations.spec import ModelSpec
+
+    try:
+        return not ModelSpec.from_columns(rows[0]).is_two_token_rank_one
+    except (KeyError, ValueError):
+        return False
+
+
+def _usable(r: Optional[dict]) -> bool:
+    return r is not None and is_true(r.get("exists", "True")) and is_true(r.get("converged", "True"))
+
+
+def general_theory_points(rows: list) -> list:
+    """The points of a general model's ``theory.csv``: at each ``(omega, alpha)`` the global branch
+    (lowest training loss among the existing, converged branches) and its test error minus the
+    linear baseline."""
+    from numerics.subspaces import GENERAL_BRANCHES
+
+    groups = defaultdict(dict)
+    for r in rows:
+        groups[(number(r["omega"]), number(r["alpha"]))][r["branch"]] = r
+    present = {r["branch"] for r in rows}
+    branches = [b for b in GENERAL_BRANCHES if b in present] + sorted(present - set(GENERAL_BRANCHES))
+    missing = sum(b not in by for by in groups.values() for b in branches)
+    if missing:
+        log.warning("%d of the %d (omega, alpha, branch) rows of the grid are missing", missing,
+                    len(groups) * len(branches))
+    const = _constant_columns(rows, skip=("task", "omega", "alpha", "branch"))
+    keep = {k: v for k, v in const.items() if _is_model_column(k) or k in _CONTEXT_THEORY}
+    out = []
+    for (w, a), by in sorted(groups.items()):
+        # in the order of the branches: of two equal training losses the first branch is global
+        losses = {b: number(by[b].get("train_loss")) for b in branches if _usable(by.get(b))}
+        losses = {b: v for b, v in losses.items() if math.isfinite(v)}
+        lin_row = next(iter(by.values()))
+        lin, lin_err = number(lin_row.get("linear_test_error")), _zero_nan(number(lin_row.get("linear_test_error_error")))
+        p = {"omega": w, "alpha": a, "source": "theory"}
+        if losses:
+            g = min(losses, key=losses.get)
+            gte, gerr = number(by[g].get("test_error")), _zero_nan(number(by[g].get("test_error_error")))
+        else:
+            g, gte, gerr = "", math.nan, math.nan
+        p.update(global_branch=g, global_train_loss=losses.get(g, math.nan), global_test_error=gte,
+                 linear_test_error=lin, test_error_diff=gte - lin, test_error_diff_error=gerr + lin_err)
+        p.update({f"train_loss_{b}": losses.get(b, math.nan) for b in branches})
+        p.update(keep)
+        out.append(p)
+    return out
+
+
 def theory_points(rows: list) -> list:
+    if _general_rows(rows):
+        return general_theory_points(rows)
     groups = defaultdict(dict)
     for r in rows:
         groups[(number(r["omega"]), number(r["alpha"]))][r["branch"]] = r
@@ -267,7 +327,10 @@ def _title(points: list) -> str:
     for k in ("sigma", "lam"):
         if k in p:
             parts.append(f"{k}={p[k]}")
-    if all(f"A{i}{j}" in p for i in (1, 2) for j in (1, 2)):
+    if _is_general_points(points):
+        parts.append(" ".join(f"{name}={number(p.get(k)):g}" for name, k in (("L", "tokens"), ("r", "rank"),
+                                                                              ("t", "teacher_rank"))))
+    elif all(f"A{i}{j}" in p for i in (1, 2) for j in (1, 2)):
         parts.append(f"A=[[{p['A11']},{p['A12']}],[{p['A21']},{p['A22']}]]")
     if "attention" in p:
         parts.append(str(p["attention"]))
@@ -279,25 +342,61 @@ def _title(points: list) -> str:
     return " ".join(parts) + (f" - {src}" if src else "")
 
 
+def _is_general_points(points: list) -> bool:
+    """Points of the general model (:func:`general_theory_points`): a global branch among several,
+    no two-branch training-loss difference."""
+    return "train_loss_diff" not in points[0]
+
+
+#: the colour of each branch in the general model's map of the global branch
+BRANCH_COLOURS = {"semantic": "tab:purple", "positional": "tab:orange", "mixed": "tab:green", "trivial": "0.55"}
+
+
+def _draw_global_branch(ax, points: list) -> tuple:
+    """The global branch at each grid point, one colour per branch; returns the grid's
+    ``(omegas, alphas)``."""
+    from matplotlib.colors import BoundaryNorm, ListedColormap
+    from matplotlib.patches import Patch
+
+    names = [b for b in BRANCH_COLOURS if any(p.get("global_branch") == b for p in points)]
+    names += sorted({p.get("global_branch") for p in points} - set(BRANCH_COLOURS) - {"", None})
+    code = {b: i for i, b in enumerate(names)}
+    coded = [dict(p, global_branch_code=code.get(p.get("global_branch"), math.nan)) for p in points]
+    omegas, alphas, Z = _grid(coded, "global_branch_code")
+    colours = [BRANCH_COLOURS.get(b, f"C{i}") for i, b in enumerate(names)] or ["white"]
+    ax.pcolormesh(_edges(alphas), _edges(omegas), np.ma.masked_invalid(Z), cmap=ListedColormap(colours),
+                  norm=BoundaryNorm(np.arange(len(colours) + 1) - 0.5, len(colours)), shading="flat")
+    if names:
+        ax.add_artist(ax.legend(handles=[Patch(color=c, label=b) for b, c in zip(names, colours)],
+                                loc="upper right", fontsize=8, title="global minimum", title_fontsize=8))
+    return omegas, alphas
+
+
 def draw(points: list, thresholds: Optional[list] = None, spinodals: Optional[list] = None,
          title: Optional[str] = None):
-    """A matplotlib Figure with the two colour maps and the threshold curves."""
+    """A matplotlib Figure with the two colour maps and the threshold curves: the training-loss
+    difference of the two branches (the two-token rank-one model) or the global branch (the
+    general model), and the global minimiser's test error minus the linear baseline."""
     from matplotlib.colors import Normalize
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(12, 4.8), layout="constrained")
     axes = fig.subplots(1, 2)
-    panels = (("train_loss_diff", "training loss: positional - semantic"),
-              ("test_error_diff", "test error: global minimiser - linear baseline"))
+    first = ("global_branch", "global minimum (lowest training loss)") if _is_general_points(points) \
+        else ("train_loss_diff", "training loss: positional - semantic")
+    panels = (first, ("test_error_diff", "test error: global minimiser - linear baseline"))
     for ax, (key, label) in zip(axes, panels):
-        omegas, alphas, Z = _grid(points, key)
-        finite = Z[np.isfinite(Z)]
-        vmax = float(np.max(np.abs(finite))) if finite.size else 1.0
-        vmax = vmax if vmax > 0 else 1.0
         ax.set_facecolor("0.85")  # grey: no value (branch missing or not converged)
-        mesh = ax.pcolormesh(_edges(alphas), _edges(omegas), np.ma.masked_invalid(Z), cmap="RdBu_r",
-                             norm=Normalize(-vmax, vmax), shading="flat")
-        fig.colorbar(mesh, ax=ax, label=label)
+        if key == "global_branch":
+            omegas, alphas = _draw_global_branch(ax, points)
+        else:
+            omegas, alphas, Z = _grid(points, key)
+            finite = Z[np.isfinite(Z)]
+            vmax = float(np.max(np.abs(finite))) if finite.size else 1.0
+            vmax = vmax if vmax > 0 else 1.0
+            mesh = ax.pcolormesh(_edges(alphas), _edges(omegas), np.ma.masked_invalid(Z), cmap="RdBu_r",
+                                 norm=Normalize(-vmax, vmax), shading="flat")
+            fig.colorbar(mesh, ax=ax, label=label)
         _overlay(ax, thresholds or [], spinodals or [])
         ax.set_xlim(_edges(alphas)[[0, -1]])
         ax.set_ylim(_edges(omegas)[[0, -1]])
