@@ -7,8 +7,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
+import signal
+import subprocess
+import sys
 import time
-from typing import Optional, Sequence
+from pathlib import Path
+from typing import Callable, Optional, Sequence
 
 from sweeps.config import THEORY_BRANCHES
 from sweeps.tasks import theory_task
@@ -119,9 +124,96 @@ class FakeTheoryAPI:
         return SimpleNamespace(**d, alpha_l_status=al_status, to_dict=lambda: dict(d))
 
 
+class FakeGeneralTheoryAPI(FakeTheoryAPI):
+    """:class:`FakeTheoryAPI` with the general model's functions, on real records
+    (:class:`~numerics.general_result.GeneralFixedPoint`, whose rows are read back by the real
+    ``from_row``, and :class:`~numerics.general_thresholds.GeneralThresholds`).
+
+    Toy physics with every kind of change of the global branch: positional below
+    ``alpha_c(omega) = 0.8 + 2 omega`` (a crossing of the training losses), semantic above it; for
+    rank >= 2 the mixed branch exists from ``alpha_c + 0.5`` on and is global wherever it exists
+    (an appearance); the trivial branch is never global. The semantic branch exists for
+    ``alpha >= 0.3``. A non-converged semantic point at ``omega = 0.35``, ``alpha = 1.4`` (reported,
+    never global)."""
+
+    from numerics.general_thresholds import GeneralThresholdError
+
+    @staticmethod
+    def mixed_start(omega):
+        return FakeTheoryAPI.alpha_c(omega) + 0.5
+
+    def exists(self, spec, a, branch) -> bool:
+        if branch == "semantic":
+            return a >= self.SEM_START
+        if branch == "mixed":
+            return spec.rank >= 2 and a >= self.mixed_start(spec.omega)
+        return True
+
+    def general_point(self, spec, a, branch, precision):
+        from numerics.general_result import GeneralFixedPoint
+        from numerics.matrix_overlaps import MatrixHats, MatrixOverlaps
+
+        w, shape = spec.omega, spec.shape
+        ls = 0.01 / (1.0 + a) + spec.lam * 0.01
+        tl, te = {"semantic": (ls, 0.004 / (1.0 + a)),
+                  "positional": (ls + 0.001 * (a - self.alpha_c(w)), 0.003 + 0.0005 * w),
+                  "trivial": (ls + 0.01, 0.01),
+                  "mixed": (ls - 0.001 * (a - self.mixed_start(w)) - 1e-4, 0.0035 / (1.0 + a))}[branch]
+        n_ov, n_hat = len(MatrixOverlaps.component_names(shape)), len(MatrixHats.component_names(shape))
+        code = 0.01 * (1 + ("semantic", "positional", "trivial", "mixed").index(branch))
+        ov = MatrixOverlaps.unpack(shape, [0.1 + code + 0.001 * i + a / 100 for i in range(n_ov)])
+        hats = MatrixHats.unpack(shape, [1.0 + code + 0.01 * i for i in range(n_hat)])
+        converged = not (branch == "semantic" and abs(w - 0.35) < 1e-9 and abs(a - 1.4) < 1e-9)
+        error = {name: 1e-6 for name in (*ov.as_dict(), *hats.as_dict())}
+        error.update(test_error=1e-8, train_loss=1e-8)
+        return GeneralFixedPoint(alpha=float(a), branch=branch, model=spec, precision=precision, integrator="qmc",
+                                 overlaps=ov, hats=hats, test_error=te, train_loss=tl, converged=converged,
+                                 iterations=7, residual=1e-6 if converged else 0.3, error=error,
+                                 invariants=ov.invariants(),
+                                 diagnostics={} if converged else {"status": "max_iterations"}, wall_time=0.01)
+
+    def follow_general(self, spec, alphas, branch, precision="fast", integrator="auto", progress=None):
+        return [self.general_point(spec, a, branch, precision) for a in alphas if self.exists(spec, a, branch)]
+
+    @staticmethod
+    def general_point_from_row(row):
+        from numerics.general_result import from_row
+
+        return from_row(row)
+
+    def general_thresholds(self, spec, alphas, precision="draft", integrator="auto", branches=None, scan=None,
+                           progress=None):
+        """Like ``numerics.general_thresholds.general_thresholds``: each change of the global branch
+        on the scan, at the toy's exact location."""
+        from numerics.general_fixed_point import mark_global_minima
+        from numerics.general_thresholds import GeneralThresholds, Transition
+
+        if scan is None:
+            scan = [p for b in branches for p in self.follow_general(spec, alphas, b, precision)]
+        scan = mark_global_minima([p for p in scan if p.branch in branches])
+        globals_ = sorted((p.alpha, p.branch) for p in scan if p.global_minimum)
+        if not globals_:
+            raise self.GeneralThresholdError(f"no branch of {', '.join(branches)} converged on the scan")
+        w, transitions = spec.omega, []
+        for (a0, b0), (a1, b1) in zip(globals_, globals_[1:]):
+            if b0 != b1:
+                at = self.alpha_c(w) if b1 == "semantic" else self.mixed_start(w)
+                transitions.append(Transition(at, 1e-4, b0, b1, "appearance" if b1 == "mixed" else "crossing",
+                                              (a0, a1), {}))
+        lin = self.linear(w)
+        al = max(self.alpha_c(w), 0.004 / lin - 1.0)
+        ok = al <= max(alphas)
+        return GeneralThresholds(transitions=tuple(transitions), alpha_l=al if ok else float("nan"),
+                                 alpha_l_error=2e-4 if ok else float("nan"),
+                                 alpha_l_status="ok" if ok else "not bracketed: beyond the scan",
+                                 linear_test_error=lin, linear_test_error_error=1e-9, scan=tuple(scan),
+                                 precision=precision, model=spec, wall_time=0.0)
+
+
 def fake_theory_task(payload: dict, delay: float = 0.0, fail_omegas: Sequence[float] = (),
                       fail_only: Optional[str] = None) -> dict:
-    """A test double of :func:`sweeps.tasks.theory_task`: the real task logic on :class:`FakeTheoryAPI`.
+    """A test double of :func:`sweeps.tasks.theory_task`: the real task logic on :class:`FakeTheoryAPI`
+    (the two-token rank-one model) or :class:`FakeGeneralTheoryAPI` (any other).
 
     ``delay`` seconds of sleep make a slow task (kill-and-resume tests). At an ``omega``
     in ``fail_omegas`` the task raises: every job, or only ``fail_only`` (a branch name or
@@ -134,7 +226,7 @@ def fake_theory_task(payload: dict, delay: float = 0.0, fail_omegas: Sequence[fl
     job = payload.get("branch", payload["job"])
     if any(abs(payload["omega"] - w) < 1e-12 for w in fail_omegas) and fail_only in (None, job):
         raise RuntimeError(f"fake failure at omega={payload['omega']:g} ({job})")
-    return theory_task(payload, api=FakeTheoryAPI())
+    return theory_task(payload, api=FakeGeneralTheoryAPI())
 
 
 def tiny_paper_plan():
@@ -162,3 +254,34 @@ def fake_paper_functions(delay: float = 0.0) -> dict:
 
     fn = functools.partial(fake_theory_task, delay=delay) if delay else fake_theory_task
     return {"curve": fn, "point": fn, "thresholds": fn}
+
+
+#: ``attnphase ARGV`` with :func:`fake_theory_task` of 0.4 s per task (the repository root on the path)
+SLOW_FAKE_SWEEP = """
+import functools, sys
+from attnphase.cli import build_parser
+from attnphase.commands.sweep import cmd_phase_diagram
+from tests.fakes import fake_theory_task
+args = build_parser().parse_args(sys.argv[1:])
+cmd_phase_diagram(args, theory_task=functools.partial(fake_theory_task, delay=0.4))
+"""
+
+
+def kill_fake_sweep_when(ready: Callable[[], bool], argv: Sequence[str], env: dict, timeout: float = 120.0) -> None:
+    """Run ``attnphase argv`` (:data:`SLOW_FAKE_SWEEP`, two worker processes) in a subprocess and
+    SIGKILL its process group (the sweep, its scheduler and its workers) once ``ready()``; raises
+    AssertionError if the sweep ended before. ``env``: the subprocess's, with the repository root on
+    ``PYTHONPATH`` (its workers import this module)."""
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.Popen([sys.executable, "-c", SLOW_FAKE_SWEEP, *argv, "--workers", "2"], cwd=root,
+                            start_new_session=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and proc.poll() is None and not ready():
+            time.sleep(0.05)
+        assert proc.poll() is None, "the sweep ended before it could be killed"
+        os.killpg(proc.pid, signal.SIGKILL)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)

@@ -30,7 +30,7 @@ from numerics.overlaps import HatOverlaps, Overlaps
 from numerics.result import FixedPoint
 from numerics.tidy import ROW_CHECK, finite_json, from_json, json_text, read_csv_rows
 from sweeps.store import MANIFEST, THEORY_CSV, THRESHOLDS_CSV
-from tests.fakes import fake_theory_task
+from tests.fakes import fake_theory_task, kill_fake_sweep_when
 
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
@@ -110,15 +110,6 @@ def raising(exc):
 # --------------------------------------------------------------------------- 1. data loss on resume
 
 SWEEP = ["phase-diagram", "--omega", "0:0.45:10", "--alpha", "0.2:2.2:5", "--quiet", "--no-plot"]
-KILL_SCRIPT = textwrap.dedent("""
-    import functools, sys
-    from attnphase.cli import build_parser
-    from attnphase.commands.sweep import cmd_phase_diagram
-    from tests.fakes import fake_theory_task
-    if __name__ == "__main__":
-        args = build_parser().parse_args(sys.argv[1:])
-        cmd_phase_diagram(args, theory_task=functools.partial(fake_theory_task, delay=0.4))
-""")
 
 
 @pytest.fixture(scope="module")
@@ -146,22 +137,8 @@ def rows_per_task(path: Path) -> dict:
 def test_a_killed_then_truncated_and_garbled_sweep_resumes_to_the_rows_of_an_uninterrupted_one(
         client, tmp_path, capsys, caplog):
     out = tmp_path / "killed"
-    script = tmp_path / "sweep.py"
-    script.write_text(KILL_SCRIPT)
-    proc = subprocess.Popen([PY, str(script), *SWEEP, "--out", str(out), "--workers", "2"], cwd=ROOT,
-                            start_new_session=True, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and proc.poll() is None:
-            if sum(n == 5 for n in rows_per_task(out / THEORY_CSV).values()) >= 6:
-                break
-            time.sleep(0.05)
-        assert proc.poll() is None, "the sweep ended before it could be killed"
-        os.killpg(proc.pid, signal.SIGKILL)  # the sweep, its scheduler and its worker processes
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
+    kill_fake_sweep_when(lambda: sum(n == 5 for n in rows_per_task(out / THEORY_CSV).values()) >= 6,
+                         [*SWEEP, "--out", str(out)], ENV)
     theory = out / THEORY_CSV
     lines = theory.read_bytes().split(b"\n")
     assert len(lines) > 12
