@@ -349,7 +349,7 @@ def _is_general_points(points: list) -> bool:
 
 
 #: the colour of each branch in the general model's map of the global branch
-BRANCH_COLOURS = {"semantic": "tab:purple", "positional": "tab:orange", "mixed": "tab:green", "trivial": "0.55"}
+BRANCH_COLOURS = {"semantic": "tab:purple", "positional": "tab:orange", "mixed": "tab:cyan", "trivial": "0.55"}
 
 
 def _draw_global_branch(ax, points: list) -> tuple:
@@ -367,8 +367,8 @@ def _draw_global_branch(ax, points: list) -> tuple:
     ax.pcolormesh(_edges(alphas), _edges(omegas), np.ma.masked_invalid(Z), cmap=ListedColormap(colours),
                   norm=BoundaryNorm(np.arange(len(colours) + 1) - 0.5, len(colours)), shading="flat")
     if names:
-        ax.add_artist(ax.legend(handles=[Patch(color=c, label=b) for b, c in zip(names, colours)],
-                                loc="upper right", fontsize=8, title="global minimum", title_fontsize=8))
+        ax.legend(handles=[Patch(color=c, label=b) for b, c in zip(names, colours)], loc="best", fontsize=8,
+                  title="global minimum", title_fontsize=8)
     return omegas, alphas
 
 
@@ -403,8 +403,10 @@ def draw(points: list, thresholds: Optional[list] = None, spinodals: Optional[li
         ax.set_xlabel(r"$\alpha = n/d$")
         ax.set_ylabel(r"$\omega$")
         ax.set_title(label, fontsize=10)
-    if axes[0].get_legend_handles_labels()[0]:
-        axes[0].legend(loc="best", fontsize=8)
+    # the general model's first map carries the legend of its branch colours
+    curves_axis = axes[1] if _is_general_points(points) else axes[0]
+    if curves_axis.get_legend_handles_labels()[0]:
+        curves_axis.legend(loc="best", fontsize=8)
     fig.suptitle(title if title is not None else _title(points), fontsize=10)
     return fig
 

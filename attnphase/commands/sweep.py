@@ -62,8 +62,9 @@ def register(subparsers) -> None:
 
     q = subparsers.add_parser(
         "plot", help="redraw a phase diagram from its CSV alone",
-        description="Draw the colour maps (training-loss difference, global test error minus the linear "
-                    "baseline) over (alpha, omega) from theory.csv, simulation.csv or *_points.csv, with "
+        description="Draw the colour maps (training-loss difference, or the global branch for the general "
+                    "model; global test error minus the linear baseline) over (alpha, omega) from theory.csv, "
+                    "simulation.csv or *_points.csv, with "
                     "alpha_c, alpha_l and the spinodals from thresholds.csv (next to FILE by default).")
     q.add_argument("file", metavar="FILE.csv", help="a CSV written by attnphase phase-diagram")
     q.add_argument("--thresholds", default=None, help="thresholds CSV (default: thresholds.csv next to FILE)")
