@@ -56,12 +56,13 @@ class SweepConfig:
 
     @property
     def theory_branches(self) -> tuple:
-        """The branches followed in each ``omega`` column."""
+        """The branches followed in each ``omega`` column, in the model's order of branches whatever
+        the order given (it orders the tasks and breaks ties of the training loss)."""
         if not self.general:
             return THEORY_BRANCHES
         from numerics.general_fixed_point import general_branches
 
-        return self.branches or general_branches(self.spec)
+        return tuple(b for b in general_branches(self.spec) if not self.branches or b in self.branches)
 
     @property
     def kinds(self) -> tuple:

@@ -78,7 +78,7 @@ def test_each_column_follows_every_branch_of_the_model_then_its_thresholds():
         rows = expected_rows(cfg)
         assert [rows(THEORY_CSV, t.key) for t in tasks] == [len(ALPHAS)] * len(branches) + [None]
         assert rows(THRESHOLDS_CSV, tasks[-1].key) == 1
-    limited = config(spec=THREE_TOKENS, omegas=(0.1,), branches=("semantic", "trivial"))
+    limited = config(spec=THREE_TOKENS, omegas=(0.1,), branches=("trivial", "semantic"))
     assert [t.key for t in make_tasks(limited, FAKE, None)] == [
         theory_key(0.1, b) for b in ("semantic", "trivial", "thresholds")]
     # the branches decide the rows: they are in the settings a resumed sweep must match
