@@ -315,6 +315,8 @@ def _general_thresholds_job(payload: dict, api) -> dict:
             status = "not_bracketed"
             message = (f"the global minimum does not change branch on alpha in [{min(payload['alphas']):g}, "
                        f"{max(payload['alphas']):g}] ({glob[0]['branch']} throughout)")
+            if th.alpha_l_status != "ok":
+                message += f"; alpha_l {th.alpha_l_status}"
         elif th.alpha_l_status != "ok":
             status, message = "alpha_l_not_bracketed", f"alpha_l {th.alpha_l_status}"
     first = transitions[0] if transitions else {}

@@ -191,7 +191,7 @@ def test_no_change_and_no_branch_on_the_grid_are_notes_not_failures(client, tmp_
     assert cmd_phase_diagram(args, theory_task=FAKE, client=client) == 0
     out = capsys.readouterr().out
     assert "thresholds not found: the global minimum does not change branch on alpha in [0.2, 2.2] " \
-           "(positional throughout)" in out
+           "(positional throughout); alpha_l not bracketed: beyond the scan" in out
     _, thr = read_csv_rows(tmp_path / "a" / THRESHOLDS_CSV)
     assert thr[0]["threshold_status"] == "not_bracketed" and thr[0]["alpha_c"] == "nan"
     assert json.loads(thr[0]["transitions"]) == []
