@@ -184,6 +184,16 @@ def test_the_thresholds_row_does_not_depend_on_the_order_of_the_branch_rows(clie
     assert [g["branch"] for g in json.loads(rows_of[0]["global_minimum"])][2] == "semantic"
 
 
+def test_a_thresholds_task_without_branch_rows_follows_the_branches_itself(client, tmp_path):
+    cfg = config(omegas=(0.0,))
+    run_sweep(cfg, tmp_path, client=client, theory_task=FAKE, progress=False, plot=False)
+    _, stored = read_csv_rows(tmp_path / THRESHOLDS_CSV)
+    own = FAKE(make_tasks(cfg, FAKE, None)[-1].payload)["thresholds"]
+    assert own["bracket_source"] == "own scan" and stored[0]["bracket_source"] == "branch rows"
+    assert json.loads(own["transitions"]) == json.loads(stored[0]["transitions"])
+    assert own["alpha_c"] == pytest.approx(0.8) and own["global_minimum"] == stored[0]["global_minimum"]
+
+
 def test_no_change_and_no_branch_on_the_grid_are_notes_not_failures(client, tmp_path, capsys):
     # omega = 0.9: alpha_c = 2.6 is beyond the grid; semantic alone below 0.3: not on the grid at all
     args = build_parser().parse_args(["phase-diagram", "--tokens", "3", "--omega", "0.9", "--alpha", "0.2:2.2:5",
