@@ -4,6 +4,7 @@ special one compute the same functions."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
@@ -85,3 +86,18 @@ def test_thresholds_refuses_a_scan_file_that_is_not_a_curve(tmp_path, capsys):
     assert cli.main(["thresholds", "--rank", "2", "--scan", str(bad)]) == 2
     err = capsys.readouterr().err
     assert "--scan" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.slow
+def test_run_of_the_general_path_writes_curve_thresholds_and_figure(tmp_path, capsys):
+    import json
+
+    out = tmp_path / "run"
+    code = cli.main(["run", "--integrator", "qmc", "--alpha", "1:1.5:3", "--precision", "draft", "--json",
+                     "--out", str(out)])
+    summary = json.loads(capsys.readouterr().out)
+    assert code == 0, summary.get("error")
+    assert summary["status"] == "complete"
+    assert [(t["below"], t["above"]) for t in summary["transitions"]] == [("positional", "semantic")]
+    assert 1.0 < summary["alpha_c"] < 1.5 and summary["alpha_c_error"] > 0
+    assert (out / "curve.csv").exists() and all(Path(f).exists() for f in summary["figures"])
