@@ -101,3 +101,17 @@ def test_run_of_the_general_path_writes_curve_thresholds_and_figure(tmp_path, ca
     assert [(t["below"], t["above"]) for t in summary["transitions"]] == [("positional", "semantic")]
     assert 1.0 < summary["alpha_c"] < 1.5 and summary["alpha_c_error"] > 0
     assert (out / "curve.csv").exists() and all(Path(f).exists() for f in summary["figures"])
+
+
+def test_the_onset_of_a_pitchfork_is_where_the_square_of_its_overlap_vanishes():
+    from numerics.general_thresholds import pitchfork_onset
+
+    alphas = [0.55, 0.6, 0.7]
+    exact = [0.3 * math.sqrt(a - 0.52) for a in alphas]
+    root, error, three = pitchfork_onset(alphas, exact, [0.0] * 3)
+    assert root == pytest.approx(0.52, abs=1e-12) and error < 1e-12
+    # a curved d^2: the stated error covers the true onset
+    curved = [0.3 * math.sqrt(a - 0.52) * (1 + 2 * (a - 0.52)) for a in alphas]
+    root, error, three = pitchfork_onset(alphas, curved, [1e-3] * 3)
+    assert abs(root - 0.52) <= error and error < 0.05
+    assert math.isnan(pitchfork_onset(alphas, exact[::-1], [0.0] * 3)[0])  # not growing: no onset
