@@ -115,3 +115,15 @@ def test_the_onset_of_a_pitchfork_is_where_the_square_of_its_overlap_vanishes():
     root, error, three = pitchfork_onset(alphas, curved, [1e-3] * 3)
     assert abs(root - 0.52) <= error and error < 0.05
     assert math.isnan(pitchfork_onset(alphas, exact[::-1], [0.0] * 3)[0])  # not growing: no onset
+
+
+def test_a_solve_that_raised_is_a_failed_point_of_its_alpha_not_a_lost_curve():
+    from numerics.general_fixed_point import mark_global_minima
+    from numerics.general_result import failed_point
+
+    spec = ModelSpec(tokens=3)
+    p = failed_point(spec, 4.5, "trivial", "draft", "qmc", "map not evaluable near x = [0.02 0.02]")
+    assert not p.converged and p.status.startswith("failed: map not evaluable")
+    row = p.to_row()
+    assert row["converged"] is False and math.isnan(row["train_loss"]) and row["alpha"] == 4.5
+    assert mark_global_minima([p])[0].global_minimum is False
