@@ -97,8 +97,12 @@ def follow_general(spec: ModelSpec, alphas: Sequence[float], branch: str, precis
     """``branch`` along ``alphas`` by continuation: each solve starts from the last point found on
     the branch; a solve from the previous point that does not converge is retried once from the
     default start. Alphas where the branch is not found (:class:`~numerics.fixed_point.BranchNotFound`)
-    are left out, and the next one starts afresh. ``progress(alpha)`` is called after each alpha."""
+    are left out, and the next one starts afresh; a solve that raises :class:`~numerics.solver.SolverError`
+    is kept as a failed point (:func:`~numerics.general_result.failed_point`). ``progress(alpha)`` is
+    called after each alpha."""
     from .fixed_point import BranchNotFound
+    from .general_result import failed_point
+    from .solver import SolverError
 
     points, start = [], None
     for alpha in alphas:
@@ -118,6 +122,11 @@ def follow_general(spec: ModelSpec, alphas: Sequence[float], branch: str, precis
             start = fp.overlaps if fp.converged else None
         except BranchNotFound as exc:
             log.info("%s", exc)
+            start = None
+        except SolverError as exc:
+            # one failed solve is reported at its alpha (converged=False), and the branch goes on
+            log.warning("%s at alpha = %g: %s", branch, alpha, exc)
+            points.append(failed_point(spec, float(alpha), branch, precision, integrator, str(exc)))
             start = None
         if progress is not None:
             progress(alpha)

@@ -81,6 +81,28 @@ class GeneralFixedPoint:
         return row
 
 
+def failed_point(spec: ModelSpec, alpha: float, branch: str, precision: str, integrator: str,
+                 reason: str) -> GeneralFixedPoint:
+    """The record of a solve that raised (the solver could not evaluate the map, for instance): no
+    value, ``converged=False`` and ``reason`` as its status, so that a curve reports it at its alpha
+    instead of losing the other points."""
+    import math
+
+    import numpy as np
+
+    shape = (spec.tokens, spec.rank, spec.teacher_rank, len(spec.positions[0]))
+    nan = {name: np.nan for name in MatrixOverlaps.NAMES}
+    ov = MatrixOverlaps(shape, **nan)
+    hats = MatrixHats(shape, **{name: np.nan for name in MatrixHats.NAMES})
+    invariants = {"q_eigenvalues": [math.nan] * spec.rank, "V_eigenvalues": [math.nan] * spec.rank,
+                  "m_singular_values": [math.nan] * min(shape[3], spec.rank),
+                  "theta_singular_values": [math.nan] * min(spec.rank, spec.teacher_rank)}
+    return GeneralFixedPoint(alpha=float(alpha), branch=branch, model=spec, precision=precision, integrator=integrator,
+                             overlaps=ov, hats=hats, test_error=math.nan, train_loss=math.nan, converged=False,
+                             iterations=0, residual=math.nan, error={}, invariants=invariants,
+                             diagnostics={"status": f"failed: {reason}"}, wall_time=math.nan)
+
+
 def from_row(row: dict) -> GeneralFixedPoint:
     """The fixed point of a row written by :meth:`GeneralFixedPoint.to_row` (cells may be text), as
     read back from a curve CSV: values, errors, status and settings; solver diagnostics are not

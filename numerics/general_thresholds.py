@@ -11,7 +11,11 @@ Wherever it changes between two scanned points, the change is located:
   end (or the one global below does not exist at the upper end). The end of that branch is found by
   bisection on whether its solve finds it; if it is already the lower one where it appears (or still
   the lower one where it ends), the change is at that end, to the bisection's width; otherwise the
-  crossing lies between the end and the scan point and is found as above.
+  crossing lies between the end and the scan point and is found as above;
+* ``bifurcation``: the branch appears with the global one's ``F`` (within :data:`CONTINUOUS_GAP`
+  stated errors), growing out of it continuously; where its defining overlap is below the noise a
+  solve cannot tell it from the branch it grows out of, so the onset is extrapolated from ``d^2``
+  linear in ``alpha`` (:func:`pitchfork_onset`).
 
 ``alpha_c`` is the first change (in the paper's model the one change, positional to semantic); every
 change is reported.
@@ -46,11 +50,21 @@ log = logging.getLogger(__name__)
 MIN_XTOL = 1e-4
 #: the width to which the end of a branch is located by bisection
 END_XTOL = 4e-3
+#: a branch that appears within this many stated errors of the global one's F bifurcates from it
+CONTINUOUS_GAP = 3.0
 
 
 class GeneralThresholdError(RuntimeError):
     """No threshold can be reported (no change of the global branch on the scan, or a solve that the
     location needs failed); the message says which."""
+
+
+class NotConverged(GeneralThresholdError):
+    """A solve that a threshold needs did not converge (``point``: the failed fixed point)."""
+
+    def __init__(self, message, point):
+        super().__init__(message)
+        self.point = point
 
 
 @dataclasses.dataclass(frozen=True)
@@ -142,20 +156,28 @@ class _Branch:
             if self.progress:
                 self.progress(1)
         if not fp.converged:
-            raise GeneralThresholdError(f"{self.name} branch at alpha = {alpha:g}: {fp.status}")
+            raise NotConverged(f"{self.name} branch at alpha = {alpha:g}: {fp.status}", fp)
         self.points[alpha] = fp
         return fp
 
     def end(self, inside: float, outside: float) -> tuple:
-        """``(last alpha found, first alpha not found)`` between a point where the branch exists and
-        one where it does not, by bisection to :data:`END_XTOL`."""
+        """``(last alpha found, first alpha not found, note)`` between a point where the branch exists
+        and one where it does not, by bisection to :data:`END_XTOL`. Near its end a branch's solve may
+        not converge (the fixed point loses stability there); the bisection then stops and the end is
+        known to the interval reached, which the note says."""
         while abs(outside - inside) > END_XTOL:
             mid = 0.5 * (inside + outside)
-            if self.solve(mid) is not None:
+            try:
+                found = self.solve(mid) is not None
+            except NotConverged as exc:
+                note = f"stopped at a width of {abs(outside - inside):.2g}: {exc}"
+                log.info("%s end: %s", self.name, note)
+                return inside, outside, note
+            if found:
                 inside = mid
             else:
                 outside = mid
-        return inside, outside
+        return inside, outside, ""
 
 
 def _error(p: GeneralFixedPoint, field: str) -> float:
@@ -207,22 +229,83 @@ def _crossing(lower: _Branch, upper: _Branch, lo: float, hi: float) -> tuple:
     return _root(dF, lo, hi, noise)
 
 
+def pitchfork_onset(alphas: Sequence[float], d: Sequence[float], d_error: Sequence[float]) -> tuple:
+    """``(alpha_s, error, three-point root)`` where an overlap ``d`` growing out of zero as
+    ``d^2 ~ alpha - alpha_s`` (a pitchfork) vanishes, from its values at ``alphas`` (nearest the
+    onset first; three or more). ``alpha_s`` is the root of the line through ``d^2`` at the nearest
+    two points (the least bent by the curvature of ``d^2``); its error is its change to the
+    least-squares line through the nearest three (the curvature's effect, larger over the longer
+    span) plus the stated error of ``d`` at the nearest point carried through the line.
+    NaN where ``d^2`` does not grow."""
+    a = np.asarray(alphas[:3], dtype=float)
+    d = np.asarray(d[:3], dtype=float)
+    slope3, icpt3 = np.polyfit(a, d**2, 1)
+    slope2, icpt2 = np.polyfit(a[:2], d[:2] ** 2, 1)
+    if not (slope3 > 0 and slope2 > 0) or not (a[0] < a[1]):
+        return math.nan, math.nan, math.nan
+    root3, root2 = -icpt3 / slope3, -icpt2 / slope2
+    # d^2 at the nearest point moved by its stated error moves the root by 2 d delta d / slope
+    noise = 2 * d[0] * float(d_error[0]) / slope2
+    return float(root2), float(abs(root3 - root2) + noise), float(root3)
+
+
+def _onset(branch: _Branch, missing: float, lowest: float) -> Optional[tuple]:
+    """``(alpha, error, details)`` of a continuous onset of ``branch`` (docs/theory.md, section 4.10)
+    from its defining overlap (:meth:`numerics.subspaces.BranchSubspace.defining_overlap`) at the three
+    solved points nearest the onset (:func:`pitchfork_onset`). None when fewer than three points, or a
+    root outside ``[lowest, first point found]`` by more than its error (a solve near the onset may
+    miss a branch whose overlap is below its noise, so the root may lie below ``missing``, and even
+    below the scanned point where the branch was not found)."""
+    from .subspaces import branch_subspace
+
+    alphas = sorted(a for a in branch.points if a > missing)[:3]
+    if len(alphas) < 3:
+        return None
+    sub = branch_subspace(branch.name, branch.spec.shape)
+    sigma = branch.spec.sigma
+    d = [sub.defining_overlap(branch.points[a].overlaps, sigma) for a in alphas]
+    key = "theta_singular_values_1" if branch.name in ("semantic", "mixed") else "m_singular_values_1"
+    scale = sigma**2 if key.startswith("theta") else 1.0
+    root, error, three_point = pitchfork_onset(alphas, d, [_error(branch.points[a], key) / scale for a in alphas])
+    if not lowest - error <= root <= alphas[0]:
+        return None
+    return root, error, {"onset_fit_alphas": list(alphas), "defining_overlap": list(d),
+                         "onset_three_point": three_point}
+
+
+def _gap_at_end(pa, pb) -> dict:
+    """``F_above - F_below`` at the last point where both exist next to a branch's end, in stated
+    errors: near zero where one branch bifurcates from the other (a continuous change)."""
+    if pa is None or pb is None:
+        return {}
+    gap = pa.train_loss - pb.train_loss
+    spread = math.hypot(_error(pa, "train_loss"), _error(pb, "train_loss"))
+    return {"train_loss_gap_at_end": gap, "train_loss_gap_at_end_in_errors": gap / spread if spread > 0 else math.nan}
+
+
 def _locate(below: _Branch, above: _Branch, a0: float, a1: float) -> Transition:
     """The change of the global minimum from ``below`` (global at ``a0``) to ``above`` (at ``a1``)."""
     kind, lo, hi, extra = "crossing", a0, a1, {}
     if a0 not in above:
-        found, missing = above.end(a1, a0)
-        extra.update(above_appears_between=[missing, found])
+        found, missing, note = above.end(a1, a0)
+        extra.update(above_appears_between=[missing, found], end_note=note)
         pa, pb = above.solve(found), below.solve(found)
+        extra.update(_gap_at_end(pa, pb))
+        if abs(extra.get("train_loss_gap_at_end_in_errors", math.inf)) <= CONTINUOUS_GAP:
+            onset = _onset(above, missing, a0)
+            if onset is not None:
+                return Transition(onset[0], onset[1], below.name, above.name, "bifurcation", (a0, a1),
+                                  {**extra, **onset[2]})
         if pb is None or pa.train_loss < pb.train_loss:
             # already the lower one where it appears: the change is at its end
             return Transition(0.5 * (found + missing), 0.5 * abs(found - missing), below.name, above.name,
                               "appearance", (a0, a1), extra)
         lo = found
     if a1 not in below:
-        found, missing = below.end(a0, a1)
-        extra.update(below_ends_between=[found, missing])
+        found, missing, note = below.end(a0, a1)
+        extra.update(below_ends_between=[found, missing], end_note=note)
         pa, pb = above.solve(found), below.solve(found)
+        extra.update(_gap_at_end(pa, pb))
         if pa is None or pb.train_loss < pa.train_loss:
             return Transition(0.5 * (found + missing), 0.5 * abs(found - missing), below.name, above.name,
                               "disappearance", (a0, a1), extra)

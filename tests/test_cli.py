@@ -60,9 +60,10 @@ def test_what_the_general_model_does_not_have_is_bad_input(capsys):
                          "attnphase solve: error: --integrator: the line quadrature handles L = 2 tokens"),
                         (["solve", "--alpha", "2", "--branch", "mixed"],
                          "attnphase solve: error: --branch: the mixed branch needs --rank >= 2"),
-                        (["thresholds", "--rank", "2"],
-                         "attnphase thresholds: error: thresholds: not available for the general model yet"),
-                        (["run", "--tokens", "3"], "attnphase run: error: run: not available for the general model"),
+                        (["thresholds", "--rank", "2", "--branches", "semantic,mixed,diagonal"],
+                         "attnphase thresholds: error: --branches: "),
+                        (["run", "--tokens", "3", "--integrator", "lines"],
+                         "attnphase run: error: --integrator: the line quadrature handles L = 2 tokens"),
                         (["phase-diagram", "--rank", "2", "--out", "unused"],
                          "attnphase phase-diagram: error: --what theory: the theory of the phase diagram is not")):
         assert cli.main(argv) == 2, argv

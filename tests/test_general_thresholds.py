@@ -4,6 +4,7 @@ special one compute the same functions."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
@@ -85,3 +86,44 @@ def test_thresholds_refuses_a_scan_file_that_is_not_a_curve(tmp_path, capsys):
     assert cli.main(["thresholds", "--rank", "2", "--scan", str(bad)]) == 2
     err = capsys.readouterr().err
     assert "--scan" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.slow
+def test_run_of_the_general_path_writes_curve_thresholds_and_figure(tmp_path, capsys):
+    import json
+
+    out = tmp_path / "run"
+    code = cli.main(["run", "--integrator", "qmc", "--alpha", "1:1.5:3", "--precision", "draft", "--json",
+                     "--out", str(out)])
+    summary = json.loads(capsys.readouterr().out)
+    assert code == 0, summary.get("error")
+    assert summary["status"] == "complete"
+    assert [(t["below"], t["above"]) for t in summary["transitions"]] == [("positional", "semantic")]
+    assert 1.0 < summary["alpha_c"] < 1.5 and summary["alpha_c_error"] > 0
+    assert (out / "curve.csv").exists() and all(Path(f).exists() for f in summary["figures"])
+
+
+def test_the_onset_of_a_pitchfork_is_where_the_square_of_its_overlap_vanishes():
+    from numerics.general_thresholds import pitchfork_onset
+
+    alphas = [0.55, 0.6, 0.7]
+    exact = [0.3 * math.sqrt(a - 0.52) for a in alphas]
+    root, error, three = pitchfork_onset(alphas, exact, [0.0] * 3)
+    assert root == pytest.approx(0.52, abs=1e-12) and error < 1e-12
+    # a curved d^2: the stated error covers the true onset
+    curved = [0.3 * math.sqrt(a - 0.52) * (1 + 2 * (a - 0.52)) for a in alphas]
+    root, error, three = pitchfork_onset(alphas, curved, [1e-3] * 3)
+    assert abs(root - 0.52) <= error and error < 0.05
+    assert math.isnan(pitchfork_onset(alphas, exact[::-1], [0.0] * 3)[0])  # not growing: no onset
+
+
+def test_a_solve_that_raised_is_a_failed_point_of_its_alpha_not_a_lost_curve():
+    from numerics.general_fixed_point import mark_global_minima
+    from numerics.general_result import failed_point
+
+    spec = ModelSpec(tokens=3)
+    p = failed_point(spec, 4.5, "trivial", "draft", "qmc", "map not evaluable near x = [0.02 0.02]")
+    assert not p.converged and p.status.startswith("failed: map not evaluable")
+    row = p.to_row()
+    assert row["converged"] is False and math.isnan(row["train_loss"]) and row["alpha"] == 4.5
+    assert mark_global_minima([p])[0].global_minimum is False

@@ -67,6 +67,7 @@ def register(sub):
     p.add_argument("--out", default="results", help="output directory (default results/)")
     p.add_argument("--alpha", default="0.05:2.5:15", help="curve grid START:STOP:N (default 0.05:2.5:15)")
     _common(p)
+    _integrator_option(p)
     p.set_defaults(func=cmd_run)
 
 
@@ -93,13 +94,6 @@ def _general(spec, args, branches) -> bool:
     except IntegratorError as exc:
         raise UsageError(f"--{exc}") from None
     return choices != {"lines"}
-
-
-def _refuse_general(spec, command: str) -> None:
-    """Exit 2 with one line for a command that handles the two-token rank-one model only."""
-    if not spec.is_two_token_rank_one:
-        raise UsageError(f"{command}: not available for the general model yet (L = {spec.tokens}, r = {spec.rank}, "
-                         f"t = {spec.teacher_rank}); solve and curve handle it")
 
 
 def _joined(values) -> str:
@@ -373,15 +367,68 @@ def cmd_thresholds(args) -> int:
     return 0 if th.alpha_l_status == "ok" else failed("thresholds", f"alpha_l {th.alpha_l_status}")
 
 
+def _run_general(spec, args, alphas) -> int:
+    """``run`` for the general model: every branch followed on the grid in draft precision
+    (``curve.csv`` and its figure), then the thresholds at ``--precision`` (from the same scan when
+    that is draft), into ``summary.json``."""
+    from numerics.figures import plot_general_curve
+    from numerics.general_fixed_point import follow_general, general_branches, mark_global_minima
+    from numerics.general_thresholds import GeneralThresholdError, general_thresholds
+    from numerics.tidy import folder_summary, write_rows
+
+    t0 = time.perf_counter()
+    branches = general_branches(spec)
+    csv_path = os.path.join(args.out, "curve.csv")
+    summary = {"model": spec.to_dict(), "curve_csv": csv_path, "curve_precision": "draft",
+               "threshold_precision": args.precision, "branches": list(branches)}
+    error = None
+    with folder_summary(os.path.join(args.out, "summary.json"), summary):
+        with progress_bar(len(alphas) * len(branches), "branches", "pt") as bar:
+            points = mark_global_minima([p for b in branches for p in follow_general(
+                spec, alphas, b, "draft", args.integrator, progress=lambda _: bar.update(1))])
+        rows = [p.to_row() for p in points]
+        write_rows(csv_path, rows)
+        th = None
+        try:
+            with progress_bar(desc="thresholds", unit="solve") as bar:
+                th = general_thresholds(spec, alphas, args.precision, args.integrator, branches,
+                                        scan=points if args.precision == "draft" else None, progress=bar.update)
+        except GeneralThresholdError as exc:
+            error = f"thresholds: {exc}"
+        if th is not None:
+            summary.update({k: v for k, v in th.to_dict().items() if k not in ("scan", "model")})
+            if not th.transitions:
+                error = "thresholds: the global minimum does not change branch on the grid"
+            elif th.alpha_l_status != "ok":
+                error = f"alpha_l {th.alpha_l_status}"
+        summary["figures"] = plot_general_curve(rows, os.path.join(args.out, "branches")) if rows else []
+        summary["wall_time"] = time.perf_counter() - t0
+        if error:
+            summary.update(status="incomplete", error=error)
+    if args.json:
+        print_json(summary)
+    else:
+        print(_general_table([p for p in points if p.global_minimum]))
+        for t in (th.transitions if th else ()):
+            print(f"alpha_c = {t.alpha:.6f} +- {t.error:.1e}   {t.below} -> {t.above} ({t.kind})")
+        if th is not None and th.alpha_l_status == "ok":
+            print(f"alpha_l = {th.alpha_l:.6f} +- {th.alpha_l_error:.1e}")
+        print(f"wrote {csv_path}, {os.path.join(args.out, 'summary.json')}, {', '.join(summary['figures'])}")
+        print(f"wall time {summary['wall_time']:.1f} s")
+    return failed("run", f"{error} (summary.json marks the folder incomplete)") if error else 0
+
+
 def cmd_run(args) -> int:
     from numerics.api import ThresholdError, linear_baseline, thresholds
     from numerics.figures import plot_curves
+    from numerics.general_fixed_point import general_branches
     from numerics.tidy import folder_summary, write_rows
 
     spec = model_from_args(args)
-    _refuse_general(spec, "run")
     alphas = parse_range(args.alpha, "--alpha", positive=True, min_points=3)
     check_output(args.out, "folder")
+    if _general(spec, args, general_branches(spec)):
+        return _run_general(spec, args, alphas)
     t0 = time.perf_counter()
     csv_path = os.path.join(args.out, "curve.csv")
     summary = {"model": spec.to_dict(), "curve_csv": csv_path, "curve_precision": "draft",
