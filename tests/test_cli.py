@@ -64,8 +64,8 @@ def test_what_the_general_model_does_not_have_is_bad_input(capsys):
                          "attnphase thresholds: error: --branches: "),
                         (["run", "--tokens", "3", "--integrator", "lines"],
                          "attnphase run: error: --integrator: the line quadrature handles L = 2 tokens"),
-                        (["phase-diagram", "--rank", "2", "--out", "unused"],
-                         "attnphase phase-diagram: error: --what theory: the theory of the phase diagram is not")):
+                        (["phase-diagram", "--tokens", "3", "--branches", "semantic,mixed", "--out", "unused"],
+                         "attnphase phase-diagram: error: --branches: 'mixed' is not a branch of this model")):
         assert cli.main(argv) == 2, argv
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith(start), err
