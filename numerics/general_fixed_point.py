@@ -52,6 +52,12 @@ def general_branches(spec: ModelSpec) -> tuple:
     return tuple(b for b in GENERAL_BRANCHES if b != "mixed" or spec.rank >= 2)
 
 
+def _branch_rank(branch: str) -> tuple:
+    from .subspaces import GENERAL_BRANCHES
+
+    return (GENERAL_BRANCHES.index(branch), "") if branch in GENERAL_BRANCHES else (len(GENERAL_BRANCHES), branch)
+
+
 def mark_global_minima(points: Sequence[GeneralFixedPoint]) -> list:
     """``global_minimum`` on each point: the lowest training loss among the converged points of its
     alpha (a minimum that differs from the next by less than their errors is still marked, and
@@ -64,7 +70,9 @@ def mark_global_minima(points: Sequence[GeneralFixedPoint]) -> list:
             by_alpha.setdefault(p.alpha, []).append(p)
     out = []
     for p in points:
-        rivals = sorted(by_alpha.get(p.alpha, []), key=lambda x: x.train_loss)
+        # equal training losses (a branch fallen onto another) are ordered as GENERAL_BRANCHES, so the
+        # mark does not depend on the order of the points
+        rivals = sorted(by_alpha.get(p.alpha, []), key=lambda x: (x.train_loss, _branch_rank(x.branch)))
         best = bool(rivals) and rivals[0] is p
         diagnostics = p.diagnostics
         if best and len(rivals) > 1:
