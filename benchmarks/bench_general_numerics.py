@@ -8,7 +8,7 @@ solve before and after the general numerics, printed side by side in one run.
   ``git archive 750f74e | tar -x -C DIR``), alternated ``--repeats`` times (target: no more than
   10% slower).
 Run: python benchmarks/bench_general_numerics.py [--precision fast] [--before DIR] [--repeats 2] [--skip-general]
-[--solve-only]
+[--solve-only] [--thresholds]
 """
 import argparse
 import os
@@ -35,8 +35,11 @@ def main():
     ap.add_argument("--precision", default="fast")
     ap.add_argument("--before", help="a source tree of the code before the change")
     ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--out-dir", default="/tmp/bench_general_numerics", help="where the timed run writes")
     ap.add_argument("--skip-general", action="store_true")
     ap.add_argument("--solve-only", action="store_true", help="time only attnphase solve --alpha 2 before/after")
+    ap.add_argument("--thresholds", action="store_true",
+                    help="also time attnphase thresholds --precision draft and attnphase run --precision draft before/after")
     args = ap.parse_args()
     rows = []
     if not args.skip_general:
@@ -53,6 +56,11 @@ def main():
                     "benchmarks/bench_numerics.py": [sys.executable, str(ROOT / "benchmarks" / "bench_numerics.py")]}
         if args.solve_only:
             commands.pop("benchmarks/bench_numerics.py")
+        if args.thresholds:
+            cli = [sys.executable, "-m", "attnphase.cli"]
+            commands["attnphase thresholds --precision draft"] = cli + ["thresholds", "--precision", "draft"]
+            commands["attnphase run --precision draft"] = cli + ["run", "--precision", "draft", "--out",
+                                                                 str(Path(args.out_dir) / "run")]
         for name, command in commands.items():
             times = {"before": [], "after": []}
             for _ in range(args.repeats):
