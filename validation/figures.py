@@ -13,10 +13,13 @@ from numerics.tidy import atomic_output, read_rows
 
 _PANELS = (("test_error", "test error"), ("train_loss", "training loss"),
            ("theta_over_sigma2", r"$\theta/\sigma^2$"), ("m", "$m$"))
+#: the general model's panels: its outputs and the largest singular values of theta and m
+_GENERAL_PANELS = (("test_error", "test error"), ("train_loss", "training loss"),
+                   ("theta_sv_1", r"largest singular value of $\theta$"), ("m_sv_1", "largest singular value of $m$"))
 
 
 _COLORS = {"semantic": "tab:blue", "positional": "tab:orange", "random": "tab:green",
-           "trivial": "tab:gray", "linear": "k"}
+           "trivial": "tab:gray", "mixed": "tab:purple", "linear": "k"}
 
 
 def _f(x):
@@ -36,9 +39,11 @@ def plot_validate(out: str) -> str:
     rows = read_rows(os.path.join(out, "validate.csv"))
     curves_path = os.path.join(out, "theory_curves.csv")
     curves = read_rows(curves_path) if os.path.exists(curves_path) else []
+    general = not any(r["quantity"] == "m" for r in rows)
+    branches = tuple(dict.fromkeys(c["branch"] for c in curves)) if general else COMPETING_BRANCHES + ("linear",)
     fig, axes = plt.subplots(1, 4, figsize=(16, 3.6))
-    for ax, (qty, label) in zip(axes, _PANELS):
-        for branch in COMPETING_BRANCHES + ("linear",):
+    for ax, (qty, label) in zip(axes, _GENERAL_PANELS if general else _PANELS):
+        for branch in branches:
             pts = sorted(((_f(c["alpha"]), _f(c["value"])) for c in curves
                           if c["branch"] == branch and c["quantity"] == qty and c["converged"] == "True"))
             if pts:
@@ -48,10 +53,15 @@ def plot_validate(out: str) -> str:
             sel = [r for r in rows if r["init"] == init and r["quantity"] == qty]
             if not sel:
                 continue
-            ax.errorbar([_f(r["alpha"]) for r in sel], [_f(r["sim_mean"]) for r in sel],
-                        yerr=[_f(r["sim_sem"]) for r in sel], fmt="o" if init != "linear" else "s",
-                        color=_COLORS.get(init, "k"), capsize=3, ms=4,
-                        label="sim linear baseline" if init == "linear" else f"sim {init} start")
+            for branch in sorted({r["branch"] for r in sel}) if general else (None,):
+                part = [r for r in sel if branch is None or r["branch"] == branch]
+                # the general model's runs are grouped by the branch they reached: one marker per branch
+                ax.errorbar([_f(r["alpha"]) for r in part], [_f(r["sim_mean"]) for r in part],
+                            yerr=[_f(r["sim_sem"]) for r in part], fmt="o" if init != "linear" else "s",
+                            color=_COLORS.get(init, "k"), capsize=3, ms=4,
+                            mfc="none" if branch not in (None, init, "linear") else None,
+                            label="sim linear baseline" if init == "linear" else
+                            f"sim {init} start" + (f" ({branch})" if branch else ""))
         ax.set_xlabel(r"$\alpha$")
         ax.set_title(label)
     axes[0].legend(fontsize=7)
