@@ -2,68 +2,80 @@
 theory's branches (docs/validation.md, section "The general model").
 
 A rank-2 student, a rank-1 teacher, two tokens, omega = 0.3, random starts at each alpha, several seeds.
-The runs are those of ``attnphase validate --rank 2 --omega 0.3 --inits random --alphas ... --sim-only
---out RUNS`` (read from ``RUNS/runs``, simulated there if missing, with the same settings); the theory is a
-CSV of ``attnphase curve --rank 2 --omega 0.3 --alpha ... --branches positional,mixed,semantic``.
-Prints, per alpha, the branch each run reached (``validation.statistics.run_branch``), the theory's global
-minimum there and the training losses, as a Markdown table; draws the figure.
+The runs are read from the run folders of ``attnphase validate --rank 2 --omega 0.3 --inits random
+--alphas ... --steps N --sim-only --out RUNS`` (every cached random-start point of the rank-2 model in
+``RUNS/runs``, one marker per number of steps); the theory is a CSV of ``attnphase curve --rank 2 --omega 0.3
+--alpha ... --branches positional,mixed,semantic``. Prints, per alpha and number of steps, the branch each
+run reached (``validation.statistics.run_branch``), the theory's global minimum there and the training
+losses, as a Markdown table, with how flat each run's training loss was at the end; draws the figure.
 
 Run:
-    python benchmarks/rank2_appendix.py --runs RUNS --theory rank2_fine.csv --figure docs/figures/rank2_appendix.png
+    python benchmarks/rank2_appendix.py --runs RUNS [RUNS ...] --theory rank2_fine.csv --figure docs/figures/rank2_appendix.png
 """
 from __future__ import annotations
 
 import argparse
 import collections
+import glob
+import os
 
 import numpy as np
 
 from derivations.spec import ModelSpec
-from numerics.tidy import read_rows
+from numerics.tidy import read_checked_json, read_rows
 from validation.figures import plot_column_overlaps
-from validation.runs import cached_simulate
-from validation.statistics import run_branch
+from validation.statistics import result_spec, run_branch
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--runs", required=True, help="the validate output folder holding runs/")
+    p.add_argument("--runs", nargs="+", required=True, help="validate output folders holding runs/")
     p.add_argument("--theory", required=True, help="CSV of attnphase curve for the rank-2 model")
     p.add_argument("--figure", required=True)
-    p.add_argument("--alphas", default=",".join(f"{0.25 * i:g}" for i in range(1, 17)))
-    p.add_argument("--d", type=int, default=1000)
-    p.add_argument("--seeds", type=int, default=3)
-    p.add_argument("--steps", type=int, default=10000)
     args = p.parse_args()
 
     spec = ModelSpec(rank=2, omega=0.3)
-    kw = {"seeds": args.seeds, "seed": 0, "steps": args.steps, "lr": None, "optimizer": "gd", "dtype": "float32",
-          "device": None, "n_test": 10000}  # the settings attnphase validate passes
-    alphas = [float(a) for a in args.alphas.split(",")]
-    results = [cached_simulate(spec, args.d, a, "random", kw, f"{args.runs}/runs") for a in alphas]
+    results = []
+    for folder in args.runs:
+        for path in glob.glob(os.path.join(folder, "runs", "sim_*.json")):
+            res = read_checked_json(path)
+            if res["init"] == "random" and result_spec(res) == spec:
+                results.append(res)
+    by_steps = collections.defaultdict(list)
+    for res in sorted(results, key=lambda r: r["alpha"]):
+        by_steps[res["steps"]].append(res)
     theory = [r for r in read_rows(args.theory) if int(float(r["rank"])) == 2]
 
-    print("| alpha | runs reached | theory global minimum | theory training loss of each branch | "
-          "runs' training loss (mean per branch reached) |")
-    print("|---|---|---|---|---|")
-    for res in results:
-        a = res["alpha"]
-        reached = collections.Counter(run_branch(run, spec, res["d"]) for run in res["runs"])
+    print("| alpha | steps | runs reached | theory global minimum | theory training loss per branch | "
+          "runs' training loss (mean per branch reached) | largest relative fall of R/d over the last 10% |")
+    print("|---|---|---|---|---|---|---|")
+    for res in sorted(results, key=lambda r: (r["alpha"], r["steps"])):
+        a, d = res["alpha"], res["d"]
         losses = collections.defaultdict(list)
         for run in res["runs"]:
-            losses[run_branch(run, spec, res["d"])].append(run["train_loss"])
+            losses[run_branch(run, spec, d)].append(run["train_loss"])
         at = [r for r in theory if abs(float(r["alpha"]) - a) < 1e-9 and r["converged"] == "True"]
-        glob = next((r["branch"] for r in at if r["global_minimum"] == "True"), "none converged")
+        glob_branch = next((r["branch"] for r in at if r["global_minimum"] == "True"), "none converged")
         th = ", ".join(f"{r['branch']} {float(r['train_loss']):.5f}" for r in sorted(at, key=lambda r: r["branch"]))
+        went = ", ".join(f"{b} {len(v)}/{len(res['runs'])}" for b, v in sorted(losses.items()))
         sim = ", ".join(f"{b} {np.mean(v):.5f}" for b, v in sorted(losses.items()))
-        total = len(res["runs"])
-        went = ", ".join(f"{b} {n}/{total}" for b, n in sorted(reached.items()))
-        print(f"| {a:g} | {went} | {glob} | {th or 'no converged branch in the CSV'} | {sim} |")
-    plot_column_overlaps(results, theory, spec.sigma, args.figure,
-                         title=f"rank-2 student, rank-1 teacher, L = 2, omega = 0.3, d = {args.d}: gradient descent "
-                               f"from random starts ({args.seeds} per alpha) and the theory's branches "
-                               "(thick: global minimum)")
+        print(f"| {a:g} | {res['steps']} | {went} | {glob_branch} | {th or '-'} | {sim} | {_fall(res):.0e} |")
+    sets = [(f"gradient descent, {steps} steps", rs) for steps, rs in sorted(by_steps.items())]
+    d = results[0]["d"] if results else "?"
+    plot_column_overlaps(sets, theory, spec.sigma, args.figure,
+                         title=f"rank-2 student, rank-1 teacher, L = 2, omega = 0.3, d = {d}: gradient descent from "
+                               "random starts (one point per run) and the theory's branches (thick: global minimum)")
     print(f"wrote {args.figure}")
+
+
+def _fall(res: dict) -> float:
+    """The largest over the runs of the relative fall of ``R/d`` over the last 10% of the steps."""
+    falls = []
+    for run in res["runs"]:
+        curve = run["loss_curve"]
+        tail = [v for s, v in curve if s >= 0.9 * curve[-1][0]]
+        falls.append((tail[0] - tail[-1]) / abs(tail[-1]))
+    return max(falls)
 
 
 if __name__ == "__main__":

@@ -156,12 +156,13 @@ _COLUMN_PANELS = ((("m_col_max", "m_col_min"), r"column $|m|$, largest and small
                   (("test_error",), "test error"))
 
 
-def plot_column_overlaps(results: Sequence[dict], theory_rows: Sequence[dict], sigma: float, path: str,
+def plot_column_overlaps(result_sets: Sequence[tuple], theory_rows: Sequence[dict], sigma: float, path: str,
                          title: str = "") -> str:
     """Per-column overlaps and test error of gradient-descent runs against alpha (every run a point, the
-    largest column filled, the smallest open), with the theory's branches drawn over them (solid where a
-    branch is the theory's global minimum, dotted elsewhere). ``results``: :func:`validation.simulate.simulate`
-    results; ``theory_rows``: rows of ``attnphase curve`` (``GeneralFixedPoint.to_row``), converged ones drawn."""
+    largest column filled, the smallest open), with the theory's branches drawn over them (thick where a
+    branch is the theory's global minimum, dotted elsewhere). ``result_sets``: ``(label, results)`` pairs,
+    ``results`` being :func:`validation.simulate.simulate` results, one marker and colour per set;
+    ``theory_rows``: rows of ``attnphase curve`` (``GeneralFixedPoint.to_row``), converged ones drawn."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -184,12 +185,13 @@ def plot_column_overlaps(results: Sequence[dict], theory_rows: Sequence[dict], s
                 # markers too: a branch that is the global minimum at one alpha alone has no segment
                 ax.plot(alphas, [v if g else np.nan for v, g in zip(y, glob)], color=_COLORS.get(branch, "k"), lw=2.5,
                         marker="s", ms=4, label=f"theory {branch}" if n == 0 else None)
-        for n, key in enumerate(keys):
-            xs = [res["alpha"] for res in results for _ in res["runs"]]
-            ys = [run[key] for res in results for run in res["runs"]]
-            ax.plot(xs, ys, "o", color="k", ms=4, mfc="k" if n == 0 else "none",
-                    label=("gradient descent, largest column" if len(keys) > 1 else "gradient descent") if n == 0
-                    else "gradient descent, smallest column")
+        for (label, results), (marker, color) in zip(result_sets, (("o", "k"), ("D", "tab:red"), ("^", "tab:green"))):
+            for n, key in enumerate(keys):
+                xs = [res["alpha"] for res in results for _ in res["runs"]]
+                ys = [run[key] for res in results for run in res["runs"]]
+                which = ", largest column" if n == 0 and len(keys) > 1 else ", smallest column" if n else ""
+                ax.plot(xs, ys, marker, color=color, ms=4, ls="none", mfc=color if n == 0 else "none",
+                        label=f"{label}{which}")
         ax.set_xlabel(r"$\alpha$")
         ax.set_title(label, fontsize=10)
     axes[0].legend(fontsize=7)
