@@ -17,6 +17,7 @@ import os
 import sys
 
 from numerics.tidy import read_checked_json, read_rows
+from validation.statistics import final_loss_fall
 
 
 def _f(x) -> float:
@@ -36,12 +37,8 @@ def flatness(out: str) -> None:
     print("|---|---|---|---|---|")
     results = [read_checked_json(p) for p in glob.glob(os.path.join(out, "runs", "sim_*.json"))]
     for res in sorted(results, key=lambda r: (r["alpha"], r["init"])):
-        falls, grads = [], []
-        for run in res["runs"]:
-            curve = run["loss_curve"]
-            tail = [v for s, v in curve if s >= 0.9 * curve[-1][0]]
-            falls.append((tail[0] - tail[-1]) / abs(tail[-1]))
-            grads.append(run["final_grad_norm"])
+        falls = [final_loss_fall(run) for run in res["runs"]]
+        grads = [run["final_grad_norm"] for run in res["runs"]]
         print(f"| {res['alpha']:g} | {res['init']} | {len(res['runs'])} | {max(falls):.1e} | {max(grads):.1e} |")
 
 

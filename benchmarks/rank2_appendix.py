@@ -24,7 +24,7 @@ import numpy as np
 from derivations.spec import ModelSpec
 from numerics.tidy import read_checked_json, read_rows
 from validation.figures import plot_column_overlaps
-from validation.statistics import result_spec, run_branch
+from validation.statistics import final_loss_fall, result_spec, run_branch
 
 
 def main() -> None:
@@ -59,23 +59,13 @@ def main() -> None:
         th = ", ".join(f"{r['branch']} {float(r['train_loss']):.5f}" for r in sorted(at, key=lambda r: r["branch"]))
         went = ", ".join(f"{b} {len(v)}/{len(res['runs'])}" for b, v in sorted(losses.items()))
         sim = ", ".join(f"{b} {np.mean(v):.5f}" for b, v in sorted(losses.items()))
-        print(f"| {a:g} | {res['steps']} | {went} | {glob_branch} | {th or '-'} | {sim} | {_fall(res):.0e} |")
+        print(f"| {a:g} | {res['steps']} | {went} | {glob_branch} | {th or '-'} | {sim} | {max(final_loss_fall(run) for run in res['runs']):.0e} |")
     sets = [(f"gradient descent, {steps} steps", rs) for steps, rs in sorted(by_steps.items())]
     d = results[0]["d"] if results else "?"
     plot_column_overlaps(sets, theory, spec.sigma, args.figure,
                          title=f"rank-2 student, rank-1 teacher, L = 2, omega = 0.3, d = {d}: gradient descent from "
                                "random starts (one point per run) and the theory's branches (thick: global minimum)")
     print(f"wrote {args.figure}")
-
-
-def _fall(res: dict) -> float:
-    """The largest over the runs of the relative fall of ``R/d`` over the last 10% of the steps."""
-    falls = []
-    for run in res["runs"]:
-        curve = run["loss_curve"]
-        tail = [v for s, v in curve if s >= 0.9 * curve[-1][0]]
-        falls.append((tail[0] - tail[-1]) / abs(tail[-1]))
-    return max(falls)
 
 
 if __name__ == "__main__":

@@ -239,3 +239,9 @@ def test_cli_validate_refuses_bad_combinations_in_one_line(argv, flag, tmp_path,
     err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
     assert status == 2 and len(err) == 1 and err[0].startswith("attnphase validate: ") and flag in err[0], err
     assert not os.path.exists(tmp_path / "v")
+
+
+def test_final_loss_fall_is_the_relative_fall_over_the_last_steps():
+    run = {"loss_curve": [[0, 2.0], [50, 1.5], [90, 1.1], [95, 1.05], [100, 1.0]]}
+    assert statistics.final_loss_fall(run) == pytest.approx(0.1)
+    assert statistics.final_loss_fall(run, 0.5) == pytest.approx(0.5)

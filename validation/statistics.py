@@ -257,6 +257,14 @@ def failing(rows: Sequence[dict], tolerance: float) -> List[dict]:
     return [r for r in rows if isinstance(r.get("z"), float) and math.isfinite(r["z"]) and abs(r["z"]) > tolerance]
 
 
+def final_loss_fall(run: dict, fraction: float = 0.1) -> float:
+    """How far from flat a run's training loss was at the end: the fall of ``R/d`` over the last
+    ``fraction`` of the steps (its recorded loss curve), relative to the final value."""
+    curve = run["loss_curve"]
+    tail = [v for s, v in curve if s >= (1 - fraction) * curve[-1][0]]
+    return (tail[0] - tail[-1]) / abs(tail[-1])
+
+
 # --------------------------------------------------------------------------- threshold from simulation
 
 
