@@ -35,12 +35,13 @@ def main() -> None:
     args = p.parse_args()
 
     spec = ModelSpec(rank=2, omega=0.3)
-    results = []
+    found = {}  # the same settings cached in two folders are one point
     for folder in args.runs:
         for path in glob.glob(os.path.join(folder, "runs", "sim_*.json")):
             res = read_checked_json(path)
             if res["init"] == "random" and result_spec(res) == spec:
-                results.append(res)
+                found[(res["alpha"], res["steps"], res["seeds"], res["seed"], res["d"])] = res
+    results = list(found.values())
     by_steps = collections.defaultdict(list)
     for res in sorted(results, key=lambda r: r["alpha"]):
         by_steps[res["steps"]].append(res)
