@@ -185,13 +185,13 @@ def plot_column_overlaps(result_sets: Sequence[tuple], theory_rows: Sequence[dic
                 # markers too: a branch that is the global minimum at one alpha alone has no segment
                 ax.plot(alphas, [v if g else np.nan for v, g in zip(y, glob)], color=_COLORS.get(branch, "k"), lw=2.5,
                         marker="s", ms=4, label=f"theory {branch}" if n == 0 else None)
-        for (label, results), (marker, color) in zip(result_sets, (("o", "k"), ("D", "tab:red"), ("^", "tab:green"))):
+        for (name, results), (marker, color) in zip(result_sets, (("o", "k"), ("D", "tab:red"), ("^", "tab:green"))):
             for n, key in enumerate(keys):
                 xs = [res["alpha"] for res in results for _ in res["runs"]]
                 ys = [run[key] for res in results for run in res["runs"]]
                 which = ", largest column" if n == 0 and len(keys) > 1 else ", smallest column" if n else ""
                 ax.plot(xs, ys, marker, color=color, ms=4, ls="none", mfc=color if n == 0 else "none",
-                        label=f"{label}{which}")
+                        label=f"{name}{which}")
         ax.set_xlabel(r"$\alpha$")
         ax.set_title(label, fontsize=10)
     axes[0].legend(fontsize=7)
