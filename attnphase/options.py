@@ -63,8 +63,10 @@ def add_json_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print a machine-readable JSON object")
 
 
-def add_precision_option(parser: argparse.ArgumentParser, help_prefix: str = "") -> None:
-    parser.add_argument("--precision", choices=tuple(PRECISIONS), default="fast", help=help_prefix + PRECISION_HELP)
+def add_precision_option(parser: argparse.ArgumentParser, help_prefix: str = "", default: Optional[str] = "fast") -> None:
+    """``--precision``: the modes of ``numerics.precision.PRECISIONS`` (the QMC integrator of the general
+    model has modes of the same names, ``numerics.qmc.precision.QMC_PRECISIONS``)."""
+    parser.add_argument("--precision", choices=tuple(PRECISIONS), default=default, help=help_prefix + PRECISION_HELP)
 
 
 def add_dask_options(parser: argparse.ArgumentParser):

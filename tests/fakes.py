@@ -285,3 +285,38 @@ def kill_fake_sweep_when(ready: Callable[[], bool], argv: Sequence[str], env: di
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
+
+
+class FakeGeneralTheory:
+    """A test double of ``numerics.api.solve_general`` for validation: closed-form invariants per
+    branch (a :class:`~numerics.general_result.GeneralFixedPoint`'s ``invariants``, ``test_error``,
+    ``train_loss``, ``error``, ``converged``, ``status``), every stated error ``error`` (absolute),
+    the branches in ``absent`` raising :class:`numerics.fixed_point.BranchNotFound`. ``calls``
+    records each solve. Training losses: mixed < semantic < positional < trivial."""
+
+    VALUES = {  # branch: (q eigenvalues, m singular values, theta singular values, test error, train loss)
+        "semantic": ([0.1, 0.0], [0.0], [0.15], 0.0014, 0.0030),
+        "positional": ([0.06, 0.0], [0.25], [0.0], 0.0035, 0.0036),
+        "mixed": ([0.1, 0.06], [0.25], [0.15], 0.0012, 0.0028),
+        "trivial": ([0.0, 0.0], [0.0], [0.0], 0.0050, 0.0050),
+    }
+
+    def __init__(self, error: float = 1e-4, absent: Sequence[str] = ()):
+        self.error, self.absent, self.calls = error, tuple(absent), []
+
+    def __call__(self, spec, alpha, branch, precision="draft"):
+        from types import SimpleNamespace
+
+        from numerics.fixed_point import BranchNotFound
+
+        self.calls.append((alpha, branch, precision))
+        if branch in self.absent:
+            raise BranchNotFound(f"the {branch} solve fell onto the trivial point", branch, alpha)
+        q, m, th, te, tl = self.VALUES[branch]
+        _, r, t, k = spec.shape
+        invariants = {"q_eigenvalues": q[:r], "m_singular_values": m[:min(r, k)],
+                      "theta_singular_values": th[:min(r, t)]}
+        error = {f"{key}_{j}": self.error for key, vals in invariants.items() for j in range(1, len(vals) + 1)}
+        error.update(test_error=self.error, train_loss=self.error)
+        return SimpleNamespace(invariants=invariants, test_error=te, train_loss=tl, error=error, converged=True,
+                               status="converged")

@@ -33,9 +33,12 @@ def check_run_settings(steps: int, lr: Optional[float], n_test: int, seeds: int,
         raise RunSettingsError(f"--seed: must be >= 0, got {seed}")
 
 
-def check_dimension(d: int, flag: str = "--d") -> None:
+def check_dimension(d: int, flag: str = "--d", k: int = 1) -> None:
+    """``d >= 2``, and above the number ``k`` of positional directions (they are orthonormal in ``R^d``)."""
     if d < 2:
         raise RunSettingsError(f"{flag}: must be >= 2, got {d}")
+    if d <= k:
+        raise RunSettingsError(f"{flag}: must exceed the number of positional directions k = {k}, got {d}")
 
 
 def check_alpha(alpha: float, d: int, flag: str = "--alpha") -> None:

@@ -20,9 +20,10 @@ from numerics.tidy import (UnreadableFile, atomic_write_text, folder_summary, mo
                            write_checked_json)
 
 from .figures import plot_dscan, plot_validate
-from .statistics import (compare_point, crossing_alpha, csv_fields, failing, fit_finite_size, linear_rows,
-                         unmatched)
-from .theory_cache import Theory, memoized, theory_crossing, theory_curves, theory_point
+from .statistics import (branch_groups, compare, crossing_alpha, csv_fields, failing, fit_finite_size, linear_rows,
+                         linear_theory, unmatched)
+from .theory_cache import (Theory, general_branches_at, general_point, general_theory_curves, memoized,
+                           theory_crossing, theory_curves, theory_point)
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +85,9 @@ def run_validate(spec, alphas: Sequence[float], inits: Sequence[str], d: int, si
     evenly spaced alphas over the same range, for the curves and the theory crossing.
     Returns a summary dict; ``summary["failing"]`` lists rows with ``|z| > tolerance``.
     ``validate.json`` says ``"status": "incomplete"`` until every file is written.
-    ``progress(n)``: told the simulation steps taken.
+    ``progress(n)``: told the simulation steps taken. For the general model (docs/theory.md,
+    section 4) ``summary["global_minimum"]`` says, per simulated point, which branches its runs
+    reached and which branch is the theory's global minimum there (:func:`global_minimum_report`).
     """
     theory = memoized(theory, os.path.join(out, "theory") if resume else None) if theory is not None else None
     cache = os.path.join(out, "runs") if resume else None
@@ -99,9 +102,12 @@ def run_validate(spec, alphas: Sequence[float], inits: Sequence[str], d: int, si
         rows = []
         for alpha in alphas:
             for init in inits:
-                rows += compare_point(results[(alpha, init)], spec, theory)
+                rows += compare(results[(alpha, init)], spec, theory)
             rows += linear_rows(results[(alpha, inits[0])], theory)
         write_csv(os.path.join(out, "validate.csv"), rows, csv_fields(spec))
+        general = not spec.is_two_token_rank_one
+        if general and theory is not None:
+            summary["global_minimum"] = global_minimum_report(results, alphas, inits, spec, theory)
         grid = sorted(set(float(a) for a in alphas))
         if theory is not None and curve_points > 0:
             lo, hi = min(alphas), max(alphas)
@@ -111,10 +117,11 @@ def run_validate(spec, alphas: Sequence[float], inits: Sequence[str], d: int, si
             summary["crossing"] = crossing_alpha(alphas, [[r["test_error"] for r in rs] for rs in sem],
                                                  [[r["linear_test_error"] for r in rs] for rs in sem],
                                                  rng=np.random.default_rng(sim_kwargs.get("seed", 0)))
-            if theory is not None:
+            if theory is not None and not general:
                 summary["crossing"]["theory_alpha_semantic_vs_linear"] = theory_crossing(theory, spec, grid)
         if theory is not None:
-            write_csv(os.path.join(out, "theory_curves.csv"), theory_curves(theory, spec, grid),
+            curves = general_theory_curves(theory, spec, grid) if general else theory_curves(theory, spec, grid)
+            write_csv(os.path.join(out, "theory_curves.csv"), curves,
                       ("branch", "alpha", "quantity", "value", "converged"))
         fails = failing(rows, tolerance)
         summary["failing"] = [{k: r[k] for k in ("alpha", "init", "branch", "quantity", "sim_mean", "theory", "z")}
@@ -125,6 +132,30 @@ def run_validate(spec, alphas: Sequence[float], inits: Sequence[str], d: int, si
     return summary
 
 
+def global_minimum_report(results: dict, alphas: Sequence[float], inits: Sequence[str], spec,
+                          theory: Theory) -> list:
+    """Per simulated point ``(alpha, init)`` of the general model: the branches its runs reached
+    (with counts and mean training loss), the theory's branches at that alpha (training loss and
+    its stated error; absent ones as absent) and the theory's global minimum among them
+    (``theory_global``, None when no branch converged), and how many runs reached it."""
+    report = []
+    for alpha in alphas:
+        at = general_branches_at(theory, spec, alpha)
+        theory_losses = {b: ({"train_loss": p["values"]["train_loss"], "train_loss_error": p["errors"]["train_loss"],
+                              "converged": p["converged"]} if p["present"] else {"absent": True})
+                         for b, p in at["branches"].items()}
+        for init in inits:
+            groups = branch_groups(results[(alpha, init)])
+            report.append({
+                "alpha": alpha, "init": init, "runs": sum(len(g) for g in groups.values()),
+                "reached": {b: len(g) for b, g in groups.items()},
+                "sim_train_loss": {b: float(np.mean([r["train_loss"] for r in g])) for b, g in groups.items()},
+                "theory_global": at["global"], "theory_train_loss": theory_losses,
+                "runs_at_global": len(groups.get(at["global"], ())),
+            })
+    return report
+
+
 def scan_seed(seed: int, d: int) -> int:
     """The integer seed of dimension ``d`` in a d-scan with seed ``seed``.
 
@@ -133,6 +164,21 @@ def scan_seed(seed: int, d: int) -> int:
     strongly correlated across ``d`` (measured correlations 0.5-0.95 over seeds).
     """
     return int(np.random.SeedSequence([int(seed), int(d)]).generate_state(1, dtype=np.uint32)[0])
+
+
+def _dscan_theory(theory: Optional[Theory], spec, alpha: float, branch: str, qty: str):
+    """The theory value of one fitted quantity and its stated error (NaN, 0 without one)."""
+    if theory is None:
+        return float("nan"), 0.0
+    if branch == "linear":
+        th = linear_theory(theory, spec)
+        return (float("nan") if th is None else th), 0.0
+    if spec.is_two_token_rank_one:
+        return theory_point(theory, spec, alpha, branch)[qty], 0.0
+    point = general_point(theory, spec, alpha, branch)
+    if not (point["present"] and point["converged"]) or qty not in point["values"]:
+        return float("nan"), 0.0
+    return point["values"][qty], point["errors"][qty]
 
 
 def run_dscan(spec, alpha: float, inits: Sequence[str], d_values: Sequence[int], sim_kwargs: dict, out: str,
@@ -151,7 +197,7 @@ def run_dscan(spec, alpha: float, inits: Sequence[str], d_values: Sequence[int],
             for init in inits:
                 kw = {**sim_kwargs, "seed": scan_seed(sim_kwargs.get("seed", 0), d)}
                 res = cached_simulate(spec, d, alpha, init, kw, cache, simulate_fn, progress)
-                rows += compare_point(res, spec, None)
+                rows += compare(res, spec, None)
                 if init == inits[0]:
                     rows += linear_rows(res, None)
         write_csv(os.path.join(out, "dscan.csv"), rows, csv_fields(spec))
@@ -163,16 +209,15 @@ def run_dscan(spec, alpha: float, inits: Sequence[str], d_values: Sequence[int],
             if len(sel) < 3 or any(not (r["sim_sem"] > 0) for r in sel):
                 continue
             fit = fit_finite_size([r["d"] for r in sel], [r["sim_mean"] for r in sel], [r["sim_sem"] for r in sel])
-            th = float("nan")
-            if theory is not None:
-                th = (float(theory.linear_baseline(spec).test_error) if branch == "linear"
-                      else theory_point(theory, spec, alpha, branch)[qty])
-            z = (fit["a"] - th) / fit["a_se_scaled"] if math.isfinite(th) else float("nan")
+            th, th_err = _dscan_theory(theory, spec, alpha, branch, qty)
+            # without a stated theory error the z-score is the fit-only one, bit for bit
+            scale = math.hypot(fit["a_se_scaled"], th_err) if th_err else fit["a_se_scaled"]
+            z = (fit["a"] - th) / scale if math.isfinite(th) else float("nan")
             fits.append({"alpha": alpha, "init": init, "branch": branch, "quantity": qty, **fit, "theory": th,
-                         "z": z, "d_values": ";".join(str(r["d"]) for r in sel)})
+                         "theory_error": th_err, "z": z, "d_values": ";".join(str(r["d"]) for r in sel)})
         write_csv(os.path.join(out, "dscan_fit.csv"), fits,
                   ("alpha", "init", "branch", "quantity", "a", "a_se", "a_se_scaled", "b", "b_se", "chi2_dof",
-                   "theory", "z", "d_values"))
+                   "theory", "theory_error", "z", "d_values"))
         fails = failing(fits, tolerance)
         summary["fits"] = fits
         summary["failing"] = [{k: r[k] for k in ("init", "branch", "quantity", "a", "theory", "z")} for r in fails]

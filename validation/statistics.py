@@ -1,9 +1,12 @@
 """Theory against simulation, by statistics.
 
 * :func:`compare_point` turns one :func:`validation.simulate.simulate` result into
-  tidy rows ``(alpha, init, branch, quantity, sim_mean, sim_std, sim_sem, theory, z,
-  p_value)`` with ``z = (sim_mean - theory) / sim_sem``; :func:`failing` picks the rows
-  whose ``|z|`` exceeds a tolerance.
+  tidy rows ``(alpha, init, branch, quantity, sim_mean, sim_std, sim_sem, theory,
+  theory_error, z, p_value)`` with ``z = (sim_mean - theory) / sqrt(sim_sem^2 +
+  theory_error^2)``; :func:`failing` picks the rows whose ``|z|`` exceeds a tolerance.
+  The two-token rank-one model is compared through its overlaps (below); any other
+  model (docs/theory.md, section 4) through its invariants, run by run
+  (:func:`compare_general_point`).
 * :func:`crossing_alpha` estimates where the semantic-start test error crosses the
   linear baseline, with a bootstrap over seeds.
 * :func:`fit_finite_size` fits ``a + b/d`` to a finite-size scan.
@@ -25,9 +28,25 @@ its distribution is symmetric about 0 (``Q* -> -Q*`` for ``theta``; the token sw
 combined with the reflection of ``mu_1``, for ``m``, when ``A`` commutes with the
 swap), whereas its absolute value has a positive ``O(1/sqrt(d))`` bias that would
 make every z-score grow with the number of seeds.
+
+The general model
+-----------------
+Each run is put on a branch of :data:`numerics.subspaces.GENERAL_BRANCHES` by its invariants
+(:func:`run_branch`): a student direction counts as semantic for each singular value of
+``theta/sigma^2`` above the cut, as positional for each singular value of ``m`` above it,
+with the cut of the rank-one rule (``TRIVIAL_CUT``, or three times the chance overlap of a
+direction of norm ``sqrt(q_eig_1)`` with ``t`` teacher or ``k`` positional directions).
+No semantic and no positional direction: ``trivial``; semantic only: ``semantic``;
+positional only: ``positional``; both, in different directions (their counts add up to at
+most ``r``): ``mixed``. A rank-one student with both overlaps is put on the branch of the
+larger, as above. The runs of one point are grouped by branch and each group is compared
+with the theory of its branch (runs from one start may end on different branches).
+Invariants are unsigned: a singular value whose theory value is 0 is compared as it is,
+and carries the positive ``O(d^{-1/2})`` bias of a norm.
 """
 from __future__ import annotations
 
+import logging
 import math
 from typing import Dict, Iterable, List, Optional, Sequence
 
@@ -35,14 +54,16 @@ import numpy as np
 
 from derivations.spec import ModelSpec
 
-from .theory_cache import QUANTITIES, Theory, theory_point
+from .theory_cache import GENERAL_OUTPUTS, INVARIANT_KEYS, QUANTITIES, Theory, general_point, theory_point
 
+
+log = logging.getLogger(__name__)
 
 TRIVIAL_CUT = 0.05
 #: the columns of ``validate.csv`` and ``dscan.csv`` before and after the model's own
 #: (:meth:`derivations.spec.ModelSpec.to_columns`)
 STAT_FIELDS = ("d", "alpha", "init", "branch", "quantity", "n_seeds", "sim_mean", "sim_std", "sim_sem",
-               "theory", "z", "p_value", "theory_converged", "theory_on_branch")
+               "theory", "theory_error", "z", "p_value", "theory_converged", "theory_on_branch")
 RUN_FIELDS = ("steps", "lr", "optimizer", "dtype", "seed", "n_test")
 
 
@@ -81,8 +102,9 @@ def sign_fixed(runs: Sequence[dict], branch: str) -> Dict[str, np.ndarray]:
     return out
 
 
-def stats_row(values: np.ndarray, theory: Optional[float]) -> dict:
-    """Mean, std (ddof 1), sem, ``z = (mean - theory)/sem`` and a two-sided t-test p-value."""
+def stats_row(values: np.ndarray, theory: Optional[float], theory_error: float = 0.0) -> dict:
+    """Mean, std (ddof 1), sem, ``z = (mean - theory)/sqrt(sem^2 + theory_error^2)`` and a two-sided
+    t-test p-value (``k - 1`` degrees of freedom, the seeds')."""
     from scipy import stats as sps
 
     k = len(values)
@@ -91,10 +113,13 @@ def stats_row(values: np.ndarray, theory: Optional[float]) -> dict:
     sem = std / math.sqrt(k) if k > 1 else float("nan")
     z = p = float("nan")
     if theory is not None and math.isfinite(theory) and k > 1 and sem > 0:
-        z = (mean - theory) / sem
+        # without a stated theory error the z-score is the seed-only one, bit for bit
+        scale = math.hypot(sem, theory_error) if theory_error else sem
+        z = (mean - theory) / scale
         p = float(2 * sps.t.sf(abs(z), k - 1))
     return {"n_seeds": k, "sim_mean": mean, "sim_std": std, "sim_sem": sem,
-            "theory": float("nan") if theory is None else float(theory), "z": z, "p_value": p}
+            "theory": float("nan") if theory is None else float(theory),
+            "theory_error": float(theory_error) if theory is not None else float("nan"), "z": z, "p_value": p}
 
 
 def _context(result: dict) -> dict:
@@ -121,12 +146,90 @@ def compare_point(result: dict, spec, theory: Optional[Theory], quantities: Iter
     return rows
 
 
+def run_branch(run: dict, spec: ModelSpec, d: int) -> str:
+    """The branch one run of the general model ended on (module docstring, "The general model")."""
+    _, r, t, k = spec.shape
+    s2 = spec.sigma ** 2
+    q = max(0.0, float(run.get("q_eig_1", 0.0)))
+    unit = math.sqrt(q / (s2 * d))
+    theta = [float(run[f"theta_sv_{j}"]) / s2 for j in range(1, min(r, t) + 1)]
+    m = [float(run[f"m_sv_{j}"]) for j in range(1, min(r, k) + 1)]
+    semantic = sum(x > max(TRIVIAL_CUT, 3 * unit * math.sqrt(t)) for x in theta)
+    positional = sum(x > max(TRIVIAL_CUT, 3 * unit * math.sqrt(k)) for x in m)
+    if semantic and positional:
+        if semantic + positional <= r:
+            return "mixed"
+        return "semantic" if max(theta) > max(m) else "positional"
+    return "semantic" if semantic else "positional" if positional else "trivial"
+
+
+def general_quantities(run: dict) -> List[str]:
+    """The quantities of a general run compared with the theory: the invariants (in record
+    order), then :data:`GENERAL_OUTPUTS`."""
+    prefixes = tuple(INVARIANT_KEYS.values())
+    return [k for k in run if k.rsplit("_", 1)[0] in prefixes and k.rsplit("_", 1)[-1].isdigit()] + \
+        list(GENERAL_OUTPUTS)
+
+
+def branch_groups(result: dict) -> Dict[str, List[dict]]:
+    """The runs of a general-model result grouped by :func:`run_branch`, in the order of
+    :data:`numerics.subspaces.GENERAL_BRANCHES`."""
+    from numerics.subspaces import GENERAL_BRANCHES
+
+    spec = result_spec(result)
+    groups: Dict[str, List[dict]] = {}
+    for run in result["runs"]:
+        groups.setdefault(run_branch(run, spec, result["d"]), []).append(run)
+    return {b: groups[b] for b in GENERAL_BRANCHES if b in groups}
+
+
+def compare_general_point(result: dict, spec, theory: Optional[Theory]) -> List[dict]:
+    """Rows comparing one simulated point of the general model with the theory: per branch the
+    runs ended on (:func:`branch_groups`), per invariant and output, with the theory's stated
+    error in the z-score. A branch the theory does not have at that alpha gives rows without a
+    z-score and ``theory_on_branch`` False (see :func:`unmatched`)."""
+    rows = []
+    for branch, group in branch_groups(result).items():
+        th = general_point(theory, spec, result["alpha"], branch) if theory is not None else None
+        usable = th is not None and th["present"] and th["converged"]
+        for qty in general_quantities(group[0]):
+            values = np.array([run[qty] for run in group], dtype=float)
+            theory_value = th["values"].get(qty) if usable else None
+            row = {"alpha": result["alpha"], "init": result["init"], "branch": branch, "quantity": qty,
+                   **stats_row(values, theory_value, th["errors"].get(qty, 0.0) if usable else 0.0),
+                   "theory_converged": th["converged"] if th is not None and th["present"] else "",
+                   "theory_on_branch": th["present"] if th is not None else ""}
+            rows.append({**_context(result), **row})
+    return rows
+
+
+def compare(result: dict, spec, theory: Optional[Theory]) -> List[dict]:
+    """:func:`compare_point` for the two-token rank-one model, :func:`compare_general_point` otherwise."""
+    if spec.is_two_token_rank_one:
+        return compare_point(result, spec, theory)
+    return compare_general_point(result, spec, theory)
+
+
+def linear_theory(theory: Optional[Theory], spec) -> Optional[float]:
+    """The linear baseline's theory test error, or None: no theory, or none for this model (the
+    baseline's quadrature covers the models it covers; ``validate`` reports the rows without it)."""
+    from derivations.spec import ModelSpecError
+
+    if theory is None:
+        return None
+    try:
+        return float(theory.linear_baseline(spec).test_error)
+    except ModelSpecError as exc:
+        log.info("no linear-baseline theory for this model: %s", exc)
+        return None
+
+
 def linear_rows(result: dict, theory: Optional[Theory]) -> List[dict]:
     """The linear baseline's test error at one point (its data are shared by all starts of a seed)."""
     vals = np.array([r["linear_test_error"] for r in result["runs"]])
-    th = float(theory.linear_baseline(result_spec(result)).test_error) if theory is not None else None
+    th = linear_theory(theory, result_spec(result))
     row = {"alpha": result["alpha"], "init": "linear", "branch": "linear", "quantity": "test_error",
-           **stats_row(vals, th), "theory_converged": True if theory is not None else ""}
+           **stats_row(vals, th), "theory_converged": True if th is not None else ""}
     return [{**_context(result), **row}]
 
 
@@ -152,6 +255,14 @@ def unmatched(rows: Sequence[dict]) -> List[dict]:
 def failing(rows: Sequence[dict], tolerance: float) -> List[dict]:
     """Rows with ``|z| > tolerance`` (rows without a z-score never fail)."""
     return [r for r in rows if isinstance(r.get("z"), float) and math.isfinite(r["z"]) and abs(r["z"]) > tolerance]
+
+
+def final_loss_fall(run: dict, fraction: float = 0.1) -> float:
+    """How far from flat a run's training loss was at the end: the fall of ``R/d`` over the last
+    ``fraction`` of the steps (its recorded loss curve), relative to the final value."""
+    curve = run["loss_curve"]
+    tail = [v for s, v in curve if s >= (1 - fraction) * curve[-1][0]]
+    return (tail[0] - tail[-1]) / abs(tail[-1])
 
 
 # --------------------------------------------------------------------------- threshold from simulation

@@ -1,10 +1,18 @@
 """The theory as simulations meet it: two callables, memoised in memory and on disk.
 
 A :class:`Theory` holds ``solve_branch(spec, alpha, branch, precision)`` (an object with
-``q, m, V, theta, test_error, train_loss, converged``, flat or under ``overlaps``) and
-``linear_baseline(spec)`` (an object with ``test_error``). :func:`default_theory` gives
-``numerics.api``'s; tests pass fakes. :func:`memoized` remembers every solve (they take
-minutes), so an interrupted or repeated ``validate`` does not solve again.
+``q, m, V, theta, test_error, train_loss, converged``, flat or under ``overlaps``),
+``linear_baseline(spec)`` (an object with ``test_error``) and, for the general model of
+docs/theory.md, section 4, ``solve_general(spec, alpha, branch, precision)`` (an object with
+``invariants``, ``test_error``, ``train_loss``, ``error``, ``converged`` and ``status``, as
+:class:`numerics.general_result.GeneralFixedPoint`; it raises
+:class:`numerics.fixed_point.BranchNotFound` where the branch does not exist).
+:func:`default_theory` gives ``numerics.api``'s; tests pass fakes. :func:`memoized` remembers
+every solve (they take minutes), so an interrupted or repeated ``validate`` does not solve again.
+
+The general model is compared through the invariants of docs/theory.md, section 4.9: the theory's
+``q_eigenvalues``, ``m_singular_values`` and ``theta_singular_values`` are the simulation's
+``q_eig_j``, ``m_sv_j`` and ``theta_sv_j`` (:data:`INVARIANT_KEYS`).
 """
 from __future__ import annotations
 
@@ -16,6 +24,7 @@ import math
 import os
 from typing import Callable, Dict, List, Optional, Sequence
 
+from numerics.fixed_point import BranchNotFound
 from numerics.overlaps import COMPETING_BRANCHES
 from numerics.tidy import UnreadableFile, move_aside, read_checked_json, write_checked_json
 
@@ -24,6 +33,11 @@ log = logging.getLogger(__name__)
 
 QUANTITIES = ("test_error", "train_loss", "theta_over_sigma2", "m", "q")
 ON_BRANCH_CUT = 1e-3  # theory: |theta|/sigma^2 (semantic) or |m| (positional) above this
+#: the theory's invariant (``GeneralFixedPoint.invariants`` key) -> the simulation record's prefix
+#: (``validation.simulate.summary_statistics``): component ``j`` is ``<prefix>_<j>`` in both
+INVARIANT_KEYS = {"q_eigenvalues": "q_eig", "m_singular_values": "m_sv", "theta_singular_values": "theta_sv"}
+#: the general model's scalar outputs compared beside the invariants
+GENERAL_OUTPUTS = ("test_error", "train_loss")
 
 
 @dataclasses.dataclass
@@ -33,6 +47,7 @@ class Theory:
     solve_branch: Callable
     linear_baseline: Callable
     precision: str = "fast"
+    solve_general: Optional[Callable] = None
 
 
 _SOLUTION_FIELDS = ("q", "m", "V", "theta", "test_error", "train_loss", "converged")
@@ -47,39 +62,38 @@ def _flat_solution(sol) -> dict:
     return out
 
 
-def memoized(theory: Theory, cache_dir: Optional[str] = None) -> Theory:
-    """The same theory, remembering each ``(spec, alpha, branch, precision)`` solve (solves take
-    minutes). With ``cache_dir``, solves are also kept on disk as JSON, so an interrupted or
-    repeated ``validate`` does not solve again; hits return a namespace with the fields of
-    the ``solve_branch`` contract."""
-    import types
-
-    solves, baselines = {}, {}
+def _memo_on_disk(compute: Callable, decode: Callable, cache_dir: Optional[str], prefix: str, fields: Sequence[str],
+                  failure: str, kind: Optional[str] = None, remember_absent: bool = False) -> Callable:
+    """``compute(spec, alpha, branch, precision)`` (a JSON-ready dict of ``fields``) remembered per
+    ``(spec, alpha, branch, precision)`` in memory and, with ``cache_dir``, as checksummed JSON
+    ``<prefix>_<key>.json``. A raised exception is remembered as ``{failure: message}`` (with
+    ``remember_absent``, :class:`BranchNotFound` as ``{"absent": message}``); ``decode(stored, key)``
+    turns a stored dict back into the result or the exception to raise. A file that does not read
+    back whole as the solve of its key is moved aside (with a warning) and the point solved again."""
+    solves = {}
 
     def path_of(key):
-        blob = json.dumps({"model": key[0].to_dict(), "alpha": key[1], "branch": key[2], "precision": key[3]},
-                          sort_keys=True)
-        return os.path.join(cache_dir, f"theory_{hashlib.sha256(blob.encode()).hexdigest()[:16]}.json")
+        blob = {"model": key[0].to_dict(), "alpha": key[1], "branch": key[2], "precision": key[3]}
+        if kind:
+            blob["kind"] = kind
+        digest = hashlib.sha256(json.dumps(blob, sort_keys=True).encode()).hexdigest()[:16]
+        return os.path.join(cache_dir, f"{prefix}_{digest}.json")
 
     def read(key):
-        """The solve stored on disk, or None; a file that does not read back whole as the
-        solve of this key is moved aside (with a warning) and the point solved again."""
         path = path_of(key)
         if not os.path.exists(path):
             return None
         try:
             stored = read_checked_json(path)
             if not (isinstance(stored, dict) and stored.get("branch") == key[2] and stored.get("alpha") == key[1]
-                    and ("error" in stored or all(k in stored for k in _SOLUTION_FIELDS))):
+                    and (failure in stored or "absent" in stored or all(k in stored for k in fields))):
                 raise UnreadableFile(f"{path}: not the solve of alpha = {key[1]:g}, {key[2]}")
         except UnreadableFile as exc:
             move_aside(path, f"unreadable cached theory solve ({exc}); solving again")
             return None
-        if "error" in stored:
-            return RuntimeError(stored["error"])
-        return types.SimpleNamespace(**{k: stored[k] for k in _SOLUTION_FIELDS})
+        return decode(stored, key)
 
-    def solve_branch(spec, alpha, branch, precision="fast"):
+    def solve(spec, alpha, branch, precision="fast"):
         key = (spec, round(float(alpha), 12), branch, precision)
         if key not in solves and cache_dir:
             found = read(key)
@@ -87,32 +101,145 @@ def memoized(theory: Theory, cache_dir: Optional[str] = None) -> Theory:
                 solves[key] = found
         if key not in solves:
             try:
-                solves[key] = types.SimpleNamespace(**_flat_solution(
-                    theory.solve_branch(spec, alpha, branch, precision=precision)))
-                stored = vars(solves[key])
+                stored = compute(spec, alpha, branch, precision)
+            except BranchNotFound as exc:
+                stored = {"absent": str(exc)} if remember_absent else {failure: f"{type(exc).__name__}: {exc}"}
             except Exception as exc:
-                solves[key] = exc
-                stored = {"error": f"{type(exc).__name__}: {exc}"}
+                stored = {failure: f"{type(exc).__name__}: {exc}"}
+            solves[key] = decode(stored, key)
             if cache_dir:
-                write_checked_json(path_of(key), {**stored, "alpha": key[1], "branch": branch,
-                                                  "precision": precision})
+                write_checked_json(path_of(key), {**stored, "alpha": key[1], "branch": branch, "precision": precision})
         if isinstance(solves[key], Exception):
             raise solves[key]
         return solves[key]
+
+    return solve
+
+
+def memoized(theory: Theory, cache_dir: Optional[str] = None) -> Theory:
+    """The same theory, remembering each ``(spec, alpha, branch, precision)`` solve (solves take
+    minutes). With ``cache_dir``, solves are also kept on disk as JSON, so an interrupted or
+    repeated ``validate`` does not solve again; hits return a namespace with the fields of
+    the ``solve_branch`` contract (of ``solve_general``: those of :data:`_GENERAL_FIELDS`; a
+    branch that does not exist is remembered as absent and :class:`BranchNotFound` raised again)."""
+    import types
+
+    def decode(stored, key):
+        if "error" in stored:
+            return RuntimeError(stored["error"])
+        return types.SimpleNamespace(**{k: stored[k] for k in _SOLUTION_FIELDS})
+
+    def decode_general(stored, key):
+        if "absent" in stored:
+            return BranchNotFound(stored["absent"], key[2], key[1])
+        if "failure" in stored:
+            return RuntimeError(stored["failure"])
+        return types.SimpleNamespace(**{k: stored[k] for k in _GENERAL_FIELDS + ("overlaps",) if k in stored})
+
+    solve_branch = _memo_on_disk(
+        lambda spec, alpha, branch, precision: _flat_solution(theory.solve_branch(spec, alpha, branch,
+                                                                                  precision=precision)),
+        decode, cache_dir, "theory", _SOLUTION_FIELDS, "error")
+    general = None
+    if theory.solve_general is not None:
+        general = _memo_on_disk(
+            lambda spec, alpha, branch, precision: _general_record(theory.solve_general(spec, alpha, branch,
+                                                                                        precision=precision)),
+            decode_general, cache_dir, "general", _GENERAL_FIELDS, "failure", kind="general", remember_absent=True)
+    baselines = {}
 
     def linear_baseline(spec):
         if spec not in baselines:
             baselines[spec] = theory.linear_baseline(spec)
         return baselines[spec]
 
-    return Theory(solve_branch, linear_baseline, theory.precision)
+    return Theory(solve_branch, linear_baseline, theory.precision, general)
+
+
+_GENERAL_FIELDS = ("invariants", "test_error", "train_loss", "error", "converged", "status")
+
+
+def _general_record(fp) -> dict:
+    """The fields of a general fixed point that validation reads, JSON-ready (plus the overlap
+    matrices, for per-column values)."""
+    out = {"invariants": {k: [float(x) for x in v] for k, v in fp.invariants.items()},
+           "test_error": float(fp.test_error), "train_loss": float(fp.train_loss),
+           "error": {k: float(v) for k, v in dict(fp.error).items()}, "converged": bool(fp.converged),
+           "status": str(fp.status)}
+    overlaps = getattr(fp, "overlaps", None)
+    if overlaps is not None and hasattr(overlaps, "nested"):
+        out["overlaps"] = overlaps.nested()
+    return out
 
 
 def default_theory(precision: str = "fast") -> Theory:
-    """``numerics.api``'s solver and linear baseline."""
-    from numerics.api import linear_baseline, solve_branch
+    """``numerics.api``'s solvers and linear baseline."""
+    from numerics.api import linear_baseline, solve_branch, solve_general
 
-    return Theory(solve_branch, linear_baseline, precision)
+    return Theory(solve_branch, linear_baseline, precision, solve_general)
+
+
+def general_point(theory: Theory, spec, alpha: float, branch: str) -> Dict:
+    """The general theory on ``branch`` at ``alpha`` in the simulation's names: ``values`` and
+    ``errors`` (stated, absolute; 0 where none is stated) keyed ``q_eig_1``, ``m_sv_1``, ...,
+    ``test_error``, ``train_loss``; ``converged``, ``status``; ``present`` False (and no values)
+    where the branch does not exist at ``alpha`` (:class:`BranchNotFound`)."""
+    try:
+        sol = theory.solve_general(spec, alpha, branch, precision=theory.precision)
+    except BranchNotFound as exc:
+        log.info("theory: no %s branch at alpha=%g (%s)", branch, alpha, exc)
+        return {"present": False, "converged": False, "status": f"absent: {exc}", "values": {}, "errors": {}}
+    stated = dict(sol.error or {})
+    values, errors = {}, {}
+    for key, prefix in INVARIANT_KEYS.items():
+        for j, v in enumerate(sol.invariants.get(key, ()), 1):
+            values[f"{prefix}_{j}"] = float(v)
+            errors[f"{prefix}_{j}"] = _stated_error(stated.get(f"{key}_{j}"))
+    for key in GENERAL_OUTPUTS:
+        values[key] = float(getattr(sol, key))
+        errors[key] = _stated_error(stated.get(key))
+    return {"present": True, "converged": bool(sol.converged), "status": str(sol.status), "values": values,
+            "errors": errors}
+
+
+def _stated_error(value) -> float:
+    """A stated error as a number; none stated (or not finite, as a one-rule solve's NaN) is 0."""
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        return 0.0
+    return abs(x) if math.isfinite(x) else 0.0
+
+
+def general_branches_at(theory: Theory, spec, alpha: float) -> Dict[str, dict]:
+    """:func:`general_point` of every branch of ``spec`` (``numerics.general_fixed_point.general_branches``)
+    at ``alpha``, and which of the present, converged ones has the lowest training loss
+    (``"global"``; None when none has converged)."""
+    from numerics.general_fixed_point import general_branches
+
+    points = {b: general_point(theory, spec, alpha, b) for b in general_branches(spec)}
+    found = {b: p for b, p in points.items() if p["present"] and p["converged"]}
+    best = min(found, key=lambda b: found[b]["values"]["train_loss"], default=None)
+    return {"branches": points, "global": best}
+
+
+def general_theory_curves(theory: Theory, spec, alphas: Sequence[float]) -> List[dict]:
+    """Tidy rows ``(branch, alpha, quantity, value, converged)`` of every branch of the general
+    model (absent branches and failed solves are skipped)."""
+    from numerics.general_fixed_point import general_branches
+
+    rows = []
+    for branch in general_branches(spec):
+        for alpha in alphas:
+            try:
+                tp = general_point(theory, spec, float(alpha), branch)
+            except Exception as exc:
+                log.warning("theory %s alpha=%g failed: %s", branch, alpha, exc)
+                continue
+            for qty, value in tp["values"].items():
+                rows.append({"branch": branch, "alpha": float(alpha), "quantity": qty, "value": value,
+                             "converged": tp["converged"]})
+    return rows
 
 
 def theory_point(theory: Theory, spec, alpha: float, branch: str) -> Dict[str, float]:

@@ -50,7 +50,10 @@ def register(subparsers) -> None:
                               description="Simulate both informed starts over an alpha grid, compare with the "
                                           "theory of the branch each start converged to, write a tidy CSV and a "
                                           "figure; exit 1 when some |z| exceeds --tolerance. With --d-scan: fit "
-                                          "a + b/d at fixed alpha and compare a with the theory.")
+                                          "a + b/d at fixed alpha and compare a with the theory. A model other "
+                                          "than the two-token rank-one one (--tokens, --rank, --teacher-rank, "
+                                          "--positions) is compared through its invariants, run by run on the "
+                                          "branch each run reached, and against the theory's global minimum.")
     v.add_argument("--alphas", default="0.5,1.0,1.5,2.0", help="comma-separated alpha grid (default 0.5,1.0,1.5,2.0)")
     v.add_argument("--inits", default="semantic,positional",
                    help="comma-separated starts (default semantic,positional)")
@@ -60,7 +63,8 @@ def register(subparsers) -> None:
     v.add_argument("--out", default="validate_out", help="output folder (default validate_out)")
     v.add_argument("--no-resume", action="store_true", help="recompute points cached under OUT/runs")
     v.add_argument("--sim-only", action="store_true", help="do not solve the theory (no z-scores)")
-    add_precision_option(v, "theory precision (default fast). ")
+    add_precision_option(v, "theory precision (default fast for the two-token rank-one model, draft for any "
+                            "other, whose QMC solves take minutes at fast). ", default=None)
     v.add_argument("--curve-points", type=int, default=7,
                    help="extra evenly spaced alphas for the theory curves (default 7; 0: only the simulated ones)")
     v.add_argument("--d-scan", action="store_true", help="finite-size scan at fixed --alpha over --d-values")
@@ -96,10 +100,10 @@ def _sim_kwargs(args) -> dict:
 
 
 def cmd_simulate(args) -> int:
-    check_dimension(args.d)
+    spec = model_from_args(args)
+    check_dimension(args.d, k=spec.k)
     check_alpha(args.alpha, args.d)
     _check_common(args)
-    spec = model_from_args(args)
     check_start(args.init, spec.rank)
     from validation.simulate import AGGREGATED, aggregated_keys, simulate
 
@@ -128,6 +132,16 @@ def cmd_simulate(args) -> int:
     return 0
 
 
+def _global_minimum_line(g: dict) -> str:
+    """One point of ``summary["global_minimum"]`` as a line: where its runs went, and the theory's minimum."""
+    reached = ", ".join(f"{b} {n}/{g['runs']}" for b, n in g["reached"].items())
+    losses = ", ".join(f"{b} {v['train_loss']:.6g}" if "train_loss" in v else f"{b} absent"
+                       for b, v in g["theory_train_loss"].items())
+    return (f"GLOBAL alpha={g['alpha']:g} init={g['init']}: runs reached {reached}; theory global minimum "
+            f"{g['theory_global'] or 'none'} ({g['runs_at_global']}/{g['runs']} runs there; theory training "
+            f"losses: {losses})")
+
+
 def cmd_validate(args) -> int:
     _check_common(args)
     if args.curve_points < 0:
@@ -141,10 +155,10 @@ def cmd_validate(args) -> int:
     if args.d_scan:
         d_values = parse_list(args.d_values, "--d-values", item=int)
         for d in d_values:
-            check_dimension(d, "--d-values")
+            check_dimension(d, "--d-values", spec.k)
             check_alpha(args.alpha, d)
     else:
-        check_dimension(args.d)
+        check_dimension(args.d, k=spec.k)
         alphas = parse_list(args.alphas, "--alphas", item=float)
         for a in alphas:
             check_alpha(a, args.d, "--alphas")
@@ -152,7 +166,8 @@ def cmd_validate(args) -> int:
     from validation import runs
     from validation.theory_cache import default_theory
 
-    theory = None if args.sim_only else default_theory(args.precision)
+    precision = args.precision or ("fast" if spec.is_two_token_rank_one else "draft")
+    theory = None if args.sim_only else default_theory(precision)
 
     sim_kwargs = _sim_kwargs(args)
     n_points = len(inits) * (len(d_values) if args.d_scan else len(alphas))
@@ -176,6 +191,8 @@ def cmd_validate(args) -> int:
             sys.stdout.write(f"NO THEORY alpha={u['alpha']:g} init={u['init']}: the simulation sits on the "
                              f"{u['branch']} branch, whose theory solve did not converge or left the branch "
                              f"(converged={u['theory_converged']}, on_branch={u['theory_on_branch']})\n")
+        for g in summary.get("global_minimum", []):
+            sys.stdout.write(_global_minimum_line(g) + "\n")
         if "crossing" in summary:
             c = summary["crossing"]
             sys.stdout.write(f"semantic-start test error crosses the linear baseline at alpha = "

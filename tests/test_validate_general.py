@@ -1,0 +1,247 @@
+"""``attnphase validate`` for the general model (docs/theory.md, section 4): branch of each run from its
+invariants, z-scores with the theory's stated error, the theory's global minimum, the d-scan, and the
+two-token rank-one model's rows as they were."""
+from __future__ import annotations
+
+import json
+import math
+import os
+import types
+
+import numpy as np
+import pytest
+
+from derivations.spec import ModelSpec
+from numerics.fixed_point import BranchNotFound
+from numerics.tidy import read_rows
+from tests.fakes import FakeGeneralTheory
+from validation import runs, statistics, theory_cache
+
+RANK2 = ModelSpec(rank=2, omega=0.3)
+TOKENS3 = ModelSpec(tokens=3, omega=0.3)
+D = 1000
+SIGMA2 = RANK2.sigma ** 2
+
+
+def _linear(spec):
+    """As ``numerics.api.linear_baseline``: the two-token rank-one model only."""
+    spec.require_two_token_rank_one("the linear baseline")
+    return types.SimpleNamespace(test_error=0.002)
+
+
+def _theory(error=1e-4, absent=()):
+    fake = FakeGeneralTheory(error, absent)
+    return theory_cache.Theory(None, _linear, "draft", fake), fake
+
+
+def _run(q=(0.1, 0.05), m=0.0, theta=0.0, te=0.0014, tl=0.0030):
+    """One rank-2 record (L = 2, t = 1): invariants as ``validation.simulate.summary_statistics`` names them;
+    ``theta`` is theta/sigma^2."""
+    return {"q_eig_1": q[0], "q_eig_2": q[1], "m_sv_1": m, "theta_sv_1": theta * SIGMA2,
+            "m_col_max": m, "m_col_min": 0.0, "theta_over_sigma2_col_max": theta, "theta_over_sigma2_col_min": 0.0,
+            "test_error": te, "train_loss": tl, "linear_test_error": 0.002}
+
+
+def _result(runs_, alpha=1.0, init="random", spec=RANK2, d=D):
+    return {"model": spec.to_dict(), "d": d, "alpha": alpha, "init": init, "steps": 10, "lr": 0.15,
+            "optimizer": "gd", "dtype": "float32", "seed": 0, "n_test": 10, "runs": runs_}
+
+
+# --------------------------------------------------------------------------- branch of a run
+
+
+def test_each_run_is_put_on_the_branch_its_invariants_say():
+    assert statistics.run_branch(_run(theta=0.6), RANK2, D) == "semantic"
+    assert statistics.run_branch(_run(m=0.25), RANK2, D) == "positional"
+    assert statistics.run_branch(_run(m=0.25, theta=0.6), RANK2, D) == "mixed"
+    assert statistics.run_branch(_run(), RANK2, D) == "trivial"
+    # overlaps at the level a direction of norm sqrt(q_eig_1) has by chance are not a branch:
+    # q = 0.45 at d = 100 gives 3 x 0.134 = 0.40
+    assert statistics.run_branch(_run(q=(0.45, 0.1), m=0.3, theta=0.3), RANK2, 100) == "trivial"
+    # a rank-one student with both overlaps (L = 3: three positional directions) takes the larger
+    one = {"q_eig_1": 0.07, "m_sv_1": 0.3, "theta_sv_1": 0.1 * SIGMA2, "test_error": 0.0, "train_loss": 0.0}
+    assert statistics.run_branch(one, TOKENS3, D) == "positional"
+    # below the cut: 3 x sqrt(3 q / (sigma^2 d)) = 0.087 for m over three positional directions
+    assert statistics.run_branch(dict(one, m_sv_1=0.08), TOKENS3, D) == "semantic"
+    assert statistics.run_branch(dict(one, m_sv_1=0.08, theta_sv_1=0.04 * SIGMA2), TOKENS3, D) == "trivial"
+
+
+def test_the_runs_of_one_start_are_compared_per_branch_they_reached():
+    th, _ = _theory()
+    res = _result([_run(m=0.25, theta=0.6), _run(m=0.25, theta=0.61), _run(m=0.25, q=(0.06, 0.001), tl=0.0036)])
+    rows = statistics.compare(res, RANK2, th)
+    assert {r["branch"]: r["n_seeds"] for r in rows} == {"mixed": 2, "positional": 1}
+    assert {r["quantity"] for r in rows} == {"q_eig_1", "q_eig_2", "m_sv_1", "theta_sv_1", "test_error", "train_loss"}
+    # one run on a branch: no z-score (no spread to compare with)
+    assert all(math.isnan(r["z"]) for r in rows if r["branch"] == "positional")
+
+
+# --------------------------------------------------------------------------- z-scores
+
+
+def test_z_score_carries_the_theorys_stated_error():
+    th, _ = _theory(error=3e-3)
+    rng = np.random.default_rng(1)
+    ms = 0.25 + 1e-3 * rng.standard_normal(4)
+    res = _result([_run(m=float(x), theta=0.6, q=(0.1, 0.06)) for x in ms], init="mixed")
+    rows = {r["quantity"]: r for r in statistics.compare(res, RANK2, th)}
+    row = rows["m_sv_1"]
+    sem = np.std(ms, ddof=1) / 2
+    assert row["sim_sem"] == pytest.approx(sem)
+    assert row["theory"] == 0.25 and row["theory_error"] == 3e-3
+    assert row["z"] == pytest.approx((ms.mean() - 0.25) / math.sqrt(sem ** 2 + 3e-3 ** 2))
+    # the same simulation against a theory without a stated error: the seed-only z-score
+    bare = statistics.stats_row(ms, 0.25)
+    assert bare["z"] == pytest.approx((ms.mean() - 0.25) / sem) and bare["theory_error"] == 0.0
+    # a wrong theory value fails, by the combined error
+    far = statistics.stats_row(ms, 0.25 + 0.05, 3e-3)
+    assert statistics.failing([far], 3.0) and abs(far["z"]) == pytest.approx(0.05 / math.hypot(sem, 3e-3), rel=0.05)
+
+
+def test_a_branch_the_theory_does_not_have_gives_rows_without_z_and_is_unmatched():
+    th, _ = _theory(absent=("mixed",))
+    res = _result([_run(m=0.25, theta=0.6), _run(m=0.26, theta=0.6)], alpha=0.5)
+    rows = statistics.compare(res, RANK2, th)
+    assert rows and all(math.isnan(r["z"]) and r["theory_on_branch"] is False for r in rows)
+    assert [(u["alpha"], u["branch"]) for u in statistics.unmatched(rows)] == [(0.5, "mixed")]
+
+
+# --------------------------------------------------------------------------- memo on disk
+
+
+def test_general_solves_are_memoized_on_disk_absent_branches_included(tmp_path):
+    th, fake = _theory(absent=("mixed",))
+    for _ in range(2):  # a second validate: a fresh memo reading the same folder
+        memo = theory_cache.memoized(th, str(tmp_path))
+        point = theory_cache.general_point(memo, RANK2, 1.0, "semantic")
+        assert point["values"]["theta_sv_1"] == 0.15 and point["errors"]["theta_sv_1"] == 1e-4
+        assert not theory_cache.general_point(memo, RANK2, 1.0, "mixed")["present"]
+        with pytest.raises(BranchNotFound):
+            memo.solve_general(RANK2, 1.0, "mixed", precision="draft")
+    assert sorted(fake.calls) == [(1.0, "mixed", "draft"), (1.0, "semantic", "draft")]
+
+
+# --------------------------------------------------------------------------- run_validate, d-scan
+
+
+def _fake_simulate(spec, d, alpha, init, **kw):
+    """Random starts: two runs reach the mixed branch, one the positional; other starts their own branch."""
+    rng = np.random.default_rng(int(10 * alpha))
+    if init == "random":
+        runs_ = [_run(m=0.25 + 1e-3 * rng.standard_normal(), theta=0.6 + 1e-3 * rng.standard_normal(),
+                      q=(0.1, 0.06), tl=0.0028) for _ in range(2)] + [_run(m=0.25, q=(0.06, 0.001), tl=0.0036)]
+    else:
+        runs_ = [_run(m=0.25 + 1e-3 * rng.standard_normal(), q=(0.06, 0.001), tl=0.0036) for _ in range(3)]
+    return {**_result(runs_, alpha, init, spec, d), "seed": kw.get("seed", 0)}
+
+
+def test_run_validate_reports_every_row_and_the_theorys_global_minimum(tmp_path):
+    th, fake = _theory(absent=("semantic",))
+    summary = runs.run_validate(RANK2, [1.0, 2.0], ["positional", "random"], D, {"seeds": 3, "seed": 0},
+                                str(tmp_path), theory=th, simulate_fn=_fake_simulate, curve_points=0)
+    rows = read_rows(str(tmp_path / "validate.csv"))
+    assert "theory_error" in rows[0]
+    # per alpha: positional (3 runs), random on mixed (2) and positional (1), 6 quantities each; the linear row
+    assert len(rows) == 2 * (3 * 6 + 1)
+    linear = [r for r in rows if r["branch"] == "linear"]
+    assert all(r["theory"] == "nan" for r in linear)  # no linear-baseline theory for a rank-2 student
+    glob = {(g["alpha"], g["init"]): g for g in summary["global_minimum"]}
+    g = glob[(1.0, "random")]
+    assert g["theory_global"] == "mixed" and g["reached"] == {"positional": 1, "mixed": 2}
+    assert g["runs_at_global"] == 2 and g["theory_train_loss"]["semantic"] == {"absent": True}
+    assert g["theory_train_loss"]["mixed"]["train_loss"] == 0.0028
+    assert glob[(2.0, "positional")]["runs_at_global"] == 0
+    stored = json.loads((tmp_path / "validate.json").read_text())
+    assert stored["global_minimum"] and stored["status"] == "complete"
+    assert os.path.exists(tmp_path / "validate.png")
+    assert {c["branch"] for c in read_rows(str(tmp_path / "theory_curves.csv"))} == {"positional", "trivial", "mixed"}
+    solved = len(fake.calls)
+    runs.run_validate(RANK2, [1.0, 2.0], ["positional", "random"], D, {"seeds": 3, "seed": 0}, str(tmp_path),
+                      theory=_theory(absent=("semantic",))[0], simulate_fn=_fake_simulate, curve_points=0)
+    assert solved == 8  # four branches at two alphas, once
+
+
+def test_dscan_of_the_general_model_fits_each_invariant_and_uses_the_theory_error(tmp_path):
+    th, _ = _theory(error=2e-3)
+
+    def simulate(spec, d, alpha, init, **kw):
+        rng = np.random.default_rng(d)
+        return _result([_run(m=0.25 + 0.5 / d + 1e-3 * rng.standard_normal(), q=(0.06, 0.001), tl=0.0036)
+                        for _ in range(4)], alpha, init, spec, d)
+
+    out = runs.run_dscan(RANK2, 2.0, ["positional"], [100, 200, 400], {"seeds": 4, "seed": 0}, str(tmp_path),
+                         theory=th, simulate_fn=simulate)
+    fit = next(f for f in out["fits"] if f["quantity"] == "m_sv_1")
+    assert fit["branch"] == "positional" and fit["theory"] == 0.25 and fit["theory_error"] == 2e-3
+    assert fit["z"] == pytest.approx((fit["a"] - 0.25) / math.hypot(fit["a_se_scaled"], 2e-3))
+
+
+# --------------------------------------------------------------------------- the default model unchanged
+
+
+def test_the_two_token_models_rows_are_those_of_before(tmp_path):
+    """A tiny real run with a fixed fake theory; the values were written by the comparison before the
+    general model had one (the only change is the added ``theory_error`` column, 0 here)."""
+    def solve(spec, alpha, branch, precision="fast"):
+        v = dict(q=0.1, m=0.0, V=1.0, theta=0.15, test_error=0.0014, train_loss=0.0036, converged=True)
+        if branch == "positional":
+            v.update(m=0.25, theta=0.0, test_error=0.0035)
+        return types.SimpleNamespace(**v)
+
+    th = theory_cache.Theory(solve, lambda spec: types.SimpleNamespace(test_error=0.002))
+    kw = {"seeds": 2, "seed": 3, "steps": 30, "lr": None, "optimizer": "gd", "dtype": "float32", "device": "cpu",
+          "n_test": 50}
+    runs.run_validate(ModelSpec(), [1.0], ["semantic", "positional"], 40, kw, str(tmp_path), theory=th,
+                      curve_points=0)
+    got = {(r["init"], r["quantity"]): r for r in read_rows(str(tmp_path / "validate.csv"))}
+    before = {("semantic", "test_error"): ("0.0009164076223", "-9.297307706"),
+              ("semantic", "theta_over_sigma2"): ("0.670577608", "10.49506653"),
+              ("semantic", "m"): ("-0.014285491", "-0.2872015825"),
+              ("positional", "m"): ("0.1834676405", "-20.73218487"),
+              ("positional", "q"): ("0.008495409592", "-298.3954791"),
+              ("linear", "test_error"): ("0.0014486894", "-1.913970984")}
+    for key, (mean, z) in before.items():
+        assert (got[key]["sim_mean"], got[key]["z"]) == (mean, z), key
+        assert got[key]["theory_error"] == "0"
+    assert len(got) == 11
+
+
+# --------------------------------------------------------------------------- the command line
+
+
+def test_cli_validate_rank2_with_a_fake_general_theory(tmp_path, capsys, monkeypatch):
+    from attnphase.cli import main
+
+    fake = FakeGeneralTheory(absent=("semantic",))
+    monkeypatch.setattr(theory_cache, "default_theory", lambda precision: theory_cache.Theory(
+        None, _linear, precision, fake))
+    status = main(["validate", "--rank", "2", "--inits", "mixed,random", "--alphas", "1", "--d", "60", "--seeds",
+                   "2", "--steps", "20", "--n-test", "50", "--curve-points", "0", "--tolerance", "1e9", "--out",
+                   str(tmp_path)])
+    out = capsys.readouterr().out
+    assert status == 0
+    assert {p for _, _, p in fake.calls} == {"draft"}  # the general model's default precision
+    assert "GLOBAL alpha=1 init=mixed" in out and "theory global minimum mixed" in out
+    quantities = {r["quantity"] for r in read_rows(str(tmp_path / "validate.csv"))}
+    assert {"q_eig_1", "q_eig_2", "m_sv_1", "theta_sv_1", "test_error", "train_loss"} <= quantities
+
+
+@pytest.mark.parametrize("argv, flag", [
+    (["--tokens", "3", "--inits", "semantic,mixed"], "--inits"),
+    (["--tokens", "3", "--d", "3"], "--d"),
+    (["--tokens", "4", "--d-scan", "--d-values", "100,4"], "--d-values"),
+    (["--rank", "2", "--precision", "exact"], "--precision"),
+])
+def test_cli_validate_refuses_bad_combinations_in_one_line(argv, flag, tmp_path, capsys):
+    from attnphase.cli import main
+
+    status = main(["validate", *argv, "--out", str(tmp_path / "v")])
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert status == 2 and len(err) == 1 and err[0].startswith("attnphase validate: ") and flag in err[0], err
+    assert not os.path.exists(tmp_path / "v")
+
+
+def test_final_loss_fall_is_the_relative_fall_over_the_last_steps():
+    run = {"loss_curve": [[0, 2.0], [50, 1.5], [90, 1.1], [95, 1.05], [100, 1.0]]}
+    assert statistics.final_loss_fall(run) == pytest.approx(0.1)
+    assert statistics.final_loss_fall(run, 0.5) == pytest.approx(0.5)
