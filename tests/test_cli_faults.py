@@ -497,6 +497,9 @@ CTRL_C_SCRIPT = textwrap.dedent("""
     import torch  # noqa: F401  (imported before "ready": Ctrl-C then lands in the command)
     import validation.simulate  # noqa: F401
     from attnphase import cli
+    # the parser imports every command's libraries; a Ctrl-C inside a third-party import can be
+    # swallowed there, so the signal is sent once they are in and the command runs
+    cli.build_parser()
     print("ready", flush=True)
     sys.exit(cli.main(["simulate", "--d", "50", "--steps", "100000000"]))
 """)
