@@ -52,6 +52,8 @@ MIN_XTOL = 1e-4
 END_XTOL = 4e-3
 #: a branch that appears within this many stated errors of the global one's F bifurcates from it
 CONTINUOUS_GAP = 3.0
+#: an overlap this many scramblings' spreads above zero is resolved (fitted at an onset)
+RESOLVED = 3.0
 
 
 class GeneralThresholdError(RuntimeError):
@@ -249,6 +251,14 @@ def pitchfork_onset(alphas: Sequence[float], d: Sequence[float], d_error: Sequen
     return float(root2), float(abs(root3 - root2) + noise), float(root3)
 
 
+def _scramblings(precision: str) -> float:
+    """``sqrt(R)``: one scrambling's spread in stated errors (1 for the line quadrature's modes)."""
+    from .qmc.precision import QMC_PRECISIONS
+
+    mode = QMC_PRECISIONS.get(precision)
+    return math.sqrt(mode.rule.scrambles) if mode is not None else 1.0
+
+
 def _onset(branch: _Branch, missing: float, lowest: float) -> Optional[tuple]:
     """``(alpha, error, details)`` of a continuous onset of ``branch`` (docs/theory.md, section 4.10)
     from its defining overlap (:meth:`numerics.subspaces.BranchSubspace.defining_overlap`) at the three
@@ -258,15 +268,24 @@ def _onset(branch: _Branch, missing: float, lowest: float) -> Optional[tuple]:
     below the scanned point where the branch was not found)."""
     from .subspaces import branch_subspace
 
-    alphas = sorted(a for a in branch.points if a > missing)[:3]
-    if len(alphas) < 3:
-        return None
     sub = branch_subspace(branch.name, branch.spec.shape)
     sigma = branch.spec.sigma
-    d = [sub.defining_overlap(branch.points[a].overlaps, sigma) for a in alphas]
     key = "theta_singular_values_1" if branch.name in ("semantic", "mixed") else "m_singular_values_1"
     scale = sigma**2 if key.startswith("theta") else 1.0
-    root, error, three_point = pitchfork_onset(alphas, d, [_error(branch.points[a], key) / scale for a in alphas])
+
+    def overlap(a):
+        return sub.defining_overlap(branch.points[a].overlaps, sigma), _error(branch.points[a], key) / scale
+
+    # the overlap is a singular value, so each scrambling's own fixed point has it >= 0 and their mean is
+    # biased up by about one scrambling's spread (sqrt(R) stated errors), which the stated error does not
+    # carry: draft points next to an onset put it too low. Only points above RESOLVED such spreads are fitted.
+    spread = _scramblings(branch.precision)
+    alphas = sorted(a for a in branch.points
+                    if a > missing and overlap(a)[0] > RESOLVED * spread * overlap(a)[1])[:3]
+    if len(alphas) < 3:
+        return None
+    d, d_err = zip(*(overlap(a) for a in alphas))
+    root, error, three_point = pitchfork_onset(alphas, d, d_err)
     if not lowest - error <= root <= alphas[0]:
         return None
     return root, error, {"onset_fit_alphas": list(alphas), "defining_overlap": list(d),
