@@ -21,8 +21,8 @@ import traceback
 
 from derivations.spec import ModelSpecError
 from numerics.tidy import UnreadableFile
-from paper import PaperError
-from sweeps import SweepError
+from attnphase.paper import PaperError
+from attnphase.sweeps import SweepError
 from validation.run_settings import RunSettingsError
 
 from .commands import derive, histogram, paper, simulation, sweep, theory
@@ -34,7 +34,8 @@ COMMAND_GROUPS = (derive, theory, simulation, sweep, histogram, paper)
 #: exceptions that mean bad input: one line, exit status 2
 BAD_INPUT = (UsageError, ModelSpecError, SweepError, RunSettingsError, UnreadableFile, PaperError)
 #: the packages whose exceptions are failures of a computation (exit status 1, the message as it is)
-LIBRARIES = ("derivations", "numerics", "validation", "sweeps", "histogram_task", "paper")
+#: the packages whose exceptions are computation failures, not faults of the program
+LIBRARIES = ("derivations", "numerics", "validation", "attnphase.sweeps", "attnphase.histogram_task", "attnphase.paper")
 #: exit statuses
 FAILED, BAD = 1, 2
 INTERRUPTED = 130
@@ -48,7 +49,8 @@ def exit_status(exc: BaseException) -> tuple:
         what = exc.strerror or str(exc)
         return FAILED, f"{what}: {exc.filename}" if exc.filename else what
     name = type(exc).__name__
-    if type(exc).__module__.split(".")[0] in LIBRARIES:  # SolverError, ThresholdError, SimulationDiverged, ...
+    module = type(exc).__module__
+    if any(module == lib or module.startswith(lib + ".") for lib in LIBRARIES):  # SolverError, ...
         return FAILED, f"{name}: {exc}"
     return FAILED, f"{name}: {exc} (a fault of the program; run with -v for the traceback)"
 

@@ -26,7 +26,7 @@ JSON ``positions`` cell of the sweep rows), a sweep row where a branch does not 
 holds the whole model and the precision (``sigma``, ``lam``, ``attention``, ``teacher``,
 ``regulariser`` and ``precision`` were empty there), and the sweep's settings hash
 covers the task function's module, which moved from ``numerics.phase`` to
-``sweeps.tasks``.
+``attnphase.sweeps.tasks``.
 """
 from __future__ import annotations
 
@@ -91,7 +91,7 @@ EXPECTED_CHANGES = {
     "curve.csv": {"rename": _LOWER_A, "add": _DEFAULT_STRUCTURE},
     "run/curve.csv": {"rename": _LOWER_A, "add": _DEFAULT_STRUCTURE},
     # the sweep rows held the model twice (to_row's a11.. and the sweep's A11..); positions
-    # was a JSON cell; the settings hash covers the task's module (now sweeps.tasks)
+    # was a JSON cell; the settings hash covers the task's module (now attnphase.sweeps.tasks)
     "pd/theory.csv": {"drop": {"a11": "A11", "a12": "A12", "a21": "A21", "a22": "A22"}, "split": _POSITIONS,
                       "fill": ({"exists": "False"}, {"sigma": "0.5", "lam": "0.01", "attention": "softmax",
                                                      "teacher": "softmax", "regulariser": "ridge",
@@ -99,7 +99,7 @@ EXPECTED_CHANGES = {
                       "changed": ("settings_hash",)},
     "pd/thresholds.csv": {"split": _POSITIONS, "changed": ("settings_hash",)},
     "pd/manifest.json": {"changed": ("sections.theory.hash", "sections.theory.settings.task"),
-                         "value": {"sections.theory.settings.task": "sweeps.tasks.theory_task"}},
+                         "value": {"sections.theory.settings.task": "attnphase.sweeps.tasks.theory_task"}},
 }
 
 

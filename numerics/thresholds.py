@@ -106,7 +106,7 @@ class ScanPoint:
 
 def scan_curves_from_rows(rows) -> dict:
     """``{branch: BranchCurve}`` of :class:`ScanPoint` from branch rows as the phase diagram
-    writes them (``sweeps.tasks``; values or their CSV text): the points where the branch
+    writes them (``attnphase.sweeps.tasks``; values or their CSV text): the points where the branch
     exists and converged, and the spinodals of the ``spinodal_{lower,upper}_*`` columns.
 
     The phase diagram's threshold task starts from its column's branch rows, read back

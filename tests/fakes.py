@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-from sweeps.config import THEORY_BRANCHES
-from sweeps.tasks import theory_task
+from attnphase.sweeps.config import THEORY_BRANCHES
+from attnphase.sweeps.tasks import theory_task
 
 
 @dataclasses.dataclass(frozen=True)
@@ -212,7 +212,7 @@ class FakeGeneralTheoryAPI(FakeTheoryAPI):
 
 def fake_theory_task(payload: dict, delay: float = 0.0, fail_omegas: Sequence[float] = (),
                       fail_only: Optional[str] = None) -> dict:
-    """A test double of :func:`sweeps.tasks.theory_task`: the real task logic on :class:`FakeTheoryAPI`
+    """A test double of :func:`attnphase.sweeps.tasks.theory_task`: the real task logic on :class:`FakeTheoryAPI`
     (the two-token rank-one model) or :class:`FakeGeneralTheoryAPI` (any other).
 
     ``delay`` seconds of sleep make a slow task (kill-and-resume tests). At an ``omega``
@@ -233,7 +233,7 @@ def tiny_paper_plan():
     """A test-only plan of ``attnphase paper``: every figure, on grids of two or three points,
     ``d`` of 8 to 32, five gradient-descent steps and a histogram task of a few hundred short
     sequences (seconds in all with :func:`fake_paper_functions`)."""
-    from paper.plan import Plan, Runs
+    from attnphase.paper.plan import Plan, Runs
 
     def runs(d, seeds, alphas=(1.0, 2.0)):
         return Runs(d, seeds, alphas, steps=5, n_test=50)

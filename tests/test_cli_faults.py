@@ -29,7 +29,7 @@ from derivations.spec import ModelSpec
 from numerics.overlaps import HatOverlaps, Overlaps
 from numerics.result import FixedPoint
 from numerics.tidy import ROW_CHECK, finite_json, from_json, json_text, read_csv_rows
-from sweeps.store import MANIFEST, THEORY_CSV, THRESHOLDS_CSV
+from attnphase.sweeps.store import MANIFEST, THEORY_CSV, THRESHOLDS_CSV
 from tests.fakes import fake_theory_task, kill_fake_sweep_when
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -477,7 +477,7 @@ def test_a_complete_run_says_so(tmp_path, capsys, monkeypatch):
 def test_a_scheduler_that_cannot_be_reached_leaves_nothing_in_the_output_folder(tmp_path, capsys, monkeypatch):
     import socket
 
-    import sweeps.runner as runner
+    import attnphase.sweeps.runner as runner
 
     monkeypatch.setattr(runner, "open_client", functools.partial(runner.open_client, connect_timeout="1s"))
     with socket.socket() as s:

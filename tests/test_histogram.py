@@ -1,4 +1,4 @@
-"""Tests of the histogram-task experiment (histogram_task/experiment.py)."""
+"""Tests of the histogram-task experiment (attnphase/histogram_task/experiment.py)."""
 from __future__ import annotations
 
 import json
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from histogram_task import experiment as H
+from attnphase.histogram_task import experiment as H
 
 CPU = torch.device("cpu")
 

@@ -26,11 +26,11 @@ import pytest
 from attnphase import cli
 from attnphase.commands.paper import cmd_paper
 from numerics.tidy import ROW_CHECK, number, read_csv_rows, read_table, render_csv
-from paper.figures import REGISTRY
-from paper.plan import GD_RUNS, TASK_FILES, THEORY_CURVES, THRESHOLDS, default_model, model_label
-from paper.published import PUBLISHED, lookup
-from paper.report import KEY_NUMBERS, REPORT, SUMMARY, number_text, write_report
-from sweeps import SweepError
+from attnphase.paper.figures import REGISTRY
+from attnphase.paper.plan import GD_RUNS, TASK_FILES, THEORY_CURVES, THRESHOLDS, default_model, model_label
+from attnphase.paper.published import PUBLISHED, lookup
+from attnphase.paper.report import KEY_NUMBERS, REPORT, SUMMARY, number_text, write_report
+from attnphase.sweeps import SweepError
 from tests.fakes import fake_paper_functions, tiny_paper_plan
 
 ROOT = Path(__file__).resolve().parents[1]

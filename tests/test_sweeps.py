@@ -22,12 +22,12 @@ from attnphase.errors import UsageError
 from attnphase.options import parse_range
 from derivations.spec import ModelSpec
 from numerics.tidy import ROW_CHECK, cell, read_csv_rows, render_csv
-from sweeps import SweepError
-from sweeps.config import SweepConfig
-from sweeps.grid import fmt, grid_text, theory_key
-from sweeps.runner import open_client, run_sweep, task_priority, worker_threads
-from sweeps.store import FAILURES_CSV, MANIFEST, SIMULATION_CSV, THEORY_CSV, THRESHOLDS_CSV, SweepStore
-from sweeps.tasks import make_tasks, simulation_run_task
+from attnphase.sweeps import SweepError
+from attnphase.sweeps.config import SweepConfig
+from attnphase.sweeps.grid import fmt, grid_text, theory_key
+from attnphase.sweeps.runner import open_client, run_sweep, task_priority, worker_threads
+from attnphase.sweeps.store import FAILURES_CSV, MANIFEST, SIMULATION_CSV, THEORY_CSV, THRESHOLDS_CSV, SweepStore
+from attnphase.sweeps.tasks import make_tasks, simulation_run_task
 from tests.fakes import fake_theory_task
 
 FAKE = fake_theory_task

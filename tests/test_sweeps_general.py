@@ -21,12 +21,12 @@ from attnphase.commands.sweep import cmd_phase_diagram
 from derivations.spec import ModelSpec
 from numerics.general_result import from_row
 from numerics.tidy import ROW_CHECK, read_csv_rows
-from sweeps import SweepError
-from sweeps.config import SweepConfig
-from sweeps.grid import theory_key
-from sweeps.runner import run_sweep
-from sweeps.store import FAILURES_CSV, THEORY_CSV, THRESHOLDS_CSV
-from sweeps.tasks import expected_rows, make_tasks
+from attnphase.sweeps import SweepError
+from attnphase.sweeps.config import SweepConfig
+from attnphase.sweeps.grid import theory_key
+from attnphase.sweeps.runner import run_sweep
+from attnphase.sweeps.store import FAILURES_CSV, THEORY_CSV, THRESHOLDS_CSV
+from attnphase.sweeps.tasks import expected_rows, make_tasks
 from tests.fakes import FakeGeneralTheoryAPI, fake_theory_task, kill_fake_sweep_when
 
 FAKE = fake_theory_task

@@ -8,7 +8,7 @@ import os
 
 from attnphase.errors import UsageError
 from attnphase.options import add_json_option, check_output, parse_list, print_json
-from histogram_task import ATTENTION_KINDS
+from attnphase.histogram_task import ATTENTION_KINDS
 
 
 def register(subparsers) -> None:
@@ -42,7 +42,7 @@ def register(subparsers) -> None:
 
 
 def _config(args):
-    from histogram_task.experiment import FULL, QUICK
+    from attnphase.histogram_task.experiment import FULL, QUICK
 
     base = QUICK if args.quick else FULL
     over = {"epochs": args.epochs, "continue_epochs": args.continue_epochs,
@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
 
     import torch
 
-    from histogram_task import experiment as H
+    from attnphase.histogram_task import experiment as H
     from numerics.tidy import atomic_output, folder_summary
 
     try:

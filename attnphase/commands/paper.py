@@ -34,8 +34,8 @@ def register(subparsers) -> None:
 
 def cmd_paper(args, functions=None, client=None, plan=None) -> int:
     """The command. ``functions``/``client``/``plan`` are for tests (fakes, a tiny plan)."""
-    from paper.figures import REGISTRY
-    from paper.plan import plan_named
+    from attnphase.paper.figures import REGISTRY
+    from attnphase.paper.plan import plan_named
 
     names = [f.name for f in REGISTRY]
     only = parse_list(args.only, "--only", choices=names) if args.only is not None else None
@@ -43,7 +43,7 @@ def cmd_paper(args, functions=None, client=None, plan=None) -> int:
     check_output(args.out, "folder")
     plan = plan or plan_named("quick" if args.quick else "full")
 
-    from paper.run import run_paper
+    from attnphase.paper.run import run_paper
 
     if logging.getLogger().getEffectiveLevel() > logging.DEBUG:  # Dask's INFO chatter only with -vv
         import distributed  # noqa: F401  (its import configures the "distributed" logger: do it first)

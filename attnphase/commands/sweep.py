@@ -75,10 +75,10 @@ def register(subparsers) -> None:
 
 
 def config_from_args(args):
-    """The :class:`sweeps.config.SweepConfig` of parsed arguments; bad input raises UsageError
+    """The :class:`attnphase.sweeps.config.SweepConfig` of parsed arguments; bad input raises UsageError
     (or the library's own bad-input errors)."""
     from numerics.subspaces import GENERAL_BRANCHES
-    from sweeps.config import SweepConfig
+    from attnphase.sweeps.config import SweepConfig
 
     omegas = parse_range(args.omega, "--omega")
     alphas = parse_range(args.alpha, "--alpha", positive=True)
@@ -99,7 +99,7 @@ def cmd_phase_diagram(args, theory_task=None, simulation_task=None, client=None)
     """The command. ``theory_task``/``simulation_task``/``client`` are for tests (fakes)."""
     config = config_from_args(args)
     check_output(args.out, "folder")
-    from sweeps.runner import run_sweep
+    from attnphase.sweeps.runner import run_sweep
 
     if logging.getLogger().getEffectiveLevel() > logging.DEBUG:  # Dask's INFO chatter only with -vv
         import distributed  # noqa: F401  (its import configures the "distributed" logger: do it first)
@@ -131,7 +131,7 @@ def cmd_phase_diagram(args, theory_task=None, simulation_task=None, client=None)
 
 def cmd_plot(args) -> int:
     from numerics.tidy import UnreadableFile
-    from sweeps import figures
+    from attnphase.sweeps import figures
 
     formats = parse_list(args.formats, "--formats", choices=FIGURE_FORMATS)
     out = args.out if args.out is not None else str(Path(args.file).parent)

@@ -2,7 +2,7 @@
 of the figures, and the tasks that compute their data (:class:`TaskBuilder`).
 
 A task is a keyed unit of work run on a Dask worker; its rows go to one data file, and
-the data decides what is done (:mod:`sweeps.store`). Figures share tasks: the key says
+the data decides what is done (:mod:`attnphase.sweeps.store`). Figures share tasks: the key says
 what a task computes (model, grid, precision, dimension, seed), so two figures that need
 the same branch curve or the same simulated run name the same task, and it runs once.
 
@@ -25,8 +25,8 @@ from typing import Callable, Dict, Optional, Sequence
 import numpy as np
 
 from derivations import ModelSpec
-from histogram_task import experiment as histogram_experiment
-from sweeps.grid import fmt
+from attnphase.histogram_task import experiment as histogram_experiment
+from attnphase.sweeps.grid import fmt
 
 from . import PaperError
 
@@ -188,7 +188,7 @@ class Task:
 
 def default_functions() -> dict:
     """The task function of each kind (tests replace them with fakes)."""
-    from sweeps.tasks import simulation_run_task, theory_task
+    from attnphase.sweeps.tasks import simulation_run_task, theory_task
 
     from .tasks import histogram_run_task
 

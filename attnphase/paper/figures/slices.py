@@ -5,7 +5,7 @@ numbers are each model's ``alpha_c`` and ``alpha_l``."""
 from __future__ import annotations
 
 from numerics.tidy import number
-from sweeps.grid import fmt
+from attnphase.sweeps.grid import fmt
 
 from ..plan import default_model, model_label
 from ..tables import Data, gd_rows, key_number, theory_rows, threshold_rows

@@ -94,7 +94,7 @@ def row(source: str, quantity: str, value, error=math.nan, **context) -> dict:
 
 
 def published_rows(quantities: Iterable[str]) -> list:
-    """The published values of these quantities (:data:`paper.published.PUBLISHED`) as rows of
+    """The published values of these quantities (:data:`attnphase.paper.published.PUBLISHED`) as rows of
     source ``published``, so that a figure draws them from its own table."""
     def blank(v):
         return "" if v is None else v
@@ -246,7 +246,7 @@ def key_number(figure: str, quantity: str, label: str, ours: float, ours_error: 
                model: str = "", omega=None, branch: str = "", evidence_for: str = "",
                published_for: Optional[dict] = None, theory: Optional[tuple] = None) -> dict:
     """A key number and what it is compared with: the published value that applies
-    (``published_for``: the arguments of :func:`paper.published.lookup`), or for a
+    (``published_for``: the arguments of :func:`attnphase.paper.published.lookup`), or for a
     simulated number our theory (``theory = (value, error, how)``). ``difference`` is
     ``ours - reference``; the verdict compares it with the ``tolerance``: our error bar
     combined in quadrature with the reference's stated error, for a published value, and

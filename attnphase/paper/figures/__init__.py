@@ -1,9 +1,9 @@
 """The figures of the paper, one module each, and their registry (:data:`REGISTRY`).
 
 Each module defines a :class:`FigureSpec`: its name (what ``--only`` takes), what it
-shows, the tasks that compute its data (:class:`paper.plan.TaskBuilder`), its tidy table
-(rows of :data:`paper.tables.FIGURE_COLUMNS`, from the computed data), its key numbers
-(:func:`paper.tables.key_number`) and its drawing, which reads the table back from its
+shows, the tasks that compute its data (:class:`attnphase.paper.plan.TaskBuilder`), its tidy table
+(rows of :data:`attnphase.paper.tables.FIGURE_COLUMNS`, from the computed data), its key numbers
+(:func:`attnphase.paper.tables.key_number`) and its drawing, which reads the table back from its
 CSV file only.
 """
 from __future__ import annotations

@@ -4,7 +4,7 @@ against ``alpha``, with gradient descent from both starts, and each model's thre
 from __future__ import annotations
 
 from numerics.tidy import number
-from sweeps.grid import fmt
+from attnphase.sweeps.grid import fmt
 
 from ..plan import SECOND_A, model_label
 from ..tables import (Data, baseline_rows, gd_rows, key_number, spinodal_rows, theory_rows, threshold_rows)

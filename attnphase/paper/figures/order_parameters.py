@@ -3,7 +3,7 @@
 and the semantic start (docs/theory.md, sections 1.5, 3.1 and 3.6)."""
 from __future__ import annotations
 
-from sweeps.grid import fmt
+from attnphase.sweeps.grid import fmt
 
 from ..plan import INFORMED, default_model, model_label
 from ..tables import Data, gd_rows, key_number, spinodal_rows, theory_rows, theory_value

@@ -10,7 +10,7 @@ import math
 import numpy as np
 
 from numerics.tidy import number
-from sweeps.grid import fmt
+from attnphase.sweeps.grid import fmt
 
 from ..plan import INFORMED, default_model, model_label
 from ..tables import (Data, baseline_rows, gd_rows, key_number, row, theory_rows, theory_value, threshold_rows)

@@ -1,7 +1,7 @@
 """Task functions of the paper's plan that the lower packages do not already provide.
 
-The branch curves, reference points and thresholds are :func:`sweeps.tasks.theory_task`
-and the gradient-descent runs :func:`sweeps.tasks.simulation_run_task`; here is the
+The branch curves, reference points and thresholds are :func:`attnphase.sweeps.tasks.theory_task`
+and the gradient-descent runs :func:`attnphase.sweeps.tasks.simulation_run_task`; here is the
 histogram task's run (:func:`histogram_run_task`), one model kind and seed per task.
 """
 from __future__ import annotations
@@ -27,7 +27,7 @@ def histogram_run_task(payload: dict) -> dict:
     import numpy as np
     import torch
 
-    from histogram_task import experiment as H
+    from attnphase.histogram_task import experiment as H
 
     torch.set_num_threads(1)
     t0 = time.perf_counter()

@@ -1,10 +1,10 @@
 """Parameter sweeps on Dask, resumable: phase diagrams over the ``(alpha, omega)`` plane
 (docs/theory.md, section 3).
 
-Modules: :mod:`sweeps.grid` (grid values and task keys), :mod:`sweeps.config` (what
-to compute), :mod:`sweeps.tasks` (the task functions run on the workers, and the rows
-they give), :mod:`sweeps.store` (the crash-safe files), :mod:`sweeps.runner` (the Dask
-execution) and :mod:`sweeps.figures` (figures drawn from the CSVs alone).
+Modules: :mod:`attnphase.sweeps.grid` (grid values and task keys), :mod:`attnphase.sweeps.config` (what
+to compute), :mod:`attnphase.sweeps.tasks` (the task functions run on the workers, and the rows
+they give), :mod:`attnphase.sweeps.store` (the crash-safe files), :mod:`attnphase.sweeps.runner` (the Dask
+execution) and :mod:`attnphase.sweeps.figures` (figures drawn from the CSVs alone).
 
 What is computed
 ----------------
@@ -52,7 +52,7 @@ Resuming and crash safety
 -------------------------
 A finished task's rows are appended to the CSV as one block, flushed and fsynced. The
 data decides what is done: on start a task is done when its file holds exactly the rows
-it gives, every one readable (:meth:`sweeps.store.SweepStore.recover`). A file with an
+it gives, every one readable (:meth:`attnphase.sweeps.store.SweepStore.recover`). A file with an
 unreadable line (cut by a crash, garbled: a checksum that does not match) or rows of a
 task that is not done is moved aside under a new name (never deleted, with a warning),
 and the rows of the done tasks are written in its place, so a SIGKILL or a damaged file

@@ -9,7 +9,7 @@ from collections import defaultdict
 import numpy as np
 
 from numerics.tidy import number
-from sweeps.grid import fmt
+from attnphase.sweeps.grid import fmt
 
 from ..plan import default_model, model_label
 from ..tables import Data, key_number, loss_gap_rows, mean_sem, row, threshold_rows

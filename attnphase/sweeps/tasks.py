@@ -4,7 +4,7 @@ Theory: one task per branch and ``omega`` column (:func:`theory_task`, ``job =
 "branch"``) and one for the column's thresholds (``job = "thresholds"``). The two-token
 rank-one model follows its two branches with the line quadrature (``numerics.api.follow_branch``,
 ``numerics.api.thresholds``); every other model follows the branches of
-:attr:`sweeps.config.SweepConfig.theory_branches` (``numerics.api.follow_general``) and locates
+:attr:`attnphase.sweeps.config.SweepConfig.theory_branches` (``numerics.api.follow_general``) and locates
 every change of the global branch (``numerics.api.general_thresholds``).
 Simulation: one task per finite-size run (:func:`simulation_run_task`). The writer
 adds the model and solver columns to every row (:func:`theory_rows`,
@@ -76,7 +76,7 @@ def expected_rows(config: SweepConfig) -> Callable[[str, str], Optional[int]]:
     """``f(file name, task key)``: the rows the task of that key writes to that file (None
     when it writes none there): a branch task one per grid ``alpha`` to ``theory.csv``, a
     threshold task one to ``thresholds.csv``, a simulated run one to ``simulation.csv``.
-    :meth:`sweeps.store.SweepStore.recover` counts them to tell a finished task."""
+    :meth:`attnphase.sweeps.store.SweepStore.recover` counts them to tell a finished task."""
     def rows(name: str, key: str) -> Optional[int]:
         if key.startswith("theory:"):
             if key.endswith(":thresholds"):

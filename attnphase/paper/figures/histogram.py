@@ -38,7 +38,7 @@ def config(plan):
     """The histogram task's settings of the plan (its changes to the full settings)."""
     import dataclasses
 
-    from histogram_task.experiment import FULL
+    from attnphase.histogram_task.experiment import FULL
 
     return dataclasses.replace(FULL, **plan.histogram)
 

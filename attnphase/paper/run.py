@@ -1,10 +1,10 @@
 """Planning, executing and resuming ``attnphase paper`` (:func:`run_paper`).
 
-The figures of :data:`paper.figures.REGISTRY` name their tasks (:mod:`paper.plan`); the
+The figures of :data:`attnphase.paper.figures.REGISTRY` name their tasks (:mod:`attnphase.paper.plan`); the
 union of those of the figures asked for is run on a Dask cluster (the embedded one of
-:func:`sweeps.runner.open_client`, or a scheduler's), each finished task's rows appended
-to its data file at once (:class:`sweeps.store.SweepStore`: one fsynced block, a checksum
-per row). On start the data decides what is done (:meth:`~sweeps.store.SweepStore.recover`),
+:func:`attnphase.sweeps.runner.open_client`, or a scheduler's), each finished task's rows appended
+to its data file at once (:class:`attnphase.sweeps.store.SweepStore`: one fsynced block, a checksum
+per row). On start the data decides what is done (:meth:`~attnphase.sweeps.store.SweepStore.recover`),
 so a killed run loses at most the tasks in flight. The settings of the plan are hashed
 into ``manifest.json``; a folder of another plan is refused.
 
@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from numerics.tidy import read_table
-from sweeps.config import settings_hash
-from sweeps.runner import execute, open_client
-from sweeps.store import SweepStore, now
+from attnphase.sweeps.config import settings_hash
+from attnphase.sweeps.runner import execute, open_client
+from attnphase.sweeps.store import SweepStore, now
 
 from . import PaperError
 from .plan import TASK_FILES, THEORY_CURVES, Plan, Task, TaskBuilder, function_names, unique
@@ -65,7 +65,7 @@ def run_paper(out, plan: Plan, only: Optional[Sequence[str]] = None, *, schedule
 
     ``client``: an existing ``dask.distributed.Client``; else one to ``scheduler`` (reached
     before anything is written to ``out``), else an embedded cluster of ``workers`` processes.
-    ``functions``: task functions by kind, replacing :func:`paper.plan.default_functions`
+    ``functions``: task functions by kind, replacing :func:`attnphase.paper.plan.default_functions`
     (tests); they must be importable by the workers. ``progress(done, total)``: told the
     number of tasks done. ``command``: the command line that regenerates the folder (for
     the report)."""
@@ -124,7 +124,7 @@ def _check_rows_of_other_settings(store: SweepStore, shash: str) -> None:
 
 def _execute(client, pending: list, store: SweepStore, shash: str, summary: dict,
              progress: Optional[Callable[[int, int], None]]) -> None:
-    """The pending tasks on Dask (:func:`sweeps.runner.execute`), by priority, each result
+    """The pending tasks on Dask (:func:`attnphase.sweeps.runner.execute`), by priority, each result
     stored as it arrives. A task that starts from others' rows is submitted once they are
     stored; if one of them fails, it fails too."""
     count = [summary["skipped"]]

@@ -10,7 +10,7 @@ import math
 import numpy as np
 
 from numerics.tidy import number
-from sweeps.figures import simulation_points, theory_points
+from attnphase.sweeps.figures import simulation_points, theory_points
 
 from ..plan import default_model, model_label
 from ..tables import Data, key_number, published_rows, row, select, spinodal_rows, threshold_rows

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from numerics.tidy import number
-from sweeps.grid import fmt
+from attnphase.sweeps.grid import fmt
 
 from ..plan import INFORMED, default_model, model_label
 from ..tables import Data, gd_rows, key_number, row, select, theory_value
