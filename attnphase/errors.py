@@ -3,3 +3,22 @@
 
 class UsageError(ValueError):
     """Bad command-line input; the message names the parameter (one line, exit 2)."""
+
+
+#: the optional dependencies of the simulations, as ``pip install 'attnphase[simulation]'`` installs them
+SIMULATION_EXTRA = "simulation"
+
+
+class MissingExtra(RuntimeError):
+    """A command needs an optional dependency that is not installed (one line naming the extra, exit 1)."""
+
+    def __init__(self, extra: str = SIMULATION_EXTRA, module: str = "torch"):
+        super().__init__(f"needs {module}, which this installation lacks: pip install 'attnphase[{extra}]'")
+
+
+def require_simulation() -> None:
+    """Raise :class:`MissingExtra` unless the simulations' dependency (torch) imports."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        raise MissingExtra() from None

@@ -2,11 +2,18 @@
 every command does the same way with its outputs.
 
 One definition each: the model options (:func:`add_model_options`,
-:func:`model_from_args`), the ``START:STOP:N`` range (:func:`parse_range`), the
-comma-separated list (:func:`parse_list`), the precision option, the check of an output
-path before any work (:func:`check_output`), the ``--json`` printer (:func:`print_json`)
-and the progress bar on stderr (:func:`progress_bar`). Every parser and check raises
-:class:`~attnphase.errors.UsageError` with a message that names the option.
+:func:`model_from_args`), the grid of values (:func:`parse_range`: ``START:STOP:N``, a
+comma-separated list or one number), the comma-separated list (:func:`parse_list`), the
+precision option, the hidden old spelling of an option (:func:`add_alias`), the check of an
+output path before any work (:func:`check_output`), the ``--json`` printer
+(:func:`print_json`) and the progress bar on stderr (:func:`progress_bar`, off with
+``--no-progress``). Every parser and check raises :class:`~attnphase.errors.UsageError` with a
+message that names the option.
+
+The vocabulary: an option named after a quantity takes one value (``--alpha 2``, ``--init
+semantic``, ``--branch positional``, ``--format``), its plural takes several (``--alphas
+0.5:2.5:9`` or ``--alphas 0.5,1,2``, ``--omegas``, ``--inits``, ``--branches``, ``--formats``);
+a value may start with ``-`` (``--A -0.2,1.2,0.4,0.6``).
 """
 from __future__ import annotations
 
@@ -26,7 +33,9 @@ from numerics.precision import PRECISIONS
 from .errors import UsageError
 
 PRECISION_HELP = ("draft: one coarse rule, no error estimate (curves for figures); fast: error estimates "
-                  "~1e-5..1e-4; high: finer rules (slow)")
+                  "~1e-5..1e-4; high: finer rules, about ten times slower than fast")
+#: what every grid option accepts, for its help
+GRID_HELP = "START:STOP:N (N values, both ends included), a comma-separated list, or one number"
 #: a grid of more values is refused (it would never finish, and is most likely a typo)
 MAX_RANGE_POINTS = 100000
 
@@ -65,19 +74,45 @@ def add_json_option(parser: argparse.ArgumentParser) -> None:
 
 def add_precision_option(parser: argparse.ArgumentParser, help_prefix: str = "", default: Optional[str] = "fast") -> None:
     """``--precision``: the modes of ``numerics.precision.PRECISIONS`` (the QMC integrator of the general
-    model has modes of the same names, ``numerics.qmc.precision.QMC_PRECISIONS``)."""
-    parser.add_argument("--precision", choices=tuple(PRECISIONS), default=default, help=help_prefix + PRECISION_HELP)
+    model has modes of the same names, ``numerics.qmc.precision.QMC_PRECISIONS``). ``help_prefix``
+    states the default when it is not a plain ``default``."""
+    prefix = help_prefix or f"default {default}. "
+    parser.add_argument("--precision", choices=tuple(PRECISIONS), default=default, help=prefix + PRECISION_HELP)
+
+
+def add_alias(parser, old: str, dest: str) -> None:
+    """``old``: a hidden spelling of the option whose value is ``dest`` (kept so that scripts
+    written with it keep working; not in ``--help``). It sets no default of its own."""
+    parser.add_argument(old, dest=dest, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+
+
+def add_progress_option(parser: argparse.ArgumentParser) -> None:
+    """``--no-progress`` (every command; ``--quiet`` is its old spelling)."""
+    parser.add_argument("--no-progress", dest="progress", action="store_false",
+                        help="no progress bar (default: a bar on stderr when it is a terminal)")
+    parser.add_argument("--quiet", dest="progress", action="store_false", default=argparse.SUPPRESS,
+                        help=argparse.SUPPRESS)
+
+
+#: whether :func:`progress_bar` may show a bar: the command line sets it from ``--no-progress``
+_show_progress = True
+
+
+def set_progress(show: bool) -> None:
+    """Let :func:`progress_bar` show its bar (when stderr is a terminal) or not, for this process."""
+    global _show_progress
+    _show_progress = bool(show)
 
 
 def add_dask_options(parser: argparse.ArgumentParser):
     """The execution group of the commands that run tasks on Dask (``--scheduler``,
-    ``--workers``, ``--quiet``); returns the group, for options of the command's own."""
+    ``--workers``); returns the group, for options of the command's own."""
     g = parser.add_argument_group("execution (Dask)")
     g.add_argument("--scheduler", default=None, metavar="tcp://HOST:PORT",
-                   help="run on this existing Dask scheduler (its workers must import this project)")
+                   help="run on this existing Dask scheduler (its workers must import this project; default: "
+                        "an embedded cluster on this machine)")
     g.add_argument("--workers", type=int, default=None,
                    help="worker processes of the embedded cluster (default: the machine's cores)")
-    g.add_argument("--quiet", action="store_true", help="no progress bar")
     return g
 
 
@@ -92,23 +127,35 @@ def check_dask_options(args: argparse.Namespace) -> None:
 
 
 def parse_range(text: str, flag: str, positive: bool = False, min_points: int = 1) -> list:
-    """``START:STOP:N`` (``N`` values from START to STOP, both included, as ``numpy.linspace``
-    gives them) or a single number. ``positive``: every value must be > 0. ``min_points``:
-    the fewest values the command can use (a scan that brackets roots needs 3)."""
+    """A grid of values: ``START:STOP:N`` (``N`` values from START to STOP, both included, as
+    ``numpy.linspace`` gives them), a comma-separated list of distinct values, or a single
+    number. ``positive``: every value must be > 0. ``min_points``: the fewest values the
+    command can use (a scan that brackets roots needs 3)."""
     import numpy as np
 
-    parts = str(text).split(":")
-    if len(parts) not in (1, 3):
-        raise UsageError(f"{flag}: expected START:STOP:N or a number, got {text!r}")
-    try:
-        ends = [float(p) for p in parts[:2]]
-    except ValueError:
-        raise UsageError(f"{flag}: expected START:STOP:N with numbers, got {text!r}") from None
+    text = str(text)
+    parts = text.split(":")
+    if "," in text:
+        if len(parts) > 1:
+            raise UsageError(f"{flag}: expected START:STOP:N or a comma-separated list, not both, got {text!r}")
+        values = parse_list(text, flag, item=float)
+        if len(set(values)) < len(values):
+            raise UsageError(f"{flag}: a value is repeated in {text!r}")
+        parts = None
+    elif len(parts) not in (1, 3):
+        raise UsageError(f"{flag}: expected START:STOP:N, a comma-separated list or a number, got {text!r}")
+    if parts is not None:
+        try:
+            ends = [float(p) for p in parts[:2]]
+        except ValueError:
+            raise UsageError(f"{flag}: expected START:STOP:N with numbers, got {text!r}") from None
+    else:
+        ends = values
     if not all(math.isfinite(v) for v in ends):
         raise UsageError(f"{flag}: values must be finite, got {text!r}")
-    if len(parts) == 1:
+    if parts is not None and len(parts) == 1:
         values = ends
-    else:
+    elif parts is not None:
         try:
             n = int(parts[2])
         except ValueError:
@@ -127,7 +174,7 @@ def parse_range(text: str, flag: str, positive: bool = False, min_points: int = 
         raise UsageError(f"{flag}: every value must be a positive number, got {text!r}")
     if len(values) < min_points:
         raise UsageError(f"{flag}: needs at least {min_points} values (START:STOP:N with START < STOP and "
-                         f"N >= {min_points}), got {text!r}")
+                         f"N >= {min_points}, or a list of {min_points}), got {text!r}")
     return values
 
 
@@ -213,11 +260,12 @@ def print_json(obj) -> None:
 
 @contextlib.contextmanager
 def progress_bar(total: Optional[int] = None, desc: str = "", unit: str = "it"):
-    """A tqdm bar on stderr, shown when stderr is a terminal, whose elapsed time keeps
-    running (refreshed every second) while one long step is in progress."""
+    """A tqdm bar on stderr, shown when stderr is a terminal (and not turned off by
+    :func:`set_progress`), whose elapsed time keeps running (refreshed every second) while one long step is in progress."""
     from tqdm import tqdm
 
-    bar = tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, disable=None, dynamic_ncols=True, leave=False)
+    bar = tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, disable=None if _show_progress else True,
+               dynamic_ncols=True, leave=False)
     stop = threading.Event()
 
     def tick():

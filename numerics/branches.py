@@ -28,7 +28,7 @@ from .start_search import search_starts
 
 log = logging.getLogger(__name__)
 
-# where each branch is first looked for, and from which start (SPEC section 3 orders of magnitude)
+# where each branch is first looked for, and from which start (near the fixed points at alpha = 2 of docs/theory.md, section 3.8)
 ANCHORS = {
     "semantic": (2.0, Overlaps(q=0.115, m=0.0, V=12.7, theta=0.158)),
     "positional": (2.0, Overlaps(q=0.050, m=0.259, V=14.0, theta=0.0)),

@@ -34,20 +34,34 @@ def _objective(model, h, w, hs, V):
         return model.prox_objective(h, w, hs, V)
 
 
+def positive_definite(S: np.ndarray) -> np.ndarray:
+    """Which of the symmetric matrices ``S`` (a stack, ``N x n x n``) are positive definite: a
+    Cholesky factorisation vectorised over the stack, column by column, that records a
+    non-positive pivot per matrix (numpy's ``cholesky`` raises for the whole stack instead)."""
+    N, n, _ = S.shape
+    L = np.zeros_like(S)
+    ok = np.ones(N, dtype=bool)
+    for j in range(n):
+        pivot = S[:, j, j] - np.einsum("nk,nk->n", L[:, j, :j], L[:, j, :j])
+        ok &= pivot > 0
+        root = np.sqrt(np.where(ok, pivot, 1.0))
+        L[:, j, j] = root
+        L[:, j + 1:, j] = (S[:, j + 1:, j] - np.einsum("nik,nk->ni", L[:, j + 1:, :j], L[:, j, :j])) / root[:, None]
+    return ok
+
+
 def _directions(H: np.ndarray, g: np.ndarray, floor: float) -> Tuple[np.ndarray, np.ndarray]:
     """Saddle-free Newton directions ``-U diag(1 / max(|lambda|, floor)) U^T g`` and which nodes'
     Hessians exceed ``floor`` (``H - floor I`` positive definite).
 
     Which ones are is decided by one batched Cholesky factorisation of ``H - floor I`` that reports
-    failure per matrix (torch's ``cholesky_ex``; numpy's raises for the whole batch). Those (the
-    usual case near minima) take the Newton step of ``H - floor I`` (a shift of a millionth of the
-    smallest curvature ``1/V``) by a batched solve, the others an eigendecomposition: a batched
-    eigendecomposition costs 5-10 times a solve for 4 x 4 to 6 x 6 matrices."""
-    import torch
-
+    failure per matrix (:func:`positive_definite`). Those (the usual case near minima) take the
+    Newton step of ``H - floor I`` (a shift of a millionth of the smallest curvature ``1/V``) by a
+    batched solve, the others an eigendecomposition: a batched eigendecomposition costs 5-10 times
+    a solve for 4 x 4 to 6 x 6 matrices."""
     n = H.shape[1]
     shifted = H - floor * np.eye(n)
-    convex = torch.linalg.cholesky_ex(torch.from_numpy(shifted))[1].numpy() == 0
+    convex = positive_definite(shifted)
     d = np.empty_like(g)
     if convex.any():
         d[convex] = -np.linalg.solve(shifted[convex], g[convex][..., None])[..., 0]

@@ -1,4 +1,4 @@
-"""Order parameters (SPEC section 2) as small frozen dataclasses."""
+"""Order parameters (docs/theory.md, section 2.2) as small frozen dataclasses."""
 from __future__ import annotations
 
 import dataclasses

@@ -1,4 +1,4 @@
-"""The global proximal operator of the non-convex loss (SPEC section 2).
+"""The global proximal operator of the non-convex loss (docs/theory.md, section 2.3).
 
 ``prox(w, h*) = argmin_h |h - w|^2/(2V) + l(h; h*)``. The loss is not convex in
 ``h``: a Newton iteration from ``w`` lands in a local minimum, not always the

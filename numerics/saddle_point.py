@@ -24,7 +24,7 @@ THETAHAT_FORM = "y"  # docs/numerics.md, section 3; the "dl" form (docs/theory.m
 @dataclasses.dataclass(frozen=True)
 class ChannelSide:
     hats: HatOverlaps
-    thetahat_other_form: float    # thetahat in its dl/dh* form (SPEC: "two forms ... strong self-check")
+    thetahat_other_form: float    # thetahat in its dl/dh* form (docs/theory.md, section 2.6: the self-check)
     Vhat_other_form: float
     mean_envelope: float          # E[M], so that F = prior part + alpha E[M]
     channel: ChannelResult
@@ -33,7 +33,7 @@ class ChannelSide:
 def update_hat_overlaps(model: BoundModel, ov: Overlaps, alpha: float, rule: ChannelRule) -> ChannelSide:
     """Channel side: ``qhat = alpha E[|f|^2]``, ``mhat = alpha E[f1 - f2]``,
     ``thetahat = alpha E[f.y]/sqrt(rho - theta^2/q)``, ``Vhat = -alpha E[f.xi]/sqrt(q) + theta thetahat/q``
-    (SPEC section 2), with ``f = (prox - w)/V`` at the global prox."""
+    (docs/theory.md, section 2.5), with ``f = (prox - w)/V`` at the global prox."""
     res = channel_expectations(model, ov, rule)
     e = {k: alpha * v for k, v in res.expectations.items()}
     main, other = ("y", "dl") if THETAHAT_FORM == "y" else ("dl", "y")
@@ -42,7 +42,7 @@ def update_hat_overlaps(model: BoundModel, ov: Overlaps, alpha: float, rule: Cha
 
 
 def update_overlaps(model: BoundModel, hats: HatOverlaps) -> Overlaps:
-    """Prior side: ``V = sigma^2/(lam + sigma^2 Vhat)``, ``q``, ``m``, ``theta`` in closed form (SPEC section 2)."""
+    """Prior side: ``V = sigma^2/(lam + sigma^2 Vhat)``, ``q``, ``m``, ``theta`` in closed form (docs/theory.md, section 2.5)."""
     V, q, m, theta = model.prior_updates(hats.qhat, hats.mhat, hats.Vhat, hats.thetahat)
     return Overlaps(q=q, m=m, V=V, theta=theta)
 
@@ -64,7 +64,7 @@ def _gh4(n: int):
 
 def test_error(model: BoundModel, ov: Overlaps, n: int = 20) -> float:
     """``(sigma^2/2) E|S(h) - T(h*)|_F^2`` with ``h = (m + sqrt(q) xi1, -m + sqrt(q) xi2)``
-    (SPEC section 2). The integrand is smooth, so a tensor Gauss-Hermite rule converges fast."""
+    (docs/theory.md, section 2.7). The integrand is smooth, so a tensor Gauss-Hermite rule converges fast."""
     (xi1, xi2, y1, y2), weight = _gh4(n)
     vals = model.test_error_integrand(xi1, xi2, y1, y2, ov.q, ov.m, ov.theta)
     return float(np.dot(np.broadcast_to(vals, weight.shape), weight))

@@ -1,7 +1,7 @@
 """Symmetries of the channel integral, found numerically and used to fold the teacher rule.
 
 A pair of signed token permutations ``(G_w, G_h)`` is a symmetry of the channel
-(SPEC section 3, "Symmetries behind this") when
+(docs/theory.md, section 3.2) when
 
 1. the Gaussian law of ``(w, h*)`` is invariant: ``G_w mu_w = mu_w`` and
    ``D Sigma D^T = Sigma`` with ``D = diag(G_w, G_h)``;

@@ -1,4 +1,4 @@
-"""Identities and pinned references for numerics (SPEC sections 2-3).
+"""Identities and pinned references for numerics (docs/theory.md, sections 2-3).
 
 Each test can fail: the tolerances are the code's own error estimates or
 quadrature-independent identities, never loosened to pass.
@@ -109,7 +109,7 @@ def test_channel_two_forms_of_thetahat_agree_within_error_estimate(model):
 
 def test_positional_thetahat_vanishes_for_any_A():
     """At theta = 0 the teacher is even in h* = sqrt(rho) y, so thetahat = 0 for any A
-    (SPEC section 3 asks to check the non-symmetric A of the paper's second example)."""
+    (docs/theory.md, section 3.2; here the non-symmetric A of the paper's second example)."""
     spec = ModelSpec(A=((0.3, 0.7), (0.8, 0.2)))
     # unfolded: this checks the quadrature itself (with folding the zero is imposed; tests/test_symmetry.py)
     rule = dataclasses.replace(SMALL, use_symmetry=False)

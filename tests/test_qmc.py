@@ -25,7 +25,7 @@ from numerics.fixed_point import BranchNotFound
 from numerics.gauge import alignment, canonical
 from numerics.general_model import bind_general
 from numerics.matrix_overlaps import MatrixHats, MatrixOverlaps, from_scalars
-from numerics.matrix_prox import GlobalProx
+from numerics.matrix_prox import GlobalProx, positive_definite
 from numerics.overlaps import FIXED_ZERO
 from numerics.qmc.channel import QMCChannel, SingularCovariance, moment_parities
 from numerics.qmc.nodes import preactivations
@@ -368,3 +368,19 @@ def test_the_continuation_retries_a_point_that_fails_from_the_previous_one(monke
     points = general.follow_general(ModelSpec(), [1.0, 2.0, 3.0, 4.0], "semantic")
     assert calls == [(1.0, False), (2.0, True), (2.0, False), (3.0, True), (4.0, False)]
     assert [(p.alpha, p.converged) for p in points] == [(1.0, True), (2.0, True), (4.0, True)]
+
+
+def test_positive_definite_agrees_with_the_smallest_eigenvalue():
+    """The per-matrix Cholesky test of the prox's Newton step says what the spectrum says, for
+    stacks of 1 x 1 to 6 x 6 matrices straddling definiteness (Wishart matrices shifted by their
+    median smallest eigenvalue)."""
+    rng = np.random.default_rng(3)
+    for n in range(1, 7):
+        M = rng.normal(size=(2000, n, n))
+        W = M @ M.transpose(0, 2, 1)
+        S = W - np.median(np.linalg.eigvalsh(W)[:, 0]) * np.eye(n)
+        smallest = np.linalg.eigvalsh(S)[:, 0]
+        clear = np.abs(smallest) > 1e-9  # the factorisation and the spectrum may differ only at a zero eigenvalue
+        got = positive_definite(S)
+        assert 0 < got.sum() < len(got)
+        np.testing.assert_array_equal(got[clear], smallest[clear] > 0)

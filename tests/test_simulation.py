@@ -168,7 +168,7 @@ def test_closed_form_linear_baseline_equals_gradient_descent():
     R, _ = sim.linear_risk_and_grad(Bg, b)
     R.backward()
     assert float(Bg.grad.abs().max()) < 1e-9
-    # rows of B ~ E[T] (SPEC section 2): the linear model is essentially Yhat = B Z
+    # rows of B ~ E[T] (docs/theory.md, section 1.7): the linear model is essentially Yhat = B Z
     assert float(B_closed.sum(1).sub(1).abs().max()) < 0.05
 
 

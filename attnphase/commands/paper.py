@@ -10,6 +10,7 @@ import logging
 import sys
 from pathlib import Path
 
+from attnphase.errors import require_simulation
 from attnphase.options import add_dask_options, check_dask_options, check_output, failed, parse_list, progress_bar
 
 
@@ -21,13 +22,16 @@ def register(subparsers) -> None:
                     "figure, and write DIR/report.md (one section per figure, our key numbers against the "
                     "published ones), DIR/figures/, DIR/data/ and DIR/summary.json. Every finished task is "
                     "stored at once; re-running the same command resumes. Exit status 1 when a task or a figure "
-                    "failed (see DIR/failures.csv), 2 on bad input.")
-    p.add_argument("--out", required=True, metavar="DIR", help="output folder")
+                    "failed (see DIR/failures.csv), 2 on bad input. Needs the simulation extra (pip install "
+                    "'attnphase[simulation]'). Cost on 2 cores: about 15 minutes for --quick, an estimated 1.5 "
+                    "hours for the full plan.")
+    p.add_argument("--out", required=True, metavar="DIR", help="output folder (required)")
     p.add_argument("--quick", action="store_true",
                    help="the quick plan: smaller d, fewer seeds and grid points, draft branch curves "
                         "(at most 20 minutes on two cores); the default is the full plan")
     p.add_argument("--only", default=None, metavar="NAME,...",
-                   help="compute and draw only these figures (names in report.md; e.g. order-parameters)")
+                   help="compute and draw only these figures (names in report.md; e.g. order-parameters; "
+                        "default every figure)")
     add_dask_options(p)
     p.set_defaults(func=cmd_paper)
 
@@ -41,6 +45,8 @@ def cmd_paper(args, functions=None, client=None, plan=None) -> int:
     only = parse_list(args.only, "--only", choices=names) if args.only is not None else None
     check_dask_options(args)
     check_output(args.out, "folder")
+    if functions is None:  # the gradient-descent and histogram-task runs are torch's
+        require_simulation()
     plan = plan or plan_named("quick" if args.quick else "full")
 
     from attnphase.paper.run import run_paper
@@ -51,7 +57,7 @@ def cmd_paper(args, functions=None, client=None, plan=None) -> int:
         logging.getLogger("distributed").setLevel(logging.WARNING)
     command = " ".join(["attnphase paper --out", args.out] + (["--quick"] if args.quick else []))
     with contextlib.ExitStack() as stack:
-        bar = None if args.quiet else stack.enter_context(progress_bar(desc="paper", unit="task"))
+        bar = None if not args.progress else stack.enter_context(progress_bar(desc="paper", unit="task"))
 
         def progress(done: int, total: int) -> None:
             if bar is not None:

@@ -10,10 +10,10 @@ import logging
 import sys
 from pathlib import Path
 
-from attnphase.errors import UsageError
-from attnphase.options import (add_dask_options, add_json_option, add_model_options, add_precision_option,
-                               check_dask_options, check_output, failed, model_from_args, parse_list, parse_range,
-                               print_json)
+from attnphase.errors import UsageError, require_simulation
+from attnphase.options import (GRID_HELP, add_alias, add_dask_options, add_json_option, add_model_options,
+                               add_precision_option, check_dask_options, check_output, failed, model_from_args,
+                               parse_list, parse_range, print_json)
 from validation.run_settings import DTYPE_NAMES, OPTIMIZERS
 
 FIGURE_FORMATS = ("png", "pdf", "svg")
@@ -32,14 +32,20 @@ def register(subparsers) -> None:
                     "Tasks (one per omega column, one per simulated run) run on an embedded Dask "
                     "LocalCluster or on --scheduler. Every finished task is appended to tidy CSVs in --out "
                     "at once; re-running the same command resumes. Exit status 1 when a task failed "
-                    "(see OUT/failures.csv), 2 on bad input.")
+                    "(see OUT/failures.csv), 2 on bad input. Simulations need the simulation extra (pip install "
+                    "'attnphase[simulation]'). Cost on 2 cores: about 13 minutes for the default theory grid "
+                    "(10 x 25 points, fast); a simulated point costs about 7 s per run at d = 1000.")
     add_model_options(p)
-    # replaces the model group's single --omega (conflict_handler="resolve")
-    p.add_argument("--omega", default=DEFAULT_OMEGA,
-                   help=f"omega grid START:STOP:N (both ends included) or one value (default {DEFAULT_OMEGA})")
-    p.add_argument("--alpha", default=DEFAULT_ALPHA,
-                   help=f"alpha grid START:STOP:N or one value (default {DEFAULT_ALPHA})")
-    p.add_argument("--what", default="theory", choices=("theory", "simulation", "both"), help="default theory")
+    # the grid replaces the model group's single --omega (conflict_handler="resolve"), which stays
+    # as the grid's old spelling
+    p.add_argument("--omegas", default=DEFAULT_OMEGA, metavar="GRID",
+                   help=f"the omega grid: {GRID_HELP} (default {DEFAULT_OMEGA})")
+    add_alias(p, "--omega", "omegas")
+    p.add_argument("--alphas", default=DEFAULT_ALPHA, metavar="GRID",
+                   help=f"the alpha grid: {GRID_HELP} (default {DEFAULT_ALPHA})")
+    add_alias(p, "--alpha", "alphas")
+    p.add_argument("--what", default="theory", choices=("theory", "simulation", "both"),
+                   help="what to compute (default theory)")
     p.add_argument("--branches", default="",
                    help="general model: the branches followed in each omega column (comma-separated; default "
                         "every branch of the model: semantic, positional, trivial, and mixed for --rank >= 2)")
@@ -54,8 +60,8 @@ def register(subparsers) -> None:
                    help="base seed; run k uses SeedSequence(seed, spawn_key=(k,)) (default 0)")
     s.add_argument("--steps", type=int, default=5000, help="full-batch steps (default 5000)")
     s.add_argument("--lr", type=float, default=None, help="learning rate (default 0.15 for gd, 0.01 for adam)")
-    s.add_argument("--optimizer", default="gd", choices=OPTIMIZERS, help="default gd")
-    s.add_argument("--dtype", default="float32", choices=DTYPE_NAMES, help="default float32")
+    s.add_argument("--optimizer", default="gd", choices=OPTIMIZERS, help="optimiser (default gd)")
+    s.add_argument("--dtype", default="float32", choices=DTYPE_NAMES, help="working dtype (default float32)")
     s.add_argument("--n-test", type=int, default=10000, help="fresh test samples per run (default 10000)")
     add_json_option(p)
     p.set_defaults(func=cmd_phase_diagram)
@@ -65,7 +71,8 @@ def register(subparsers) -> None:
         description="Draw the colour maps (training-loss difference, or the global branch for the general "
                     "model; global test error minus the linear baseline) over (alpha, omega) from theory.csv, "
                     "simulation.csv or *_points.csv, with "
-                    "alpha_c, alpha_l and the spinodals from thresholds.csv (next to FILE by default).")
+                    "alpha_c, alpha_l and the spinodals from thresholds.csv (next to FILE by default). "
+                    "Cost: a few seconds.")
     q.add_argument("file", metavar="FILE.csv", help="a CSV written by attnphase phase-diagram")
     q.add_argument("--thresholds", default=None, help="thresholds CSV (default: thresholds.csv next to FILE)")
     q.add_argument("--no-thresholds", action="store_true", help="draw no threshold curves")
@@ -80,11 +87,11 @@ def config_from_args(args):
     from numerics.subspaces import GENERAL_BRANCHES
     from attnphase.sweeps.config import SweepConfig
 
-    omegas = parse_range(args.omega, "--omega")
-    alphas = parse_range(args.alpha, "--alpha", positive=True)
+    omegas = parse_range(args.omegas, "--omegas")
+    alphas = parse_range(args.alphas, "--alphas", positive=True)
     for w in omegas:  # checked here so that the message names the grid option
         if not 0.0 <= w <= 1.0:
-            raise UsageError(f"--omega: values must lie in [0, 1], got {w:g}")
+            raise UsageError(f"--omegas: values must lie in [0, 1], got {w:g}")
     args_at = argparse.Namespace(**{**vars(args), "omega": omegas[0]})
     spec = model_from_args(args_at)
     branches = parse_list(args.branches, "--branches", choices=GENERAL_BRANCHES, allow_empty=True)
@@ -98,6 +105,8 @@ def config_from_args(args):
 def cmd_phase_diagram(args, theory_task=None, simulation_task=None, client=None) -> int:
     """The command. ``theory_task``/``simulation_task``/``client`` are for tests (fakes)."""
     config = config_from_args(args)
+    if config.what != "theory" and simulation_task is None:
+        require_simulation()
     check_output(args.out, "folder")
     from attnphase.sweeps.runner import run_sweep
 
@@ -107,7 +116,7 @@ def cmd_phase_diagram(args, theory_task=None, simulation_task=None, client=None)
         logging.getLogger("distributed").setLevel(logging.WARNING)
 
     summary = run_sweep(config, args.out, scheduler=args.scheduler, workers=args.workers, client=client,
-                        theory_task=theory_task, simulation_task=simulation_task, progress=not args.quiet,
+                        theory_task=theory_task, simulation_task=simulation_task, progress=args.progress,
                         plot=not args.no_plot)
     if args.json:
         print_json(summary)

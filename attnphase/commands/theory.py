@@ -7,9 +7,9 @@ import os
 import time
 
 from attnphase.errors import UsageError
-from attnphase.options import (add_json_option, add_model_options, add_precision_option, check_output, failed,
-                               model_from_args, parse_list, parse_range, positive_number, print_json,
-                               progress_bar)
+from attnphase.options import (GRID_HELP, add_alias, add_json_option, add_model_options, add_precision_option,
+                               check_output, failed, model_from_args, parse_list, parse_range, positive_number,
+                               print_json, progress_bar)
 from numerics.channel_integrators import INTEGRATORS
 from numerics.overlaps import BRANCHES, COMPETING_BRANCHES
 from numerics.subspaces import GENERAL_BRANCHES
@@ -17,10 +17,10 @@ from numerics.subspaces import GENERAL_BRANCHES
 log = logging.getLogger(__name__)
 
 
-def _common(p):
+def _common(p, precision_help: str = ""):
     add_model_options(p)
     add_json_option(p)
-    add_precision_option(p)
+    add_precision_option(p, precision_help)
 
 
 def _integrator_option(p):
@@ -29,44 +29,72 @@ def _integrator_option(p):
                         "(randomised quasi-Monte Carlo, any model), auto (lines where it applies; default)")
 
 
+def _alphas_option(p, default: str, what: str):
+    """``--alphas`` (a grid; ``--alpha`` is its old spelling here)."""
+    p.add_argument("--alphas", default=default, metavar="GRID", help=f"{what}: {GRID_HELP} (default {default})")
+    add_alias(p, "--alpha", "alphas")
+
+
+#: what the theory commands cost, measured on a 2-core machine (README, "Results on the default model")
+GENERAL_COST = ("The general model (--tokens, --rank, --teacher-rank, --positions, or --integrator qmc) is solved "
+                "by quasi-Monte Carlo: minutes per point at draft precision.")
+
+
 def register(sub):
-    p = sub.add_parser("solve", help="fixed point(s) of the saddle-point equations at one alpha")
-    p.add_argument("--alpha", type=positive_number, required=True, help="samples per dimension")
+    p = sub.add_parser("solve", help="fixed point(s) of the saddle-point equations at one alpha",
+                       description="Solve the saddle-point equations at one alpha on one branch or all of them, "
+                                   "and print every field with its error estimate, the test error and the "
+                                   "training loss. Cost on 2 cores: a few seconds (fast), about a minute (high). "
+                                   + GENERAL_COST)
+    p.add_argument("--alpha", type=positive_number, required=True, help="samples per dimension (required)")
     p.add_argument("--branch", choices=GENERAL_BRANCHES + ("all",), default="all",
                    help="a branch, or all (default); mixed needs --rank >= 2")
     _common(p)
     _integrator_option(p)
     p.set_defaults(func=cmd_solve)
 
-    p = sub.add_parser("curve", help="both branches by continuation in alpha, to a tidy CSV")
-    p.add_argument("--alpha", default="0.1:2.5:25", help="grid START:STOP:N (default 0.1:2.5:25)")
+    p = sub.add_parser("curve", help="both branches by continuation in alpha, to a tidy CSV",
+                       description="Follow branches by continuation along an alpha grid and write one CSV row per "
+                                   "(alpha, branch). Cost on 2 cores: about a second per point at draft "
+                                   "precision, a few seconds per point at fast (the default grid: about a "
+                                   "minute). " + GENERAL_COST)
+    _alphas_option(p, "0.1:2.5:25", "the alpha grid")
     p.add_argument("--branches", default="semantic,positional", help="comma-separated (default semantic,positional)")
     p.add_argument("--out", default="curve.csv", help="CSV file to write (default curve.csv)")
     p.add_argument("--figure", action="store_true",
                    help="also draw q, the overlaps and the test error against alpha beside the CSV (.png, .pdf)")
     p.add_argument("--compare", default="", metavar="CSV[,CSV...]",
-                   help="with --figure: curve CSVs of other models (e.g. another --attention) to draw beside")
+                   help="with --figure: curve CSVs of other models (e.g. another --attention) to draw beside "
+                        "(default none)")
     _common(p)
     _integrator_option(p)
     p.set_defaults(func=cmd_curve)
 
-    p = sub.add_parser("thresholds", help="alpha_c and alpha_l with error estimates, spinodals, linear baseline")
-    p.add_argument("--alpha", default="0.5:2.5:9",
-                   help="bracketing scan START:STOP:N, both branches in draft precision (default 0.5:2.5:9); "
-                        "widen it for models whose transition lies elsewhere")
+    p = sub.add_parser("thresholds", help="alpha_c and alpha_l with error estimates, spinodals, linear baseline",
+                       description="Locate alpha_c (the branches' training losses cross; for the general model "
+                                   "every change of the global branch) and alpha_l (the global minimiser beats "
+                                   "the linear baseline) with error estimates, and the spinodals. Cost on 2 "
+                                   "cores: about 30 s (fast), about 5 minutes (high). " + GENERAL_COST)
+    _alphas_option(p, "0.5:2.5:9", "the bracketing scan, both branches in draft precision; widen it for models "
+                                   "whose transition lies elsewhere")
     p.add_argument("--branches", default="",
                    help="general model: the branches compared (comma-separated; default every branch of the model)")
     p.add_argument("--scan", default="", metavar="CSV",
                    help="general model: reuse the branches of a curve CSV of the same model and precision "
-                        "(attnphase curve --out CSV) as the scan; its alphas replace --alpha")
+                        "(attnphase curve --out CSV) as the scan; its alphas replace --alphas (default: solve "
+                        "the scan)")
     _common(p)
     _integrator_option(p)
     p.set_defaults(func=cmd_thresholds)
 
-    p = sub.add_parser("run", help="the main job: branches, baseline, thresholds and the figure, into --out")
+    p = sub.add_parser("run", help="the main job: branches, baseline, thresholds and the figure, into --out",
+                       description="The main job: both branches along the alpha grid at draft precision "
+                                   "(curve.csv and the figure), the linear baseline, and alpha_c, alpha_l and "
+                                   "the spinodals at --precision (summary.json). Cost on 2 cores: about 40 s "
+                                   "with the defaults. " + GENERAL_COST)
     p.add_argument("--out", default="results", help="output directory (default results/)")
-    p.add_argument("--alpha", default="0.05:2.5:15", help="curve grid START:STOP:N (default 0.05:2.5:15)")
-    _common(p)
+    _alphas_option(p, "0.05:2.5:15", "the curve grid, always drawn at draft precision")
+    _common(p, "precision of the thresholds (default fast; the curve is always draft). ")
     _integrator_option(p)
     p.set_defaults(func=cmd_run)
 
@@ -228,7 +256,7 @@ def cmd_curve(args) -> int:
     from numerics.tidy import write_rows
 
     spec = model_from_args(args)
-    alphas = parse_range(args.alpha, "--alpha", positive=True)
+    alphas = parse_range(args.alphas, "--alphas", positive=True)
     branches = parse_list(args.branches, "--branches", choices=GENERAL_BRANCHES)
     compare = parse_list(args.compare, "--compare", allow_empty=True)
     check_output(args.out, "file")
@@ -335,9 +363,9 @@ def cmd_thresholds(args) -> int:
     if args.scan and not os.path.isfile(args.scan):
         raise UsageError(f"--scan: no such file: {args.scan}")
     if args.scan or branches or _general(spec, args, branches or general_branches(spec)):
-        alphas = parse_range(args.alpha, "--alpha", positive=True, min_points=2)
+        alphas = parse_range(args.alphas, "--alphas", positive=True, min_points=2)
         return _thresholds_general(spec, args, alphas, branches or general_branches(spec))
-    scan = parse_range(args.alpha, "--alpha", positive=True, min_points=3)
+    scan = parse_range(args.alphas, "--alphas", positive=True, min_points=3)
     try:
         with progress_bar(desc="thresholds") as bar:
             th = thresholds(spec, args.precision, alpha_min=float(scan[0]), alpha_max=float(scan[-1]),
@@ -425,7 +453,7 @@ def cmd_run(args) -> int:
     from numerics.tidy import folder_summary, write_rows
 
     spec = model_from_args(args)
-    alphas = parse_range(args.alpha, "--alpha", positive=True, min_points=3)
+    alphas = parse_range(args.alphas, "--alphas", positive=True, min_points=3)
     check_output(args.out, "folder")
     if _general(spec, args, general_branches(spec)):
         return _run_general(spec, args, alphas)

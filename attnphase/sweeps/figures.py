@@ -4,7 +4,7 @@
 branch; ``simulation.csv``: one row per run; or an already derived ``*_points.csv``)
 into one row per ``(omega, alpha)``:
 
-* ``train_loss_diff = train_loss(positional) - train_loss(semantic)`` (SPEC section 3:
+* ``train_loss_diff = train_loss(positional) - train_loss(semantic)`` (docs/theory.md, section 3.4:
   negative where the positional minimum is global, i.e. below ``alpha_c``);
 * ``test_error_diff = test_error(global minimiser) - linear baseline`` (negative where
   attention beats the linear positional baseline, i.e. above ``alpha_l``).
