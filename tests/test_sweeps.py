@@ -83,7 +83,7 @@ def test_grids_are_ranges_rounded_to_12_digits():
         with pytest.raises(UsageError, match=what) as info:
             parse_range(bad, "--omega")
         assert str(info.value).startswith("--omega:")
-    with pytest.raises(SweepError, match="--omega: grid values must be distinct"):
+    with pytest.raises(SweepError, match="--omegas: grid values must be distinct"):
         config(omegas=parse_range("0.1:0.1000000000001:3", "--omega"))
 
 
@@ -112,10 +112,10 @@ def test_cells_are_plain_numbers():
 
 
 @pytest.mark.parametrize("argv, flag", [
-    (["--omega", "0:2:3"], "--omega:"),
-    (["--omega", "0:1:x"], "--omega:"),
-    (["--alpha", "0:1:3"], "--alpha:"),
-    (["--alpha", "2:1:3"], "--alpha:"),
+    (["--omegas", "0:2:3"], "--omegas:"),
+    (["--omegas", "0:1:x"], "--omegas:"),
+    (["--alphas", "0:1:3"], "--alphas:"),
+    (["--alphas", "2:1:3"], "--alphas:"),
     (["--workers", "0"], "--workers:"),
     (["--what", "simulation", "--d", "1"], "--d:"),
     (["--what", "simulation", "--seeds", "0"], "--seeds:"),

@@ -74,20 +74,20 @@ class SweepConfig:
         if self.precision not in PRECISIONS:
             raise SweepError(f"--precision: choose from {', '.join(PRECISIONS)}, got {self.precision!r}")
         if not self.omegas:
-            raise SweepError("--omega: empty grid")
+            raise SweepError("--omegas: empty grid")
         if not self.alphas:
-            raise SweepError("--alpha: empty grid")
-        for flag, values in (("--omega", self.omegas), ("--alpha", self.alphas)):
+            raise SweepError("--alphas: empty grid")
+        for flag, values in (("--omegas", self.omegas), ("--alphas", self.alphas)):
             if len(set(values)) != len(values):
                 raise SweepError(f"{flag}: grid values must be distinct at 12 significant digits, got "
                                  f"{', '.join(fmt(v) for v in values)}")
         self._validate_branches()
         for w in self.omegas:
             if not 0.0 <= w <= 1.0:
-                raise SweepError(f"--omega: values must lie in [0, 1], got {fmt(w)}")
+                raise SweepError(f"--omegas: values must lie in [0, 1], got {fmt(w)}")
         for a in self.alphas:
             if not a > 0:
-                raise SweepError(f"--alpha: values must be > 0, got {fmt(a)}")
+                raise SweepError(f"--alphas: values must be > 0, got {fmt(a)}")
         if "simulation" in self.kinds:
             check_dimension(self.d)
             check_run_settings(self.steps, self.lr, self.n_test, self.seeds, self.seed)
