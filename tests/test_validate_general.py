@@ -16,6 +16,7 @@ from numerics.fixed_point import BranchNotFound
 from numerics.tidy import read_rows
 from tests.fakes import FakeGeneralTheory
 from validation import runs, statistics, theory_cache
+from validation.simulate import simulate
 
 RANK2 = ModelSpec(rank=2, omega=0.3)
 TOKENS3 = ModelSpec(tokens=3, omega=0.3)
@@ -179,14 +180,17 @@ def test_dscan_of_the_general_model_fits_each_invariant_and_uses_the_theory_erro
 # --------------------------------------------------------------------------- the default model unchanged
 
 
-def test_the_two_token_models_rows_are_those_of_before(tmp_path):
-    """A tiny real run with a fixed fake theory; the values were written by the comparison before the
-    general model had one (the only change is the added ``theory_error`` column, 0 here)."""
+def test_the_two_token_models_rows_follow_from_the_runs(tmp_path):
+    """A tiny real run with a fixed fake theory: every row of validate.csv is recomputed here from
+    the runs (``simulate`` again, same seeds) by its definition: ``Q``'s sign fixed so that the
+    branch's own overlap is positive, the mean and sample std over seeds, and
+    ``z = (mean - theory) / (std / sqrt(seeds))``; they agree to the CSV's 10 significant digits
+    (relative tolerance 1e-9)."""
+    theory = {"semantic": dict(q=0.1, m=0.0, theta=0.15, test_error=0.0014, train_loss=0.0036),
+              "positional": dict(q=0.1, m=0.25, theta=0.0, test_error=0.0035, train_loss=0.0036)}
+
     def solve(spec, alpha, branch, precision="fast"):
-        v = dict(q=0.1, m=0.0, V=1.0, theta=0.15, test_error=0.0014, train_loss=0.0036, converged=True)
-        if branch == "positional":
-            v.update(m=0.25, theta=0.0, test_error=0.0035)
-        return types.SimpleNamespace(**v)
+        return types.SimpleNamespace(**theory[branch], V=1.0, converged=True)
 
     th = theory_cache.Theory(solve, lambda spec: types.SimpleNamespace(test_error=0.002))
     kw = {"seeds": 2, "seed": 3, "steps": 30, "lr": None, "optimizer": "gd", "dtype": "float32", "device": "cpu",
@@ -194,16 +198,29 @@ def test_the_two_token_models_rows_are_those_of_before(tmp_path):
     runs.run_validate(ModelSpec(), [1.0], ["semantic", "positional"], 40, kw, str(tmp_path), theory=th,
                       curve_points=0)
     got = {(r["init"], r["quantity"]): r for r in read_rows(str(tmp_path / "validate.csv"))}
-    before = {("semantic", "test_error"): ("0.0009164076223", "-9.297307706"),
-              ("semantic", "theta_over_sigma2"): ("0.670577608", "10.49506653"),
-              ("semantic", "m"): ("-0.014285491", "-0.2872015825"),
-              ("positional", "m"): ("0.1834676405", "-20.73218487"),
-              ("positional", "q"): ("0.008495409592", "-298.3954791"),
-              ("linear", "test_error"): ("0.0014486894", "-1.913970984")}
-    for key, (mean, z) in before.items():
-        assert (got[key]["sim_mean"], got[key]["z"]) == (mean, z), key
-        assert got[key]["theory_error"] == "0"
     assert len(got) == 11
+
+    def check(key, values, expected):
+        row = got[key]
+        mean, std = float(np.mean(values)), float(np.std(values, ddof=1))
+        assert float(row["sim_mean"]) == pytest.approx(mean, rel=1e-9, abs=1e-15), key
+        assert float(row["z"]) == pytest.approx((mean - expected) / (std / math.sqrt(len(values))), rel=1e-9), key
+        assert row["theory_error"] == "0"
+
+    for init in ("semantic", "positional"):
+        result = simulate(ModelSpec(), 40, 1.0, init, **kw)
+        rs = result["runs"]
+        assert got[(init, "q")]["branch"] == init  # both runs stay on the branch they started from
+        own = "theta_over_sigma2_signed" if init == "semantic" else "m_signed"
+        sign = np.sign([r[own] for r in rs])
+        per_run = {"test_error": [r["test_error"] for r in rs], "train_loss": [r["train_loss"] for r in rs],
+                   "q": [r["q"] for r in rs], "m": sign * [r["m_signed"] for r in rs],
+                   "theta_over_sigma2": sign * [r["theta_over_sigma2_signed"] for r in rs]}
+        t = dict(theory[init], theta_over_sigma2=theory[init]["theta"] / ModelSpec().sigma ** 2)
+        for quantity, values in per_run.items():
+            check((init, quantity), values, t[quantity])
+        if init == "semantic":  # the baseline's rows come from the first start's runs
+            check(("linear", "test_error"), [r["linear_test_error"] for r in rs], 0.002)
 
 
 # --------------------------------------------------------------------------- the command line
