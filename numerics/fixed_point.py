@@ -24,7 +24,7 @@ from derivations import ModelSpec
 
 from .bound_model import BoundModel, bind
 from .channel.rule import ChannelRule
-from .overlaps import ALL_NAMES, COMPETING_BRANCHES, FIXED_ZERO, Overlaps
+from .overlaps import ALL_NAMES, COLLAPSE, COMPETING_BRANCHES, FIXED_ZERO, Overlaps
 from .precision import PRECISIONS, Precision
 from .result import CONVERGED, FixedPoint, assess
 from .saddle_point import free_energy, test_error, update_hat_overlaps, update_overlaps
@@ -98,8 +98,6 @@ class RuleSolution:
 STALL_WINDOW = 20
 
 
-# |theta|/sigma^2 (semantic) or |m| (positional) below this: the point lies on the trivial branch
-COLLAPSE = 1e-4
 # A searched start that stops at a relative residual above this never came near a fixed point
 # (its image differs by 10% in some component); stalls near a fold end below 1e-3
 # (docs/studies/positional_small_lam.md). Where the other starts fell onto the trivial point,

@@ -16,6 +16,9 @@ BRANCHES = ("semantic", "positional", "trivial")
 FIXED_ZERO = {"semantic": ("m",), "positional": ("theta",), "trivial": ("m", "theta"), "free": ()}
 #: the two branches whose training losses cross at alpha_c (docs/theory.md, section 3.4)
 COMPETING_BRANCHES = BRANCHES[:2]
+#: a branch whose defining overlap (``|theta|/sigma^2`` semantic, ``|m|`` positional; for the
+#: general model its subspace's) falls below this has merged with the trivial one
+COLLAPSE = 1e-4
 
 
 @dataclasses.dataclass(frozen=True)

@@ -41,10 +41,13 @@ import numpy as np
 from derivations import packing
 
 from .matrix_overlaps import MatrixOverlaps
+from .overlaps import BRANCHES, COMPETING_BRANCHES
 
-#: the branches of the general model; ``mixed`` needs a student of rank >= 2
-GENERAL_BRANCHES = ("semantic", "positional", "trivial", "mixed")
-ROLES = ("semantic", "positional", "trivial")
+#: the branches of the general model; ``mixed`` (one direction of each informed branch) needs a
+#: student of rank >= 2
+GENERAL_BRANCHES = BRANCHES + ("mixed",)
+#: what one student direction does
+ROLES = BRANCHES
 
 
 @dataclasses.dataclass(frozen=True)
@@ -202,7 +205,7 @@ def branch_subspace(branch: str, shape) -> BranchSubspace:
     elif branch == "mixed":
         if r < 2:
             raise ValueError(f"branch: the mixed branch needs a student of rank >= 2, got rank {r}")
-        roles = ("semantic", "positional")
+        roles = COMPETING_BRANCHES
     else:
         raise ValueError(f"branch: unknown branch {branch!r}; choose from {', '.join(GENERAL_BRANCHES)}")
     return subspace_of_roles(roles + ("trivial",) * (r - len(roles)), shape, branch)

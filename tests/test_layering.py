@@ -1,7 +1,7 @@
 """The packages import one way: derivations -> numerics -> validation -> attnphase.sweeps ->
 attnphase.paper -> attnphase (the command-line program); attnphase.histogram_task stands apart,
-and attnphase.paper uses it. Benchmarks and tests sit on top: they may import any of these, and
-nothing imports them.
+and attnphase.paper uses it. Benchmarks, examples and tests sit on top: they may import any of
+these, and nothing imports them.
 
 Every module's imports are parsed (``ast``), including imports inside functions and
 relative imports, and each edge to another of our packages must be allowed.
@@ -27,6 +27,7 @@ ALLOWED = {
     "attnphase.paper": {"derivations", "numerics", "validation", "attnphase.sweeps", "attnphase.histogram_task"},
     "attnphase": set(LIBRARIES) - {"attnphase"},
     "benchmarks": set(LIBRARIES),
+    "examples": set(LIBRARIES),
     "tests": set(LIBRARIES),
 }
 
@@ -71,7 +72,7 @@ def forbidden_edges(source: str, module: str, is_package: bool = False) -> list:
 
 
 def our_modules():
-    for package in ("derivations", "numerics", "validation", "attnphase", "benchmarks", "tests"):
+    for package in ("derivations", "numerics", "validation", "attnphase", "benchmarks", "examples", "tests"):
         for path in sorted((ROOT / package).rglob("*.py")):
             parts = path.relative_to(ROOT).with_suffix("").parts
             is_package = parts[-1] == "__init__"
@@ -101,6 +102,7 @@ def test_no_module_imports_against_the_layering():
     # nothing imports the benchmarks or the tests
     ("from benchmarks.compare_outputs import main\n", "attnphase.paper.run"),
     ("from tests.fakes import FakeTheoryAPI\n", "attnphase.sweeps.tasks"),
+    ("from examples.theory import main\n", "numerics.api"),
     # a library importing the command-line program from a method
     ("class Store:\n    def close(self):\n        import attnphase.cli\n", "attnphase.sweeps.store"),
     # histogram_task depends on none of ours

@@ -34,12 +34,14 @@ import torch
 from scipy import stats
 
 from derivations.spec import ModelSpec
+from numerics.overlaps import COMPETING_BRANCHES
 from validation.simulate import (fit_linear_baseline, linear_test_error, make_problem, summary_statistics,
                                  test_error, train, train_loss)
 
 log = logging.getLogger(__name__)
 
-STARTS = ("semantic", "positional")
+#: the informed starts, named after the branches they start on
+STARTS = COMPETING_BRANCHES
 SNAPSHOT_FIELDS = ("train_loss", "test_error", "m", "theta_over_sigma2", "q", "m_signed",
                    "theta_over_sigma2_signed", "grad_norm", "train_time")
 LAWS = {

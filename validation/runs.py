@@ -5,9 +5,7 @@ figures.
 """
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
 import json
 import logging
 import math
@@ -17,7 +15,7 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 
 from numerics.tidy import (UnreadableFile, atomic_write_text, folder_summary, move_aside, read_checked_json,
-                           write_checked_json)
+                           render_csv, write_checked_json)
 
 from .figures import plot_dscan, plot_validate
 from .statistics import (branch_groups, compare, crossing_alpha, csv_fields, failing, fit_finite_size, linear_rows,
@@ -66,13 +64,9 @@ def cached_simulate(spec, d: int, alpha: float, init: str, sim_kwargs: dict, cac
 
 
 def write_csv(path: str, rows: Sequence[dict], fields: Sequence[str]) -> None:
-    """Rows as a CSV of the columns ``fields`` (floats to 10 digits), written whole."""
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=list(fields), extrasaction="ignore", lineterminator="\n")
-    w.writeheader()
-    for r in rows:
-        w.writerow({k: (f"{v:.10g}" if isinstance(v, float) else v) for k, v in r.items()})
-    atomic_write_text(path, buf.getvalue())
+    """Rows as a CSV of the columns ``fields`` (cells as every CSV of the project writes them,
+    :func:`numerics.tidy.cell`), written whole."""
+    atomic_write_text(path, render_csv(fields, rows, True))
 
 
 def run_validate(spec, alphas: Sequence[float], inits: Sequence[str], d: int, sim_kwargs: dict, out: str,

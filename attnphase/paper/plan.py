@@ -25,6 +25,7 @@ from typing import Callable, Dict, Optional, Sequence
 import numpy as np
 
 from derivations import ModelSpec
+from numerics.overlaps import COMPETING_BRANCHES
 from attnphase.histogram_task import experiment as histogram_experiment
 from attnphase.sweeps.grid import fmt
 
@@ -33,7 +34,7 @@ from . import PaperError
 #: the paper's second positional matrix (docs/theory.md, section 1.2)
 SECOND_A = ((0.3, 0.7), (0.8, 0.2))
 #: the informed starts of docs/theory.md, section 1.4 (order: semantic, positional)
-INFORMED = ("semantic", "positional")
+INFORMED = COMPETING_BRANCHES
 #: the data files of the computed rows (under the output folder)
 THEORY_CURVES = "data/theory_curves.csv"
 REFERENCE_POINTS = "data/reference_points.csv"

@@ -21,7 +21,7 @@ import numpy as np
 
 from numerics.tidy import is_true, number, read_table
 
-from .plan import GD_RUNS, HISTOGRAM_RUNS, REFERENCE_POINTS, THEORY_CURVES, THRESHOLDS
+from .plan import GD_RUNS, HISTOGRAM_RUNS, INFORMED, REFERENCE_POINTS, THEORY_CURVES, THRESHOLDS
 from .published import PUBLISHED, lookup
 
 FIGURE_COLUMNS = ("source", "model", "omega", "branch", "init", "optimizer", "d", "alpha", "run", "epoch",
@@ -121,7 +121,7 @@ def theory_rows(data: Data, model: str, quantities: Iterable[str], omega=None) -
     out = []
     quantities = tuple(quantities)
     by_alpha = defaultdict(dict)
-    for branch in ("semantic", "positional"):
+    for branch in INFORMED:
         for r in data.curve(model, branch):
             if not exists(r):
                 continue
@@ -153,7 +153,7 @@ def loss_gap_rows(data: Data, model: str) -> list:
 def spinodal_rows(data: Data, model: str) -> list:
     """Where each branch ended while it was followed along the grid."""
     out = []
-    for branch in ("semantic", "positional"):
+    for branch in INFORMED:
         rows = data.curve(model, branch)
         for side in ("lower", "upper"):
             a = number(rows[0].get(f"spinodal_{side}_alpha")) if rows else math.nan
@@ -164,7 +164,7 @@ def spinodal_rows(data: Data, model: str) -> list:
 
 
 def baseline_rows(data: Data, model: str) -> list:
-    rows = [r for b in ("semantic", "positional") for r in data.curve(model, b)]
+    rows = [r for b in INFORMED for r in data.curve(model, b)]
     if not rows:
         return []
     r = rows[0]

@@ -30,6 +30,7 @@ from ..fixed_point import BranchNotFound
 from ..gauge import alignment, canonical_rotation
 from ..general_model import GeneralModel, bind_general
 from ..matrix_overlaps import MatrixHats, MatrixOverlaps
+from ..overlaps import COLLAPSE
 from ..solver import solve_fixed_point
 from ..subspaces import BranchSubspace, branch_subspace
 from .channel import ChannelEstimate, QMCChannel
@@ -43,9 +44,6 @@ log = logging.getLogger(__name__)
 DAMPING, ANDERSON, STALL_WINDOW = 0.5, 4, 20
 #: evaluations of the pooled map (all scramblings) that polish the mean of their fixed points
 POLISH = 8
-#: a branch whose defining overlap (:meth:`BranchSubspace.defining_overlap`) falls below this has
-#: merged with a smaller one (as for the two-token rank-one model, numerics.branches.COLLAPSE)
-COLLAPSE = 1e-4
 
 
 def default_start(spec: ModelSpec, subspace: BranchSubspace) -> MatrixOverlaps:

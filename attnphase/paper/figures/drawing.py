@@ -11,6 +11,7 @@ import numpy as np
 
 from numerics.tidy import atomic_output, number
 
+from ..plan import INFORMED
 from ..tables import select, series
 
 BRANCH_COLORS = {"semantic": "tab:blue", "positional": "tab:orange", "global": "black"}
@@ -29,7 +30,7 @@ def new_figure(rows: int, cols: int, width: float = 5.0, height: float = 3.8):
     return fig, axes
 
 
-def theory_curves(ax, rows, quantity: str, branches: Sequence[str] = ("semantic", "positional"), label_prefix="",
+def theory_curves(ax, rows, quantity: str, branches: Sequence[str] = INFORMED, label_prefix="",
                   color=None, **match) -> None:
     """Each branch's theory curve (the global minimiser's drawn thin and black)."""
     for b in branches:
@@ -40,7 +41,7 @@ def theory_curves(ax, rows, quantity: str, branches: Sequence[str] = ("semantic"
             ax.plot(a, v, label=f"{label_prefix}theory, {b}", **style)
 
 
-def gd_points(ax, rows, quantity: str, inits: Sequence[str] = ("semantic", "positional"), color=None,
+def gd_points(ax, rows, quantity: str, inits: Sequence[str] = INFORMED, color=None,
               label_prefix="", **match) -> None:
     """Means over runs with their standard errors, one marker per start."""
     for init in inits:

@@ -122,7 +122,7 @@ def key_numbers(data: Data, rows: list, plan) -> list:
 def draw(rows: list):
     fig, axes = new_figure(1, 2)
     left, right = axes[0]
-    theory_curves(left, rows, "test_error", ("semantic", "positional", "global"))
+    theory_curves(left, rows, "test_error", (*INFORMED, "global"))
     baseline_line(left, rows)
     threshold_lines(left, rows)
     gd_points(left, rows, "test_error")

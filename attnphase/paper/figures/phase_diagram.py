@@ -12,7 +12,7 @@ import numpy as np
 from numerics.tidy import number
 from attnphase.sweeps.figures import simulation_points, theory_points
 
-from ..plan import default_model, model_label
+from ..plan import INFORMED, default_model, model_label
 from ..tables import Data, key_number, published_rows, row, select, spinodal_rows, threshold_rows
 from . import FigureSpec
 from .drawing import new_figure
@@ -55,7 +55,7 @@ def table(data: Data, plan) -> list:
     curve_rows = []
     for w in plan.diagram_omegas:
         model = model_label(default_model(w))
-        curve_rows += [r for b in ("semantic", "positional") for r in data.curve(model, b)]
+        curve_rows += [r for b in INFORMED for r in data.curve(model, b)]
         out += threshold_rows(data, model, plan.threshold_precision) + spinodal_rows(data, model)
     if curve_rows:
         for p in theory_points(curve_rows):

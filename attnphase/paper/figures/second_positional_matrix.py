@@ -6,7 +6,7 @@ from __future__ import annotations
 from numerics.tidy import number
 from attnphase.sweeps.grid import fmt
 
-from ..plan import SECOND_A, model_label
+from ..plan import INFORMED, SECOND_A, model_label
 from ..tables import (Data, baseline_rows, gd_rows, key_number, spinodal_rows, theory_rows, threshold_rows)
 from . import FigureSpec
 from .drawing import (QUANTITY_LABELS, baseline_line, finish_axes, gd_points, new_figure, spinodal_marks,
@@ -78,8 +78,8 @@ def draw(rows: list):
     for i, model in enumerate(models):
         for j, q in enumerate(QUANTITIES):
             ax = axes[i, j]
-            theory_curves(ax, rows, q, ("semantic", "positional", "global") if q == "test_error"
-                          else ("semantic", "positional"), model=model)
+            theory_curves(ax, rows, q, (*INFORMED, "global") if q == "test_error"
+                          else INFORMED, model=model)
             gd_points(ax, rows, q, model=model)
             if q == "test_error":
                 baseline_line(ax, rows, model=model)

@@ -10,7 +10,7 @@ import numpy as np
 
 from numerics.tidy import number
 
-from ..plan import default_model, model_label
+from ..plan import INFORMED, default_model, model_label
 from ..tables import Data, gd_rows, key_number, row, select, series, theory_rows, threshold_rows
 from . import FigureSpec
 from .drawing import finish_axes, new_figure, theory_curves, threshold_lines
@@ -126,7 +126,7 @@ def draw(rows: list):
     finish_axes(left, r"$m$", xlabel=r"$\theta/\sigma^2$")
     threshold_lines(mid, rows)
     finish_axes(mid, "fraction ending semantic")
-    theory_curves(right, rows, "test_error", ("semantic", "positional", "global"))
+    theory_curves(right, rows, "test_error", (*INFORMED, "global"))
     threshold_lines(right, rows)
     finish_axes(right, "test error")
     fig.suptitle("Where random starts end: gradient descent and Adam", fontsize=10)

@@ -1,0 +1,32 @@
+"""The scripts of examples/ run (in their quick mode), so that the API they document cannot rot."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: each script, and lines its quick output must hold
+EXPECTED = {
+    "theory.py": ("  semantic: q = 0.11", "positional: q = 0.05", "linear baseline test error = 0.00197"),
+    "simulation.py": ("      test error: simulation", "   training loss: simulation", "theta / sigma^2: simulation"),
+    "general_model.py": ("  semantic: eigenvalues of q", "converged True"),
+    "new_attention.py": ("attentions: softmax, linear, sigmoid", "sigmoid attention, alpha = 5, semantic",
+                         "sigmoid attention, alpha = 5, positional"),
+}
+
+
+def test_every_example_is_run():
+    assert sorted(p.name for p in (ROOT / "examples").glob("*.py")) == sorted(EXPECTED)
+
+
+@pytest.mark.parametrize("script", sorted(EXPECTED))
+def test_example_runs_in_its_quick_mode(script):
+    proc = subprocess.run([sys.executable, str(ROOT / "examples" / script), "--quick"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    for line in EXPECTED[script]:
+        assert line in proc.stdout, (line, proc.stdout)
