@@ -13,7 +13,7 @@ compares the limits with the replica theory and the published values.
     python benchmarks/finite_size_crossings.py run --out DIR [--workers 1] [--scheduler ADDR]
     python benchmarks/finite_size_crossings.py analyse --out DIR [--theory-curve CSV,CSV,...] [--min-runs N]
 
-``run`` is resumable: one JSON per paired run under ``DIR/runs`` (keyed by omega, d,
+``run`` runs on the sweeps' Dask runner (``attnphase.sweeps.runner``) and is resumable: one JSON per paired run under ``DIR/runs`` (keyed by omega, d,
 alpha, seed, run index and snapshot steps); finished runs are never recomputed. The
 queue goes slice by slice, (omega, d) with the cheapest d first, and inside a slice
 run index by run index, so a stop leaves complete slices and, in the slice under way,
@@ -28,7 +28,6 @@ Delta F in alpha per run against the theory's), ``crossings.md`` and ``crossings
 from __future__ import annotations
 
 import argparse
-import csv
 import dataclasses
 import glob
 import json
@@ -157,31 +156,28 @@ def estimated_seconds(task: Task) -> float:
 # --------------------------------------------------------------------------- running
 
 
-def run_task(task: Task, runs_dir: str) -> str:
-    """Run one paired run and write its JSON atomically; returns the path."""
+def paired_run_task(payload: dict) -> dict:
+    """One paired run (a sweep task of :func:`attnphase.sweeps.runner.execute`): the fields of a
+    :class:`Task` in, the JSON-ready record of ``validation.crossings.paired_run`` out."""
     import torch
 
     torch.set_num_threads(1)
     from derivations.spec import ModelSpec
     from validation.crossings import paired_run
 
-    path = os.path.join(runs_dir, task.name)
-    if os.path.exists(path):
-        return path
-    record = paired_run(ModelSpec(omega=task.omega), task.d, task.alpha, task.seed, task.run_index,
-                        task.snapshots)
-    tmp = path + f".tmp{os.getpid()}"
-    with open(tmp, "w") as f:
-        json.dump(record, f)
-    os.replace(tmp, path)
-    return path
+    task = Task(**{**payload, "snapshots": tuple(payload["snapshots"])})
+    return paired_run(ModelSpec(omega=task.omega), task.d, task.alpha, task.seed, task.run_index, task.snapshots)
 
 
 def cmd_run(args) -> int:
+    """The queue on the sweeps' Dask runner (at most one task per worker thread in flight, in the
+    order of :func:`plan`); each finished run is written at once as one JSON under ``DIR/runs``."""
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     os.environ.setdefault("MKL_NUM_THREADS", "1")
-    from distributed import Client, LocalCluster, as_completed
+    from attnphase.sweeps.runner import execute, open_client
+    from attnphase.sweeps.tasks import Task as SweepTask
+    from numerics.tidy import atomic_write_text
 
     runs_dir = os.path.join(args.out, "runs")
     os.makedirs(runs_dir, exist_ok=True)
@@ -191,23 +187,22 @@ def cmd_run(args) -> int:
              len(todo), sum(estimated_seconds(t) for t in todo) / 3600)
     if not todo:
         return 0
-    if args.scheduler:
-        client = Client(args.scheduler)
-    else:
-        cluster = LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True,
-                               dashboard_address=None)
-        client = Client(cluster)
-    futures = [client.submit(run_task, t, runs_dir, key=t.name[:-5], priority=-i, pure=False)
-               for i, t in enumerate(todo)]
-    failed, t0 = 0, time.time()
-    for done, fut in enumerate(as_completed(futures), 1):
-        try:
-            log.info("[%d/%d, %.0f s] %s", done, len(todo), time.time() - t0, os.path.basename(fut.result()))
-        except Exception as exc:  # one failed run must not stop the queue; it is rerun on resume
-            failed += 1
-            log.error("%s failed: %s", fut.key, exc)
-    client.close()
-    log.info("finished: %d failed", failed)
+    pending = [SweepTask(key=t.name[:-len(".json")], kind="simulation", fn=paired_run_task,
+                         payload=dataclasses.asdict(t)) for t in todo]
+    done, failed, t0 = set(), [], time.time()
+
+    def store(task, record) -> None:
+        atomic_write_text(os.path.join(runs_dir, task.key + ".json"), json.dumps(record))
+        done.add(task.key)
+        log.info("[%d/%d, %.0f s] %s", len(done) + len(failed), len(todo), time.time() - t0, task.key)
+
+    def fail(task, exc, tb) -> None:  # one failed run must not stop the queue; it is rerun on resume
+        failed.append(task.key)
+        log.error("%s failed: %s", task.key, exc)
+
+    with open_client(args.scheduler, args.workers, len(pending)) as client:
+        execute(client, pending, done, store_result=store, fail=fail, tick=lambda: None)
+    log.info("finished: %d failed", len(failed))
     return 1 if failed else 0
 
 
@@ -278,14 +273,6 @@ def _teacher(omega: float, d: int, seed: int, run_index: int) -> dict:
 
     problem = make_problem(ModelSpec(omega=omega), d, 1.0 / d, seed, run_index, n_test=1)
     return teacher_statistics(problem.Qstar)
-
-
-def write_csv(path: str, rows: Sequence[dict]) -> None:
-    fields = list(dict.fromkeys(k for r in rows for k in r))
-    with open(path, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=fields)
-        w.writeheader()
-        w.writerows(rows)
 
 
 def slice_estimates(rows: Sequence[dict], steps: int, n_boot: int, long_only: bool = False) -> List[dict]:
@@ -580,12 +567,13 @@ def markdown(estimates: Sequence[dict], fits: Sequence[dict], steps_table: Seque
 
 def read_theory_curves(paths: Sequence[str]) -> Dict[float, Dict[str, List[dict]]]:
     """``attnphase curve`` CSVs keyed by their omega column, then by branch (converged points only)."""
+    from numerics.tidy import is_true, read_rows
+
     curves: Dict[float, Dict[str, List[dict]]] = {}
     for path in paths:
-        with open(path) as f:
-            for r in csv.DictReader(f):
-                if r.get("converged", "True") == "True":
-                    curves.setdefault(float(r["omega"]), {}).setdefault(r["branch"], []).append(r)
+        for r in read_rows(path):
+            if is_true(r.get("converged", "True")):
+                curves.setdefault(float(r["omega"]), {}).setdefault(r["branch"], []).append(r)
     return curves
 
 
@@ -690,6 +678,8 @@ def plot(out: str, rows: Sequence[dict], estimates: Sequence[dict], fits: Sequen
 
 
 def cmd_analyse(args) -> int:
+    from numerics.tidy import write_rows as write_csv
+
     rows = load_rows(args.out)
     if not rows:
         log.error("no runs under %s", os.path.join(args.out, "runs"))
