@@ -58,8 +58,9 @@ def register(subparsers) -> None:
                                           "--positions) is compared through its invariants, run by run on the "
                                           "branch each run reached, and against the theory's global minimum. "
                                           "Needs the simulation extra (pip install 'attnphase[simulation]'). "
-                                          "Cost on 2 cores: about 5 minutes with the defaults (40 runs of 5000 "
-                                          "steps at d = 1000); finished runs are kept under OUT/runs.")
+                                          "Cost on 2 cores: 5-10 minutes with the defaults (40 runs of 5000 "
+                                          "steps at d = 1000, about 7 s each, and the theory curves); "
+                                          "finished runs are kept under OUT/runs.")
     v.add_argument("--alphas", default="0.5,1.0,1.5,2.0", metavar="GRID",
                    help=f"the alpha grid: {GRID_HELP} (default 0.5,1.0,1.5,2.0)")
     v.add_argument("--inits", default="semantic,positional",

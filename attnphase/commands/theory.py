@@ -37,14 +37,16 @@ def _alphas_option(p, default: str, what: str):
 
 #: what the theory commands cost, measured on a 2-core machine (README, "Results on the default model")
 GENERAL_COST = ("The general model (--tokens, --rank, --teacher-rank, --positions, or --integrator qmc) is solved "
-                "by quasi-Monte Carlo: minutes per point at draft precision.")
+                "by quasi-Monte Carlo: seconds to tens of seconds per point at draft precision, minutes at "
+                "fast.")
 
 
 def register(sub):
     p = sub.add_parser("solve", help="fixed point(s) of the saddle-point equations at one alpha",
                        description="Solve the saddle-point equations at one alpha on one branch or all of them, "
                                    "and print every field with its error estimate, the test error and the "
-                                   "training loss. Cost on 2 cores: a few seconds (fast), about a minute (high). "
+                                   "training loss. Cost on 2 cores: about 30 s of CPU for every branch at fast, about a minute "
+                                   "per branch at high. "
                                    + GENERAL_COST)
     p.add_argument("--alpha", type=positive_number, required=True, help="samples per dimension (required)")
     p.add_argument("--branch", choices=GENERAL_BRANCHES + ("all",), default="all",
@@ -55,9 +57,8 @@ def register(sub):
 
     p = sub.add_parser("curve", help="both branches by continuation in alpha, to a tidy CSV",
                        description="Follow branches by continuation along an alpha grid and write one CSV row per "
-                                   "(alpha, branch). Cost on 2 cores: about a second per point at draft "
-                                   "precision, a few seconds per point at fast (the default grid: about a "
-                                   "minute). " + GENERAL_COST)
+                                   "(alpha, branch). Cost on 2 cores: about 7 s of CPU per point and branch "
+                                   "at fast (the default grid: about 6 minutes), a fraction of that at draft. " + GENERAL_COST)
     _alphas_option(p, "0.1:2.5:25", "the alpha grid")
     p.add_argument("--branches", default="semantic,positional", help="comma-separated (default semantic,positional)")
     p.add_argument("--out", default="curve.csv", help="CSV file to write (default curve.csv)")
