@@ -5,7 +5,7 @@ A rank-2 student, a rank-1 teacher, two tokens, omega = 0.3, random starts at ea
 The runs are read from the run folders of ``attnphase validate --rank 2 --omega 0.3 --inits random
 --alphas ... --steps N --sim-only --out RUNS`` (every cached random-start point of the rank-2 model in
 ``RUNS/runs``, one marker per number of steps); the theory is a CSV of ``attnphase curve --rank 2 --omega 0.3
---alpha ... --branches positional,mixed,semantic``. Prints, per alpha and number of steps, the branch each
+--alphas ... --branches positional,mixed,semantic``. Prints, per alpha and number of steps, the branch each
 run reached (``validation.statistics.run_branch``), the theory's global minimum there and the training
 losses, as a Markdown table, with how flat each run's training loss was at the end; draws the figure.
 
