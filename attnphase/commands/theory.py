@@ -58,7 +58,7 @@ def register(sub):
     p = sub.add_parser("curve", help="both branches by continuation in alpha, to a tidy CSV",
                        description="Follow branches by continuation along an alpha grid and write one CSV row per "
                                    "(alpha, branch). Cost on 2 cores: about 7 s of CPU per point and branch "
-                                   "at fast (the default grid: about 6 minutes), a fraction of that at draft. " + GENERAL_COST)
+                                   "at fast (the default grid: about 6 minutes), under a second at draft. " + GENERAL_COST)
     _alphas_option(p, "0.1:2.5:25", "the alpha grid")
     p.add_argument("--branches", default="semantic,positional", help="comma-separated (default semantic,positional)")
     p.add_argument("--out", default="curve.csv", help="CSV file to write (default curve.csv)")
@@ -92,7 +92,7 @@ def register(sub):
                        description="The main job: both branches along the alpha grid at draft precision "
                                    "(curve.csv and the figure), the linear baseline, and alpha_c, alpha_l and "
                                    "the spinodals at --precision (summary.json). Cost on 2 cores: about 40 s "
-                                   "with the defaults. " + GENERAL_COST)
+                                   "with the defaults (80 s of CPU). " + GENERAL_COST)
     p.add_argument("--out", default="results", help="output directory (default results/)")
     _alphas_option(p, "0.05:2.5:15", "the curve grid, always drawn at draft precision")
     _common(p, "precision of the thresholds (default fast; the curve is always draft). ")
