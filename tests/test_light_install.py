@@ -46,6 +46,14 @@ def test_the_theory_runs_without_torch(tmp_path):
     assert "semantic" in proc.stdout and "positional" in proc.stdout
 
 
+@pytest.mark.slow
+def test_the_main_job_runs_without_torch(tmp_path):
+    """README's first command: ``attnphase run`` (about 80 s of CPU)."""
+    proc = _without_torch("run", "--out", "results", "--no-progress", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "results" / "summary.json").is_file() and "alpha_c = 1.2515" in proc.stdout
+
+
 @pytest.mark.parametrize("argv", [
     ["simulate", "--d", "20", "--steps", "1"],
     ["validate", "--d", "20", "--steps", "1", "--out", "v"],
