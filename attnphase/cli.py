@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 import traceback
 
@@ -26,7 +27,7 @@ from attnphase.sweeps import SweepError
 from validation.run_settings import RunSettingsError
 
 from .commands import derive, histogram, paper, simulation, sweep, theory
-from .errors import UsageError
+from .errors import CommandFailed, UsageError
 
 #: the command groups, in help order
 COMMAND_GROUPS = (derive, theory, simulation, sweep, histogram, paper)
@@ -45,6 +46,8 @@ def exit_status(exc: BaseException) -> tuple:
     """``(status, message)`` of an exception that ended a command: see the module docstring."""
     if isinstance(exc, BAD_INPUT):
         return BAD, str(exc)
+    if isinstance(exc, CommandFailed):
+        return FAILED, str(exc)
     if isinstance(exc, OSError):
         what = exc.strerror or str(exc)
         return FAILED, f"{what}: {exc.filename}" if exc.filename else what
@@ -72,19 +75,71 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class WarningSummary(logging.Handler):
+    """Without ``-v``: the libraries' warnings (log records of level WARNING and above, and Python
+    warnings) are kept, not printed; the command ends with at most one line saying how many there
+    were and the start of the first (:meth:`line`). ``-v`` prints each in full instead."""
+
+    #: characters of the first warning quoted in the summary
+    QUOTED = 120
+
+    def __init__(self):
+        super().__init__(logging.WARNING)
+        self.count, self.first = 0, ""
+
+    def emit(self, record):
+        self.count += 1
+        if not self.first:
+            text = " ".join(self.format(record).split())
+            self.first = text if len(text) <= self.QUOTED else text[:self.QUOTED - 3] + "..."
+
+    def line(self) -> str:
+        if not self.count:
+            return ""
+        more = f"{self.count} warnings logged, the first: " if self.count > 1 else "1 warning logged: "
+        return f"{more}{self.first} (-v shows them)"
+
+
+def _log_handler(verbose: int) -> logging.Handler:
+    if not verbose:
+        handler = WarningSummary()
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        return handler
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    return handler
+
+
+def quiet_child_processes() -> None:
+    """Worker processes and the multiprocessing resource tracker inherit this: the tracker's
+    "leaked semaphore" lines after a stopped run are about Dask's own semaphores, which the
+    stopped workers could not release; they say nothing to a user."""
+    ignore = "ignore:resource_tracker:UserWarning"
+    current = os.environ.get("PYTHONWARNINGS", "")
+    if ignore not in current.split(","):
+        os.environ["PYTHONWARNINGS"] = ",".join(filter(None, [current, ignore]))
+
+
 def main(argv=None) -> int:
     name, verbose = "attnphase", 0
+    root = logging.getLogger()
+    handler, level = None, root.level
     try:
         try:
             args = build_parser().parse_args(argv)
         except SystemExit as exc:  # bad input (one line, 2) or --help (0): a status, as every other outcome
             return exc.code
         name, verbose = f"attnphase {args.command}", args.verbose
-        logging.basicConfig(
-            level=[logging.WARNING, logging.INFO, logging.DEBUG][min(args.verbose, 2)],
-            format="%(levelname)s %(name)s: %(message)s",
-        )
-        return int(args.func(args) or 0)
+        handler = _log_handler(verbose)
+        root.addHandler(handler)
+        root.setLevel([logging.WARNING, logging.INFO, logging.DEBUG][min(verbose, 2)])
+        logging.captureWarnings(True)
+        quiet_child_processes()
+        status = int(args.func(args) or 0)
+        summary = handler.line() if isinstance(handler, WarningSummary) else ""
+        if summary:
+            sys.stderr.write(f"{name}: {summary}\n")
+        return status
     except KeyboardInterrupt:
         if verbose:
             traceback.print_exc()
@@ -94,8 +149,14 @@ def main(argv=None) -> int:
         if verbose:
             traceback.print_exc()
         status, message = exit_status(exc)
-        sys.stderr.write(f"{name}: error: {' '.join(message.split())}\n")
+        summary = handler.line() if isinstance(handler, WarningSummary) else ""
+        sys.stderr.write(f"{name}: error: {' '.join(message.split())}" + (f" [{summary}]" if summary else "") + "\n")
         return status
+    finally:
+        if handler is not None:
+            root.removeHandler(handler)
+            root.setLevel(level)
+            logging.captureWarnings(False)
 
 
 if __name__ == "__main__":

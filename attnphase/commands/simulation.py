@@ -142,6 +142,24 @@ def _global_minimum_line(g: dict) -> str:
             f"losses: {losses})")
 
 
+def _refuse_repeats(values, flag: str) -> None:
+    """A grid names each point once (a repeated one would be simulated twice and break the
+    interpolation of the crossing)."""
+    repeated = sorted({v for v in values if values.count(v) > 1})
+    if repeated:
+        raise UsageError(f"{flag}: {', '.join(f'{v:g}' for v in repeated)} given more than once")
+
+
+def _crossing_line(c: dict) -> str:
+    if math.isfinite(c["alpha_cross"]):
+        spread = (f" +- {c['alpha_cross_std']:.3f} (bootstrap over seeds)" if math.isfinite(c["alpha_cross_std"])
+                  else " (no bootstrap spread: too few resamples cross)")
+        return f"semantic-start test error crosses the linear baseline at alpha = {c['alpha_cross']:.3f}{spread}"
+    alphas = c.get("alphas") or [math.nan]
+    return (f"semantic-start test error does not cross the linear baseline from above on alpha in "
+            f"[{min(alphas):g}, {max(alphas):g}]")
+
+
 def cmd_validate(args) -> int:
     _check_common(args)
     if args.curve_points < 0:
@@ -154,6 +172,7 @@ def cmd_validate(args) -> int:
         check_start(init, spec.rank, "--inits")
     if args.d_scan:
         d_values = parse_list(args.d_values, "--d-values", item=int)
+        _refuse_repeats(d_values, "--d-values")
         for d in d_values:
             check_dimension(d, "--d-values", spec.k)
             check_alpha(args.alpha, d)
@@ -162,6 +181,7 @@ def cmd_validate(args) -> int:
         alphas = parse_list(args.alphas, "--alphas", item=float)
         for a in alphas:
             check_alpha(a, args.d, "--alphas")
+        _refuse_repeats(alphas, "--alphas")
     check_output(args.out, "folder")
     from validation import runs
     from validation.theory_cache import default_theory
@@ -194,9 +214,7 @@ def cmd_validate(args) -> int:
         for g in summary.get("global_minimum", []):
             sys.stdout.write(_global_minimum_line(g) + "\n")
         if "crossing" in summary:
-            c = summary["crossing"]
-            sys.stdout.write(f"semantic-start test error crosses the linear baseline at alpha = "
-                             f"{c['alpha_cross']:.3f} +- {c['alpha_cross_std']:.3f} (bootstrap over seeds)\n")
+            sys.stdout.write(_crossing_line(summary["crossing"]) + "\n")
     if theory is not None and summary["failing"]:
         return failed("validate", f"{len(summary['failing'])} row(s) with |z| > {args.tolerance}")
     return 0

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from attnphase.errors import UsageError
 from attnphase.options import (add_dask_options, add_json_option, add_model_options, add_precision_option,
-                               check_dask_options, check_output, failed, model_from_args, parse_list, parse_range,
+                               check_dask_options, check_not_input, check_output, failed, model_from_args, parse_list, parse_range,
                                print_json)
 from validation.run_settings import DTYPE_NAMES, OPTIMIZERS
 
@@ -148,6 +148,8 @@ def cmd_plot(args) -> int:
         except UnreadableFile as exc:
             flag = "--thresholds" if args.thresholds else "thresholds.csv next to FILE.csv (or --no-thresholds)"
             raise UsageError(f"{flag}: {exc}") from None
+    check_not_input({"--out": figures.figure_paths(args.file, out, formats)},
+                    {"FILE.csv": [args.file], "--thresholds": [thresholds] if thresholds else []})
     written = figures.plot_file(args.file, out, thresholds=thresholds, formats=formats)
     for w in written:
         sys.stdout.write(f"wrote {w}\n")
