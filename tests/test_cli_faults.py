@@ -814,3 +814,59 @@ def test_results_convert_to_data_frames():
     general = from_line_fixed_point(fixed_point(spec, 1.0, "semantic", error=dict.fromkeys(
         ("q", "m", "V", "theta", "qhat", "mhat", "Vhat", "thetahat", "test_error", "train_loss"), 1e-8))).to_frame()
     assert len(general) == 1 and general.loc[0, "alpha"] == 1.0 and "integrator" in general
+
+
+def test_a_sweep_with_a_point_not_converged_names_it_with_its_omega_and_exits_1(client, tmp_path, capsys):
+    from attnphase.errors import CommandFailed
+
+    # the fake general model does not converge on the semantic branch at omega = 0.35, alpha = 1.4
+    argv = [*SWEEP, "--rank", "2", "--omega", "0.35", "--alpha", "1:1.8:3", "--out", str(tmp_path)]
+    for _ in range(2):  # a resumed sweep says so too
+        with pytest.raises(CommandFailed) as caught:
+            cmd_phase_diagram(cli.build_parser().parse_args(argv), theory_task=fake_theory_task, client=client)
+        assert str(caught.value).startswith("1 point(s) not converged: omega=0.35 alpha=1.4 semantic (kept in")
+
+
+def _legend_texts(fig) -> list:
+    return [t.get_text() for legend in fig.legends for t in legend.get_texts()]
+
+
+def test_the_curve_figure_marks_the_thresholds_and_spinodals_in_one_legend_at_talk_size(tmp_path, capsys,
+                                                                                       monkeypatch):
+    import numerics.api as api
+    import numerics.figures as figures
+    from numerics.branches import BranchCurve
+
+    def follow(spec, alphas, branch, precision="fast", progress=None, **kw):
+        # the positional branch's training loss rises through the semantic one's at alpha = 1.25
+        points = [fixed_point(spec, float(a), branch, train_loss=0.003 + (0.001 * (a - 1.25) if branch == "positional"
+                                                                        else 0.0),
+                              test_error=0.003 - 0.002 * (a - 0.5) if branch == "semantic" else 0.004)
+                  for a in alphas]
+        return BranchCurve(branch, points, [{"branch": "semantic", "alpha": 0.69, "alpha_error": 0.01,
+                                             "side": "lower"}] if branch == "semantic" else [])
+
+    drawn = []
+    monkeypatch.setattr(api, "follow_branch", follow)
+    monkeypatch.setattr(figures, "_save", lambda fig, stem: drawn.append(fig) or [f"{stem}.png"])
+    status, out, err = run(["curve", "--alpha", "0.5:2:4", "--figure", "--out", tmp_path / "c.csv"], capsys)
+    assert status == 0 and len(drawn) == 1
+    fig = drawn[0]
+    assert len(fig.legends) == 1 and not any(ax.get_legend() for ax in fig.axes)
+    texts = _legend_texts(fig)
+    assert any(t.startswith(r"$\alpha_c$ = 1.25") and t.endswith("(grid)") for t in texts), texts
+    assert any(t.startswith(r"$\alpha_l$ = ") for t in texts) and "spinodal (semantic)" in texts
+    assert "linear baseline" in texts and "global minimum" in texts
+    sizes = [t.get_fontsize() for ax in fig.axes for t in (ax.xaxis.label, ax.yaxis.label, *ax.get_xticklabels())]
+    sizes += [t.get_fontsize() for legend in fig.legends for t in legend.get_texts()]
+    assert min(sizes) >= figures.TALK_FONT
+
+
+def test_the_phase_diagram_figure_says_what_its_grey_cells_are(client, tmp_path, capsys):
+    from attnphase.sweeps import figures as diagram
+
+    assert sweep(tmp_path, client, capsys, "--omega", "0:0.1:2")[0] == 0
+    fig = diagram.draw(diagram.points_from_csv(tmp_path / THEORY_CSV))
+    assert diagram.NO_VALUE_TEXT in _legend_texts(fig)  # the grid's low alphas lack the semantic branch
+    full = [dict(p, train_loss_diff=1e-4, test_error_diff=-1e-4) for p in diagram.points_from_csv(tmp_path / THEORY_CSV)]
+    assert diagram.NO_VALUE_TEXT not in _legend_texts(diagram.draw(full))

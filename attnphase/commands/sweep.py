@@ -126,6 +126,14 @@ def cmd_phase_diagram(args, theory_task=None, simulation_task=None, client=None)
         failures = Path(summary["out"]) / "failures.csv"
         return failed("phase-diagram", f"{len(summary['failed'])} task(s) failed (logged in {failures}); "
                                        f"re-run the same command to retry them")
+    stuck = summary.get("not_converged", [])
+    if stuck:
+        from attnphase.sweeps.store import THEORY_CSV
+
+        where = ", ".join(f"omega={p['omega']:g} alpha={p['alpha']:g} {p['branch']}" for p in stuck[:5])
+        more = f" and {len(stuck) - 5} more" if len(stuck) > 5 else ""
+        return failed("phase-diagram", f"{len(stuck)} point(s) not converged: {where}{more} (kept in "
+                                       f"{THEORY_CSV} with converged = False and drawn grey)")
     return 0
 
 

@@ -127,11 +127,23 @@ def _run(config, out, workers, client, theory_task, simulation_task, progress, p
                 with open_client(None, workers, len(pending)) as cl:
                     summary["workers"] = len(cl.scheduler_info().get("workers", {}))
                     _execute(cl, pending, store, config, hashes, summary, run_started, progress)
+        summary["not_converged"] = not_converged(store.out / THEORY_CSV)
         summary["compute_wall_time"] = time.perf_counter() - t_start
         if plot:
             _finish_outputs(store.out, summary)
     summary["wall_time"] = time.perf_counter() - t_start
     return summary
+
+
+def not_converged(path) -> list:
+    """``{omega, alpha, branch, status}`` of each point of a theory CSV that exists but did not
+    converge (kept in the file with ``converged = False`` and drawn grey), read from the file so
+    that a resumed sweep reports them too."""
+    from numerics.tidy import is_true, number
+
+    return [{"omega": number(r["omega"]), "alpha": number(r["alpha"]), "branch": r.get("branch", ""),
+             "status": r.get("status", "")}
+            for r in read_csv_rows(path)[1] if is_true(r.get("exists", "True")) and not is_true(r.get("converged"))]
 
 
 def _execute(client, pending: list, store: SweepStore, config: SweepConfig, hashes: dict, summary: dict,
