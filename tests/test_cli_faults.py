@@ -870,3 +870,35 @@ def test_the_phase_diagram_figure_says_what_its_grey_cells_are(client, tmp_path,
     assert diagram.NO_VALUE_TEXT in _legend_texts(fig)  # the grid's low alphas lack the semantic branch
     full = [dict(p, train_loss_diff=1e-4, test_error_diff=-1e-4) for p in diagram.points_from_csv(tmp_path / THEORY_CSV)]
     assert diagram.NO_VALUE_TEXT not in _legend_texts(diagram.draw(full))
+
+
+STOPPED_SWEEP = textwrap.dedent("""
+    import functools, sys
+    import attnphase.sweeps.runner as runner
+    from tests.fakes import fake_theory_task
+    from attnphase import cli
+    if __name__ == "__main__":
+        runner.DEFAULT_THEORY_TASK = functools.partial(fake_theory_task, delay=0.4)
+        sys.exit(cli.main(sys.argv[1:]))
+""")
+
+
+def test_a_sweep_stopped_by_ctrl_c_at_a_terminal_prints_one_line(tmp_path):
+    """Ctrl-C at a terminal reaches the whole process group: the Dask workers too."""
+    script = tmp_path / "sweep.py"
+    script.write_text(STOPPED_SWEEP)
+    out = tmp_path / "out"
+    proc = subprocess.Popen([PY, str(script), *SWEEP, "--omega", "0:0.45:30", "--workers", "2", "--out", str(out)],
+                            cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None and len(read_csv_rows(out / THEORY_CSV)[1]) < 10:
+            time.sleep(0.1)
+        assert proc.poll() is None, proc.communicate()
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130 and err.splitlines() == ["attnphase phase-diagram: interrupted"], err

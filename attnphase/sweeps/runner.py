@@ -78,11 +78,32 @@ def open_client(scheduler: Optional[str] = None, workers: Optional[int] = None, 
             client.close()
         return
     n = workers or min(default_workers(), max(1, n_tasks))
-    # the dashboard on a free port: with None, Dask still asks for 8787, and a second run (or anything else
-    # there) gets a four-line warning that it moved
-    with LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0",
-                      silence_logs=logging.ERROR) as cluster, Client(cluster) as client:
+    with _children_ignore_ctrl_c():
+        # the dashboard on a free port: with None, Dask still asks for 8787, and a second run (or anything
+        # else there) gets a four-line warning that it moved
+        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0",
+                               silence_logs=logging.ERROR)
+    with cluster, Client(cluster) as client:
         yield client
+
+
+@contextlib.contextmanager
+def _children_ignore_ctrl_c():
+    """Processes started inside ignore SIGINT (an ignored signal stays ignored across exec, and
+    Python then installs no handler of its own). Ctrl-C at a terminal reaches the whole process
+    group: the workers would each print a traceback, while this process stops them anyway when
+    it handles the interrupt. Here Ctrl-C is ignored only while the cluster starts."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def run_sweep(config: SweepConfig, out, *, scheduler: Optional[str] = None, workers: Optional[int] = None,
