@@ -120,6 +120,19 @@ def quiet_child_processes() -> None:
         os.environ["PYTHONWARNINGS"] = ",".join(filter(None, [current, ignore]))
 
 
+#: characters of an error message shown without -v (a failure that lists every attempt can run to thousands)
+MESSAGE_LIMIT = 600
+
+
+def _shortened(message: str, verbose: int) -> str:
+    """The message on one line; without ``-v``, cut to :data:`MESSAGE_LIMIT` characters (the
+    traceback that ``-v`` prints holds all of it)."""
+    text = " ".join(message.split())
+    if verbose or len(text) <= MESSAGE_LIMIT:
+        return text
+    return text[:MESSAGE_LIMIT].rsplit(" ", 1)[0] + f" ... (cut at {MESSAGE_LIMIT} characters; -v shows all of it)"
+
+
 def main(argv=None) -> int:
     name, verbose = "attnphase", 0
     root = logging.getLogger()
@@ -150,7 +163,7 @@ def main(argv=None) -> int:
             traceback.print_exc()
         status, message = exit_status(exc)
         summary = handler.line() if isinstance(handler, WarningSummary) else ""
-        sys.stderr.write(f"{name}: error: {' '.join(message.split())}" + (f" [{summary}]" if summary else "") + "\n")
+        sys.stderr.write(f"{name}: error: {_shortened(message, verbose)}" + (f" [{summary}]" if summary else "") + "\n")
         return status
     finally:
         if handler is not None:

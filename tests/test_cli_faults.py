@@ -646,6 +646,11 @@ def test_library_warnings_are_one_summary_line_and_shown_with_v(capsys, monkeypa
     assert cli.main(["-v", "thresholds", "--precision", "draft"]) == 1
     err = capsys.readouterr().err
     assert err.count("x" * 2000) == 3 and "RuntimeWarning" in err
+    # a failure that lists every attempt is cut to a readable line; -v shows it whole
+    monkeypatch.setattr(api, "thresholds", raising(api.ThresholdError("; ".join(["attempt failed"] * 500))))
+    status, out, err = run(["thresholds", "--precision", "draft"], capsys)
+    line = one_line(err, "thresholds")
+    assert status == 1 and len(line) < 800 and line.endswith("(cut at 600 characters; -v shows all of it)")
 
 
 def test_the_dashboard_port_in_use_gives_no_warning(caplog):
