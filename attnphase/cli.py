@@ -10,7 +10,12 @@ exception into one line on stderr and an exit status (:func:`exit_status`): 2 fo
 input (:data:`BAD_INPUT`), 1 for a computation that failed (any other exception of the
 libraries: a solver, a branch, a threshold, a diverged simulation), for a file that
 could not be read or written (``OSError``) and for a fault of the program itself (named
-as such), 130 on Ctrl-C. A traceback is printed only with ``-v``.
+as such), 130 on Ctrl-C. A traceback is printed only with ``-v``, and without it a message is
+cut at :data:`MESSAGE_LIMIT` characters.
+
+Warnings: the libraries' log records of level WARNING and above, and Python's warnings, are
+kept by :class:`WarningSummary` and summed up in one line at the end (inside the error line
+of a failure); ``-v`` prints each in full.
 """
 from __future__ import annotations
 

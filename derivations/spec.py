@@ -83,14 +83,15 @@ class ModelSpec:
     positions: Optional[Tuple[Tuple[float, ...], ...]] = None
 
     def __post_init__(self):
-        for name, low in (("tokens", 2), ("rank", 1), ("teacher_rank", 1)):
+        for name, low, why in (("tokens", 2, "attention mixes tokens"), ("rank", 1, "the student's columns"),
+                               ("teacher_rank", 1, "the teacher's columns")):
             value = getattr(self, name)
             try:
                 count = operator.index(value)  # an int, or a numpy integer; not a float or bool
             except TypeError:
                 count = None
             if isinstance(value, bool) or count is None or count < low:
-                raise ModelSpecError(name, f"must be an integer >= {low}, got {value!r}")
+                raise ModelSpecError(name, f"must be an integer >= {low} ({why}), got {value!r}")
             object.__setattr__(self, name, count)
         L = self.tokens
         object.__setattr__(self, "A", _as_matrix(default_A(L) if self.A is None else self.A, L))
@@ -244,7 +245,8 @@ def _as_positions(P, L: int) -> Tuple[Tuple[float, ...], ...]:
     if len(rows) != L:
         raise ModelSpecError("positions", f"must have one row per token ({L}), got {len(rows)} rows")
     if len(rows[0]) > L:
-        raise ModelSpecError("positions", f"must have at most L = {L} columns, got {len(rows[0])}")
+        raise ModelSpecError("positions", f"must have at most L = {L} columns (L positions span at most L "
+                                          f"directions), got {len(rows[0])}")
     return rows
 
 

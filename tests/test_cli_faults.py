@@ -13,6 +13,7 @@ import functools
 import json
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -579,11 +580,16 @@ def test_an_out_path_ending_in_a_slash_is_a_folder(tmp_path, capsys):
     (["--sigma", "0"], "sigma"), (["--lam", "0"], "lam"), (["--lam", "-1"], "lam"), (["--omega", "1.5"], "omega"),
     (["--A", "0.6,0.5,0.4,0.6"], "A"),
 ])
-def test_every_model_parameter_has_a_range_and_a_reason(argv, parameter, capsys):
+def test_every_model_parameter_has_a_range_and_a_reason(argv, parameter, capsys, tmp_path):
     status, _, err = run(["solve", "--alpha", "1", "--precision", "draft", *argv], capsys)
     line = one_line(err, "solve")
     assert status == 2 and f"error: {parameter}: " in line and "(" in line, line  # the reason in brackets
     assert "np.float64" not in line and "RuntimeWarning" not in line
+    # the commands that run many solves refuse it before the first
+    for command in ([*SWEEP, "--omega", "0.3"], ["validate", "--seeds", "1"]):
+        status, _, err = run([*command, *argv, "--out", tmp_path / "o"], capsys)
+        assert status == 2 and re.search(f"error: (--)?{parameter}: ", one_line(err, command[0]))
+    assert not (tmp_path / "o").exists()
 
 
 def test_thresholds_scan_of_another_kind_of_curve_says_what_it_is_and_what_is_needed(tmp_path, capsys):

@@ -168,6 +168,10 @@ def cmd_validate(args) -> int:
         raise UsageError(f"--tolerance: must be a positive number, got {args.tolerance}")
     inits = parse_list(args.inits, "--inits", choices=INITS)
     spec = model_from_args(args)
+    if not args.sim_only:  # the theory's range, before any simulation
+        from numerics.solver_range import check_model_range
+
+        check_model_range(spec)
     for init in inits:
         check_start(init, spec.rank, "--inits")
     if args.d_scan:

@@ -87,6 +87,10 @@ def config_from_args(args):
             raise UsageError(f"--omega: values must lie in [0, 1], got {w:g}")
     args_at = argparse.Namespace(**{**vars(args), "omega": omegas[0]})
     spec = model_from_args(args_at)
+    if args.what != "simulation":  # refused here, not by every task on the workers
+        from numerics.solver_range import check_model_range
+
+        check_model_range(spec)
     branches = parse_list(args.branches, "--branches", choices=GENERAL_BRANCHES, allow_empty=True)
     check_dask_options(args)
     return SweepConfig(spec=spec, omegas=omegas, alphas=alphas, what=args.what, precision=args.precision,

@@ -92,22 +92,27 @@ def _with_error(value: float, error: float, zero: bool) -> str:
 
 
 def _fields_table(points) -> str:
-    """``solve``: each field of each branch found, with its error estimate; then each branch's
-    status, iterations, residual and whether it is the global minimum."""
+    """``solve``: each field of each branch found, with its error estimate (for the general model
+    the packed components, the gauge invariants of docs/theory.md, section 4.9, test error and
+    training loss); then each branch's status, iterations, residual and whether it is the global
+    minimum."""
     from numerics.result import zero_by_symmetry
 
     names = list(points[0].values)
     width = max(24, *(len(p.branch) + 2 for p in points))
+    label = max(12, *(len(n) + 2 for n in names))
     lines = [f"alpha = {points[0].alpha:g}, precision {points[0].precision}",
-             f"{'':12}" + "".join(f"{p.branch:>{width}}" for p in points)]
+             f"{'':{label}}" + "".join(f"{p.branch:>{width}}" for p in points)]
     for name in names:
-        lines.append(f"{name:12}" + "".join(
+        lines.append(f"{name:{label}}" + "".join(
             f"{_with_error(p.values[name], p.error.get(name, math.nan), name in zero_by_symmetry(p.branch)):>{width}}"
             for p in points))
-    lines.append(f"{'status':12}" + "".join(f"{p.status:>{width}}" for p in points))
-    lines.append(f"{'iterations':12}" + "".join(f"{p.iterations:>{width}d}" for p in points))
-    lines.append(f"{'residual':12}" + "".join(f"{p.residual:>{width}.1e}" for p in points))
-    lines.append(f"{'global min.':12}" + "".join(f"{ {True: 'yes', False: 'no'}.get(p.global_minimum, 'not compared'):>{width}}" for p in points))
+    lines.append(f"{'status':{label}}" + "".join(f"{p.status:>{width}}" for p in points))
+    lines.append(f"{'iterations':{label}}" + "".join(f"{p.iterations:>{width}d}" for p in points))
+    lines.append(f"{'residual':{label}}" + "".join(f"{p.residual:>{width}.1e}" for p in points))
+    compared = {True: "yes", False: "no"}
+    lines.append(f"{'global min.':{label}}" + "".join(f"{compared.get(p.global_minimum, 'not compared'):>{width}}"
+                                                      for p in points))
     if all(not math.isfinite(e) for p in points for e in p.error.values()):
         lines.append(f"no error estimates: precision {points[0].precision} solves with one rule (fast and high "
                      f"state them)")
@@ -178,7 +183,7 @@ def _solve_general(spec, args) -> int:
     if args.json:
         print_json(payload)
     else:
-        print(_general_table(points))
+        print(_fields_table(points) if points else "no branch found")
         for note in absent:
             print(f"note: {note}")
         print(f"wall time {time.perf_counter() - t0:.1f} s")
