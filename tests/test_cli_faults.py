@@ -913,3 +913,20 @@ def test_a_sweep_stopped_by_ctrl_c_at_a_terminal_prints_one_line(tmp_path):
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
     assert proc.returncode == 130 and err.splitlines() == ["attnphase phase-diagram: interrupted"], err
+
+
+def test_the_generated_code_gives_inf_or_nan_without_a_numpy_warning():
+    """Overflow in the generated lines becomes a non-finite value, which the solver reports as its
+    own error; numpy's RuntimeWarning would quote generated code a user never wrote."""
+    import warnings
+
+    import numpy as np
+
+    from numerics.bound_model import bind
+
+    model = bind(ModelSpec())
+    big = np.array([1e200, -1e200, 0.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        values = np.asarray(model.loss(big, -big, big, big), dtype=float)
+    assert not np.isfinite(values).all()
