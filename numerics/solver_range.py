@@ -17,7 +17,10 @@ section 4).
   ``sigma`` = 5 to 1e6 the channel expectations are not finite at the default start (the
   teacher's softmax of ``h* h*^T``, whose spread grows like ``sigma^2``, saturates; beyond
   ``sigma ~ 1e154`` ``rho = sigma^2`` overflows). Small ``sigma`` is solved down to 1e-6 (only
-  the trivial point exists there); ``rho`` underflows below ``~1e-154``.
+  the trivial point exists there); ``rho`` underflows below ``~1e-154``. Inside the range a
+  branch need not exist: at ``sigma = 0.3``, ``alpha = 2`` the semantic branch is not found
+  (the default start lies outside ``theta^2 < rho q`` and every searched start collapses onto
+  the trivial point), and ``attnphase thresholds --sigma 0.3`` fails in one line.
 * ``lam > 0``. Without the ridge, ``V = sigma^2/(lam + sigma^2 Vhat)`` is bounded only by
   ``Vhat``, and below the interpolation threshold the minimiser's norm is unbounded: at
   ``lam = 0``, ``alpha = 0.5`` the iterates reach ``q = 1.5e5`` and nothing converges. There is
