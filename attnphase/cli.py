@@ -11,12 +11,18 @@ input (:data:`BAD_INPUT`), 1 for a command whose optional dependencies are not i
 (:class:`~attnphase.errors.MissingExtra`, one line naming the extra), 1 for a computation that failed (any other exception of the
 libraries: a solver, a branch, a threshold, a diverged simulation), for a file that
 could not be read or written (``OSError``) and for a fault of the program itself (named
-as such), 130 on Ctrl-C. A traceback is printed only with ``-v``.
+as such), 130 on Ctrl-C. A traceback is printed only with ``-v``, and without it a message is
+cut at :data:`MESSAGE_LIMIT` characters.
+
+Warnings: the libraries' log records of level WARNING and above, and Python's warnings, are
+kept by :class:`WarningSummary` and summed up in one line at the end (inside the error line
+of a failure); ``-v`` prints each in full.
 """
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import re
 import sys
 import traceback
@@ -28,7 +34,7 @@ from attnphase.sweeps import SweepError
 from validation.run_settings import RunSettingsError
 
 from .commands import derive, histogram, paper, simulation, sweep, theory
-from .errors import MissingExtra, UsageError
+from .errors import CommandFailed, MissingExtra, UsageError
 from .options import add_progress_option, set_progress
 
 #: the command groups, in help order
@@ -57,6 +63,8 @@ def exit_status(exc: BaseException) -> tuple:
         return FAILED, str(exc)
     if isinstance(exc, ModuleNotFoundError) and exc.name == "torch":  # a path that missed its own check
         return FAILED, str(MissingExtra())
+    if isinstance(exc, CommandFailed):
+        return FAILED, str(exc)
     if isinstance(exc, OSError):
         what = exc.strerror or str(exc)
         return FAILED, f"{what}: {exc.filename}" if exc.filename else what
@@ -92,8 +100,68 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class WarningSummary(logging.Handler):
+    """Without ``-v``: the libraries' warnings (log records of level WARNING and above, and Python
+    warnings) are kept, not printed; the command ends with at most one line saying how many there
+    were and the start of the first (:meth:`line`). ``-v`` prints each in full instead."""
+
+    #: characters of the first warning quoted in the summary
+    QUOTED = 120
+
+    def __init__(self):
+        super().__init__(logging.WARNING)
+        self.count, self.first = 0, ""
+
+    def emit(self, record):
+        self.count += 1
+        if not self.first:
+            text = " ".join(self.format(record).split())
+            self.first = text if len(text) <= self.QUOTED else text[:self.QUOTED - 3] + "..."
+
+    def line(self) -> str:
+        if not self.count:
+            return ""
+        more = f"{self.count} warnings logged, the first: " if self.count > 1 else "1 warning logged: "
+        return f"{more}{self.first} (-v shows them)"
+
+
+def _log_handler(verbose: int) -> logging.Handler:
+    if not verbose:
+        handler = WarningSummary()
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        return handler
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    return handler
+
+
+def quiet_child_processes() -> None:
+    """Worker processes and the multiprocessing resource tracker inherit this: the tracker's
+    "leaked semaphore" lines after a stopped run are about Dask's own semaphores, which the
+    stopped workers could not release; they say nothing to a user."""
+    ignore = "ignore:resource_tracker:UserWarning"
+    current = os.environ.get("PYTHONWARNINGS", "")
+    if ignore not in current.split(","):
+        os.environ["PYTHONWARNINGS"] = ",".join(filter(None, [current, ignore]))
+
+
+#: characters of an error message shown without -v (a failure that lists every attempt can run to thousands)
+MESSAGE_LIMIT = 600
+
+
+def _shortened(message: str, verbose: int) -> str:
+    """The message on one line; without ``-v``, cut to :data:`MESSAGE_LIMIT` characters (the
+    traceback that ``-v`` prints holds all of it)."""
+    text = " ".join(message.split())
+    if verbose or len(text) <= MESSAGE_LIMIT:
+        return text
+    return text[:MESSAGE_LIMIT].rsplit(" ", 1)[0] + f" ... (cut at {MESSAGE_LIMIT} characters; -v shows all of it)"
+
+
 def main(argv=None) -> int:
     name, verbose = "attnphase", 0
+    root = logging.getLogger()
+    handler, level = None, root.level
     try:
         try:
             args = build_parser().parse_args(argv)
@@ -101,11 +169,16 @@ def main(argv=None) -> int:
             return exc.code
         name, verbose = f"attnphase {args.command}", args.verbose
         set_progress(args.progress)
-        logging.basicConfig(
-            level=[logging.WARNING, logging.INFO, logging.DEBUG][min(args.verbose, 2)],
-            format="%(levelname)s %(name)s: %(message)s",
-        )
-        return int(args.func(args) or 0)
+        handler = _log_handler(verbose)
+        root.addHandler(handler)
+        root.setLevel([logging.WARNING, logging.INFO, logging.DEBUG][min(verbose, 2)])
+        logging.captureWarnings(True)
+        quiet_child_processes()
+        status = int(args.func(args) or 0)
+        summary = handler.line() if isinstance(handler, WarningSummary) else ""
+        if summary:
+            sys.stderr.write(f"{name}: {summary}\n")
+        return status
     except KeyboardInterrupt:
         if verbose:
             traceback.print_exc()
@@ -115,8 +188,14 @@ def main(argv=None) -> int:
         if verbose:
             traceback.print_exc()
         status, message = exit_status(exc)
-        sys.stderr.write(f"{name}: error: {' '.join(message.split())}\n")
+        summary = handler.line() if isinstance(handler, WarningSummary) else ""
+        sys.stderr.write(f"{name}: error: {_shortened(message, verbose)}" + (f" [{summary}]" if summary else "") + "\n")
         return status
+    finally:
+        if handler is not None:
+            root.removeHandler(handler)
+            root.setLevel(level)
+            logging.captureWarnings(False)
 
 
 if __name__ == "__main__":

@@ -22,3 +22,7 @@ def require_simulation() -> None:
         import torch  # noqa: F401
     except ImportError:
         raise MissingExtra() from None
+
+
+class CommandFailed(RuntimeError):
+    """A command ran but did not give its result; the message says why (one line, exit 1)."""

@@ -30,7 +30,7 @@ from typing import Callable, Optional, Sequence
 from derivations.spec import ATTENTIONS, ModelSpec, parse_A, parse_matrix
 from numerics.precision import PRECISIONS
 
-from .errors import UsageError
+from .errors import CommandFailed, UsageError
 
 PRECISION_HELP = ("draft: one coarse rule, no error estimate (curves for figures); fast: error estimates "
                   "~1e-5..1e-4; high: finer rules, about ten times slower than fast")
@@ -227,7 +227,7 @@ def check_output(path, kind: str, flag: str = "--out") -> None:
     if not str(path):
         raise UsageError(f"{flag}: empty path")
     p = Path(path)
-    if kind == "file" and p.is_dir():
+    if kind == "file" and (p.is_dir() or str(path).endswith(("/", os.sep))):
         raise UsageError(f"{flag}: {path} is a folder; give a file name")
     if kind == "folder" and p.exists() and not p.is_dir():
         raise UsageError(f"{flag}: {path} exists and is not a folder")
@@ -245,10 +245,28 @@ def check_output(path, kind: str, flag: str = "--out") -> None:
     os.unlink(probe)
 
 
+def check_not_input(outputs: dict, inputs: dict) -> None:
+    """Refuse, before any work, an output that is also an input (writing it would lose the
+    input before it is read): ``outputs`` and ``inputs`` map a flag to the paths it names.
+    Paths are compared as files: the same file by another name (a link, ``./``) is the same."""
+    def same(a, b) -> bool:
+        if os.path.exists(a) and os.path.exists(b):
+            return os.path.samefile(a, b)
+        return os.path.realpath(a) == os.path.realpath(b)
+
+    for out_flag, out_paths in outputs.items():
+        for out in out_paths:
+            for in_flag, in_paths in inputs.items():
+                for source in in_paths:
+                    if same(out, source):
+                        raise UsageError(f"{out_flag}: {out} is also the input {in_flag} {source}; "
+                                         f"writing it would lose the input: give another name")
+
+
 def failed(command: str, message: str) -> int:
-    """A command that ran but did not give its result: its one line on stderr, and exit status 1."""
-    sys.stderr.write(f"attnphase {command}: error: {' '.join(str(message).split())}\n")
-    return 1
+    """A command that ran but did not give its result: raises :class:`~attnphase.errors.CommandFailed`,
+    which the program turns into one line on stderr and exit status 1."""
+    raise CommandFailed(message)
 
 
 def print_json(obj) -> None:

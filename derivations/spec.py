@@ -20,6 +20,8 @@ ATTENTIONS = ("softmax", "linear", "sigmoid")
 TEACHERS = ("softmax",)
 REGULARISERS = ("ridge",)
 
+#: the largest sigma whose square is a float
+SIGMA_LIMIT = 1e150
 #: the paper's positional matrix of the teacher for two tokens
 DEFAULT_A = ((0.6, 0.4), (0.4, 0.6))
 
@@ -81,14 +83,15 @@ class ModelSpec:
     positions: Optional[Tuple[Tuple[float, ...], ...]] = None
 
     def __post_init__(self):
-        for name, low in (("tokens", 2), ("rank", 1), ("teacher_rank", 1)):
+        for name, low, why in (("tokens", 2, "attention mixes tokens"), ("rank", 1, "the student's columns"),
+                               ("teacher_rank", 1, "the teacher's columns")):
             value = getattr(self, name)
             try:
                 count = operator.index(value)  # an int, or a numpy integer; not a float or bool
             except TypeError:
                 count = None
             if isinstance(value, bool) or count is None or count < low:
-                raise ModelSpecError(name, f"must be an integer >= {low}, got {value!r}")
+                raise ModelSpecError(name, f"must be an integer >= {low} ({why}), got {value!r}")
             object.__setattr__(self, name, count)
         L = self.tokens
         object.__setattr__(self, "A", _as_matrix(default_A(L) if self.A is None else self.A, L))
@@ -102,11 +105,15 @@ class ModelSpec:
                 raise ModelSpecError(name, f"must be finite, got {value!r}")
             object.__setattr__(self, name, float(value))
         if self.sigma <= 0:
-            raise ModelSpecError("sigma", f"must be > 0, got {self.sigma}")
+            raise ModelSpecError("sigma", f"must be > 0 (a standard deviation), got {self.sigma}")
+        if not self.sigma <= SIGMA_LIMIT:
+            raise ModelSpecError("sigma", f"must be <= {SIGMA_LIMIT:g} (rho = sigma^2 must be a finite float), "
+                                          f"got {self.sigma:g}")
         if self.lam < 0:
-            raise ModelSpecError("lam", f"must be >= 0, got {self.lam}")
+            raise ModelSpecError("lam", f"must be >= 0 (the strength of a penalty), got {self.lam}")
         if not 0.0 <= self.omega <= 1.0:
-            raise ModelSpecError("omega", f"must lie in [0, 1], got {self.omega}")
+            raise ModelSpecError("omega", f"must lie in [0, 1] (the teacher's weight of A against its softmax), "
+                                          f"got {self.omega}")
         if self.attention not in ATTENTIONS:
             raise ModelSpecError(
                 "attention", f"unknown nonlinearity {self.attention!r}; choose from {', '.join(ATTENTIONS)}"
@@ -228,7 +235,8 @@ def _as_matrix(A, L: int) -> Tuple[Tuple[float, ...], ...]:
     if len(rows) != L or any(len(r) != L for r in rows):
         raise ModelSpecError("A", f"must be an {L}x{L} matrix, got shape {len(rows)}x{len(rows[0])}")
     if any(x < 0 for r in rows for x in r) or any(abs(sum(r) - 1.0) > 1e-9 for r in rows):
-        raise ModelSpecError("A", f"must be row-stochastic (entries >= 0, rows sum to 1), got {rows}")
+        raise ModelSpecError("A", f"must be row-stochastic (an attention matrix: entries >= 0, rows sum to 1), "
+                                  f"got {rows}")
     return rows
 
 
@@ -237,7 +245,8 @@ def _as_positions(P, L: int) -> Tuple[Tuple[float, ...], ...]:
     if len(rows) != L:
         raise ModelSpecError("positions", f"must have one row per token ({L}), got {len(rows)} rows")
     if len(rows[0]) > L:
-        raise ModelSpecError("positions", f"must have at most L = {L} columns, got {len(rows[0])}")
+        raise ModelSpecError("positions", f"must have at most L = {L} columns (L positions span at most L "
+                                          f"directions), got {len(rows[0])}")
     return rows
 
 

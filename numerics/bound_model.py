@@ -13,6 +13,8 @@ import numpy as np
 
 from derivations import ModelSpec
 
+from .solver_range import check_model_range
+
 
 class BoundModel:
     """The generated functions of one model, with its parameters bound.
@@ -25,6 +27,7 @@ class BoundModel:
         from derivations import generated_functions
 
         spec.require_two_token_rank_one("the line quadrature")
+        check_model_range(spec)
         self.spec = spec
         self.backend = backend
         self.gm = generated_functions(spec, backend=backend)
@@ -43,7 +46,11 @@ class BoundModel:
         return bool(np.all(np.abs(plus - minus) <= 1e-12 * (1.0 + np.abs(plus))))
 
     def _call(self, name, *args):
-        return getattr(self.gm, name)(*args, *self.params)
+        # overflow, 0/0 and the like give inf or nan, which the solver checks and reports as its
+        # own error ("non-finite ..."): numpy's RuntimeWarnings from the generated lines would
+        # only print code a user never wrote
+        with np.errstate(all="ignore"):
+            return getattr(self.gm, name)(*args, *self.params)
 
     def _call_many(self, name, *args):
         out = self._call(name, *args)

@@ -25,54 +25,129 @@ def _save(fig, stem):
     return paths
 
 
-def plot_curves(rows, linear_test_error, summary, stem):
-    """The paper's Figure-2-like panel: overlaps and test error against alpha, both
-    branches, the global minimum bold, the linear baseline, alpha_c and alpha_l."""
+#: talk size: every text of a curve figure at least this many points
+TALK_FONT = 13
+BRANCH_COLOURS = {"semantic": "tab:blue", "positional": "tab:orange", "trivial": "tab:gray"}
+TALK_RC = {"font.size": TALK_FONT, "axes.titlesize": TALK_FONT, "axes.labelsize": TALK_FONT + 1,
+           "legend.fontsize": TALK_FONT, "xtick.labelsize": TALK_FONT, "ytick.labelsize": TALK_FONT,
+           "figure.titlesize": TALK_FONT + 1, "lines.linewidth": 2}
+
+
+def _talk_size(draw):
+    """A figure function whose texts are drawn at talk size (:data:`TALK_RC`)."""
+    import functools
+
+    @functools.wraps(draw)
+    def drawn(*args, **kwargs):
+        with plt.rc_context(TALK_RC):
+            return draw(*args, **kwargs)
+
+    return drawn
+
+
+def grid_thresholds(rows, linear_test_error: float) -> dict:
+    """``alpha_c`` and ``alpha_l`` read off a curve's grid by linear interpolation (no error
+    estimate; ``attnphase thresholds`` computes them): where the training losses of the
+    positional and semantic branches cross, and where the global minimum's test error first
+    falls below the linear baseline. NaN where the grid shows no crossing."""
+    import math
+
+    by = {}
+    for r in rows:
+        if str(r.get("converged", "True")) == "True":
+            by.setdefault(float(r["alpha"]), {})[r["branch"]] = r
+
+    def first_root(points):
+        for (a0, f0), (a1, f1) in zip(points, points[1:]):
+            if f0 != 0 and (f0 > 0) != (f1 > 0):
+                return a0 + (a1 - a0) * f0 / (f0 - f1)
+        return math.nan
+
+    both = sorted((a, float(b["positional"]["train_loss"]) - float(b["semantic"]["train_loss"]))
+                  for a, b in by.items() if {"semantic", "positional"} <= b.keys())
+    glob = sorted((a, float(r["test_error"]) - linear_test_error) for a, b in by.items() for r in b.values()
+                  if str(r.get("global_minimum")) == "True")
+    return {"alpha_c": first_root(both), "alpha_l": first_root(glob)}
+
+
+@_talk_size
+def plot_curves(rows, linear_test_error, marks, stem):
+    """The branches against alpha (the paper's Figure-2-like panel): the defining overlap of each
+    branch and the test error, the global minimum dotted bold, the linear baseline, ``alpha_c``,
+    ``alpha_l`` and the spinodals from ``marks`` (a dict: ``alpha_c``, ``alpha_l`` with their
+    ``_error``, ``spinodals`` as the branches report them, and ``grid``: true where the thresholds
+    are read off the grid, :func:`grid_thresholds`). One legend below the panels; every text at
+    least :data:`TALK_FONT` points."""
+    import math
+
     sigma2 = float(rows[0]["sigma"]) ** 2 if rows else 1.0
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-    styles = {"semantic": "tab:blue", "positional": "tab:orange", "trivial": "tab:gray"}
-    for branch, colour in styles.items():
+    fig, axes = plt.subplots(1, 2, figsize=(12, 5.6))
+    for branch, colour in BRANCH_COLOURS.items():
         pts = sorted((r for r in rows if r["branch"] == branch), key=lambda r: float(r["alpha"]))
         if not pts:
             continue
         a = [float(r["alpha"]) for r in pts]
         glob = [str(r["global_minimum"]) == "True" for r in pts]
-        # the trivial branch has m = theta = 0: its panel shows q / sigma^2 instead
+        # the trivial branch has m = theta = 0: its overlap panel shows q / sigma^2 instead
         key = {"semantic": "theta", "positional": "m", "trivial": "q"}[branch]
+        label = {"semantic": r"semantic ($\theta/\sigma^2$)", "positional": r"positional ($m/\sigma^2$)",
+                 "trivial": r"trivial ($q/\sigma^2$)"}[branch]
         over = [abs(float(r[key])) / sigma2 for r in pts]
         test = [float(r["test_error"]) for r in pts]
-        series = [(axes[1], test), (axes[0], over)]
-        label = {"semantic": r"$\theta/\sigma^2$ (semantic)", "positional": r"$m/\sigma^2$ (positional)",
-                 "trivial": r"$q/\sigma^2$ (trivial)"}[branch]
-        axes[0].plot(a, over, color=colour, lw=1, label=label)
-        axes[1].plot(a, test, color=colour, lw=1, label=branch)
-        for ax, ys in series:
-            ax.plot([x for x, g in zip(a, glob) if g], [y for y, g in zip(ys, glob) if g], "o", ms=3, color=colour)
-    axes[1].axhline(linear_test_error, color="k", ls="--", lw=1, label="linear baseline")
+        axes[0].plot(a, over, color=colour, lw=2, label=label)
+        axes[1].plot(a, test, color=colour, lw=2)
+        for ax, ys in ((axes[0], over), (axes[1], test)):
+            ax.plot([x for x, g in zip(a, glob) if g], [y for y, g in zip(ys, glob) if g], "o", ms=6,
+                    color=colour)
+    axes[1].axhline(linear_test_error, color="k", ls="--", lw=1.5, label="linear baseline")
+    axes[0].plot([], [], "o", color="0.3", ms=6, label="global minimum")
+    how = " (grid)" if marks.get("grid") else ""
+    for key, colour, style, name in (("alpha_c", "tab:red", "--", r"$\alpha_c$"),
+                                     ("alpha_l", "tab:green", "-.", r"$\alpha_l$")):
+        value = marks.get(key)
+        if value is None or not math.isfinite(value):
+            continue
+        error = marks.get(f"{key}_error")
+        text = f"{name} = {value:.4g}" + (f" $\\pm$ {error:.1g}" if error and math.isfinite(error) else "") + how
+        for i, ax in enumerate(axes):
+            ax.axvline(value, color=colour, ls=style, lw=2, label=text if i == 0 else None)
+    seen = set()
+    for sp in marks.get("spinodals") or ():
+        branch = sp["branch"]
+        for ax in axes:
+            ax.axvline(sp["alpha"], color=BRANCH_COLOURS.get(branch, "k"), ls=(0, (1, 3)), lw=2,
+                       label=None if (branch in seen or ax is axes[1]) else f"spinodal ({branch})")
+        seen.add(branch)
     for ax in axes:
-        if summary.get("alpha_c"):
-            ax.axvline(summary["alpha_c"], color="tab:red", ls=":", lw=1, label=r"$\alpha_c$")
-        if summary.get("alpha_l"):
-            ax.axvline(summary["alpha_l"], color="tab:green", ls=":", lw=1, label=r"$\alpha_l$")
-        ax.set_xlabel(r"$\alpha$")
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=7)
-    axes[0].set_ylabel("overlap")
+        ax.set_xlabel(r"$\alpha = n/d$")
+    axes[0].set_ylabel("defining overlap")
     axes[1].set_ylabel("test error")
     m = rows[0] if rows else {}
-    fig.suptitle(f"omega={m.get('omega')}, sigma={m.get('sigma')}, lam={m.get('lam')}, attention={m.get('attention')}"
-                 " (dots: global minimum)", fontsize=9)
-    fig.tight_layout()
+    fig.suptitle(f"{m.get('attention')} attention, omega = {m.get('omega')}, sigma = {m.get('sigma')}, "
+                 f"lam = {m.get('lam')}")
+    _one_legend(fig, axes, bottom=0.2)
     return _save(fig, stem)
 
 
+def _one_legend(fig, axes, bottom: float, ncol: int = 3) -> None:
+    """One legend below the panels, of every labelled line in any of them (each label once)."""
+    seen = {}
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            seen.setdefault(label, handle)
+    fig.tight_layout(rect=(0, bottom, 1, 1))
+    if seen:
+        fig.legend(list(seen.values()), list(seen), loc="lower center", ncol=min(ncol, len(seen)), frameon=False)
+
+
+@_talk_size
 def plot_model_comparison(curves, stem):
     """Curves of several models side by side (e.g. linear against softmax attention):
     ``curves`` maps a label to ``(rows, linear_test_error)``. Panels: ``q``, the defining
     overlap of each branch (``theta/sigma^2`` semantic, ``m/sigma^2`` positional) and the
     test error against alpha; colour by branch, line style by model, dots at the global
     minimum, each model's linear baseline dashed in its line style."""
-    fig, axes = plt.subplots(1, 3, figsize=(13, 4))
+    fig, axes = plt.subplots(1, 3, figsize=(16, 6))
     colours = {"semantic": "tab:blue", "positional": "tab:orange", "trivial": "tab:gray"}
     styles = ["-", "--", ":", "-."]
     for k, (label, (rows, linear_test_error)) in enumerate(curves.items()):
@@ -100,10 +175,8 @@ def plot_model_comparison(curves, stem):
     axes[2].set_yscale("log")
     for ax in axes:
         ax.set_xlabel(r"$\alpha$")
-        if ax.get_legend_handles_labels()[0]:  # the overlap panel is empty when only trivial points are drawn
-            ax.legend(fontsize=6)
-    fig.suptitle("dots: global minimum among the branches found", fontsize=9)
-    fig.tight_layout()
+    fig.suptitle("dots: global minimum among the branches found")
+    _one_legend(fig, axes, bottom=0.22)
     return _save(fig, stem)
 
 
@@ -147,6 +220,7 @@ def plot_curve_files(paths, stem, default_model=None):
     return plot_model_comparison(curves, stem)
 
 
+@_talk_size
 def plot_general_curve(rows, stem):
     """Branches of the general model against alpha, from the rows of
     :meth:`~numerics.general_result.GeneralFixedPoint.to_row`: the largest singular value of
@@ -154,7 +228,7 @@ def plot_general_curve(rows, stem):
     error (dots: the global minimum). Points that did not converge are not drawn."""
     sigma2 = float(rows[0]["sigma"]) ** 2 if rows else 1.0
     colours = {"semantic": "tab:blue", "positional": "tab:orange", "trivial": "tab:gray", "mixed": "tab:purple"}
-    fig, axes = plt.subplots(1, 4, figsize=(15, 3.8))
+    fig, axes = plt.subplots(1, 4, figsize=(20, 6))
     for branch, colour in colours.items():
         pts = sorted((r for r in rows if r["branch"] == branch and str(r["converged"]) == "True"),
                      key=lambda r: float(r["alpha"]))
@@ -176,10 +250,8 @@ def plot_general_curve(rows, stem):
                                 r"eigenvalues of $q$ (dashed: smaller)", "test error")):
         ax.set_xlabel(r"$\alpha$")
         ax.set_ylabel(label)
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=7)
     m = rows[0] if rows else {}
     fig.suptitle(f"L={m.get('tokens')}, r={m.get('rank')}, t={m.get('teacher_rank')}, omega={m.get('omega')}, "
-                 f"sigma={m.get('sigma')}, lam={m.get('lam')} (dots: global minimum)", fontsize=9)
-    fig.tight_layout()
+                 f"sigma={m.get('sigma')}, lam={m.get('lam')} (dots: global minimum)")
+    _one_legend(fig, axes, bottom=0.14, ncol=4)
     return _save(fig, stem)

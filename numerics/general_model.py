@@ -16,6 +16,8 @@ import numpy as np
 
 from derivations import ModelSpec, packing
 
+from .solver_range import check_model_range
+
 
 def _columns(a: np.ndarray):
     return tuple(np.asarray(a, dtype=float).T)
@@ -27,6 +29,7 @@ class GeneralModel:
     def __init__(self, spec: ModelSpec):
         from derivations import generated_functions
 
+        check_model_range(spec)
         self.spec = spec
         self.shape = packing.as_shape(spec)
         self.gm = generated_functions(spec)
@@ -47,7 +50,10 @@ class GeneralModel:
         return np.array(packing.unpack(name, list(values), self.shape), dtype=float)
 
     def _call(self, name, *args):
-        return getattr(self.gm, name)(*args, *self.params)
+        # as numerics.bound_model: overflow and 0/0 give inf or nan, which the solver reports
+        # as its own error, instead of numpy warnings that quote the generated lines
+        with np.errstate(all="ignore"):
+            return getattr(self.gm, name)(*args, *self.params)
 
     def _stack(self, out, n: int) -> np.ndarray:
         """Outputs of a multi-output function as an ``(n, len(out))`` array (constants broadcast)."""

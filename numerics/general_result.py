@@ -80,6 +80,12 @@ class GeneralFixedPoint:
         row.update(self.model.to_columns())
         return row
 
+    def to_frame(self):
+        """The record as a one-row pandas DataFrame, in the columns of :meth:`to_row`."""
+        from .tidy import frame
+
+        return frame([self.to_row()])
+
 
 def failed_point(spec: ModelSpec, alpha: float, branch: str, precision: str, integrator: str,
                  reason: str) -> GeneralFixedPoint:

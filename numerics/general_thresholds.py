@@ -42,7 +42,7 @@ from derivations import ModelSpec
 
 from .general_fixed_point import follow_general, general_branches, mark_global_minima, solve_general
 from .general_result import GeneralFixedPoint
-from .tidy import finite_json
+from .tidy import finite_json, frame
 
 log = logging.getLogger(__name__)
 
@@ -125,6 +125,18 @@ class GeneralThresholds:
              "notes": list(self.notes), "precision": self.precision, "model": self.model.to_dict(),
              "wall_time": self.wall_time}
         return finite_json(d)
+
+    def to_frame(self):
+        """One row per change of the global branch (``alpha``, ``error``, ``below``, ``above``,
+        ``kind``; one row of NaN where there is none), each with ``alpha_l``, the baseline, the
+        precision and the model's columns."""
+        common = {"alpha_l": self.alpha_l, "alpha_l_error": self.alpha_l_error, "alpha_l_status": self.alpha_l_status,
+                  "linear_test_error": self.linear_test_error,
+                  "linear_test_error_error": self.linear_test_error_error, "precision": self.precision,
+                  **self.model.to_columns()}
+        none = {"alpha": math.nan, "error": math.nan, "below": "", "above": "", "kind": ""}
+        return frame([{"alpha": t.alpha, "error": t.error, "below": t.below, "above": t.above, "kind": t.kind,
+                       **common} for t in self.transitions] or [{**none, **common}])
 
 
 class _Branch:

@@ -21,6 +21,11 @@ COMPETING_BRANCHES = BRANCHES[:2]
 COLLAPSE = 1e-4
 
 
+def named_values(names, values) -> str:
+    """``q = 0.11, m = 0, ...``: values by name as a person reads them (plain floats, 6 digits)."""
+    return ", ".join(f"{n} = {float(v):.6g}" for n, v in zip(names, values))
+
+
 @dataclasses.dataclass(frozen=True)
 class Overlaps:
     """Student self-overlap ``q``, positional overlap ``m``, response ``V``, teacher overlap ``theta``."""
@@ -32,6 +37,9 @@ class Overlaps:
 
     def as_array(self) -> np.ndarray:
         return np.array([self.q, self.m, self.V, self.theta], dtype=float)
+
+    def __str__(self) -> str:  # what a person reads in a message: no dataclass repr
+        return named_values(OVERLAP_NAMES, self.as_array())
 
     @classmethod
     def from_array(cls, x) -> "Overlaps":
@@ -56,6 +64,9 @@ class HatOverlaps:
 
     def as_array(self) -> np.ndarray:
         return np.array([self.qhat, self.mhat, self.Vhat, self.thetahat], dtype=float)
+
+    def __str__(self) -> str:
+        return named_values(HAT_NAMES, self.as_array())
 
     @classmethod
     def from_array(cls, x) -> "HatOverlaps":

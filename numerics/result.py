@@ -13,7 +13,7 @@ from derivations import ModelSpec
 
 from .overlaps import ALL_NAMES, FIXED_ZERO, HatOverlaps, Overlaps
 from .precision import PRECISIONS
-from .tidy import finite_json
+from .tidy import finite_json, frame
 
 #: the status of a :class:`FixedPoint`; only ``CONVERGED`` is a result
 CONVERGED = "converged"
@@ -113,6 +113,10 @@ class FixedPoint:
                    unresolved_weight=self.diagnostics.get("unresolved_weight"))
         row.update(self.model.to_columns())
         return row
+
+    def to_frame(self):
+        """The record as a one-row pandas DataFrame, in the columns of :meth:`to_row`."""
+        return frame([self.to_row()])
 
     @property
     def values(self) -> dict:

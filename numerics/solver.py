@@ -32,6 +32,11 @@ log = logging.getLogger(__name__)
 OUTSIDE_DOMAIN = (FloatingPointError, OverflowError, ZeroDivisionError, np.linalg.LinAlgError)
 
 
+def _point(x) -> str:
+    """A point of the iteration as a person reads it: ``(0.11, 12, 0.15)``."""
+    return "(" + ", ".join(f"{float(v):.4g}" for v in np.ravel(x)) + ")"
+
+
 class SolverError(RuntimeError):
     """The map could not be evaluated even on short damped steps, or no start converged."""
 
@@ -111,9 +116,9 @@ def solve_fixed_point(F: Callable[[np.ndarray], np.ndarray], x0, *, tol: float =
     try:
         Fx = evaluate(x)
     except OUTSIDE_DOMAIN as exc:
-        raise SolverError(f"the map cannot be evaluated at the starting point {x} ({exc})") from exc
+        raise SolverError(f"the map cannot be evaluated at the starting point {_point(x)} ({exc})") from exc
     if not np.isfinite(Fx).all():
-        raise SolverError(f"the map is not finite at the starting point {x}")
+        raise SolverError(f"the map is not finite at the starting point {_point(x)}")
     xs, gs = [x.copy()], [Fx - x]
     if history and anderson > 0:
         xs, gs = _seeded_history(history, x, Fx - x, anderson)

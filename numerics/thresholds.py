@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import time
 from typing import Callable, Optional
 
@@ -38,7 +39,7 @@ from .solver import Budget, SolverError
 from .bound_model import bind
 from .overlaps import COMPETING_BRANCHES, Overlaps
 from .result import NO_ESTIMATE
-from .tidy import finite_json
+from .tidy import finite_json, frame
 from .saddle_point import free_energy, test_error
 
 log = logging.getLogger(__name__)
@@ -88,6 +89,22 @@ class Thresholds:
         if PRECISIONS[self.precision].rule == PRECISIONS[self.precision].check_rule:
             reasons.update(alpha_c_error=NO_ESTIMATE, alpha_l_error=NO_ESTIMATE)
         return finite_json(d, reasons)
+
+    def to_row(self) -> dict:
+        """A flat record: the thresholds with their errors, the baseline, each spinodal as
+        ``spinodal_<branch>_<side>`` (and ``_error``), precision, and the model's columns."""
+        row = {k: getattr(self, k) for k in ("alpha_c", "alpha_c_error", "alpha_l", "alpha_l_error", "alpha_l_status",
+                                             "linear_test_error", "linear_test_error_error", "precision",
+                                             "wall_time")}
+        for s in self.spinodals:
+            name = f"spinodal_{s['branch']}" + (f"_{s['side']}" if s.get("side") else "")
+            row.update({name: s["alpha"], f"{name}_error": s.get("alpha_error", math.nan)})
+        row.update(self.model.to_columns())
+        return row
+
+    def to_frame(self):
+        """:meth:`to_row` as a one-row pandas DataFrame."""
+        return frame([self.to_row()])
 
 
 @dataclasses.dataclass(frozen=True)

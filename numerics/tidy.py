@@ -113,6 +113,15 @@ def render_csv(header: Sequence[str], rows: Iterable[dict], with_header: bool) -
     return buf.getvalue()
 
 
+def frame(rows, columns: Sequence[str] = ()):
+    """A pandas DataFrame of flat records (one row each, as written to a tidy CSV): the one
+    conversion behind every result's ``to_frame()``. ``columns``: those of an empty frame."""
+    import pandas as pd
+
+    rows = list(rows)
+    return pd.DataFrame(rows) if rows else pd.DataFrame(columns=list(columns))
+
+
 # --------------------------------------------------------------------------- reading
 
 
@@ -193,6 +202,8 @@ def check_table(path, required: Sequence[str], what: str, numeric: Sequence[str]
     ``numeric`` columns and finite numbers in the ``finite`` ones; otherwise
     :class:`UnreadableFile` naming the file, what it should be and the first problem."""
     path = Path(path)
+    if path.is_dir():
+        raise UnreadableFile(f"{path}: is a folder, not {what}")
     if not path.is_file():
         raise UnreadableFile(f"{path}: no such file")
     t = read_table(path, required)

@@ -13,6 +13,7 @@ import functools
 import json
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -28,7 +29,7 @@ from attnphase.commands.sweep import cmd_phase_diagram
 from derivations.spec import ModelSpec
 from numerics.overlaps import HatOverlaps, Overlaps
 from numerics.result import FixedPoint
-from numerics.tidy import ROW_CHECK, finite_json, from_json, json_text, read_csv_rows
+from numerics.tidy import ROW_CHECK, finite_json, from_json, json_text, read_csv_rows, render_csv
 from attnphase.sweeps.store import MANIFEST, THEORY_CSV, THRESHOLDS_CSV
 from tests.fakes import fake_theory_task, kill_fake_sweep_when
 
@@ -116,7 +117,7 @@ SWEEP = ["phase-diagram", "--omega", "0:0.45:10", "--alpha", "0.2:2.2:5", "--qui
 def client():
     from distributed import Client, LocalCluster
 
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster, \
             Client(cluster) as cl:
         yield cl
 
@@ -212,7 +213,8 @@ def test_validate_recomputes_a_truncated_or_garbled_cached_run_and_keeps_the_oth
     cached[0].write_text(cached[0].read_text()[:100])  # truncated
     cached[1].write_text(cached[1].read_text().replace('"test_error": 0.', '"test_error": 1.', 1))  # garbled
     status, _, err = run(argv, capsys)
-    assert status == 0 and not err
+    # the warnings are logged, and summed up in one line
+    assert status == 0 and "2 warnings logged, the first: " in one_line(err, "validate")
     assert (tmp_path / "validate.csv").read_text() == reference
     assert len(list((tmp_path / "runs").glob("sim_*.json.unreadable-*"))) == 2
     assert sum("unreadable cached simulation" in r.getMessage() for r in caplog.records) == 2
@@ -531,3 +533,400 @@ def test_simulate_shows_what_the_records_hold_for_any_shape(capsys):
     status, out, err = run(["simulate", "--seeds", "2", *SIM], capsys)
     assert out.splitlines()[1].split() == ["run", "test_error", "train_loss", "m", "theta_over_sigma2", "q",
                                            "linear_test_error", "s/step"]
+
+
+# --------------------------------------------------------------------------- the last faults: inputs, outputs, ranges
+
+
+CURVE_ROW = ("alpha,branch,q,m,theta,test_error,global_minimum,sigma,lam,omega,attention,teacher,regulariser\n"
+             "1.0,semantic,0.1,0,0.1,0.002,True,0.5,0.01,0.3,softmax,softmax,ridge\n")
+
+
+def test_an_output_that_is_also_an_input_is_refused_and_the_input_kept(tmp_path, capsys, monkeypatch):
+    import numerics.api as api
+
+    monkeypatch.setattr(api, "follow_branch", raising(AssertionError("work started")))
+    curve = tmp_path / "X.csv"
+    curve.write_text(CURVE_ROW)
+    for out in (curve, tmp_path / "." / "X.csv"):
+        status, _, err = run(["curve", "--out", out, "--figure", "--compare", curve], capsys)
+        assert status == 2 and "is also the input --compare" in one_line(err, "curve")
+    # the figure beside the CSV is an output too
+    figure_named = tmp_path / "Y.png"
+    figure_named.write_text(CURVE_ROW)
+    status, _, err = run(["curve", "--out", tmp_path / "Y.csv", "--figure", "--compare", figure_named], capsys)
+    assert status == 2 and "--out: " in one_line(err, "curve")
+    assert curve.read_text() == CURVE_ROW == figure_named.read_text()
+
+
+def test_plot_refuses_to_draw_over_its_own_input(client, tmp_path, capsys):
+    assert sweep(tmp_path / "d", client, capsys, "--omega", "0:0.1:2")[0] == 0
+    thresholds = tmp_path / "d" / "theory_diagram.png"  # a thresholds CSV under the name of plot's figure
+    thresholds.write_bytes((tmp_path / "d" / THRESHOLDS_CSV).read_bytes())
+    before = thresholds.read_bytes()
+    status, _, err = run(["plot", tmp_path / "d" / THEORY_CSV, "--thresholds", thresholds], capsys)
+    assert status == 2 and "is also the input --thresholds" in one_line(err, "plot")
+    assert thresholds.read_bytes() == before
+
+
+def test_an_out_path_ending_in_a_slash_is_a_folder(tmp_path, capsys):
+    status, _, err = run(["curve", "--out", f"{tmp_path / 'adir'}/"], capsys)
+    assert status == 2 and "is a folder" in one_line(err, "curve")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("argv, parameter", [
+    (["--sigma", "1e300"], "sigma"), (["--sigma", "100"], "sigma"), (["--sigma", "1e6"], "sigma"),
+    (["--sigma", "0"], "sigma"), (["--lam", "0"], "lam"), (["--lam", "-1"], "lam"), (["--omega", "1.5"], "omega"),
+    (["--A", "0.6,0.5,0.4,0.6"], "A"),
+])
+def test_every_model_parameter_has_a_range_and_a_reason(argv, parameter, capsys, tmp_path):
+    status, _, err = run(["solve", "--alpha", "1", "--precision", "draft", *argv], capsys)
+    line = one_line(err, "solve")
+    assert status == 2 and f"error: {parameter}: " in line and "(" in line, line  # the reason in brackets
+    assert "np.float64" not in line and "RuntimeWarning" not in line
+    # the commands that run many solves refuse it before the first
+    for command in ([*SWEEP, "--omega", "0.3"], ["validate", "--seeds", "1"]):
+        status, _, err = run([*command, *argv, "--out", tmp_path / "o"], capsys)
+        assert status == 2 and re.search(f"error: (--)?{parameter}: ", one_line(err, command[0]))
+    assert not (tmp_path / "o").exists()
+
+
+def test_thresholds_scan_of_another_kind_of_curve_says_what_it_is_and_what_is_needed(tmp_path, capsys):
+    curve = tmp_path / "c.csv"
+    curve.write_text(CURVE_ROW.replace("global_minimum,", "global_minimum,converged,train_loss,precision,")
+                     .replace("True,0.5", "True,True,0.003,draft,0.5"))
+    status, _, err = run(["thresholds", "--scan", curve, "--precision", "draft"], capsys)
+    line = one_line(err, "thresholds")
+    assert status == 2 and "curve CSV of the two-token rank-one model" in line and "integrator column" in line
+    assert "'integrator'" not in line
+
+
+def test_the_mixed_branch_on_rank_one_names_the_option_given(capsys):
+    for argv, flag in ((["curve", "--branches", "mixed"], "--branches"), (["solve", "--alpha", "1", "--branch", "mixed"],
+                                                                          "--branch")):
+        status, _, err = run(argv, capsys)
+        assert status == 2 and f"error: {flag}: the mixed branch needs --rank >= 2" in one_line(err, argv[0])
+
+
+def test_plot_refuses_a_folder_a_curve_csv_and_a_non_numeric_cell(client, tmp_path, capsys):
+    (tmp_path / "adir").mkdir()
+    status, _, err = run(["plot", tmp_path / "adir"], capsys)
+    assert status == 2 and "adir: is a folder" in one_line(err, "plot")
+    curve = tmp_path / "curve.csv"
+    curve.write_text(CURVE_ROW)
+    status, _, err = run(["plot", curve], capsys)
+    assert status == 2 and "a curve CSV of attnphase curve or run (omega = 0.3)" in one_line(err, "plot")
+    assert sweep(tmp_path / "d", client, capsys, "--omega", "0:0.1:2")[0] == 0
+    theory = tmp_path / "d" / THEORY_CSV
+    header, rows = read_csv_rows(theory)
+    rows[1]["train_loss"] = "abc"
+    bad = tmp_path / "bad" / THEORY_CSV
+    bad.parent.mkdir()
+    bad.write_text(render_csv(header, rows, True))  # checksums of the changed rows: only the cell is wrong
+    status, _, err = run(["plot", bad, "--no-thresholds"], capsys)
+    assert status == 2 and "data row 2: train_loss = 'abc' is not a number" in one_line(err, "plot")
+    assert list(bad.parent.iterdir()) == [bad]
+
+
+def test_library_warnings_are_one_summary_line_and_shown_with_v(capsys, monkeypatch):
+    import logging
+    import warnings
+
+    import numerics.api as api
+
+    calls = []
+
+    def noisy(*args, **kwargs):
+        calls.append(1)
+        for i in range(3):
+            logging.getLogger("numerics.thresholds").warning("long warning %d: %s", i, "x" * 2000)
+        warnings.warn(f"overflow encountered in exp (call {len(calls)})", RuntimeWarning)  # new text: shown again
+        raise api.ThresholdError("alpha_c not bracketed")
+
+    monkeypatch.setattr(api, "thresholds", noisy)
+    status, out, err = run(["thresholds", "--precision", "draft"], capsys)
+    line = one_line(err, "thresholds")
+    assert status == 1 and "alpha_c not bracketed" in line and "4 warnings logged, the first: long warning 0" in line
+    assert len(line) < 400 and "-v shows them" in line
+    assert cli.main(["-v", "thresholds", "--precision", "draft"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("x" * 2000) == 3 and "RuntimeWarning" in err
+    # a failure that lists every attempt is cut to a readable line; -v shows it whole
+    monkeypatch.setattr(api, "thresholds", raising(api.ThresholdError("; ".join(["attempt failed"] * 500))))
+    status, out, err = run(["thresholds", "--precision", "draft"], capsys)
+    line = one_line(err, "thresholds")
+    assert status == 1 and len(line) < 800 and line.endswith("(cut at 600 characters; -v shows all of it)")
+
+
+def test_the_dashboard_port_in_use_gives_no_warning(caplog):
+    import socket
+    import warnings
+
+    from attnphase.sweeps.runner import open_client
+
+    with socket.socket() as s, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:  # Dask's default dashboard port, taken (unless something else holds it already)
+            s.bind(("127.0.0.1", 8787))
+            s.listen()
+        except OSError:
+            pass
+        with open_client(None, 1):
+            pass
+    assert not [w for w in caught if "Port" in str(w.message)]
+    assert not [r for r in caplog.records if "already in use" in r.getMessage()]
+
+
+def test_child_processes_do_not_report_leaked_semaphores(tmp_path):
+    script = tmp_path / "leak.py"
+    script.write_text(textwrap.dedent("""
+        import multiprocessing, os
+        from attnphase.cli import quiet_child_processes
+        if __name__ == "__main__":
+            quiet_child_processes()
+            lock = multiprocessing.get_context("spawn").Semaphore()  # starts the resource tracker
+            os._exit(0)  # stopped: the semaphore is never released
+    """))
+    proc = subprocess.run([PY, str(script)], cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and "leaked semaphore" not in proc.stderr, proc.stderr
+
+
+def _warning_theory_task(payload):
+    import logging
+
+    logging.getLogger("numerics.fixed_point").warning("alpha=2.1 positional: not converged")
+    return fake_theory_task(payload)
+
+
+def test_a_sweep_task_warning_names_its_grid_point(client, tmp_path, capsys, caplog):
+    args = cli.build_parser().parse_args([*SWEEP, "--omega", "0.1", "--out", str(tmp_path)])
+    assert cmd_phase_diagram(args, theory_task=_warning_theory_task, client=client) == 0
+    named = [r.getMessage() for r in caplog.records if r.name == "attnphase.sweeps.runner"]
+    assert "theory:omega=0.1:branch=positional: numerics.fixed_point: alpha=2.1 positional: not converged" in named
+
+
+def test_repeated_alphas_and_zero_steps_are_refused(capsys, tmp_path):
+    status, _, err = run(["validate", "--alphas", "1,1", "--out", tmp_path / "v"], capsys)
+    assert status == 2 and "--alphas: 1 given more than once" in one_line(err, "validate")
+    status, _, err = run(["simulate", "--steps", "0"], capsys)
+    assert status == 2 and "--steps: must be >= 1" in one_line(err, "simulate")
+    assert not (tmp_path / "v").exists()
+
+
+def test_solve_all_names_the_branches_it_did_not_find(capsys, monkeypatch):
+    import numerics.api as api
+
+    monkeypatch.setattr(api, "solve_all", lambda spec, alpha, precision="fast": [
+        fixed_point(spec, alpha, "semantic", global_minimum=True)])
+    status, out, err = run(["solve", "--alpha", "1"], capsys)
+    assert status == 0 and not err
+    assert "note: no positional branch at alpha = 1" in out and "note: no trivial branch at alpha = 1" in out
+
+
+def test_a_scheduler_that_refuses_fails_fast(tmp_path, capsys):
+    t0 = time.perf_counter()
+    status, _, err = run([*SWEEP, "--scheduler", "tcp://127.0.0.1:1", "--out", tmp_path / "o"], capsys)
+    assert status == 2 and "--scheduler: cannot connect to tcp://127.0.0.1:1" in one_line(err, "phase-diagram")
+    assert time.perf_counter() - t0 < 8 and not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("command, other, files", [
+    ("phase-diagram", "run", {"curve.csv": "alpha\n", "summary.json": "{}"}),
+    ("phase-diagram", "validate", {"validate.json": "{}"}),
+    ("phase-diagram", "paper", {"manifest.json": '{"format": 1, "sections": {"paper": {"hash": "x", "settings": {}}}}'}),
+    ("paper", "phase-diagram", {"manifest.json": '{"format": 1, "command": "phase-diagram", "sections": '
+                                                 '{"theory": {"hash": "x", "settings": {}}}}'}),
+    ("paper", "run", {"curve.csv": "alpha\n", "summary.json": "{}"}),
+])
+def test_a_folder_of_another_commands_outputs_is_refused(command, other, files, tmp_path, capsys):
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    argv = [*SWEEP, "--out", tmp_path] if command == "phase-diagram" else ["paper", "--quick", "--out", tmp_path]
+    status, _, err = run(argv, capsys)
+    assert status == 2 and f"holds the outputs of attnphase {other}" in one_line(err, command)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(files)
+
+
+# --------------------------------------------------------------------------- readable output
+
+
+def test_solve_prints_each_field_with_its_error_and_no_python_repr(capsys, monkeypatch):
+    import numerics.api as api
+
+    errors = {name: 1e-8 for name in ("q", "V", "theta", "qhat", "Vhat", "thetahat", "test_error", "train_loss")}
+    monkeypatch.setattr(api, "solve_branch", lambda spec, alpha, branch, precision="fast": fixed_point(
+        spec, alpha, branch, error=errors, precision="fast"))
+    status, out, err = run(["solve", "--alpha", "1", "--branch", "semantic"], capsys)
+    assert status == 0 and not err
+    lines = {line.split()[0]: line for line in out.splitlines() if line.strip()}
+    assert lines["q"].split()[1:] == ["0.1", "+-", "1.0e-08"] and lines["theta"].split()[1:] == ["0.15", "+-", "1.0e-08"]
+    assert lines["m"].split()[1:] == ["0", "(by", "symmetry)"]
+    assert "test_error" in lines and "train_loss" in lines
+    assert "{'" not in out and "np.float64" not in out and "Overlaps(" not in out
+
+
+def test_curve_prints_its_spinodals_as_sentences(tmp_path, capsys, monkeypatch):
+    import numerics.api as api
+    from numerics.branches import BranchCurve
+
+    def follow(spec, alphas, branch, precision="fast", progress=None, **kw):
+        curve = fake_follow_branch(spec, alphas, branch, precision, progress)
+        spinodals = [{"branch": branch, "alpha": 0.6903, "alpha_error": 0.011, "side": "lower"}] \
+            if branch == "semantic" else []
+        return BranchCurve(branch, curve.points, spinodals)
+
+    monkeypatch.setattr(api, "follow_branch", follow)
+    status, out, err = run(["curve", "--alpha", "0.5:1.5:3", "--out", tmp_path / "c.csv"], capsys)
+    assert status == 0 and not err
+    assert "spinodal: semantic branch ends at alpha = 0.69030 +- 1.1e-02 (lower end)" in out
+    assert "{'" not in out
+
+
+def test_a_solver_error_names_the_point_without_reprs():
+    import numpy as np
+
+    from numerics.overlaps import HatOverlaps, Overlaps
+    from numerics.solver import SolverError, solve_fixed_point
+
+    def F(x):
+        raise FloatingPointError(f"non-finite at {Overlaps(*x, 0.15)}: {HatOverlaps(np.float64(0.0314562), 0, 1, 2)}")
+
+    with pytest.raises(SolverError) as caught:
+        solve_fixed_point(F, [0.11, 0.0, 12.0])
+    assert str(caught.value) == ("the map cannot be evaluated at the starting point (0.11, 0, 12) (non-finite at "
+                                 "q = 0.11, m = 0, V = 12, theta = 0.15: qhat = 0.0314562, mhat = 0, Vhat = 1, "
+                                 "thetahat = 2)")
+
+
+def test_results_convert_to_data_frames():
+    import pandas as pd
+
+    from numerics.branches import BranchCurve
+    from numerics.general_result import from_line_fixed_point
+    from numerics.thresholds import Thresholds
+
+    spec = ModelSpec()
+    point = fixed_point(spec, 1.0, "semantic", error={"q": 1e-8})
+    df = point.to_frame()
+    assert isinstance(df, pd.DataFrame) and len(df) == 1 and df.loc[0, "q"] == 0.1 and df.loc[0, "q_error"] == 1e-8
+    assert df.loc[0, "sigma"] == 0.5 and df.loc[0, "branch"] == "semantic"
+    curve = BranchCurve("semantic", [fixed_point(spec, a, "semantic") for a in (2.0, 1.0)],
+                        [{"branch": "semantic", "alpha": 0.69, "alpha_error": 0.01, "side": "lower"}])
+    df = curve.to_frame()
+    assert list(df["alpha"]) == [1.0, 2.0] and df.attrs["spinodals"][0]["alpha"] == 0.69
+    assert list(BranchCurve("positional", [], []).to_frame().columns) == ["alpha", "branch"]
+    th = Thresholds(alpha_c=1.24, alpha_c_error=1e-6, alpha_l=1.45, alpha_l_error=2e-7, linear_test_error=0.00197,
+                    linear_test_error_error=1e-12, spinodals=curve.spinodals, precision="fast", model=spec,
+                    wall_time=1.0, details={})
+    df = th.to_frame()
+    assert len(df) == 1 and df.loc[0, "alpha_c"] == 1.24 and df.loc[0, "spinodal_semantic_lower"] == 0.69
+    assert df.loc[0, "omega"] == 0.3
+    general = from_line_fixed_point(fixed_point(spec, 1.0, "semantic", error=dict.fromkeys(
+        ("q", "m", "V", "theta", "qhat", "mhat", "Vhat", "thetahat", "test_error", "train_loss"), 1e-8))).to_frame()
+    assert len(general) == 1 and general.loc[0, "alpha"] == 1.0 and "integrator" in general
+
+
+def test_a_sweep_with_a_point_not_converged_names_it_with_its_omega_and_exits_1(client, tmp_path, capsys):
+    from attnphase.errors import CommandFailed
+
+    # the fake general model does not converge on the semantic branch at omega = 0.35, alpha = 1.4
+    argv = [*SWEEP, "--rank", "2", "--omega", "0.35", "--alpha", "1:1.8:3", "--out", str(tmp_path)]
+    for _ in range(2):  # a resumed sweep says so too
+        with pytest.raises(CommandFailed) as caught:
+            cmd_phase_diagram(cli.build_parser().parse_args(argv), theory_task=fake_theory_task, client=client)
+        assert str(caught.value).startswith("1 point(s) not converged: omega=0.35 alpha=1.4 semantic (kept in")
+
+
+def _legend_texts(fig) -> list:
+    return [t.get_text() for legend in fig.legends for t in legend.get_texts()]
+
+
+def test_the_curve_figure_marks_the_thresholds_and_spinodals_in_one_legend_at_talk_size(tmp_path, capsys,
+                                                                                       monkeypatch):
+    import numerics.api as api
+    import numerics.figures as figures
+    from numerics.branches import BranchCurve
+
+    def follow(spec, alphas, branch, precision="fast", progress=None, **kw):
+        # the positional branch's training loss rises through the semantic one's at alpha = 1.25
+        points = [fixed_point(spec, float(a), branch, train_loss=0.003 + (0.001 * (a - 1.25) if branch == "positional"
+                                                                        else 0.0),
+                              test_error=0.003 - 0.002 * (a - 0.5) if branch == "semantic" else 0.004)
+                  for a in alphas]
+        return BranchCurve(branch, points, [{"branch": "semantic", "alpha": 0.69, "alpha_error": 0.01,
+                                             "side": "lower"}] if branch == "semantic" else [])
+
+    drawn = []
+    monkeypatch.setattr(api, "follow_branch", follow)
+    monkeypatch.setattr(figures, "_save", lambda fig, stem: drawn.append(fig) or [f"{stem}.png"])
+    status, out, err = run(["curve", "--alpha", "0.5:2:4", "--figure", "--out", tmp_path / "c.csv"], capsys)
+    assert status == 0 and len(drawn) == 1
+    fig = drawn[0]
+    assert len(fig.legends) == 1 and not any(ax.get_legend() for ax in fig.axes)
+    texts = _legend_texts(fig)
+    assert any(t.startswith(r"$\alpha_c$ = 1.25") and t.endswith("(grid)") for t in texts), texts
+    assert any(t.startswith(r"$\alpha_l$ = ") for t in texts) and "spinodal (semantic)" in texts
+    assert "linear baseline" in texts and "global minimum" in texts
+    sizes = [t.get_fontsize() for ax in fig.axes for t in (ax.xaxis.label, ax.yaxis.label, *ax.get_xticklabels())]
+    sizes += [t.get_fontsize() for legend in fig.legends for t in legend.get_texts()]
+    assert min(sizes) >= figures.TALK_FONT
+
+
+def test_the_phase_diagram_figure_says_what_its_grey_cells_are(client, tmp_path, capsys):
+    from attnphase.sweeps import figures as diagram
+
+    assert sweep(tmp_path, client, capsys, "--omega", "0:0.1:2")[0] == 0
+    fig = diagram.draw(diagram.points_from_csv(tmp_path / THEORY_CSV))
+    assert diagram.NO_VALUE_TEXT in _legend_texts(fig)  # the grid's low alphas lack the semantic branch
+    full = [dict(p, train_loss_diff=1e-4, test_error_diff=-1e-4) for p in diagram.points_from_csv(tmp_path / THEORY_CSV)]
+    assert diagram.NO_VALUE_TEXT not in _legend_texts(diagram.draw(full))
+
+
+STOPPED_SWEEP = textwrap.dedent("""
+    import functools, sys
+    import attnphase.sweeps.runner as runner
+    from tests.fakes import fake_theory_task
+    from attnphase import cli
+    if __name__ == "__main__":
+        runner.DEFAULT_THEORY_TASK = functools.partial(fake_theory_task, delay=0.4)
+        sys.exit(cli.main(sys.argv[1:]))
+""")
+
+
+def test_a_sweep_stopped_by_ctrl_c_at_a_terminal_prints_one_line(tmp_path):
+    """Ctrl-C at a terminal reaches the whole process group: the Dask workers too."""
+    script = tmp_path / "sweep.py"
+    script.write_text(STOPPED_SWEEP)
+    out = tmp_path / "out"
+    proc = subprocess.Popen([PY, str(script), *SWEEP, "--omega", "0:0.45:30", "--workers", "2", "--out", str(out)],
+                            cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None and len(read_csv_rows(out / THEORY_CSV)[1]) < 10:
+            time.sleep(0.1)
+        assert proc.poll() is None, proc.communicate()
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130 and err.splitlines() == ["attnphase phase-diagram: interrupted"], err
+
+
+def test_the_generated_code_gives_inf_or_nan_without_a_numpy_warning():
+    """Overflow in the generated lines becomes a non-finite value, which the solver reports as its
+    own error; numpy's RuntimeWarning would quote generated code a user never wrote."""
+    import warnings
+
+    import numpy as np
+
+    from numerics.bound_model import bind
+
+    model = bind(ModelSpec())
+    big = np.array([1e200, -1e200, 0.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        values = np.asarray(model.loss(big, -big, big, big), dtype=float)
+    assert not np.isfinite(values).all()

@@ -18,7 +18,7 @@ import pytest
 
 from attnphase.cli import build_parser, main
 from attnphase.commands.sweep import cmd_phase_diagram
-from attnphase.errors import UsageError
+from attnphase.errors import CommandFailed, UsageError
 from attnphase.options import parse_range
 from derivations.spec import ModelSpec
 from numerics.tidy import ROW_CHECK, cell, read_csv_rows, render_csv
@@ -202,7 +202,8 @@ def test_failed_task_is_logged_kept_apart_and_retried(client, tmp_path, capsys):
     argv = ["phase-diagram", "--omega", "0:0.2:3", "--alpha", "0.2:2.2:5", "--out", str(tmp_path), "--quiet"]
     args = build_parser().parse_args(argv)
     failing = functools.partial(FAKE, fail_omegas=(0.1,), fail_only="positional")
-    assert cmd_phase_diagram(args, theory_task=failing, client=client) == 1
+    with pytest.raises(CommandFailed, match="task\\(s\\) failed"):
+        cmd_phase_diagram(args, theory_task=failing, client=client)
     captured = capsys.readouterr()
     assert "FAILED theory:omega=0.1:branch=positional: RuntimeError: fake failure at omega=0.1" in captured.err
     _, fails = read_csv_rows(tmp_path / FAILURES_CSV)
@@ -413,8 +414,8 @@ class _CountingClient:
     def __getattr__(self, name):
         return getattr(self._client, name)
 
-    def submit(self, fn, payload, **kw):
-        fut = self._client.submit(fn, payload, **kw)
+    def submit(self, fn, *args, **kw):
+        fut = self._client.submit(fn, *args, **kw)
         self.in_flight += 1
         self.most = max(self.most, self.in_flight)
         self.order.append(kw["key"].rsplit("-", 1)[0])

@@ -18,6 +18,7 @@ import pytest
 
 from attnphase.cli import build_parser, main
 from attnphase.commands.sweep import cmd_phase_diagram
+from attnphase.errors import CommandFailed
 from derivations.spec import ModelSpec
 from numerics.general_result import from_row
 from numerics.tidy import ROW_CHECK, read_csv_rows
@@ -252,7 +253,8 @@ def test_a_failed_branch_fails_its_thresholds_and_a_rerun_retries_only_them(clie
             "--quiet", "--no-plot"]
     args = build_parser().parse_args(argv)
     failing = functools.partial(FAKE, fail_omegas=(0.15,), fail_only="mixed")
-    assert cmd_phase_diagram(args, theory_task=failing, client=client) == 1
+    with pytest.raises(CommandFailed, match="task\\(s\\) failed"):
+        cmd_phase_diagram(args, theory_task=failing, client=client)
     _, fails = read_csv_rows(tmp_path / FAILURES_CSV)
     assert [f["task"] for f in fails] == ["theory:omega=0.15:branch=mixed", "theory:omega=0.15:thresholds"]
     capsys.readouterr()

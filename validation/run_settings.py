@@ -21,8 +21,8 @@ class RunSettingsError(ValueError):
 
 def check_run_settings(steps: int, lr: Optional[float], n_test: int, seeds: int, seed: int) -> None:
     """Raise :class:`RunSettingsError` on the first invalid run setting."""
-    if steps < 0:
-        raise RunSettingsError(f"--steps: must be >= 0, got {steps}")
+    if steps < 1:  # without a step the "trained" student is its random start: nothing to report
+        raise RunSettingsError(f"--steps: must be >= 1, got {steps}")
     if lr is not None and not (math.isfinite(lr) and lr > 0):
         raise RunSettingsError(f"--lr: must be a positive number, got {lr}")
     if n_test < 1:

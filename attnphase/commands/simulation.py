@@ -153,6 +153,24 @@ def _global_minimum_line(g: dict) -> str:
             f"losses: {losses})")
 
 
+def _refuse_repeats(values, flag: str) -> None:
+    """A grid names each point once (a repeated one would be simulated twice and break the
+    interpolation of the crossing)."""
+    repeated = sorted({v for v in values if values.count(v) > 1})
+    if repeated:
+        raise UsageError(f"{flag}: {', '.join(f'{v:g}' for v in repeated)} given more than once")
+
+
+def _crossing_line(c: dict) -> str:
+    if math.isfinite(c["alpha_cross"]):
+        spread = (f" +- {c['alpha_cross_std']:.3f} (bootstrap over seeds)" if math.isfinite(c["alpha_cross_std"])
+                  else " (no bootstrap spread: too few resamples cross)")
+        return f"semantic-start test error crosses the linear baseline at alpha = {c['alpha_cross']:.3f}{spread}"
+    alphas = c.get("alphas") or [math.nan]
+    return (f"semantic-start test error does not cross the linear baseline from above on alpha in "
+            f"[{min(alphas):g}, {max(alphas):g}]")
+
+
 def cmd_validate(args) -> int:
     require_simulation()
     _check_common(args)
@@ -162,10 +180,15 @@ def cmd_validate(args) -> int:
         raise UsageError(f"--tolerance: must be a positive number, got {args.tolerance}")
     inits = parse_list(args.inits, "--inits", choices=INITS)
     spec = model_from_args(args)
+    if not args.sim_only:  # the theory's range, before any simulation
+        from numerics.solver_range import check_model_range
+
+        check_model_range(spec)
     for init in inits:
         check_start(init, spec.rank, "--inits")
     if args.d_scan:
         d_values = parse_list(args.d_values, "--d-values", item=int)
+        _refuse_repeats(d_values, "--d-values")
         for d in d_values:
             check_dimension(d, "--d-values", spec.k)
             check_alpha(args.alpha, d)
@@ -174,6 +197,7 @@ def cmd_validate(args) -> int:
         alphas = parse_range(args.alphas, "--alphas")
         for a in alphas:
             check_alpha(a, args.d, "--alphas")
+        _refuse_repeats(alphas, "--alphas")
     check_output(args.out, "folder")
     from validation import runs
     from validation.theory_cache import default_theory
@@ -206,9 +230,7 @@ def cmd_validate(args) -> int:
         for g in summary.get("global_minimum", []):
             sys.stdout.write(_global_minimum_line(g) + "\n")
         if "crossing" in summary:
-            c = summary["crossing"]
-            sys.stdout.write(f"semantic-start test error crosses the linear baseline at alpha = "
-                             f"{c['alpha_cross']:.3f} +- {c['alpha_cross_std']:.3f} (bootstrap over seeds)\n")
+            sys.stdout.write(_crossing_line(summary["crossing"]) + "\n")
     if theory is not None and summary["failing"]:
         return failed("validate", f"{len(summary['failing'])} row(s) with |z| > {args.tolerance}")
     return 0

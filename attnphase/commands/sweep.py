@@ -12,8 +12,8 @@ from pathlib import Path
 
 from attnphase.errors import UsageError, require_simulation
 from attnphase.options import (GRID_HELP, add_alias, add_dask_options, add_json_option, add_model_options,
-                               add_precision_option, check_dask_options, check_output, failed, model_from_args,
-                               parse_list, parse_range, print_json)
+                               add_precision_option, check_dask_options, check_not_input, check_output, failed,
+                               model_from_args, parse_list, parse_range, print_json)
 from validation.run_settings import DTYPE_NAMES, OPTIMIZERS
 
 FIGURE_FORMATS = ("png", "pdf", "svg")
@@ -94,6 +94,10 @@ def config_from_args(args):
             raise UsageError(f"--omegas: values must lie in [0, 1], got {w:g}")
     args_at = argparse.Namespace(**{**vars(args), "omega": omegas[0]})
     spec = model_from_args(args_at)
+    if args.what != "simulation":  # refused here, not by every task on the workers
+        from numerics.solver_range import check_model_range
+
+        check_model_range(spec)
     branches = parse_list(args.branches, "--branches", choices=GENERAL_BRANCHES, allow_empty=True)
     check_dask_options(args)
     return SweepConfig(spec=spec, omegas=omegas, alphas=alphas, what=args.what, precision=args.precision,
@@ -135,6 +139,14 @@ def cmd_phase_diagram(args, theory_task=None, simulation_task=None, client=None)
         failures = Path(summary["out"]) / "failures.csv"
         return failed("phase-diagram", f"{len(summary['failed'])} task(s) failed (logged in {failures}); "
                                        f"re-run the same command to retry them")
+    stuck = summary.get("not_converged", [])
+    if stuck:
+        from attnphase.sweeps.store import THEORY_CSV
+
+        where = ", ".join(f"omega={p['omega']:g} alpha={p['alpha']:g} {p['branch']}" for p in stuck[:5])
+        more = f" and {len(stuck) - 5} more" if len(stuck) > 5 else ""
+        return failed("phase-diagram", f"{len(stuck)} point(s) not converged: {where}{more} (kept in "
+                                       f"{THEORY_CSV} with converged = False and drawn grey)")
     return 0
 
 
@@ -157,6 +169,8 @@ def cmd_plot(args) -> int:
         except UnreadableFile as exc:
             flag = "--thresholds" if args.thresholds else "thresholds.csv next to FILE.csv (or --no-thresholds)"
             raise UsageError(f"{flag}: {exc}") from None
+    check_not_input({"--out": figures.figure_paths(args.file, out, formats)},
+                    {"FILE.csv": [args.file], "--thresholds": [thresholds] if thresholds else []})
     written = figures.plot_file(args.file, out, thresholds=thresholds, formats=formats)
     for w in written:
         sys.stdout.write(f"wrote {w}\n")

@@ -8,8 +8,8 @@ import time
 
 from attnphase.errors import UsageError
 from attnphase.options import (GRID_HELP, add_alias, add_json_option, add_model_options, add_precision_option,
-                               check_output, failed, model_from_args, parse_list, parse_range, positive_number,
-                               print_json, progress_bar)
+                               check_not_input, check_output, failed, model_from_args, parse_list, parse_range,
+                               positive_number, print_json, progress_bar)
 from numerics.channel_integrators import INTEGRATORS
 from numerics.overlaps import BRANCHES, COMPETING_BRANCHES
 from numerics.subspaces import GENERAL_BRANCHES
@@ -110,14 +110,55 @@ def _fp_table(points):
     return "\n".join(lines)
 
 
-def _general(spec, args, branches) -> bool:
+def _with_error(value: float, error: float, zero: bool) -> str:
+    """A value as a person reads it: ``0.0680401 +- 1.2e-06``; ``0`` where the branch holds the field
+    at zero; the value alone where there is no estimate (draft precision)."""
+    if zero:
+        return "0 (by symmetry)"
+    if not math.isfinite(value):
+        return "not finite"
+    return f"{value:.7g} +- {error:.1e}" if math.isfinite(error) else f"{value:.7g}"
+
+
+def _fields_table(points) -> str:
+    """``solve``: each field of each branch found, with its error estimate (for the general model
+    the packed components, the gauge invariants of docs/theory.md, section 4.9, test error and
+    training loss); then each branch's status, iterations, residual and whether it is the global
+    minimum."""
+    from numerics.result import zero_by_symmetry
+
+    names = list(points[0].values)
+    width = max(24, *(len(p.branch) + 2 for p in points))
+    label = max(12, *(len(n) + 2 for n in names))
+    lines = [f"alpha = {points[0].alpha:g}, precision {points[0].precision}",
+             f"{'':{label}}" + "".join(f"{p.branch:>{width}}" for p in points)]
+    for name in names:
+        lines.append(f"{name:{label}}" + "".join(
+            f"{_with_error(p.values[name], p.error.get(name, math.nan), name in zero_by_symmetry(p.branch)):>{width}}"
+            for p in points))
+    lines.append(f"{'status':{label}}" + "".join(f"{p.status:>{width}}" for p in points))
+    lines.append(f"{'iterations':{label}}" + "".join(f"{p.iterations:>{width}d}" for p in points))
+    lines.append(f"{'residual':{label}}" + "".join(f"{p.residual:>{width}.1e}" for p in points))
+    compared = {True: "yes", False: "no"}
+    lines.append(f"{'global min.':{label}}" + "".join(f"{compared.get(p.global_minimum, 'not compared'):>{width}}"
+                                                      for p in points))
+    if all(not math.isfinite(e) for p in points for e in p.error.values()):
+        lines.append(f"no error estimates: precision {points[0].precision} solves with one rule (fast and high "
+                     f"state them)")
+    for p in points:
+        if not p.converged:
+            lines.append(f"{p.branch}: {p.diagnostics.get('reason', p.status)}")
+    return "\n".join(lines)
+
+
+def _general(spec, args, branches, flag: str = "--branches") -> bool:
     """Whether the command goes through the general-model path (:func:`numerics.api.solve_general`):
     every model but the two-token rank-one one, or ``--integrator qmc``. Refuses (exit 2) an
     integrator or branch the model does not have."""
     from numerics.channel_integrators import IntegratorError, choose_integrator
 
     if "mixed" in branches and spec.rank < 2:
-        raise UsageError(f"--branch: the mixed branch needs --rank >= 2, got rank {spec.rank}")
+        raise UsageError(f"{flag}: the mixed branch needs --rank >= 2, got rank {spec.rank}")
     try:
         choices = {choose_integrator(spec, args.integrator, b) for b in branches}
     except IntegratorError as exc:
@@ -148,8 +189,15 @@ def _general_table(points):
     return "\n".join(lines)
 
 
+def _absent(points, branches, alpha: float) -> list:
+    """A note for each of ``branches`` without a point: its solve fell onto a smaller branch."""
+    found = {p.branch for p in points}
+    return [f"no {b} branch at alpha = {alpha:g}: its solve ends on a smaller branch" for b in branches
+            if b not in found]
+
+
 def _solve_general(spec, args) -> int:
-    from numerics.api import mark_global_minima, solve_all_general, solve_general
+    from numerics.api import general_branches, mark_global_minima, solve_all_general, solve_general
 
     t0 = time.perf_counter()
     with progress_bar(desc=f"solve alpha={args.alpha:g}"):
@@ -160,10 +208,13 @@ def _solve_general(spec, args) -> int:
             points = mark_global_minima([solve_general(spec, args.alpha, args.branch, args.precision,
                                                        args.integrator)])
             payload = points[0].to_dict()
+    absent = _absent(points, general_branches(spec), args.alpha) if args.branch == "all" else []
     if args.json:
         print_json(payload)
     else:
-        print(_general_table(points))
+        print(_fields_table(points) if points else "no branch found")
+        for note in absent:
+            print(f"note: {note}")
         print(f"wall time {time.perf_counter() - t0:.1f} s")
     stuck = [f"{p.branch} ({p.status})" for p in points if not p.converged]
     if not points:
@@ -175,7 +226,7 @@ def cmd_solve(args) -> int:
     from numerics.api import solve_all, solve_branch
 
     spec = model_from_args(args)
-    if _general(spec, args, GENERAL_BRANCHES[:3] if args.branch == "all" else (args.branch,)):
+    if _general(spec, args, GENERAL_BRANCHES[:3] if args.branch == "all" else (args.branch,), "--branch"):
         return _solve_general(spec, args)
     t0 = time.perf_counter()
     with progress_bar(desc=f"solve alpha={args.alpha:g}"):
@@ -185,10 +236,13 @@ def cmd_solve(args) -> int:
         else:
             points = [solve_branch(spec, args.alpha, args.branch, args.precision)]
             payload = points[0].to_dict()
+    absent = _absent(points, BRANCHES, args.alpha) if args.branch == "all" else []
     if args.json:
         print_json(payload)
     else:
-        print(_fp_table(points))
+        print(_fields_table(points) if points else "no branch found")
+        for note in absent:
+            print(f"note: {note}")
         print(f"wall time {time.perf_counter() - t0:.1f} s")
     stuck = [f"{p.branch} (residual {p.residual:.1e})" for p in points if not p.converged]
     return failed("solve", f"not converged at alpha = {args.alpha:g}: {', '.join(stuck)}") if stuck else 0
@@ -261,6 +315,8 @@ def cmd_curve(args) -> int:
     branches = parse_list(args.branches, "--branches", choices=GENERAL_BRANCHES)
     compare = parse_list(args.compare, "--compare", allow_empty=True)
     check_output(args.out, "file")
+    figures = [os.path.splitext(args.out)[0] + ext for ext in (".png", ".pdf")] if args.figure else []
+    check_not_input({"--out": [args.out, *figures]}, {"--compare": compare})
     if _general(spec, args, branches):
         return _curve_general(spec, args, alphas, branches)
     if compare and not args.figure:
@@ -281,15 +337,25 @@ def cmd_curve(args) -> int:
     spin = [s for c in curves.values() for s in c.spinodals]
     notes = [c.note for c in curves.values() if c.note]
     figures = []
-    if args.figure:
+    if args.figure and compare:
         from numerics.figures import plot_curve_files
 
         figures = plot_curve_files([args.out, *compare], os.path.splitext(args.out)[0], default_model=spec)
+    elif args.figure:
+        from numerics.api import linear_baseline
+        from numerics.figures import grid_thresholds, plot_curves
+        from numerics.tidy import read_rows
+
+        rows_back = read_rows(args.out)  # drawn from the file, as plot draws a sweep's
+        baseline = linear_baseline(spec).test_error
+        marks = {**grid_thresholds(rows_back, baseline), "spinodals": spin, "grid": True}
+        figures = plot_curves(rows_back, baseline, marks, os.path.splitext(args.out)[0])
     if args.json:
         print_json({"csv": args.out, "rows": len(rows), "spinodals": spin, "notes": notes, "figures": figures})
     else:
-        print(f"wrote {len(rows)} rows to {args.out}; spinodals: {spin}" +
-              (f"; figures: {', '.join(figures)}" if figures else ""))
+        print(f"wrote {len(rows)} rows to {args.out}" + (f"; figures: {', '.join(figures)}" if figures else ""))
+        for sp in spin:
+            print(_spinodal_line(sp))
         for n in notes:
             print(f"note: {n}")
     if not rows:
@@ -299,23 +365,41 @@ def cmd_curve(args) -> int:
     return failed("curve", f"{len(stuck)} point(s) not converged: {', '.join(stuck)}") if stuck else 0
 
 
+def _model_differences(found, asked) -> str:
+    """The parameters in which two models differ, as ``name = found (asked value)``."""
+    a, b = found.to_columns(), asked.to_columns()
+    return ", ".join(f"{k} = {a.get(k, 'none')} (asked {b.get(k, 'none')})" for k in a.keys() | b.keys()
+                     if a.get(k) != b.get(k))
+
+
 def _read_scan(path, spec, precision) -> list:
     """The fixed points of a curve CSV, checked to be of ``spec`` at ``precision`` (exit 2 if not)."""
+    from numerics.figures import CURVE_COLUMNS
     from numerics.general_result import from_row
     from numerics.tidy import UnreadableFile, check_table
 
+    needed = "--scan needs a curve CSV of the general path (attnphase curve with --integrator qmc or a model " \
+             "other than the two-token rank-one one; it has an integrator column)"
     try:
-        table = check_table(path, ("alpha", "branch", "converged", "train_loss", "precision"), "--scan",
+        table = check_table(path, ("alpha", "branch", "converged", "train_loss", "precision"), "a curve CSV",
                             numeric=("alpha", "train_loss"))
+    except UnreadableFile as exc:
+        raise UsageError(f"--scan: {exc}; {needed}") from None
+    if "integrator" not in table.header:
+        what = ("a curve CSV of the two-token rank-one model's line quadrature"
+                if set(CURVE_COLUMNS) <= set(table.header) else "a CSV without an integrator column")
+        raise UsageError(f"--scan: {path} is {what}; {needed}")
+    try:
         points = [from_row(r) for r in table.rows]
-    except (UnreadableFile, KeyError, ValueError) as exc:
-        raise UsageError(f"--scan: {path}: not a curve CSV of the general model ({exc})") from None
-    wrong = {p.model for p in points if p.model != spec} | {p.precision for p in points if p.precision != precision}
-    if wrong:
-        raise UsageError(f"--scan: {path} holds another model or precision than asked "
-                         f"({', '.join(sorted(str(w) if isinstance(w, str) else 'model ' + str(w.to_dict()) for w in wrong))[:300]})")
-    if not points:
-        raise UsageError(f"--scan: {path} has no rows")
+    except KeyError as exc:
+        raise UsageError(f"--scan: {path}: a row lacks the column {exc.args[0]}; {needed}") from None
+    except ValueError as exc:
+        raise UsageError(f"--scan: {path}: a row does not give a fixed point ({exc}); {needed}") from None
+    for p in points:
+        if p.model != spec:
+            raise UsageError(f"--scan: {path} holds another model than asked: {_model_differences(p.model, spec)}")
+        if p.precision != precision:
+            raise UsageError(f"--scan: {path} was solved at precision {p.precision}, asked --precision {precision}")
     return points
 
 
@@ -390,8 +474,8 @@ def cmd_thresholds(args) -> int:
         else:
             print(f"alpha_l: {th.alpha_l_status}")
         print(f"linear baseline test error = {th.linear_test_error:.12g}")
-        for s in th.spinodals:
-            print(f"spinodal: {s['branch']} branch ends at alpha = {s['alpha']:.5f} +- {s['alpha_error']:.1e}")
+        for sp in th.spinodals:
+            print(_spinodal_line(sp))
         print(f"wall time {th.wall_time:.1f} s")
     return 0 if th.alpha_l_status == "ok" else failed("thresholds", f"alpha_l {th.alpha_l_status}")
 
@@ -508,6 +592,11 @@ def cmd_run(args) -> int:
         print(f"wrote {csv_path}, {os.path.join(args.out, 'summary.json')}, {', '.join(summary['figures'])}")
         print(f"wall time {summary['wall_time']:.1f} s")
     return failed("run", f"{error} (summary.json marks the folder incomplete)") if error else 0
+
+
+def _spinodal_line(sp: dict) -> str:
+    side = f" ({sp['side']} end)" if sp.get("side") else ""
+    return f"spinodal: {sp['branch']} branch ends at alpha = {sp['alpha']:.5f} +- {sp['alpha_error']:.1e}{side}"
 
 
 def _reporter(bar):

@@ -51,6 +51,14 @@ POINT_COLUMNS = ("omega", "alpha", "source", "train_loss_semantic", "train_loss_
                  "train_loss_diff_error", "global_branch", "global_test_error", "linear_test_error",
                  "test_error_diff", "test_error_diff_error")
 
+#: the columns of each kind of file whose numbers are drawn (besides ``train_loss_<branch>``)
+DRAWN_NUMBERS = {
+    "theory": ("train_loss", "train_loss_error", "test_error", "test_error_error", "linear_test_error",
+               "linear_test_error_error", "spinodal_lower_alpha", "spinodal_upper_alpha"),
+    "simulation": ("train_loss", "test_error", "linear_test_error"),
+    "points": tuple(c for c in POINT_COLUMNS if c not in ("source", "global_branch")),
+}
+
 
 def file_kind(rows: list) -> str:
     if not rows:
@@ -238,6 +246,18 @@ def read_diagram_file(path) -> list:
     if kind == "thresholds":
         raise UnreadableFile(f"{path}: a thresholds file has no grid to draw; give theory.csv, simulation.csv "
                              f"or *_points.csv")
+    if kind == "theory" and "task" not in rows[0]:
+        omegas = sorted({number(r["omega"]) for r in rows})
+        raise UnreadableFile(f"{path}: a curve CSV of attnphase curve or run (omega = "
+                             f"{', '.join(f'{w:g}' for w in omegas)}), not {DIAGRAM_WHAT}: a map over "
+                             f"(alpha, omega) needs a sweep's grid; draw a curve with attnphase curve --figure")
+    header = rows[0].keys()
+    drawn = [c for c in header if c in DRAWN_NUMBERS[kind] or (kind != "simulation" and c.startswith("train_loss_"))]
+    for i, r in enumerate(rows, 1):
+        for c in drawn:
+            v = r[c].strip()
+            if v and not _is_number(v):
+                raise UnreadableFile(f"{path}: not {DIAGRAM_WHAT}: data row {i}: {c} = {r[c]!r} is not a number")
     return rows
 
 
@@ -372,6 +392,11 @@ def _draw_global_branch(ax, points: list) -> tuple:
     return omegas, alphas
 
 
+#: the colour of a grid point without a value, and what it means
+NO_VALUE_COLOUR = "0.85"
+NO_VALUE_TEXT = "grey: no value (a branch absent, past its spinodal, or not converged)"
+
+
 def draw(points: list, thresholds: Optional[list] = None, spinodals: Optional[list] = None,
          title: Optional[str] = None):
     """A matplotlib Figure with the two colour maps and the threshold curves: the training-loss
@@ -385,12 +410,15 @@ def draw(points: list, thresholds: Optional[list] = None, spinodals: Optional[li
     first = ("global_branch", "global minimum (lowest training loss)") if _is_general_points(points) \
         else ("train_loss_diff", "training loss: positional - semantic")
     panels = (first, ("test_error_diff", "test error: global minimiser - linear baseline"))
+    grey = False
     for ax, (key, label) in zip(axes, panels):
-        ax.set_facecolor("0.85")  # grey: no value (branch missing or not converged)
+        ax.set_facecolor(NO_VALUE_COLOUR)
         if key == "global_branch":
             omegas, alphas = _draw_global_branch(ax, points)
+            grey = grey or any(not p.get("global_branch") for p in points)
         else:
             omegas, alphas, Z = _grid(points, key)
+            grey = grey or not np.isfinite(Z).all()
             finite = Z[np.isfinite(Z)]
             vmax = float(np.max(np.abs(finite))) if finite.size else 1.0
             vmax = vmax if vmax > 0 else 1.0
@@ -403,10 +431,16 @@ def draw(points: list, thresholds: Optional[list] = None, spinodals: Optional[li
         ax.set_xlabel(r"$\alpha = n/d$")
         ax.set_ylabel(r"$\omega$")
         ax.set_title(label, fontsize=10)
-    # the general model's first map carries the legend of its branch colours
-    curves_axis = axes[1] if _is_general_points(points) else axes[0]
-    if curves_axis.get_legend_handles_labels()[0]:
-        curves_axis.legend(loc="best", fontsize=8)
+    # one legend below the maps, for the curves and the grey cells (the general model's first map
+    # carries the legend of its branch colours)
+    handles, labels = axes[0].get_legend_handles_labels()
+    if grey:
+        from matplotlib.patches import Patch
+
+        handles.append(Patch(facecolor=NO_VALUE_COLOUR, edgecolor="0.5", label=NO_VALUE_TEXT))
+        labels.append(NO_VALUE_TEXT)
+    if handles:
+        fig.legend(handles, labels, loc="outside lower center", ncol=min(3, len(handles)), fontsize=9, frameon=False)
     fig.suptitle(title if title is not None else _title(points), fontsize=10)
     return fig
 
@@ -428,6 +462,15 @@ def _overlay(ax, thresholds: list, spinodals: list) -> None:
             ax.plot(a, o, "x", color=color, ms=5, label=f"spinodal ({branch})")
 
 
+def figure_paths(path, out_dir=None, formats: Sequence[str] = ("png", "pdf")) -> list:
+    """The files :func:`plot_file` writes for ``path``: ``<stem>_diagram.<fmt>`` in ``out_dir``
+    (default: next to it)."""
+    path = Path(path)
+    out_dir = Path(out_dir) if out_dir else path.parent
+    stem = path.stem[:-len("_points")] if path.stem.endswith("_points") else path.stem
+    return [out_dir / f"{stem}_diagram.{fmt_}" for fmt_ in formats]
+
+
 def plot_file(path, out_dir=None, thresholds=None, formats: Sequence[str] = ("png", "pdf")) -> list:
     """Draw the figure of ``path`` into ``out_dir`` (default: next to it) as ``<stem>_diagram.<fmt>``.
 
@@ -443,12 +486,10 @@ def plot_file(path, out_dir=None, thresholds=None, formats: Sequence[str] = ("pn
     if file_kind(rows) == "theory":  # the spinodals met on the sweep's own grid and precision
         spinodals = theory_spinodals(rows) or spinodals
     fig = draw(points, curves, spinodals)
-    out_dir = Path(out_dir) if out_dir else path.parent
-    out_dir.mkdir(parents=True, exist_ok=True)
-    stem = path.stem[:-len("_points")] if path.stem.endswith("_points") else path.stem
+    targets = figure_paths(path, out_dir, formats)
+    targets[0].parent.mkdir(parents=True, exist_ok=True)
     written = []
-    for fmt_ in formats:
-        target = out_dir / f"{stem}_diagram.{fmt_}"
+    for fmt_, target in zip(formats, targets):
         with atomic_output(target) as tmp:
             fig.savefig(tmp, dpi=150)
         written.append(target)

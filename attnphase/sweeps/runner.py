@@ -32,6 +32,32 @@ def default_workers() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+#: seconds to wait for a scheduler's port to accept a connection
+PROBE_TIMEOUT = 5.0
+
+
+def _probe(scheduler: str) -> None:
+    """Fail at once when nothing listens at a ``tcp://HOST:PORT`` scheduler: Dask's client
+    retries a refused connection until its timeout (24 s for a typo in the port)."""
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(scheduler)
+    if parts.scheme != "tcp":
+        return
+    try:
+        host, port = parts.hostname, parts.port
+    except ValueError as exc:
+        raise SweepError(f"--scheduler: expected tcp://HOST:PORT, got {scheduler} ({exc})") from None
+    if not host or port is None:
+        raise SweepError(f"--scheduler: expected tcp://HOST:PORT, got {scheduler}")
+    try:
+        socket.create_connection((host, port), timeout=PROBE_TIMEOUT).close()
+    except OSError as exc:
+        why = exc.strerror or str(exc) or type(exc).__name__
+        raise SweepError(f"--scheduler: cannot connect to {scheduler} ({why})") from None
+
+
 @contextlib.contextmanager
 def open_client(scheduler: Optional[str] = None, workers: Optional[int] = None, n_tasks: int = 1,
                 connect_timeout: str = "20s"):
@@ -41,6 +67,7 @@ def open_client(scheduler: Optional[str] = None, workers: Optional[int] = None, 
     from distributed import Client, LocalCluster
 
     if scheduler:
+        _probe(scheduler)
         try:
             client = Client(scheduler, timeout=connect_timeout)
         except (OSError, TimeoutError, ValueError) as exc:
@@ -51,9 +78,32 @@ def open_client(scheduler: Optional[str] = None, workers: Optional[int] = None, 
             client.close()
         return
     n = workers or min(default_workers(), max(1, n_tasks))
-    with LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None,
-                      silence_logs=logging.ERROR) as cluster, Client(cluster) as client:
+    with _children_ignore_ctrl_c():
+        # the dashboard on a free port: with None, Dask still asks for 8787, and a second run (or anything
+        # else there) gets a four-line warning that it moved
+        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0",
+                               silence_logs=logging.ERROR)
+    with cluster, Client(cluster) as client:
         yield client
+
+
+@contextlib.contextmanager
+def _children_ignore_ctrl_c():
+    """Processes started inside ignore SIGINT (an ignored signal stays ignored across exec, and
+    Python then installs no handler of its own). Ctrl-C at a terminal reaches the whole process
+    group: the workers would each print a traceback, while this process stops them anyway when
+    it handles the interrupt. Here Ctrl-C is ignored only while the cluster starts."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def run_sweep(config: SweepConfig, out, *, scheduler: Optional[str] = None, workers: Optional[int] = None,
@@ -98,11 +148,23 @@ def _run(config, out, workers, client, theory_task, simulation_task, progress, p
                 with open_client(None, workers, len(pending)) as cl:
                     summary["workers"] = len(cl.scheduler_info().get("workers", {}))
                     _execute(cl, pending, store, config, hashes, summary, run_started, progress)
+        summary["not_converged"] = not_converged(store.out / THEORY_CSV)
         summary["compute_wall_time"] = time.perf_counter() - t_start
         if plot:
             _finish_outputs(store.out, summary)
     summary["wall_time"] = time.perf_counter() - t_start
     return summary
+
+
+def not_converged(path) -> list:
+    """``{omega, alpha, branch, status}`` of each point of a theory CSV that exists but did not
+    converge (kept in the file with ``converged = False`` and drawn grey), read from the file so
+    that a resumed sweep reports them too."""
+    from numerics.tidy import is_true, number
+
+    return [{"omega": number(r["omega"]), "alpha": number(r["alpha"]), "branch": r.get("branch", ""),
+             "status": r.get("status", "")}
+            for r in read_csv_rows(path)[1] if is_true(r.get("exists", "True")) and not is_true(r.get("converged"))]
 
 
 def _execute(client, pending: list, store: SweepStore, config: SweepConfig, hashes: dict, summary: dict,
@@ -163,7 +225,7 @@ def execute(client, pending: list, done: set, *, store_result: Callable, fail: C
     ready = sorted((t for t in pending if t.key not in waiting), key=lambda t: -priority(t))
 
     def submit(t) -> None:
-        fut = client.submit(t.fn, t.payload, key=f"{t.key}-{token}", pure=False, priority=priority(t))
+        fut = client.submit(run_logged, t.fn, t.payload, key=f"{t.key}-{token}", pure=False, priority=priority(t))
         futures[fut] = t
         done_now.add(fut)
 
@@ -198,7 +260,10 @@ def execute(client, pending: list, done: set, *, store_result: Callable, fail: C
                     failed.add(task.key)
                     fail(task, exc, tb)
                 else:
-                    store_result(task, fut.result())
+                    result, messages = fut.result()
+                    for message in messages:  # with its task, which says where on the grid
+                        log.warning("%s: %s", task.key, message)
+                    store_result(task, result)
             except Exception as exc:  # a malformed result: record it, keep going
                 failed.add(task.key)
                 fail(task, exc, traceback.format_exc())
@@ -212,6 +277,31 @@ def execute(client, pending: list, done: set, *, store_result: Callable, fail: C
         for fut in futures:
             fut.cancel()
         raise
+
+
+def run_logged(fn: Callable, payload: dict) -> tuple:
+    """``(fn(payload), messages)`` on a worker: the log records of level WARNING and above that
+    the task emits (and its Python warnings) are kept as ``"logger: message"`` texts and handed
+    to the client, which logs them with the task's key. On the worker itself they would reach
+    the terminal through logging's last-resort handler, without saying which grid point."""
+    import threading
+
+    me = threading.get_ident()
+    messages = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            if record.thread == me:  # not another task's, where threads share a process (tests)
+                messages.append(f"{record.name}: {' '.join(record.getMessage().split())}")
+
+    logging.captureWarnings(True)
+    handler = Keep(logging.WARNING)
+    root = logging.getLogger()
+    root.addHandler(handler)
+    try:
+        return fn(payload), messages
+    finally:
+        root.removeHandler(handler)
 
 
 def worker_threads(client) -> int:

@@ -37,6 +37,10 @@ DATA_CSVS = (THEORY_CSV, THRESHOLDS_CSV, SIMULATION_CSV)
 KIND_OF_CSV = {THEORY_CSV: "theory", THRESHOLDS_CSV: "theory", SIMULATION_CSV: "simulation"}
 
 MANIFEST_FORMAT = 1
+#: files that mark the outputs of a command in a folder (those with a manifest name it there)
+OTHER_OUTPUTS = {THEORY_CSV: "phase-diagram", SIMULATION_CSV: "phase-diagram", "curve.csv": "run",
+                 "validate.json": "validate", "dscan.json": "validate", "histogram.json": "histogram",
+                 "report.md": "paper"}
 
 
 class SweepStore:
@@ -108,9 +112,10 @@ class SweepStore:
         Without a (readable) manifest, rows already in the folder are accepted only when
         every one carries the ``settings_hash`` of this run's settings of its kind."""
         manifest = self.manifest()
+        self._refuse_other_commands(manifest)
         if manifest is None:
             self._check_rows_without_manifest(sections)
-            manifest = {"format": MANIFEST_FORMAT, "created": now(), "sections": {}}
+            manifest = {"format": MANIFEST_FORMAT, "created": now(), "command": self.what, "sections": {}}
         changed = False
         for kind, settings in sections.items():
             h = settings_hash(settings)
@@ -125,6 +130,20 @@ class SweepStore:
         if changed:
             manifest["environment"] = _environment()
             atomic_write_text(self.out / MANIFEST, json_text(manifest, sort_keys=True) + "\n")
+
+    def _refuse_other_commands(self, manifest: Optional[dict]) -> None:
+        """Refuse a folder that holds another command's outputs: its manifest names that command
+        (a manifest written before it did is a paper run's if it has the paper's section), or a
+        file of :data:`OTHER_OUTPUTS` is there."""
+        other = None
+        if manifest is not None:
+            other = manifest.get("command") or ("paper" if "paper" in manifest["sections"] else "phase-diagram")
+        if other in (None, self.what):
+            other = next((command for name, command in OTHER_OUTPUTS.items()
+                          if command != self.what and (self.out / name).exists()), None)
+        if other is not None:
+            raise SweepError(f"--out: {self.out} holds the outputs of attnphase {other}; a {self.what} run there "
+                             f"would mix its files with them: use another --out")
 
     def _check_rows_without_manifest(self, sections: dict) -> None:
         for name in DATA_CSVS:

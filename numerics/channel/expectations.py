@@ -11,7 +11,7 @@ import numpy as np
 from derivations import CHANNEL_NAMES
 
 from ..bound_model import BoundModel
-from ..overlaps import Overlaps
+from ..overlaps import Overlaps, named_values
 from . import switches as switch_location
 from .accumulation import Accumulator, follow_sides
 from .band import locate_bands
@@ -67,5 +67,6 @@ def integrate_lines(model: BoundModel, ov: Overlaps, rule: ChannelRule, factor: 
                            lines.symmetry_order)
     values = np.array(list(result.expectations.values()))
     if not np.isfinite(values).all():
-        raise FloatingPointError(f"non-finite channel expectations at {ov}: {result.expectations}")
+        raise FloatingPointError(f"non-finite channel expectations at {ov}: "
+                                 f"{named_values(result.expectations, result.expectations.values())}")
     return result
