@@ -588,7 +588,7 @@ def test_every_model_parameter_has_a_range_and_a_reason(argv, parameter, capsys,
     # the commands that run many solves refuse it before the first
     for command in ([*SWEEP, "--omega", "0.3"], ["validate", "--seeds", "1"]):
         status, _, err = run([*command, *argv, "--out", tmp_path / "o"], capsys)
-        assert status == 2 and re.search(f"error: (--)?{parameter}: ", one_line(err, command[0]))
+        assert status == 2 and re.search(f"error: (--)?{parameter}s?: ", one_line(err, command[0]))
     assert not (tmp_path / "o").exists()
 
 
@@ -708,7 +708,8 @@ def test_a_sweep_task_warning_names_its_grid_point(client, tmp_path, capsys, cap
 
 def test_repeated_alphas_and_zero_steps_are_refused(capsys, tmp_path):
     status, _, err = run(["validate", "--alphas", "1,1", "--out", tmp_path / "v"], capsys)
-    assert status == 2 and "--alphas: 1 given more than once" in one_line(err, "validate")
+    line = one_line(err, "validate")
+    assert status == 2 and "--alphas: " in line and "repeated" in line, line
     status, _, err = run(["simulate", "--steps", "0"], capsys)
     assert status == 2 and "--steps: must be >= 1" in one_line(err, "simulate")
     assert not (tmp_path / "v").exists()

@@ -197,7 +197,6 @@ def cmd_validate(args) -> int:
         alphas = parse_range(args.alphas, "--alphas")
         for a in alphas:
             check_alpha(a, args.d, "--alphas")
-        _refuse_repeats(alphas, "--alphas")
     check_output(args.out, "folder")
     from validation import runs
     from validation.theory_cache import default_theory
