@@ -221,10 +221,10 @@ def canonical(value, L: int, role: str) -> Tuple[str, object]:
         text = str(value)
     import sympy as sp
 
-    if not isinstance(expr, sp.Expr) or isinstance(expr, sp.logic.boolalg.Boolean):
+    if not isinstance(expr, sp.Expr) or isinstance(expr, sp.core.relational.Relational):
         raise ModelSpecError(role, f"{text!r} is not an expression of the scores")
     if not expr.free_symbols & set(score_symbols(L)):
-        raise ModelSpecError(role, f"{text!r} does not depend on the scores h1, ..., h{L}")
+        raise ModelSpecError(role, f"{text!r} does not depend on the scores {'h1, h2' if L == 2 else f'h1, ..., h{L}'}")
     check_real_and_finite(expr, L, role, text)
     return sp.sstr(expr, full_prec=True), expr
 
