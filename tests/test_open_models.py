@@ -238,3 +238,23 @@ def test_softmax_typed_as_an_expression_and_as_the_teacher_solve_to_the_builtins
         typed = solve_branch(spec, 1.0, "semantic", "fast")
         assert typed.converged
         _assert_same_point(typed, named, {})
+
+
+def test_the_integrators_assumption_holds_for_an_expression():
+    """Both channel integrators use that the loss is even in h (it depends on h h^T only)."""
+    from numerics.bound_model import bind
+
+    assert bind(ModelSpec(attention=SQUAREPLUS, teacher=SQUAREPLUS)).loss_is_even
+
+
+def test_simulate_command_trains_an_expression_attention(capsys):
+    import json
+
+    from attnphase import cli
+
+    status = cli.main(["simulate", "--attention", SQUAREPLUS, "--teacher-attention", SQUAREPLUS, "--d", "20",
+                       "--steps", "5", "--n-test", "50", "--seeds", "1", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert status == 0 and math.isfinite(out["test_error_mean"])
+    assert ModelSpec(**{k: v for k, v in out["model"].items() if k != "rho"}).attention == \
+        ModelSpec(attention=SQUAREPLUS).attention
