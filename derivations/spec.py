@@ -18,7 +18,6 @@ from typing import Optional, Tuple
 
 #: the attentions known by name (derivations.attention); any other is an expression of the scores
 BUILTIN_ATTENTIONS = ("softmax", "linear", "sigmoid")
-ATTENTIONS = BUILTIN_ATTENTIONS
 REGULARISERS = ("ridge",)
 
 #: the paper's positional matrix of the teacher for two tokens
