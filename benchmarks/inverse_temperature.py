@@ -23,8 +23,12 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 
 def _read(path):
-    with open(path) as fh:
-        return json.load(fh)
+    """The JSON of a finished run, or None (a run still going, or stopped, leaves an empty file)."""
+    try:
+        with open(path) as fh:
+            return json.load(fh)
+    except (OSError, ValueError):
+        return None
 
 
 def main():
@@ -36,18 +40,18 @@ def main():
     for path in glob.glob(os.path.join(args.directory, "beta_*.json")):
         beta = float(re.fullmatch(r"beta_(.*)\.json", os.path.basename(path)).group(1))
         partner = os.path.join(args.directory, f"paper_beta_{os.path.basename(path)[5:]}")
-        if not os.path.exists(partner):
-            continue
-        rows.append((beta, _read(path), _read(partner)))
+        hot, paper = _read(path), _read(partner)
+        if hot is not None and paper is not None:
+            rows.append((beta, hot, paper))
     rows.sort(key=lambda r: r[0])
     print(f"{'beta':>6} {'lam/beta':>9} {'alpha_c(beta)':>24} {'alpha_c paper(lam/beta)':>26} {'z':>6}"
-          f" {'alpha_l(beta)':>24} {'alpha_l paper':>24} {'z':>6}")
+          f" {'difference':>10} {'alpha_l(beta)':>24} {'alpha_l paper':>24} {'z':>6} {'difference':>10}")
     for beta, hot, paper in rows:
         line = f"{beta:6g} {paper['model']['lam']:9.6g}"
         for key in ("alpha_c", "alpha_l"):
             a, ea, b, eb = hot[key], hot[f"{key}_error"], paper[key], paper[f"{key}_error"]
             z = (a - b) / math.hypot(ea, eb)
-            line += f" {a:12.7f} +- {ea:7.1e} {b:14.7f} +- {eb:7.1e} {z:6.2f}"
+            line += f" {a:12.7f} +- {ea:7.1e} {b:14.7f} +- {eb:7.1e} {z:6.2f} {a - b:10.1e}"
         print(line)
     if args.out:
         fig, ax = plt.subplots(figsize=(5, 3.6))
