@@ -131,6 +131,10 @@ class ModelSpec:
             if not (isinstance(value, str) and value in BUILTIN_ATTENTIONS):
                 from .attention import canonical
 
+                if not isinstance(value, str) and not hasattr(value, "free_symbols"):
+                    raise ModelSpecError(role, f"must be a name ({', '.join(BUILTIN_ATTENTIONS)}), a text "
+                                               f"expression of the scores or a SymPy expression, got {value!r}")
+
                 object.__setattr__(self, name, canonical(value, self.tokens, role)[0])
         if self.beta != 1.0:
             from .attention import uses_beta

@@ -69,6 +69,8 @@ def test_the_default_model_keeps_its_records():
     (dict(attention="h1 +"), "attention", "cannot parse"),
     (dict(attention="2"), "attention", "does not depend on the scores"),
     (dict(attention=sp.Symbol("x")), "attention", "unknown symbol 'x'"),
+    (dict(attention=["h1"]), "attention", "must be a name"),
+    (dict(teacher=sp.Function("g")(sp.Symbol("h1"))), "teacher", "unknown function 'g'"),
     (dict(teacher="beta*h1"), "teacher", "unknown symbol 'beta'"),
     (dict(beta=0), "beta", "> 0"),
     (dict(beta=-1.0), "beta", "> 0"),
