@@ -27,7 +27,7 @@ import threading
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-from derivations.spec import ATTENTIONS, ModelSpec, parse_A, parse_matrix
+from derivations.spec import BUILTIN_ATTENTIONS, ModelSpec, parse_A, parse_matrix
 from numerics.precision import PRECISIONS
 
 from .errors import CommandFailed, UsageError
@@ -49,8 +49,15 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--A", default=None, metavar="ROWS",
                    help="teacher matrix A, rows separated by ';' (e.g. 0.6,0.4;0.4,0.6), or row-major "
                         "a11,a12,a21,a22 (default: 0.6 on the diagonal, 0.4/(L-1) elsewhere)")
-    g.add_argument("--attention", default="softmax", choices=ATTENTIONS,
-                   help="student attention nonlinearity (default softmax)")
+    g.add_argument("--attention", default="softmax", metavar="NAME|EXPR",
+                   help=f"student attention: {', '.join(BUILTIN_ATTENTIONS)} (default softmax), or the weight on "
+                        "the score h1 as an expression of one row of scores h1..hL, e.g. "
+                        "'(1 + h1**2)/(2 + h1**2 + h2**2)' (docs/extending.md)")
+    g.add_argument("--beta", type=float, default=1.0,
+                   help="the student's inverse temperature: the softmax's, or the symbol beta of --attention (default 1)")
+    g.add_argument("--teacher-attention", default="softmax", metavar="NAME|EXPR",
+                   help="the teacher's attention T0 in T = (1 - omega) T0 + omega A, set like --attention "
+                        "(default softmax)")
     g.add_argument("--tokens", type=int, default=2, help="number of tokens L (default 2)")
     g.add_argument("--rank", type=int, default=1, help="rank r of the student (default 1)")
     g.add_argument("--teacher-rank", type=int, default=1, help="rank t of the teacher (default 1)")
@@ -65,7 +72,8 @@ def model_from_args(args: argparse.Namespace) -> ModelSpec:
     A = None if args.A is None else parse_A(args.A, L if isinstance(L, int) and L >= 2 else None)
     positions = None if args.positions is None else parse_matrix(args.positions, "positions")
     return ModelSpec(sigma=args.sigma, lam=args.lam, omega=args.omega, A=A, attention=args.attention, tokens=L,
-                     rank=args.rank, teacher_rank=args.teacher_rank, positions=positions)
+                     rank=args.rank, teacher_rank=args.teacher_rank, positions=positions, beta=args.beta,
+                     teacher=args.teacher_attention)
 
 
 def add_json_option(parser: argparse.ArgumentParser) -> None:

@@ -25,8 +25,9 @@ use :meth:`GeneratedModel.params` to get them from a spec.  Each function's
 Cache: the generated source is written as a readable Python module under
 ``$ATTNPHASE_CACHE_DIR`` (default ``~/.cache/attnphase``), in ``derivations/``.
 The file name is a hash of the spec's structural key (attention, teacher, regulariser,
-``L``, ``r``, ``t``, ``P``), the backend, the CSE flag, the SymPy version and the source of this
-package (so edited derivation code never reuses a stale cache). Numbers (``sigma, lam, omega,
+``L``, ``r``, ``t``, ``P``, ``beta``), the canonical form (``sympy.srepr``) of every attention
+expression, the backend, the CSE flag, the SymPy version and the source of this
+package (so edited derivation code or a changed expression never reuses a stale cache). Numbers (``sigma, lam, omega,
 A``) are arguments, never part of the key.
 """
 from __future__ import annotations
@@ -235,7 +236,7 @@ def _matrix_expressions(spec: ModelSpec) -> Dict[str, Tuple[tuple, object, str]]
         "loss": (H + HS + P, l, "l(h; hs) = (sigma**2/2) |S(h) - T(hs)|_F**2 (docs/theory.md, sections 2.1 and 4.3)"),
         "dloss_dhstar": (H + HS + P, tuple(g_of.values()), "g = dl/dhs, packed like hs"),
         "teacher": (HS + P, tuple(teacher_matrix(spec, ms.hs)),
-                    "T (row-major), T = (1-omega) softmax_rows(hs hs^T) + omega A"),
+                    "T (row-major), T = (1-omega) T0(hs hs^T) + omega A, T0 the teacher's attention"),
         "attention": (H + P, tuple(attention_matrix(spec, ms.h)), f"S (row-major), student attention S(h) "
                                                                  f"({spec.attention})"),
         "prox_objective": (H + W + HS + ms.packed("V") + P, obj_fast,
@@ -386,10 +387,28 @@ class GeneratedModel:
 # source generation and the cache
 # ----------------------------------------------------------------------------
 
+def expression_forms(spec: ModelSpec) -> dict:
+    """``sympy.srepr`` of every attention expression of ``spec`` that is not a built-in name.
+
+    A built-in's expression is written in this package's source (``derivations.model``), so the
+    source hash of the key covers it, together with ``beta`` in the structural key; an expression
+    is keyed by its own canonical form, so a changed expression can never reuse another's code.
+    Built-ins need no SymPy here, which keeps a cache hit of the paper's model SymPy-free."""
+    from .attention import canonical_form, is_builtin
+
+    return {role: canonical_form(getattr(spec, role), spec.L, role, spec.beta)
+            for role in ("attention", "teacher") if not is_builtin(getattr(spec, role))}
+
+
 def cache_key(spec: ModelSpec, backend: str, cse: bool) -> str:
-    blob = json.dumps({"structure": spec.structural_key(), "backend": backend, "cse": bool(cse),
-                       "sympy": _sympy_version(), "source": package_source_hash(), "format": FORMAT_VERSION},
-                      sort_keys=True)
+    """The generated module's key: the structure, every expression's canonical form
+    (:func:`expression_forms`), the backend, CSE, SymPy's version and this package's source."""
+    content = {"structure": spec.structural_key(), "backend": backend, "cse": bool(cse),
+               "sympy": _sympy_version(), "source": package_source_hash(), "format": FORMAT_VERSION}
+    forms = expression_forms(spec)
+    if forms:
+        content["expressions"] = forms
+    blob = json.dumps(content, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:20]
 
 
@@ -507,7 +526,8 @@ def generated_functions(spec: ModelSpec, backend: str = "numpy", cse: bool = Tru
         return _MEMO[key]
     directory = cache_dir()
     L, r, t, k = spec.shape
-    path = directory / (f"gen_{spec.attention}_{spec.teacher}_{spec.regulariser}_L{L}r{r}t{t}k{k}_{backend}_"
+    path = directory / (f"gen_{spec.attention_label()}_{spec.attention_label('teacher')}_{spec.regulariser}_"
+                        f"L{L}r{r}t{t}k{k}_{backend}_"
                         f"{'cse' if cse else 'nocse'}_{key}.py")
     names = function_names(spec)
     source = None

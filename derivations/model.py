@@ -105,26 +105,39 @@ def _rows(h) -> sp.Matrix:
     return h if isinstance(h, sp.MatrixBase) else sp.Matrix(list(h))
 
 
+def attention_of_scores(text: str, scores: sp.Matrix, role: str, beta: float = 1.0, logistic: bool = False) -> sp.Matrix:
+    """The attention ``text`` (a built-in name or a canonical expression, :mod:`derivations.attention`)
+    of the ``n x L`` matrix of ``scores``, row by row.
+
+    The built-ins are their row expressions written in the forms above, which code generation
+    shares and which never evaluate ``inf/inf``: the softmax as :func:`softmax_rows` of ``beta``
+    times the scores (exactly ``exp(beta h1) / sum_l exp(beta hl)`` per row), the sigmoid by
+    :func:`sigmoid`. An expression is applied by :func:`derivations.attention.attention_rows`."""
+    from . import attention
+
+    if text == "softmax":
+        b = sp.Rational(repr(float(beta))) if role == "attention" else sp.Integer(1)
+        return softmax_rows(scores if b == 1 else b * scores, logistic)
+    if text == "linear":
+        return scores
+    if text == "sigmoid":
+        return scores.applyfunc(lambda x: sigmoid(x, logistic))
+    return attention.attention_rows(text, scores, role, beta)
+
+
 def attention_matrix(spec: ModelSpec, h, logistic: bool = False) -> sp.Matrix:
     """Student attention ``S(h)`` of ``h h^T`` (docs/theory.md, sections 2.1 and 4.1), ``h`` the ``L x r``
     pre-activations (a sequence of ``L`` numbers when ``r = 1``)."""
     hv = _rows(h)
-    scores = hv * hv.T
-    if spec.attention == "softmax":
-        return softmax_rows(scores, logistic)
-    if spec.attention == "linear":
-        return scores
-    if spec.attention == "sigmoid":
-        return scores.applyfunc(lambda x: sigmoid(x, logistic))
-    raise DerivationError(f"attention: no symbolic form for {spec.attention!r}")
+    return attention_of_scores(spec.attention, hv * hv.T, "attention", spec.beta, logistic)
 
 
 def teacher_matrix(spec: ModelSpec, hs, logistic: bool = False) -> sp.Matrix:
-    """Teacher ``T(h*) = (1 - omega) softmax_rows(h* h*^T) + omega A`` (docs/theory.md, sections 1.2 and 4.1)."""
-    if spec.teacher != "softmax":
-        raise DerivationError(f"teacher: no symbolic form for {spec.teacher!r}")
+    """Teacher ``T(h*) = (1 - omega) T0(h* h*^T) + omega A`` (docs/theory.md, sections 1.2 and 4.1), ``T0``
+    the teacher's attention (default the softmax)."""
     hv = _rows(hs)
-    return (1 - S.omega) * softmax_rows(hv * hv.T, logistic) + S.omega * S.matrix_symbols(spec.shape).A
+    return (1 - S.omega) * attention_of_scores(spec.teacher, hv * hv.T, "teacher", 1.0, logistic) \
+        + S.omega * S.matrix_symbols(spec.shape).A
 
 
 def loss(spec: ModelSpec, h=None, hs=None, logistic: bool = False) -> sp.Expr:

@@ -32,7 +32,7 @@ DEFINITIONS = {
     "hs1": "theta/sqrt(q)*xi1 + sqrt(rho - theta**2/q)*y1  (teacher pre-activation h*_1)",
     "hs2": "theta/sqrt(q)*xi2 + sqrt(rho - theta**2/q)*y2  (teacher pre-activation h*_2)",
     "M": "M(w1, w2, hs1, hs2, V) = min_h |h - w|**2/(2*V) + l(h; hs), the Moreau envelope of the loss",
-    "l": "l(h; hs) = (sigma**2/2)*|S(h) - T(hs)|_F**2, T(hs) = (1 - omega)*softmax_rows(hs hs^T) + omega*A; "
+    "l": "l(h; hs) = (sigma**2/2)*|S(h) - T(hs)|_F**2, T(hs) = (1 - omega)*T0(hs hs^T) + omega*A, T0 the teacher's attention; "
          "S(h) the student attention of the model (key 'loss' gives l explicitly)",
     "h1, h2": "the global minimiser (prox) in M",
     "f1, f2": "f_l = (h_l - w_l)/V at the prox: f_l = -dM/dw_l (envelope theorem)",
@@ -121,7 +121,9 @@ class _Rendering:
         free_energy, equations = self.SECTIONS
         lines = [f"Model: {self.spec.to_dict()}", "",
                  f"Free energy (docs/theory.md, section {free_energy}):", f"  F = {self.derivation.free_energy}", "",
-                 f"Loss l({self.LOSS_ARGUMENTS}) ({self.spec.attention} attention):", f"  l = {self.loss}", "",
+                 f"Loss l({self.LOSS_ARGUMENTS}) (student attention {self.spec.attention}"
+                 + (f" at beta = {self.spec.beta:g}" if self.spec.beta != 1.0 else "")
+                 + f", teacher attention {self.spec.teacher}):", f"  l = {self.loss}", "",
                  f"Saddle-point equations (dF/d(parameter) = 0; docs/theory.md, section {equations}):"]
         lines += [f"  {k} = {v}" for k, v in self.equations.items()]
         lines += ["", "Equivalent forms:"]
@@ -228,7 +230,7 @@ class MatrixReport(_Rendering):
             "M": f"{ms.M_of} = min_h 1/2 sum_l (h_l - w_l)^T V^{{-1}} (h_l - w_l) + l(h; hs), the Moreau envelope "
                  "(docs/theory.md, section 4.3)",
             "l": "l(h; hs) = (sigma**2/2)*|S(h) - T(hs)|_F**2, S(h) of h h^T, T(hs) = (1 - omega)*"
-                 "softmax_rows(hs hs^T) + omega*A (key 'loss' gives l explicitly)",
+                 "T0(hs hs^T) + omega*A, T0 the teacher's attention (key 'loss' gives l explicitly)",
             "f": "f_l = V^{-1} (h_l - w_l) at the prox h: f_l = -dM/dw_l (envelope theorem; names "
                  + ", ".join(packing.token_names("f", ms.shape)) + ")",
             "g": "g_l = dl/dhs_l at the prox: g_l = dM/dhs_l (names " + ", ".join(packing.token_names("g", ms.shape))

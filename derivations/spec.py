@@ -16,8 +16,8 @@ import math
 import operator
 from typing import Optional, Tuple
 
-ATTENTIONS = ("softmax", "linear", "sigmoid")
-TEACHERS = ("softmax",)
+#: the attentions known by name (derivations.attention); any other is an expression of the scores
+BUILTIN_ATTENTIONS = ("softmax", "linear", "sigmoid")
 REGULARISERS = ("ridge",)
 
 #: the largest sigma whose square is a float
@@ -58,9 +58,13 @@ class ModelSpec:
     omega : weight of the fixed positional matrix ``A`` in the teacher.
     A : the ``L x L`` row-stochastic matrix of the teacher, as a tuple of rows
         (default :func:`default_A`).
-    attention : student attention nonlinearity ``S(h)``: ``softmax`` (row softmax of
-        ``h h^T``), ``linear`` (``h h^T``) or ``sigmoid`` (elementwise sigmoid of ``h h^T``).
-    teacher : teacher attention, ``T = (1 - omega) softmax(h* h*^T) + omega A``.
+    attention : student attention ``S(h)`` of the scores ``h h^T``: a built-in name (``softmax``,
+        the row softmax at inverse temperature ``beta``; ``linear``, ``h h^T``; ``sigmoid``, the
+        elementwise sigmoid) or an expression of one row of scores ``h1, ..., hL`` (text or SymPy,
+        :mod:`derivations.attention`), the weight on the score ``h1``. Stored as the built-in name
+        or the expression's canonical text.
+    teacher : the teacher's attention ``T0``, ``T = (1 - omega) T0(h* h*^T) + omega A``, set the same
+        way (default the softmax; no ``beta``). Also readable as :attr:`teacher_attention`.
     regulariser : ``ridge``, the penalty ``lam/2 |Q|_F^2``.
     tokens : ``L``, the number of tokens (>= 2).
     rank : ``r``, the rank of the student (columns of ``Q``).
@@ -68,6 +72,8 @@ class ModelSpec:
     positions : the ``L x k`` matrix ``P`` of the positional embeddings,
         ``mu_l = sqrt(d) sum_a P[l, a] e_a`` with orthonormal ``e_a`` (default
         :func:`default_positions`).
+    beta : the student's inverse temperature: the symbol ``beta`` of its attention (the built-in
+        softmax is ``exp(beta h1) / sum_l exp(beta hl)``); must be 1 for an attention without it.
     """
 
     sigma: float = 0.5
@@ -81,6 +87,7 @@ class ModelSpec:
     rank: int = 1
     teacher_rank: int = 1
     positions: Optional[Tuple[Tuple[float, ...], ...]] = None
+    beta: float = 1.0
 
     def __post_init__(self):
         for name, low, why in (("tokens", 2, "attention mixes tokens"), ("rank", 1, "the student's columns"),
@@ -114,16 +121,44 @@ class ModelSpec:
         if not 0.0 <= self.omega <= 1.0:
             raise ModelSpecError("omega", f"must lie in [0, 1] (the teacher's weight of A against its softmax), "
                                           f"got {self.omega}")
-        if self.attention not in ATTENTIONS:
-            raise ModelSpecError(
-                "attention", f"unknown nonlinearity {self.attention!r}; choose from {', '.join(ATTENTIONS)}"
-            )
-        if self.teacher not in TEACHERS:
-            raise ModelSpecError("teacher", f"unknown teacher {self.teacher!r}; choose from {', '.join(TEACHERS)}")
+        self._set_attentions()
         if self.regulariser not in REGULARISERS:
             raise ModelSpecError(
                 "regulariser", f"unknown regulariser {self.regulariser!r}; choose from {', '.join(REGULARISERS)}"
             )
+
+    def _set_attentions(self) -> None:
+        """Built-in names as they are; expressions parsed and stored as canonical text
+        (SymPy is imported only for an expression, so the default model needs none)."""
+        from .attention import check_beta
+
+        object.__setattr__(self, "beta", check_beta(self.beta))
+        for name, role in (("attention", "attention"), ("teacher", "teacher")):
+            value = getattr(self, name)
+            if not (isinstance(value, str) and value in BUILTIN_ATTENTIONS):
+                from .attention import canonical
+
+                if not isinstance(value, str) and not hasattr(value, "free_symbols"):
+                    raise ModelSpecError(role, f"must be a name ({', '.join(BUILTIN_ATTENTIONS)}), a text "
+                                               f"expression of the scores or a SymPy expression, got {value!r}")
+
+                object.__setattr__(self, name, canonical(value, self.tokens, role)[0])
+        if self.beta != 1.0:
+            from .attention import uses_beta
+
+            if not uses_beta(self.attention, self.tokens):
+                raise ModelSpecError("beta", f"the student attention {self.attention!r} does not use beta; "
+                                             f"leave beta = 1 or write beta into the expression")
+
+    @property
+    def teacher_attention(self) -> str:
+        """The teacher's attention (the field ``teacher``)."""
+        return self.teacher
+
+    def attention_label(self, role: str = "attention") -> str:
+        """A short name for file names and legends: the built-in name, or ``expr``."""
+        text = getattr(self, role)
+        return text if text in BUILTIN_ATTENTIONS else "expr"
 
     @property
     def L(self) -> int:
@@ -160,17 +195,25 @@ class ModelSpec:
                                  f"got L = {L}, r = {r}, t = {t}, P = {[list(p) for p in self.positions]}")
 
     def structural_key(self) -> dict:
-        """The part of the specification that determines the symbolic equations."""
-        return {"tokens": self.tokens, "rank": self.rank, "teacher_rank": self.teacher_rank,
-                "positions": [list(p) for p in self.positions], "attention": self.attention,
-                "teacher": self.teacher, "regulariser": self.regulariser}
+        """The part of the specification that determines the symbolic equations (``beta`` only when
+        it is not 1, so the paper's model keeps its key)."""
+        key = {"tokens": self.tokens, "rank": self.rank, "teacher_rank": self.teacher_rank,
+               "positions": [list(p) for p in self.positions], "attention": self.attention,
+               "teacher": self.teacher, "regulariser": self.regulariser}
+        if self.beta != 1.0:
+            key["beta"] = self.beta
+        return key
 
     def structural_hash(self) -> str:
         blob = json.dumps(self.structural_key(), sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
 
     def to_dict(self) -> dict:
+        """Every field (``beta`` only when it is not 1: records of the paper's model keep their form
+        and their hashes), plus ``rho``."""
         d = dataclasses.asdict(self)
+        if self.beta == 1.0:
+            del d["beta"]
         d["A"] = [list(row) for row in self.A]
         d["positions"] = [list(row) for row in self.positions]
         d["rho"] = self.rho
@@ -195,7 +238,7 @@ class ModelSpec:
         return cls(sigma=float(row["sigma"]), lam=float(row["lam"]), omega=float(row["omega"]), A=A,
                    attention=row["attention"], teacher=row["teacher"], regulariser=row["regulariser"],
                    tokens=L, rank=int(row.get("rank", 1)), teacher_rank=int(row.get("teacher_rank", 1)),
-                   positions=P)
+                   positions=P, beta=float(row.get("beta") or 1.0))
 
     def replace(self, **changes) -> "ModelSpec":
         return dataclasses.replace(self, **changes)

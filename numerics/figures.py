@@ -199,21 +199,28 @@ def read_curve_file(path, allow_empty: bool = False) -> tuple:
     return rows, model
 
 
-def plot_curve_files(paths, stem, default_model=None):
+def model_label(spec) -> str:
+    """A legend label: the student's attention, and the teacher's and ``beta`` where not the default."""
+    parts = [f"{spec.attention} attention"]
+    if spec.beta != 1.0:
+        parts.append(f"beta={spec.beta:g}")
+    if spec.teacher != "softmax":
+        parts.append(f"teacher {spec.teacher}")
+    return ", ".join(parts + [f"omega={spec.omega:g}"])
+
+
+def plot_curve_files(paths, stem, default_model=None, labels=None):
     """The curves of several curve CSVs side by side (:func:`plot_model_comparison`), each
-    read back from its file (:func:`read_curve_file`) and labelled by the model in its rows,
-    with that model's linear baseline. ``default_model``: the model of a file without rows.
-    Returns the figure paths."""
+    read back from its file (:func:`read_curve_file`) and labelled by the model in its rows
+    (:func:`model_label`, or ``labels[i]`` for file ``i``), with that model's linear baseline.
+    ``default_model``: the model of a file without rows. Returns the figure paths."""
     from .baseline import linear_baseline
 
-    def label(spec):
-        return f"{spec.attention} attention, omega={spec.omega:g}"
-
     curves = {}
-    for path in paths:
+    for i, path in enumerate(paths):
         rows, model = read_curve_file(path, allow_empty=default_model is not None)
         model = model or default_model
-        name = label(model)
+        name = labels[i] if labels else model_label(model)
         while name in curves:
             name += "'"
         curves[name] = (rows, linear_baseline(model).test_error)

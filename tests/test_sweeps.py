@@ -451,3 +451,16 @@ def test_worker_threads_of_a_cluster_that_cannot_say_is_one():
             return {"a": 1, "b": 3}
 
     assert worker_threads(Broken()) == 1 and worker_threads(Four()) == 4
+
+
+def test_an_expression_attention_and_beta_travel_to_the_rows_and_the_settings(client, tmp_path):
+    """The model columns carry the canonical expression and beta; a run with another beta has other settings."""
+    spec = ModelSpec(attention="exp(beta*h1)/(exp(beta*h1) + exp(beta*h2))", beta=2.0,
+                     teacher="(h1 + sqrt(h1**2 + 4))/(h1 + sqrt(h1**2 + 4) + h2 + sqrt(h2**2 + 4))")
+    c = config(omegas=(0.1,), spec=spec)
+    s = run_sweep(c, tmp_path, client=client, theory_task=FAKE, progress=False)
+    assert s["failed"] == []
+    _, rows = read_csv_rows(tmp_path / THEORY_CSV)
+    assert {ModelSpec.from_columns(r).replace(omega=spec.omega) for r in rows} == {spec}
+    other = config(omegas=(0.1,), spec=spec.replace(beta=3.0))
+    assert other.theory_settings(FAKE) != c.theory_settings(FAKE)

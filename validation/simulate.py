@@ -74,6 +74,7 @@ record with NaN is returned.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import math
 import re
@@ -83,7 +84,7 @@ from typing import Callable, Optional
 import numpy as np
 import torch
 
-from derivations.spec import ATTENTIONS, ModelSpec
+from derivations.spec import BUILTIN_ATTENTIONS, ModelSpec
 
 from .run_settings import DEFAULT_LR, INITS, OPTIMIZERS, check_start  # noqa: F401  (part of this module's interface)
 
@@ -139,9 +140,99 @@ def _weight(W: torch.Tensor) -> torch.Tensor:
     return W[:, 0] if W.shape[1] == 1 else W
 
 
-def _check_attention(kind: str) -> None:
-    if kind not in ATTENTIONS:
-        raise ValueError(f"attention: unknown nonlinearity {kind!r}; choose from {', '.join(ATTENTIONS)}")
+@dataclasses.dataclass(frozen=True)
+class Attention:
+    """An attention as the simulator computes it: the spec's text (a built-in name or a canonical
+    expression of one row of scores, :mod:`derivations.attention`), its role (``attention``, the
+    student's, or ``teacher``) and the student's inverse temperature ``beta``.
+
+    The built-ins have hand-written elementwise forms (the softmax at ``beta`` is the softmax of
+    ``beta`` times the scores); every other attention, and every built-in with ``generated``, is
+    computed from torch functions lambdified from the same row expression as the theory's, with
+    its derivatives in each score (:func:`generated_row`). Tests check the two agree."""
+
+    text: str = "softmax"
+    role: str = "attention"
+    beta: float = 1.0
+    generated: bool = False
+
+    @property
+    def kind(self) -> str:
+        """The hand-written form to use: a built-in name, or ``generated``."""
+        return "generated" if self.generated or self.text not in BUILTIN_ATTENTIONS else self.text
+
+
+def student_attention(spec: ModelSpec, generated: bool = False) -> Attention:
+    return Attention(spec.attention, "attention", spec.beta, generated)
+
+
+def teacher_attention(spec: ModelSpec, generated: bool = False) -> Attention:
+    return Attention(spec.teacher, "teacher", 1.0, generated)
+
+
+def _as_attention(attention) -> Attention:
+    """An :class:`Attention` from itself or a built-in name."""
+    if isinstance(attention, Attention):
+        return attention
+    if isinstance(attention, str) and attention in BUILTIN_ATTENTIONS:
+        return Attention(attention)
+    raise ValueError(f"attention: unknown nonlinearity {attention!r}; give a built-in name "
+                     f"({', '.join(BUILTIN_ATTENTIONS)}) or an Attention (student_attention(spec))")
+
+
+#: torch counterparts of the functions an attention expression may use (derivations.attention.FUNCTIONS)
+_TORCH_FUNCTIONS = {"exp": torch.exp, "log": torch.log, "sqrt": torch.sqrt, "tanh": torch.tanh, "sinh": torch.sinh,
+                    "cosh": torch.cosh, "sin": torch.sin, "cos": torch.cos, "atan": torch.atan, "erf": torch.erf,
+                    "Abs": torch.abs}
+
+
+@functools.lru_cache(maxsize=64)
+def generated_row(text: str, role: str, beta: float, L: int):
+    """``(f, (df/dh1, ..., df/dhL))``: torch functions of ``L`` score tensors, lambdified from the
+    row expression of the theory (:func:`derivations.attention.row_expression`) and its
+    SymPy derivatives. A constant derivative comes back as a Python number."""
+    import sympy as sp
+
+    from derivations.attention import row_expression, score_symbols
+
+    f = row_expression(text, L, role, beta)
+    h = score_symbols(L)
+    modules = [_TORCH_FUNCTIONS, "math"]
+    return (sp.lambdify(h, f, modules=modules),
+            tuple(sp.lambdify(h, sp.diff(f, x), modules=modules) for x in h))
+
+
+def _as_tensor(value, like: torch.Tensor) -> torch.Tensor:
+    return value if isinstance(value, torch.Tensor) else torch.full_like(like, float(value))
+
+
+def _generated_rows(attention: Attention, score, L: int, slopes: bool = False):
+    """``S[i][j] = f(s_ij, s_i(j+1), ...)`` (cyclic) from ``score(i, c)``, the logits' tensors, and with
+    ``slopes`` also ``D[i][j][k] = dS_ij / ds_i(j+k)``."""
+    f, df = generated_row(attention.text, attention.role, attention.beta, L)
+    S, D = [], []
+    for i in range(L):
+        row, drow = [], []
+        for j in range(L):
+            args = [score(i, (j + k) % L) for k in range(L)]
+            row.append(_as_tensor(f(*args), args[0]))
+            if slopes:
+                drow.append([_as_tensor(g(*args), args[0]) for g in df])
+        S.append(row)
+        D.append(drow)
+    return S, D
+
+
+def _slopes_to_J(P, D, L: int):
+    """``J_ic = sum_j P_ij dS_ij/ds_ic``, ``d loss / d logits`` from ``P = d loss / d S``."""
+    J = [[None] * L for _ in range(L)]
+    for i in range(L):
+        for j in range(L):
+            for k in range(L):
+                c = (j + k) % L
+                term = P[i][j] * D[i][j][k]
+                J[i][c] = term if J[i][c] is None else J[i][c] + term
+    return J
 
 
 # --------------------------------------------------------------------------- positions
@@ -224,14 +315,10 @@ class Batch:
 
 
 def teacher_matrix(hstar: torch.Tensor, spec: ModelSpec) -> torch.Tensor:
-    """``T = (1 - omega) softmax_rows(h* h*^T) + omega A`` (docs/theory.md, sections 1.2 and 4.1)
-    for ``hstar`` of shape ``(n, L)`` (rank one) or ``(n, L, t)``."""
+    """``T = (1 - omega) T0(h* h*^T) + omega A`` (docs/theory.md, sections 1.2 and 4.1), ``T0`` the
+    teacher's attention, for ``hstar`` of shape ``(n, L)`` (rank one) or ``(n, L, t)``."""
     A = torch.tensor(spec.A, dtype=hstar.dtype, device=hstar.device)
-    if hstar.dim() == 2:
-        logits = hstar[:, :, None] * hstar[:, None, :]
-    else:
-        logits = hstar @ hstar.transpose(1, 2)
-    S = torch.softmax(logits, dim=-1)
+    S = attention_matrix(hstar, teacher_attention(spec))
     return (1.0 - spec.omega) * S + spec.omega * A
 
 
@@ -287,16 +374,21 @@ def raw_training_set(problem: "Problem", chunk: int = 4096):
 # --------------------------------------------------------------------------- student
 
 
-def attention_matrix(h: torch.Tensor, kind: str) -> torch.Tensor:
-    """Student attention ``S(h)`` for ``h`` of shape ``(n, L)`` (rank one) or ``(n, L, r)``:
-    the spec's nonlinearity of ``h h^T``."""
-    _check_attention(kind)
+def attention_matrix(h: torch.Tensor, attention) -> torch.Tensor:
+    """The attention ``S(h)`` of ``h h^T`` for ``h`` of shape ``(n, L)`` (rank one) or ``(n, L, r)``,
+    shape ``(n, L, L)``; ``attention`` an :class:`Attention` or a built-in name. Plain torch
+    operations, differentiable by autograd (the reference of :func:`risk_autograd`)."""
+    att = _as_attention(attention)
     logits = h[:, :, None] * h[:, None, :] if h.dim() == 2 else h @ h.transpose(1, 2)
-    if kind == "softmax":
-        return torch.softmax(logits, dim=-1)
-    if kind == "linear":
+    if att.kind == "softmax":
+        return torch.softmax(att.beta * logits, dim=-1)
+    if att.kind == "linear":
         return logits
-    return torch.sigmoid(logits)
+    if att.kind == "sigmoid":
+        return torch.sigmoid(logits)
+    L = logits.shape[-1]
+    S, _ = _generated_rows(att, lambda i, c: logits[:, i, c], L)
+    return torch.stack([torch.stack(row, dim=-1) for row in S], dim=-2)
 
 
 def _per_sample_loss(S11, S12, S21, S22, batch: Batch) -> torch.Tensor:
@@ -325,37 +417,48 @@ def _times_G(S: torch.Tensor, batch: Batch) -> torch.Tensor:
     return SG
 
 
-def _attention_entries(h1: torch.Tensor, h2: torch.Tensor, kind: str):
-    """Entries ``S_11, S_12, S_21, S_22`` of the student attention for ``L = 2``, ``r = 1``."""
-    if kind == "softmax":  # S_11 = sigmoid(h_1 (h_1 - h_2)), S_22 = sigmoid(h_2 (h_2 - h_1)) (docs/theory.md, 2.1)
-        diff = h1 - h2
+def _attention_entries(h1: torch.Tensor, h2: torch.Tensor, attention, slopes: bool = False):
+    """Entries ``S_11, S_12, S_21, S_22`` of the student attention for ``L = 2``, ``r = 1``; for a
+    generated attention with ``slopes`` also its slopes ``D`` (:func:`_generated_rows`)."""
+    att = _as_attention(attention)
+    if att.kind == "softmax":  # S_11 = sigmoid(beta h_1 (h_1 - h_2)), S_22 = sigmoid(beta h_2 (h_2 - h_1)) (2.1)
+        diff = h1 - h2 if att.beta == 1.0 else att.beta * (h1 - h2)
         a = torch.sigmoid(h1 * diff)
         b = torch.sigmoid(-h2 * diff)
         return a, 1.0 - a, 1.0 - b, b
     h12 = h1 * h2
-    if kind == "linear":
+    if att.kind == "linear":
         return h1 * h1, h12, h12, h2 * h2
-    if kind == "sigmoid":
+    if att.kind == "sigmoid":
         s12 = torch.sigmoid(h12)
         return torch.sigmoid(h1 * h1), s12, s12, torch.sigmoid(h2 * h2)
-    _check_attention(kind)
+    logits = ((h1 * h1, h12), (h12, h2 * h2))
+    S, D = _generated_rows(att, lambda i, c: logits[i][c], 2, slopes)
+    entries = (S[0][0], S[0][1], S[1][0], S[1][1])
+    return entries + (D,) if slopes else entries
 
 
-def _attention_general(h: torch.Tensor, kind: str) -> torch.Tensor:
-    """``S(h)`` in the ``(L, L, n)`` layout for ``h`` of shape ``(r, L, n)``."""
+def _attention_general(h: torch.Tensor, attention, slopes: bool = False):
+    """``S(h)`` in the ``(L, L, n)`` layout for ``h`` of shape ``(r, L, n)`` (with ``slopes``, a
+    generated attention also returns its slopes ``D``, :func:`_generated_rows`)."""
+    att = _as_attention(attention)
     logits = (h[:, :, None] * h[:, None]).sum(dim=0)
-    if kind == "softmax":
+    if att.kind == "generated":
+        S, D = _generated_rows(att, lambda i, c: logits[i, c], logits.shape[0], slopes)
+        S = torch.stack([torch.stack(row) for row in S])
+        return (S, D) if slopes else S
+    if att.beta != 1.0:
+        logits = logits * att.beta
+    if att.kind == "softmax":
         # exp2, not torch.softmax or torch.exp: on the CPU those open a thread-parallel region
         # even for a few thousand float64 entries, which waits a scheduler slice (~16 ms) for
         # its second thread when the cores are oversubscribed (benchmarks/bench_simulation.py
         # --kernels); exp2 and the other elementwise operations here stay on one thread
         e = torch.exp2((logits - logits.amax(dim=1, keepdim=True)).mul_(_LOG2_E))
         return e.div_(e.sum(dim=1, keepdim=True))
-    if kind == "linear":
+    if att.kind == "linear":
         return logits
-    if kind == "sigmoid":
-        return torch.sigmoid(logits)
-    _check_attention(kind)
+    return torch.sigmoid(logits)
 
 
 def _hidden(Q: torch.Tensor, batch: Batch) -> torch.Tensor:
@@ -368,7 +471,7 @@ def _hidden(Q: torch.Tensor, batch: Batch) -> torch.Tensor:
     return h.to(STAT_DTYPE).mul_(1.0 / math.sqrt(batch.d)).view(Q2.shape[1], batch.L, batch.n)
 
 
-def per_sample_loss(Q: torch.Tensor, batch: Batch, attention: str = "softmax") -> torch.Tensor:
+def per_sample_loss(Q: torch.Tensor, batch: Batch, attention="softmax") -> torch.Tensor:
     """Per-sample loss ``sum_l |y_l - yhat_l|^2 / (2d)`` (docs/theory.md, section 1.3), shape ``(n,)``, float64."""
     if batch.L == 2 and Q.dim() == 1:
         h = (batch.X @ Q).view(batch.L, batch.n).to(STAT_DTYPE) / math.sqrt(batch.d)
@@ -377,7 +480,7 @@ def per_sample_loss(Q: torch.Tensor, batch: Batch, attention: str = "softmax") -
     return _per_sample_loss_general(S, _times_G(S, batch), batch)
 
 
-def loss_and_grad_h(h1: torch.Tensor, h2: torch.Tensor, batch: Batch, attention: str = "softmax",
+def loss_and_grad_h(h1: torch.Tensor, h2: torch.Tensor, batch: Batch, attention="softmax",
                     need_loss: bool = True):
     """Summed loss ``sum_i loss_i`` (None unless ``need_loss``) and its gradient ``(g_1, g_2)`` in ``h``,
     for two tokens and a rank-one student.
@@ -386,15 +489,21 @@ def loss_and_grad_h(h1: torch.Tensor, h2: torch.Tensor, batch: Batch, attention:
     ``h h^T``), ``d loss / d h = (J + J^T) h``. For the softmax, row ``a`` of ``J`` is
     ``u_a (1, -1)`` with ``u_a = S_a1 S_a2 (P_a1 - P_a2)``, so
     ``g_1 = 2 u_1 h_1 + (u_2 - u_1) h_2`` and ``g_2 = (u_2 - u_1) h_1 - 2 u_2 h_2``.
-    Everything is elementwise on length-``n`` columns.
+    At inverse temperature ``beta`` both ``u`` carry a factor ``beta``. A generated attention
+    takes ``J`` from its slopes (:func:`_slopes_to_J`). Everything is elementwise on length-``n``
+    columns.
     """
-    S11, S12, S21, S22 = _attention_entries(h1, h2, attention)
+    att = _as_attention(attention)
+    entries = _attention_entries(h1, h2, att, slopes=att.kind == "generated")
+    S11, S12, S21, S22 = entries[:4]
     total = _per_sample_loss(S11, S12, S21, S22, batch).sum() if need_loss else None
     inv_d = 1.0 / batch.d
-    if attention == "softmax":
+    if att.kind == "softmax":
         a, b = S11, S22
         u1 = (a * S12) * (batch.sm_E1 + a * batch.sm_F)
         u2 = (b * S21) * (batch.sm_E2 - b * batch.sm_F)
+        if att.beta != 1.0:
+            u1, u2 = att.beta * u1, att.beta * u2
         k12 = u2 - u1
         g1 = (2.0 * u1 * h1 + k12 * h2) * inv_d
         g2 = (k12 * h1 - 2.0 * u2 * h2) * inv_d
@@ -403,30 +512,42 @@ def loss_and_grad_h(h1: torch.Tensor, h2: torch.Tensor, batch: Batch, attention:
     P12 = S11 * batch.g12 + S12 * batch.g22 - batch.c12
     P21 = S21 * batch.g11 + S22 * batch.g12 - batch.c21
     P22 = S21 * batch.g12 + S22 * batch.g22 - batch.c22
-    if attention == "sigmoid":
+    if att.kind == "sigmoid":
         P11, P12 = P11 * S11 * (1 - S11), P12 * S12 * (1 - S12)
         P21, P22 = P21 * S21 * (1 - S21), P22 * S22 * (1 - S22)
+    elif att.kind == "generated":
+        (P11, P12), (P21, P22) = _slopes_to_J(((P11, P12), (P21, P22)), entries[4], 2)
     k12 = P12 + P21
     g1 = (2.0 * P11 * h1 + k12 * h2) * inv_d
     g2 = (k12 * h1 + 2.0 * P22 * h2) * inv_d
     return total, g1, g2
 
 
-def loss_and_grad_h_general(h: torch.Tensor, batch: Batch, attention: str = "softmax", need_loss: bool = True):
+def loss_and_grad_h_general(h: torch.Tensor, batch: Batch, attention="softmax", need_loss: bool = True):
     """Summed loss (None unless ``need_loss``) and its gradient in ``h``, both for any ``L`` and ``r``.
 
     ``h`` has shape ``(r, L, n)`` (float64, see :func:`_hidden`); the gradient has the same shape. As in
     :func:`loss_and_grad_h`, ``P = (S G - C) / d``, ``J = d loss / d logits`` (for the
     softmax ``J_ab = S_ab (P_ab - sum_c S_ac P_ac)``, for the sigmoid ``P S (1 - S)``,
-    for the linear attention ``P``) and ``d loss / d h = (J + J^T) h``.
+    for the linear attention ``P``; at inverse temperature ``beta`` the softmax's times ``beta``; a
+    generated attention's from its slopes, :func:`_slopes_to_J`) and ``d loss / d h = (J + J^T) h``.
     """
-    S = _attention_general(h, attention)
+    att = _as_attention(attention)
+    S = _attention_general(h, att, slopes=att.kind == "generated")
+    if att.kind == "generated":
+        S, D = S
     SG = _times_G(S, batch)
     total = _per_sample_loss_general(S, SG, batch).sum() if need_loss else None
     P = (SG - batch.Ct).mul_(1.0 / batch.d)
-    if attention == "softmax":
+    if att.kind == "softmax":
         J = S * (P - (S * P).sum(dim=1, keepdim=True))
-    elif attention == "sigmoid":
+        if att.beta != 1.0:
+            J = att.beta * J
+    elif att.kind == "generated":
+        L = S.shape[0]
+        J = torch.stack([torch.stack(row) for row in _slopes_to_J([[P[i, j] for j in range(L)] for i in range(L)],
+                                                                     D, L)])
+    elif att.kind == "sigmoid":
         J = P * S * (1.0 - S)
     else:
         J = P
@@ -435,7 +556,7 @@ def loss_and_grad_h_general(h: torch.Tensor, batch: Batch, attention: str = "sof
     return total, g
 
 
-def risk_and_grad_two_token(Q: torch.Tensor, batch: Batch, lam: float, attention: str = "softmax",
+def risk_and_grad_two_token(Q: torch.Tensor, batch: Batch, lam: float, attention="softmax",
                             need_loss: bool = True):
     """:func:`risk_and_grad` for two tokens and a vector ``Q`` (rank one), by :func:`loss_and_grad_h`."""
     inv = 1.0 / math.sqrt(batch.d)
@@ -452,7 +573,7 @@ def risk_and_grad_two_token(Q: torch.Tensor, batch: Batch, lam: float, attention
     return R, grad
 
 
-def risk_and_grad_general(Q: torch.Tensor, batch: Batch, lam: float, attention: str = "softmax",
+def risk_and_grad_general(Q: torch.Tensor, batch: Batch, lam: float, attention="softmax",
                           need_loss: bool = True):
     """:func:`risk_and_grad` for any ``L`` and ``Q`` of shape ``(d,)`` or ``(d, r)``, by
     :func:`loss_and_grad_h_general`."""
@@ -471,7 +592,7 @@ def risk_and_grad_general(Q: torch.Tensor, batch: Batch, lam: float, attention: 
     return R, grad.view_as(Q)
 
 
-def risk_and_grad(Q: torch.Tensor, batch: Batch, lam: float, attention: str = "softmax", need_loss: bool = True):
+def risk_and_grad(Q: torch.Tensor, batch: Batch, lam: float, attention="softmax", need_loss: bool = True):
     """Empirical risk ``R(Q) = sum_i loss_i + lam/2 |Q|_F^2`` (float64 scalar; None unless
     ``need_loss``) and ``dR/dQ = X^T g / sqrt(d) + lam Q`` (dtype and shape of ``Q``)."""
     if batch.L == 2 and Q.dim() == 1:
@@ -479,7 +600,7 @@ def risk_and_grad(Q: torch.Tensor, batch: Batch, lam: float, attention: str = "s
     return risk_and_grad_general(Q, batch, lam, attention, need_loss)
 
 
-def risk_autograd(Q: torch.Tensor, X3: torch.Tensor, Y3: torch.Tensor, lam: float, attention: str = "softmax"):
+def risk_autograd(Q: torch.Tensor, X3: torch.Tensor, Y3: torch.Tensor, lam: float, attention="softmax"):
     """Reference: the same risk written plainly over whole-batch ``(n, L, d)`` tensors (for autograd)."""
     d = X3.shape[-1]
     if Q.dim() == 1:
@@ -607,7 +728,7 @@ def train(problem: Problem, init: str = "semantic", steps: int = 5000, lr: Optio
     if record_points < 1:
         raise ValueError(f"record_points: must be >= 1, got {record_points}")
     spec, batch = problem.spec, problem.train
-    _check_attention(spec.attention)
+    attention = student_attention(spec)
     r = spec.rank
     if Q0 is None:
         Q = initial_Q(problem, init).contiguous()
@@ -646,7 +767,7 @@ def train(problem: Problem, init: str = "semantic", steps: int = 5000, lr: Optio
             s.zero_()
         first = stop
         for t in range(stop):
-            R, grad = risk_and_grad(Q, batch, spec.lam, spec.attention)
+            R, grad = risk_and_grad(Q, batch, spec.lam, attention)
             if not finite(R):
                 first = t
                 break
@@ -661,7 +782,7 @@ def train(problem: Problem, init: str = "semantic", steps: int = 5000, lr: Optio
     with torch.inference_mode():
         for t in range(steps):
             record = t % every == 0
-            R, grad = risk_and_grad(Q, batch, spec.lam, spec.attention, need_loss=record)
+            R, grad = risk_and_grad(Q, batch, spec.lam, attention, need_loss=record)
             if record:
                 if not finite(R):
                     raise diverged(t)
@@ -670,7 +791,7 @@ def train(problem: Problem, init: str = "semantic", steps: int = 5000, lr: Optio
                 if progress and t:
                     progress(every)
             update(t, grad)
-        R, grad = risk_and_grad(Q, batch, spec.lam, spec.attention)
+        R, grad = risk_and_grad(Q, batch, spec.lam, attention)
         if not finite(R):
             raise diverged(steps)
         if progress and steps:
@@ -741,13 +862,13 @@ def summary_statistics(Q: torch.Tensor, problem: Problem) -> dict:
 def test_error(Q: torch.Tensor, problem: Problem) -> float:
     """``E |Y - Yhat|_F^2 / (2d)`` estimated on the run's fresh test samples."""
     with torch.inference_mode():
-        return float(per_sample_loss(Q, problem.test, problem.spec.attention).mean())
+        return float(per_sample_loss(Q, problem.test, student_attention(problem.spec)).mean())
 
 
 def train_loss(Q: torch.Tensor, problem: Problem) -> float:
     """``R(Q) / d`` on the training set, ridge term included."""
     with torch.inference_mode():
-        R, _ = risk_and_grad(Q, problem.train, problem.spec.lam, problem.spec.attention)
+        R, _ = risk_and_grad(Q, problem.train, problem.spec.lam, student_attention(problem.spec))
     return float(R) / problem.d
 
 
