@@ -3,7 +3,8 @@
 Three checks on the positional branch (``theta = 0``) of the default model with a small ridge:
 
 1. ``follow``: continuation in ``lam`` at fixed ``alpha``, from ``lam = 0.01`` down on a
-   geometric grid (log-linear predictor in ``q, m, V``), each failed step halved until it is
+   geometric grid (log-linear predictor in ``q, m, V``; where the solve from the prediction
+   fails, again from the last point found), each failed step halved until it is
    2^bisections times shorter than the grid's (the end's bracket);
    where the Anderson iteration stalls or collapses, a root finder on ``x - F(x)`` looks
    again (``--no-root``: the iteration alone). The end is classified
@@ -80,7 +81,7 @@ def follow(args):
         raise SystemExit(f"no positional point at lam = {lams[0]:g}")
     trail.append((lams[0], x))
     # steps in log lam: the grid's, halved after each failure (a step from far may land in
-    # another fixed point's basin), back to the grid's after a success; the branch ends
+    # another fixed point's basin), doubled again after a success; the branch ends
     # where a step shorter than the grid's / 2^bisections fails
     full = np.log(lams[0] / lams[1]) if len(lams) > 1 else 0.0
     step, shortest = full, full / 2 ** args.bisections
@@ -88,9 +89,11 @@ def follow(args):
     while trail[-1][0] > lams[-1] * (1 + 1e-12):
         lam = max(lams[-1], trail[-1][0] * np.exp(-step))
         ok, x = found(lam, predict(lam))
+        if not ok:  # as the continuation of numerics.branches does: from the last point itself
+            ok, x = found(lam, predict(trail[-1][0]))
         if ok:
             trail.append((lam, x))
-            step = full
+            step = min(full, 2 * step)
             continue
         if step <= shortest * (1 + 1e-9):
             lo = lam

@@ -97,9 +97,16 @@ def try_solve(spec, alpha, branch, precision, start, model, near: Optional[Fixed
     where the Anderson iteration stalls or collapses onto the trivial point, a root
     finder on ``x - F(x)`` looks again from the prediction and the best iterate (the
     iteration cannot converge on a fixed point that repels it, and its failure there is
-    not the end of the branch). Where that fails too, the branch has ended (folded, or
-    merged with the trivial point: :func:`classify_end`) or is not found."""
-    return attempt_solve(spec, alpha, branch, precision, start, model, near, newton=True)[0]
+    not the end of the branch). Where that fails, the solve is made again from ``near``'s
+    point itself: near the positional branch's end at ``omega = 0.3``, ``alpha = 0.8``,
+    ``lam = 0.00305``, the prediction lies in the trivial point's basin and the last point
+    found does not (docs/studies/positional_small_lam.md). Where both fail, the branch has
+    ended (folded, or merged with the trivial point: :func:`classify_end`) or is not found."""
+    fp, outcome, _ = attempt_solve(spec, alpha, branch, precision, start, model, near, newton=True)
+    if outcome != FOUND and near is not None and start is not None \
+            and not np.array_equal(start.as_array(), near.overlaps.as_array()):
+        fp = attempt_solve(spec, alpha, branch, precision, near.overlaps, model, near, newton=True)[0]
+    return fp
 
 
 def extrapolate(points: List[FixedPoint], alpha: float) -> Overlaps:
@@ -357,8 +364,9 @@ def classify_end(params, overlaps, eigenvalues, end: float, width: float) -> tup
     smallest modulus of an eigenvalue of ``I - DF`` there (``eigenvalues``); ``end``: the
     first parameter where it was not found, ``width``: the final bracket.
 
-    ``VANISHING``: the overlap extrapolates to zero at the end (linearly, or as a square
-    root: the branch meets the trivial one); ``FOLD``: the overlap stays finite and the
+    ``VANISHING``: the overlap, as a square root, extrapolates to zero at the end (the
+    branch meets the trivial one in a pitchfork; the linear extrapolation is in the
+    evidence only); ``FOLD``: the overlap stays finite and the
     eigenvalue extrapolates to zero there as a square root (the branch turns back);
     ``UNEXPLAINED``: neither (a branch not found there, by every start the solver tried).
     Returns ``(kind, evidence)``, the evidence a JSON-safe dict."""
@@ -372,7 +380,10 @@ def classify_end(params, overlaps, eigenvalues, end: float, width: float) -> tup
     zeros = {"overlap_linear": _extrapolated_zero(params, overlaps, 1.0),
              "overlap_square_root": _extrapolated_zero(params, overlaps, 2.0),
              "eigenvalue_square_root": _extrapolated_zero(params, eigenvalues, 2.0)}
-    if near_end(zeros["overlap_linear"]) or near_end(zeros["overlap_square_root"]):
+    # only the square-root law decides: near a fold the overlap also changes like a square
+    # root, from a finite value, and its linear extrapolation can reach zero near the end
+    # (the semantic end at omega = 0.3, theta/sigma^2 ~ 0.2 there, looked vanishing by it)
+    if near_end(zeros["overlap_square_root"]):
         kind = VANISHING
     elif near_end(zeros["eigenvalue_square_root"]):
         kind = FOLD
