@@ -33,3 +33,31 @@ def test_default_starts_lie_in_the_domain_of_every_sigma():
             s = start_for_model(start, sigma**2)
             assert s.theta**2 < sigma**2 * s.q
     assert start_for_model(ANCHORS["semantic"][1], 0.25) == ANCHORS["semantic"][1]
+
+
+@pytest.mark.slow
+def test_the_root_finder_reaches_a_positional_point_where_the_iteration_stalls():
+    """omega = 0.3, alpha = 0.8, lam = 0.003051 (draft), started from the point found at
+    lam = 0.003073: the map's Jacobian there has a real eigenvalue near -4 and a complex pair
+    of modulus 1.3, and the Anderson iteration stalls (residual ~3e-3); the root finder on
+    x - F(x) converges to the positional point (m = 0.1213), where the old study put no
+    branch (docs/studies/positional_small_lam.md, section 1b)."""
+    from derivations import ModelSpec
+    from numerics.bound_model import bind
+    from numerics.fixed_point import solve_with_rule
+    from numerics.overlaps import Overlaps
+    from numerics.precision import PRECISIONS
+
+    prec = PRECISIONS["draft"]
+    model = bind(ModelSpec(lam=0.003051, omega=0.3, sigma=0.5))
+    start = Overlaps(q=0.09586, m=0.11884, V=66.558, theta=0.0)
+
+    def solve(newton):
+        return solve_with_rule(model, 0.8, "positional", prec.rule, start, prec.tol, accept_tol=prec.residual_tol,
+                               lost_below=1e-3, newton=newton)
+
+    alone = solve(False)
+    assert not alone.converged and alone.residual8 > 1e-4
+    found = solve(True)
+    assert found.converged and found.residual8 < prec.residual_tol
+    assert found.overlaps.m == pytest.approx(0.1213, abs=5e-4)
