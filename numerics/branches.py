@@ -344,9 +344,9 @@ def _bisect_spinodal(spec, model, branch, precision, trail, lost_alpha, bisectio
 
 #: how a branch ends (:func:`classify_end`)
 FOLD, VANISHING, UNEXPLAINED = "fold", "vanishing", "not found"
-#: an extrapolated zero counts as the end's if it lies within this many times the distance
-#: from the last point found to the first point lost (or the bracket, if larger)
-END_REACH = 3.0
+#: an extrapolated zero counts as the end's if it lies between the last point found and the
+#: first point lost, widened on each side by this fraction of the final bracket
+END_SLACK = 0.25
 
 
 def _extrapolated_zero(params, values, power: float) -> float:
@@ -372,10 +372,13 @@ def classify_end(params, overlaps, eigenvalues, end: float, width: float) -> tup
     Returns ``(kind, evidence)``, the evidence a JSON-safe dict."""
     params = np.asarray(params, dtype=float)
     last, direction = params[-1], np.sign(end - params[-1]) or 1.0
-    reach = END_REACH * max(abs(end - last), abs(width))
+    slack = END_SLACK * abs(width)
 
     def near_end(p0):
-        return bool(np.isfinite(p0) and -abs(width) <= direction * (p0 - last) <= reach)
+        # the branch ends between the last point found and the first lost: a zero elsewhere
+        # is not its end (the draft scan's semantic end at omega = 0.3, bracket [0.6875, 0.75]:
+        # theta^2 extrapolates to zero at 0.64, the eigenvalue at 0.73, a fold)
+        return bool(np.isfinite(p0) and -slack <= direction * (p0 - last) <= abs(end - last) + slack)
 
     zeros = {"overlap_linear": _extrapolated_zero(params, overlaps, 1.0),
              "overlap_square_root": _extrapolated_zero(params, overlaps, 2.0),
