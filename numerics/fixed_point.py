@@ -39,6 +39,8 @@ DEFAULT_START = {
     "positional": Overlaps(q=0.05, m=0.25, V=14.0, theta=0.0),
     "trivial": Overlaps(q=0.01, m=0.0, V=20.0, theta=0.0),
 }
+#: the scale of (q, m, V, theta) below which a residual is absolute, not relative
+FLOOR = np.array([1e-8, 1e-6, 1e-8, 1e-6])
 #: the model (``rho = sigma^2``) whose orders of magnitude the default starts are
 START_RHO = 0.25
 
@@ -244,7 +246,7 @@ def solve_on_map(model: BoundModel, alpha: float, branch: str, rule: ChannelRule
     """
     F = _Map(model, alpha, branch, rule)
     x0 = start.as_array()[F.free]
-    floor = np.array([1e-8, 1e-6, 1e-8, 1e-6])[F.free]
+    floor = FLOOR[F.free]
     if seed is not None and seed.history and np.array_equal(seed.history[-1][0], x0):
         history = seed.history
     # A borrowed history can mislead: across a long continuation step (the thresholds'
@@ -307,7 +309,7 @@ def _residual8(model: BoundModel, ov: Overlaps, side) -> float:
     """The undamped relative residual of all eight order parameters at ``(ov, side.hats)``:
     ``update_overlaps(hats) - ov`` (the conjugates are exact by construction)."""
     x = ov.as_array()
-    scale = np.maximum(np.abs(x), np.array([1e-8, 1e-6, 1e-8, 1e-6]))
+    scale = np.maximum(np.abs(x), FLOOR)
     return float(np.max(np.abs(update_overlaps(model, side.hats).as_array() - x) / scale))
 
 
@@ -340,7 +342,7 @@ def _root_fallback(F: "_Map", model: BoundModel, branch: str, previous, x0, tol:
     too collapsed from every start."""
     rho = model.spec.rho
     names = [("q", "m", "V", "theta")[i] for i in F.free]
-    floor = np.array([1e-8, 1e-6, 1e-8, 1e-6])[F.free]
+    floor = FLOOR[F.free]
 
     def to_z(x):
         full = dict(zip(names, x))
