@@ -376,8 +376,10 @@ def classify_end(params, overlaps, eigenvalues, end: float, width: float) -> tup
 
     def near_end(p0):
         # the branch ends between the last point found and the first lost: a zero elsewhere
-        # is not its end (the draft scan's semantic end at omega = 0.3, bracket [0.6875, 0.75]:
-        # theta^2 extrapolates to zero at 0.64, the eigenvalue at 0.73, a fold)
+        # is not its end. The extrapolation is only as good as the last two points are near
+        # the end: from points 0.25 apart (the draft scan's semantic end at omega = 0.3,
+        # bracket [0.6875, 0.75]) it said fold, where the fast continuation's points near
+        # 0.717 show theta vanishing
         return bool(np.isfinite(p0) and -slack <= direction * (p0 - last) <= abs(end - last) + slack)
 
     zeros = {"overlap_linear": _extrapolated_zero(params, overlaps, 1.0),

@@ -63,11 +63,10 @@ def test_the_root_finder_reaches_a_positional_point_where_the_iteration_stalls()
     assert found.overlaps.m == pytest.approx(0.1213, abs=5e-4)
 
 
-def test_an_overlap_whose_zero_lies_beyond_the_bracket_does_not_make_a_fold_vanishing():
-    """The draft thresholds scan's semantic end at omega = 0.3: found at alpha = 1 and 0.75,
-    not at 0.6875. theta/sigma^2 (0.378, 0.209) extrapolates as a square root to zero at 0.64,
-    outside the bracket; the smallest eigenvalue of I - DF (0.385, 0.100) to zero at 0.73,
-    inside it: a fold."""
+def test_an_overlap_whose_zero_lies_beyond_the_bracket_does_not_make_an_end_vanishing():
+    """Found at 1 and 0.75, not at 0.6875: an overlap (0.378, 0.209) whose square extrapolates
+    to zero at 0.64, outside the bracket, does not end the branch there; the smallest
+    eigenvalue of I - DF (0.385, 0.100), whose square reaches zero at 0.73 inside it, does."""
     kind, evidence = classify_end([1.0, 0.75], [0.378, 0.209], [0.385, 0.100], end=0.6875, width=0.0625)
     assert kind == "fold"
     assert evidence["extrapolated_zero"]["overlap_square_root"] < 0.6875 - 0.25 * 0.0625
