@@ -3,7 +3,13 @@
 Three checks on the positional branch (``theta = 0``) of the default model with a small ridge:
 
 1. ``follow``: continuation in ``lam`` at fixed ``alpha``, from ``lam = 0.01`` down on a
-   geometric grid (log-linear predictor in ``q, m, V``), the end bisected in ``log lam``.
+   geometric grid (log-linear predictor in ``q, m, V``; where the solve from the prediction
+   fails, again from the last point found), each failed step halved until it is
+   2^bisections times shorter than the grid's (the end's bracket);
+   where the Anderson iteration stalls or collapses, a root finder on ``x - F(x)`` looks
+   again (``--no-root``: the iteration alone). The end is classified
+   (``numerics.branches.classify_end``) from the last two points found: ``m`` and the
+   eigenvalues of ``I - DF``.
 2. ``newton``: Newton's method on ``x - F(x)`` over ``(log q, m, log V)`` with a
    finite-difference Jacobian and a backtracking line search on the residual norm, from a
    grid of starts (including gradient descent's ``q, m`` with ``V`` from 14 to 300). Newton
@@ -24,13 +30,15 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import time
 
 import numpy as np
 
 from derivations import ModelSpec
 from numerics.bound_model import bind
-from numerics.fixed_point import DEFAULT_START, _Map, solve_with_rule
+from numerics.branches import classify_end
+from numerics.fixed_point import DEFAULT_START, BranchLost, _Map, map_jacobian_eigenvalues, solve_with_rule
 from numerics.overlaps import Overlaps
 from numerics.precision import PRECISIONS
 
@@ -43,7 +51,7 @@ def follow(args):
     def solve(lam, start):
         model = bind(ModelSpec(lam=lam, omega=args.omega, sigma=args.sigma))
         return solve_with_rule(model, args.alpha, "positional", prec.rule, start, prec.coarse_tol or prec.tol,
-                               maxiter=150, accept_tol=prec.residual_tol)
+                               maxiter=150, accept_tol=prec.residual_tol, lost_below=1e-3, newton=not args.no_root)
 
     def predict(lam):
         if len(trail) == 1:
@@ -56,35 +64,59 @@ def follow(args):
 
     def found(lam, start):
         t0 = time.perf_counter()
-        sol = solve(lam, start)
+        try:
+            sol = solve(lam, start)
+        except BranchLost as exc:
+            print(f"lam = {lam:.6f}  collapsed onto m = 0 ({exc})  ({time.perf_counter() - t0:.0f} s)", flush=True)
+            return False, None
         o = sol.overlaps
         ok = sol.converged and abs(o.m) > 1e-3
         print(f"lam = {lam:.6f}  converged={sol.converged}  residual={sol.residual8:.1e}  q={o.q:.5f}  m={o.m:.5f}  "
-              f"V={o.V:.3f}  {'on the branch' if ok else 'OFF the branch'}  ({time.perf_counter() - t0:.0f} s)",
-              flush=True)
+              f"V={o.V:.3f}  {'on the branch' if ok else 'OFF the branch'}  ({sol.evaluations} evaluations, "
+              f"{time.perf_counter() - t0:.0f} s)", flush=True)
         return ok, np.array([o.q, o.m, o.V])
 
-    lost = None
-    for lam in lams:
-        ok, x = found(lam, predict(lam) if trail else DEFAULT_START["positional"])
-        if not ok:
-            lost = lam
+    ok, x = found(lams[0], DEFAULT_START["positional"])
+    if not ok:
+        raise SystemExit(f"no positional point at lam = {lams[0]:g}")
+    trail.append((lams[0], x))
+    # steps in log lam: the grid's, halved after each failure (a step from far may land in
+    # another fixed point's basin), doubled again after a success; the branch ends
+    # where a step shorter than the grid's / 2^bisections fails
+    full = np.log(lams[0] / lams[1]) if len(lams) > 1 else 0.0
+    step, shortest = full, full / 2 ** args.bisections
+    lo = None
+    while trail[-1][0] > lams[-1] * (1 + 1e-12):
+        lam = max(lams[-1], trail[-1][0] * np.exp(-step))
+        ok, x = found(lam, predict(lam))
+        if not ok:  # as the continuation of numerics.branches does: from the last point itself
+            ok, x = found(lam, predict(trail[-1][0]))
+        if ok:
+            trail.append((lam, x))
+            step = min(full, 2 * step)
+            continue
+        if step <= shortest * (1 + 1e-9):
+            lo = lam
             break
-        trail.append((lam, x))
-    if lost is None:
+        step /= 2
+    if lo is None:
         print(f"alpha = {args.alpha}: the positional branch exists down to lam = {lams[-1]:g}")
         return
-    lo, hi = lost, trail[-1][0]  # branch found at hi, lost at lo
-    for _ in range(args.bisections):
-        mid = float(np.sqrt(lo * hi))
-        ok, x = found(mid, predict(mid))
-        if ok:
-            trail.append((mid, x))
-            hi = mid
-        else:
-            lo = mid
+    hi = trail[-1][0]
+    last = sorted(trail[-2:], key=lambda p: -p[0])
+    eig = []
+    for lam, x in last:
+        model = bind(ModelSpec(lam=lam, omega=args.omega, sigma=args.sigma))
+        e = map_jacobian_eigenvalues(model, args.alpha, "positional", prec.rule,
+                                     Overlaps(q=x[0], m=x[1], V=x[2], theta=0.0))
+        eig.append(e)
+        print(f"lam = {lam:.6g}: eigenvalues of I - DF {np.round(e, 4)}; of the map's Jacobian DF "
+              f"{np.round(1.0 - e, 4)} (spectral radius {np.max(np.abs(1.0 - e)):.3f})")
+    kind, evidence = classify_end([p[0] for p in last], [p[1][1] for p in last], [abs(e[0]) for e in eig], lo,
+                                  hi - lo)
     print(f"alpha = {args.alpha}, omega = {args.omega}: the positional branch ends between lam = {lo:.6g} and "
-          f"{hi:.6g} (m = {trail[-1][1][1]:.4f} at the last point found)")
+          f"{hi:.6g} (m = {trail[-1][1][1]:.4f} at the last point found): {kind}")
+    print(json.dumps(evidence))
 
 
 def _map(args):
@@ -176,6 +208,8 @@ def main():
     p.add_argument("--lam-min", type=float, default=0.001)
     p.add_argument("--n", type=int, default=11, help="lam grid points from 0.01 to --lam-min (follow)")
     p.add_argument("--bisections", type=int, default=4)
+    p.add_argument("--no-root", action="store_true",
+                   help="follow: the Anderson iteration alone, without the root finder where it fails")
     p.add_argument("--precision", default="draft", choices=tuple(PRECISIONS))
     p.add_argument("--q", type=float, default=0.107, help="q at which to scan V (residual)")
     p.add_argument("--m", type=float, default=0.239, help="m at which to scan V (residual)")

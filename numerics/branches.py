@@ -18,7 +18,8 @@ import numpy as np
 from derivations import ModelSpec
 
 from .fixed_point import WANDERED as WANDERED_RESIDUAL
-from .fixed_point import COLLAPSE, DEFAULT_START, BranchNotFound, defining_overlap, solve_branch
+from .fixed_point import (COLLAPSE, DEFAULT_START, BranchNotFound, defining_overlap, map_jacobian_eigenvalues,
+                          solve_branch, start_for_model)
 from .precision import PRECISIONS
 from .result import FixedPoint
 from .bound_model import bind
@@ -102,10 +103,20 @@ def attempt_solve(spec, alpha, branch, precision, start, model, near: Optional[F
 
 def try_solve(spec, alpha, branch, precision, start, model, near: Optional[FixedPoint] = None
                ) -> Optional[FixedPoint]:
-    """:func:`attempt_solve`'s point, or ``None`` where it raised: along a continuation,
-    where the branch ends, the solve either falls to the trivial point or stops converging
-    (no fixed point is near past a fold), and both mark the end."""
-    return attempt_solve(spec, alpha, branch, precision, start, model, near)[0]
+    """:func:`attempt_solve`'s point, or ``None`` where it raised. A continuation step:
+    where the Anderson iteration stalls or collapses onto the trivial point, a root
+    finder on ``x - F(x)`` looks again from the prediction and the best iterate (the
+    iteration cannot converge on a fixed point that repels it, and its failure there is
+    not the end of the branch). Where that fails, the solve is made again from ``near``'s
+    point itself: near the positional branch's end at ``omega = 0.3``, ``alpha = 0.8``,
+    ``lam = 0.00305``, the prediction lies in the trivial point's basin and the last point
+    found does not (docs/studies/positional_small_lam.md). Where both fail, the branch has
+    ended (folded, or merged with the trivial point: :func:`classify_end`) or is not found."""
+    fp, outcome, _ = attempt_solve(spec, alpha, branch, precision, start, model, near, newton=True)
+    if outcome != FOUND and near is not None and start is not None \
+            and not np.array_equal(start.as_array(), near.overlaps.as_array()):
+        fp = attempt_solve(spec, alpha, branch, precision, near.overlaps, model, near, newton=True)[0]
+    return fp
 
 
 def extrapolate(points: List[FixedPoint], alpha: float) -> Overlaps:
@@ -153,7 +164,11 @@ def follow_branch(spec: ModelSpec, alphas: Sequence[float], branch: str, precisi
     """
     model = bind(spec)
     alphas = np.sort(np.asarray(alphas, dtype=float))
-    anchor_alpha, anchor_start = anchor or ANCHORS[branch]
+    if anchor is None:
+        anchor_alpha, default = ANCHORS[branch]
+        anchor_start = start_for_model(default, spec.rho)
+    else:
+        anchor_alpha, anchor_start = anchor
     # a branch may exist only on part of the grid (e.g. the positional one at small
     # omega): without an explicit anchor, grid points inside the grid are tried next
     candidates = [anchor_alpha] if anchor is not None else anchor_alphas(anchor_alpha, alphas)
@@ -179,8 +194,13 @@ def follow_branch(spec: ModelSpec, alphas: Sequence[float], branch: str, precisi
                 continue
             fp = try_solve(spec, float(alpha), branch, precision, extrapolate(trail, alpha), model, trail[-1])
             if fp is None or not is_on_branch(fp, branch):
-                spinodals.append(_bisect_spinodal(spec, model, branch, precision, trail, float(alpha), bisections))
-                break
+                end, between = _bisect_spinodal(spec, model, branch, precision, trail, float(alpha), bisections)
+                if end is not None:
+                    spinodals.append(end)
+                    break
+                # the step was too long, not past the end: the shorter steps reached alpha
+                trail.extend(between[:-1])
+                fp = between[-1]
             trail.append(fp)
             points.append(fp)
             if progress:
@@ -291,26 +311,118 @@ def anchor_alphas(anchor_alpha: float, alphas: np.ndarray) -> list:
     return out
 
 
-def _bisect_spinodal(spec, model, branch, precision, trail, lost_alpha, bisections) -> dict:
+def _bisect_spinodal(spec, model, branch, precision, trail, lost_alpha, bisections) -> tuple:
     """Bisect between the last grid point where the branch was found and the first where
     it was lost; existence is decided by the full solve (both rules), not by the coarse
     rule alone: near the positional fold at ``omega = 0`` the two fast rules differ by 3%
     in ``m`` and the coarse rule's branch reaches at least 0.003 further in ``alpha``
-    (docs/numerics.md, section 5)."""
+    (docs/numerics.md, section 5). The end is then classified (:func:`end_evidence`).
+
+    Returns ``(end, [])``, or ``(None, points)`` where the branch did not end: every
+    shorter step found it and so did ``lost_alpha`` from the nearest of them (``points``:
+    those found beyond the trail, ``lost_alpha``'s last)."""
     good = trail[-1]
+    found = list(trail[-2:])
     lo, hi = good.alpha, lost_alpha
     for _ in range(bisections):
         mid = 0.5 * (lo + hi)
         fp = try_solve(spec, mid, branch, precision, good.overlaps, model, good)
         if fp is not None and is_on_branch(fp, branch):
             good, lo = fp, mid
+            found.append(fp)
         else:
             hi = mid
+    if hi == lost_alpha and lo != trail[-1].alpha:
+        # every shorter step found the branch: the first failure may be the long step's
+        # (a prediction from far lands in another fixed point's basin), so lost_alpha is
+        # tried again from the nearest point found
+        fp = try_solve(spec, lost_alpha, branch, precision, extrapolate(found, lost_alpha), model, good)
+        if fp is not None and is_on_branch(fp, branch):
+            log.info("%s branch: alpha = %g reached in shorter steps", branch, lost_alpha)
+            return None, found[len(trail[-2:]):] + [fp]
     side = "lower" if lost_alpha < trail[0].alpha else "upper"
     # the error is the whole final bracket, not half of it: whether a solve converges
     # within ~1e-3 of a fold depends on the solver's path. At omega = 0.25 (semantic) two
     # versions of the solver ended in adjacent brackets; a finer bisection puts
     # the end at 0.66908 +- 0.0004, at their shared edge, which half a bracket does not cover
-    log.info("%s branch ends near alpha = %.6g (+- %.2g, %s end)", branch, 0.5 * (lo + hi), abs(hi - lo), side)
+    kind, evidence = end_evidence(model, branch, PRECISIONS[precision].rule, found, hi, abs(hi - lo))
+    log.info("%s branch ends near alpha = %.6g (+- %.2g, %s end): %s", branch, 0.5 * (lo + hi), abs(hi - lo), side,
+             kind)
     return {"branch": branch, "alpha": 0.5 * (lo + hi), "alpha_error": abs(hi - lo), "side": side,
-            "last_found": good.alpha}
+            "last_found": good.alpha, "kind": kind, "evidence": evidence}, []
+
+
+#: how a branch ends (:func:`classify_end`)
+FOLD, VANISHING, UNEXPLAINED = "fold", "vanishing", "not found"
+#: an extrapolated zero counts as the end's if it lies between the last point found and the
+#: first point lost, widened on each side by this fraction of the final bracket
+END_SLACK = 0.25
+
+
+def _extrapolated_zero(params, values, power: float) -> float:
+    """Where ``values**power``, linear in the parameter through the last two points, is zero
+    (NaN where it does not fall toward zero)."""
+    (p1, p2), (v1, v2) = params[-2:], np.abs(values[-2:]) ** power
+    if not v2 < v1 or p1 == p2:
+        return float("nan")
+    return float(p2 - v2 * (p2 - p1) / (v2 - v1))
+
+
+def classify_end(params, overlaps, eigenvalues, end: float, width: float) -> tuple:
+    """How a branch followed in a parameter ends, from its last points found (``params``,
+    ordered toward the end, at least two), their defining overlap (``overlaps``) and the
+    smallest modulus of an eigenvalue of ``I - DF`` there (``eigenvalues``); ``end``: the
+    first parameter where it was not found, ``width``: the final bracket.
+
+    ``VANISHING``: the overlap, as a square root, extrapolates to zero at the end (the
+    branch meets the trivial one in a pitchfork; the linear extrapolation is in the
+    evidence only); ``FOLD``: the overlap stays finite and the
+    eigenvalue extrapolates to zero there as a square root (the branch turns back);
+    ``UNEXPLAINED``: neither (a branch not found there, by every start the solver tried).
+    Returns ``(kind, evidence)``, the evidence a JSON-safe dict."""
+    params = np.asarray(params, dtype=float)
+    last, direction = params[-1], np.sign(end - params[-1]) or 1.0
+    slack = END_SLACK * abs(width)
+
+    def near_end(p0):
+        # the branch ends between the last point found and the first lost: a zero elsewhere
+        # is not its end. The extrapolation is only as good as the last two points are near
+        # the end: from points 0.25 apart (the draft scan's semantic end at omega = 0.3,
+        # bracket [0.6875, 0.75]) it said fold, where the fast continuation's points near
+        # 0.717 show theta vanishing
+        return bool(np.isfinite(p0) and -slack <= direction * (p0 - last) <= abs(end - last) + slack)
+
+    zeros = {"overlap_linear": _extrapolated_zero(params, overlaps, 1.0),
+             "overlap_square_root": _extrapolated_zero(params, overlaps, 2.0),
+             "eigenvalue_square_root": _extrapolated_zero(params, eigenvalues, 2.0)}
+    # only the square-root law decides: near a fold the overlap also changes like a square
+    # root, from a finite value, and its linear extrapolation can reach zero near the end
+    # (the semantic end at omega = 0.3, theta/sigma^2 ~ 0.2 there, looked vanishing by it)
+    if near_end(zeros["overlap_square_root"]):
+        kind = VANISHING
+    elif near_end(zeros["eigenvalue_square_root"]):
+        kind = FOLD
+    else:
+        kind = UNEXPLAINED
+    evidence = {"parameters": [float(p) for p in params[-2:]],
+                "defining_overlap": [float(abs(v)) for v in overlaps[-2:]],
+                "smallest_eigenvalue_of_I_minus_DF": [float(v) for v in np.abs(eigenvalues[-2:])],
+                "extrapolated_zero": {k: (v if np.isfinite(v) else None) for k, v in zeros.items()},
+                "first_not_found": float(end)}
+    return kind, evidence
+
+
+def end_evidence(model, branch: str, rule, found: Sequence[FixedPoint], end: float, width: float) -> tuple:
+    """:func:`classify_end` for a branch followed in ``alpha``: at its last two points
+    found, the defining overlap and the eigenvalues of ``I - DF`` (with ``rule``). Also
+    records the spectral radius of the map's Jacobian there (above one, the iteration
+    cannot converge on the point: it was found by the root finder)."""
+    pts = sorted({p.alpha: p for p in found}.values(), key=lambda p: abs(end - p.alpha), reverse=True)[-2:]
+    if len(pts) < 2:
+        return UNEXPLAINED, {"note": "a single point found: nothing to extrapolate", "first_not_found": float(end)}
+    eig = [map_jacobian_eigenvalues(model, p.alpha, branch, rule, p.overlaps) for p in pts]
+    kind, evidence = classify_end([p.alpha for p in pts],
+                                  [defining_overlap(p.overlaps, branch, model.spec.sigma) for p in pts],
+                                  [abs(e[0]) for e in eig], end, width)
+    evidence["map_spectral_radius"] = [float(np.max(np.abs(1.0 - e))) for e in eig]
+    return kind, evidence

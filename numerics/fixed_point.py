@@ -28,7 +28,7 @@ from .overlaps import ALL_NAMES, COLLAPSE, COMPETING_BRANCHES, FIXED_ZERO, Overl
 from .precision import PRECISIONS, Precision
 from .result import CONVERGED, FixedPoint, assess
 from .saddle_point import free_energy, test_error, update_hat_overlaps, update_overlaps
-from .solver import OUTSIDE_DOMAIN, Budget, SolverError, newton_fixed_point, solve_fixed_point
+from .solver import OUTSIDE_DOMAIN, Budget, SolverError, _scaled_residual, root_fixed_point, solve_fixed_point
 from .solver_range import check_solver_range
 from .start_search import search_starts
 
@@ -39,6 +39,21 @@ DEFAULT_START = {
     "positional": Overlaps(q=0.05, m=0.25, V=14.0, theta=0.0),
     "trivial": Overlaps(q=0.01, m=0.0, V=20.0, theta=0.0),
 }
+#: the scale of (q, m, V, theta) below which a residual is absolute, not relative
+FLOOR = np.array([1e-8, 1e-6, 1e-8, 1e-6])
+#: the model (``rho = sigma^2``) whose orders of magnitude the default starts are
+START_RHO = 0.25
+
+
+def start_for_model(start: Overlaps, rho: float) -> Overlaps:
+    """A default start made valid for a model with ``rho = sigma^2``: ``theta`` keeps its
+    fraction of the Cauchy-Schwarz bound ``sqrt(rho q)`` (docs/theory.md, section 2.2),
+    i.e. it is scaled by ``sqrt(rho / START_RHO)``. At ``sigma = 0.3`` the default
+    model's semantic start ``theta = 0.158`` lies outside the domain (``theta^2 >=
+    rho q = 0.0104``); scaled, it is 0.095, at the same 93% of the bound as in the
+    default model. The default model's starts are unchanged."""
+    return dataclasses.replace(start, theta=start.theta * float(np.sqrt(rho / START_RHO)))
+
 
 
 class _Map:
@@ -130,7 +145,8 @@ def solve_with_rule(model: BoundModel, alpha: float, branch: str, rule: ChannelR
                     tol: float, maxiter: int = 80, damping: float = 0.5,
                     seed: Optional["RuleSolution"] = None, lost_below: Optional[float] = None,
                     history: tuple = (), accept_tol: Optional[float] = None,
-                    budget: Optional[Budget] = None, newton: bool = False) -> RuleSolution:
+                    budget: Optional[Budget] = None, newton: bool = False,
+                    root_after_collapse: bool = True) -> RuleSolution:
     """Solve the branch's fixed point with one channel rule (no error estimate).
 
     In two phases when the rule checks the global prox (``rule.check_global``): the
@@ -151,7 +167,7 @@ def solve_with_rule(model: BoundModel, alpha: float, branch: str, rule: ChannelR
 
     Arguments are those of :func:`solve_on_map`, which does one phase.
     """
-    bounds = dict(accept_tol=accept_tol, budget=budget, newton=newton)
+    bounds = dict(accept_tol=accept_tol, budget=budget, newton=newton, root_after_collapse=root_after_collapse)
 
     def checked_from_start(skip_history_attempt=False):
         return solve_on_map(model, alpha, branch, rule, start, tol, maxiter, damping, seed, lost_below, history,
@@ -191,7 +207,8 @@ def solve_on_map(model: BoundModel, alpha: float, branch: str, rule: ChannelRule
                   seed: Optional["RuleSolution"] = None, lost_below: Optional[float] = None,
                   history: tuple = (), first_attempt_only: bool = False,
                   skip_history_attempt: bool = False, accept_tol: Optional[float] = None,
-                  budget: Optional[Budget] = None, newton: bool = False) -> RuleSolution:
+                  budget: Optional[Budget] = None, newton: bool = False,
+                  root_after_collapse: bool = True) -> RuleSolution:
     """Solve the branch's fixed point of one map (one channel rule, checks on or off).
 
     ``first_attempt_only``: no retries (without the borrowed history, more damped); a
@@ -210,8 +227,10 @@ def solve_on_map(model: BoundModel, alpha: float, branch: str, rule: ChannelRule
     ``accept_tol``: a solve whose residual stops falling below it is converged at the
     map's noise floor (``at_floor``); ``budget``: the bound on evaluations and time
     shared by every attempt (once it is spent no further attempt is made). ``newton``:
-    where every attempt stalls, finish with Newton's method from the best iterate
-    (:func:`_newton_fallback`).
+    where every attempt stalls or collapses, a root finder on ``x - F(x)`` from the best
+    iterate and from ``start`` (:func:`_root_fallback`); ``root_after_collapse=False``:
+    after a stall only (a start far from the branch, which is expected to collapse where
+    the branch is absent).
 
     ``lost_below``: raise :class:`BranchLost` as soon as an iterate's ``theta/sigma^2``
     (semantic) or ``|m|`` (positional) is below it. A solve that collapses onto the
@@ -225,7 +244,7 @@ def solve_on_map(model: BoundModel, alpha: float, branch: str, rule: ChannelRule
     """
     F = _Map(model, alpha, branch, rule)
     x0 = start.as_array()[F.free]
-    floor = np.array([1e-8, 1e-6, 1e-8, 1e-6])[F.free]
+    floor = FLOOR[F.free]
     if seed is not None and seed.history and np.array_equal(seed.history[-1][0], x0):
         history = seed.history
     # A borrowed history can mislead: across a long continuation step (the thresholds'
@@ -245,25 +264,36 @@ def solve_on_map(model: BoundModel, alpha: float, branch: str, rule: ChannelRule
     if skip_history_attempt and history:
         attempts = attempts[1:]
     attempts = attempts[:1] if first_attempt_only else attempts
+    fallback = newton and not first_attempt_only
+    res, lost = None, None
     for k, (beta, depth, iters, hist) in enumerate(attempts):
         try:
-            res = solve_fixed_point(F, x0, tol=tol, maxiter=iters, damping=beta, anderson=depth, floor=floor,
-                                    history=hist, callback=_lost_check(F, model, branch, lost_below),
-                                    stall_window=STALL_WINDOW // 2 if final_stall else STALL_WINDOW,
-                                    accept_tol=accept_tol, budget=budget)
-        except BranchLost:
-            if not hist or first_attempt_only:
+            res_k = solve_fixed_point(F, x0, tol=tol, maxiter=iters, damping=beta, anderson=depth, floor=floor,
+                                      history=hist, callback=_lost_check(F, model, branch, lost_below),
+                                      stall_window=STALL_WINDOW // 2 if final_stall else STALL_WINDOW,
+                                      accept_tol=accept_tol, budget=budget)
+        except BranchLost as exc:
+            if hist and not first_attempt_only:
+                log.debug("alpha=%g %s: lost from the seeded start; retrying without the history", alpha, branch)
+                continue
+            if not (fallback and root_after_collapse):
                 raise
-            log.debug("alpha=%g %s: lost from the seeded start; retrying without the history", alpha, branch)
-            continue
+            # the iteration may collapse from a fixed point that repels it: the root
+            # finder decides, from the start
+            lost = exc
+            break
         except SolverError:
-            if k == len(attempts) - 1:
+            if k == len(attempts) - 1 and not (fallback and res is not None):
                 raise
             continue
+        if res is None or res_k.converged or res_k.residual < res.residual:
+            res = res_k
         if res.converged or (res.stalled and final_stall) or (budget is not None and budget.exhausted()):
             break
-    if newton and not res.converged and not first_attempt_only and not (budget is not None and budget.exhausted()):
-        res = _newton_fallback(F, model, branch, res, tol, accept_tol, budget, lost_below)
+    if fallback and (res is None or not res.converged) and not (budget is not None and budget.exhausted()):
+        res = _root_fallback(F, model, branch, res, x0, tol, accept_tol, budget, lost_below, lost)
+    elif res is None:
+        raise lost
     ov = Overlaps.from_array(F.full(res.x))
     if F.last is not None and np.array_equal(F.last[0], res.x):
         side = F.last[1]
@@ -277,7 +307,7 @@ def _residual8(model: BoundModel, ov: Overlaps, side) -> float:
     """The undamped relative residual of all eight order parameters at ``(ov, side.hats)``:
     ``update_overlaps(hats) - ov`` (the conjugates are exact by construction)."""
     x = ov.as_array()
-    scale = np.maximum(np.abs(x), np.array([1e-8, 1e-6, 1e-8, 1e-6]))
+    scale = np.maximum(np.abs(x), FLOOR)
     return float(np.max(np.abs(update_overlaps(model, side.hats).as_array() - x) / scale))
 
 
@@ -289,20 +319,31 @@ def _unsolved(model: BoundModel, alpha: float, branch: str, rule: ChannelRule, s
     return RuleSolution(ov, side, False, 0, _residual8(model, ov, side), 1, stopped=reason)
 
 
-def _newton_fallback(F: "_Map", model: BoundModel, branch: str, stalled, tol: float, accept_tol: Optional[float],
-                     budget: Optional[Budget], lost_below: Optional[float]):
-    """Newton's method (:func:`~numerics.solver.newton_fixed_point`) from the best iterate of
-    a stalled solve, in coordinates where every point is in the map's domain: ``log q``,
-    ``m``, ``log V`` and ``atanh(theta / sqrt(rho q))``. The Anderson iteration stalls where
-    the fixed point repels it (the positional iteration's Jacobian has eigenvalues below
-    -1) or its start is far; Newton converges to the fixed point regardless of the
-    Jacobian's eigenvalues. Returns whichever of the two results is better."""
+#: evaluations of the map that the root finder may spend from each start (a solve in three
+#: overlaps converges in 10-25: a difference Jacobian, then Broyden's updates)
+ROOT_EVALUATIONS = 40
+
+
+def _root_fallback(F: "_Map", model: BoundModel, branch: str, previous, x0, tol: float,
+                   accept_tol: Optional[float], budget: Optional[Budget], lost_below: Optional[float],
+                   lost: Optional[BranchLost]):
+    """A root of ``x - F(x)`` (:func:`~numerics.solver.root_fixed_point`) where the
+    Anderson iteration failed: it stalled, or it collapsed onto the trivial point
+    (``lost``). The Anderson iteration cannot converge on a fixed point that repels it
+    (the positional map's Jacobian has eigenvalues below -1, and near small ``lam`` a
+    complex pair outside the unit circle); a root finder converges regardless.
+
+    Solved in coordinates where every point is in the map's domain: ``log q``, ``m``,
+    ``log V`` and ``atanh(theta / sqrt(rho q))``, from the iteration's best point (if it
+    stalled) and from the solve's start (the continuation's prediction). Returns the
+    first converged result, else the best; raises ``lost`` again where the root finder
+    too collapsed from every start."""
     rho = model.spec.rho
     names = [("q", "m", "V", "theta")[i] for i in F.free]
+    floor = FLOOR[F.free]
 
     def to_z(x):
         full = dict(zip(names, x))
-        q = full["q"]
         z = []
         for name, value in zip(names, x):
             if name in ("q", "V"):
@@ -310,12 +351,12 @@ def _newton_fallback(F: "_Map", model: BoundModel, branch: str, stalled, tol: fl
                     raise FloatingPointError(f"{name} = {value} <= 0")
                 z.append(np.log(value))
             elif name == "theta":
-                z.append(np.arctanh(value / np.sqrt(rho * q)))
+                z.append(np.arctanh(value / np.sqrt(rho * full["q"])))
             else:
                 z.append(value)
         z = np.array(z)
         if not np.isfinite(z).all():
-            raise FloatingPointError(f"outside the domain: {dict(zip(names, x))}")
+            raise FloatingPointError(f"outside the domain: {full}")
         return z
 
     def from_z(z):
@@ -324,17 +365,62 @@ def _newton_fallback(F: "_Map", model: BoundModel, branch: str, stalled, tol: fl
         return np.array([np.exp(v) if n in ("q", "V") else (np.tanh(v) * np.sqrt(rho * q) if n == "theta" else v)
                          for n, v in zip(names, z)])
 
+    def in_x(x_z, Fx_z):
+        return _scaled_residual(from_z(x_z), from_z(Fx_z), floor)
+
+    starts = [np.asarray(x0, dtype=float)]
+    if previous is not None and not np.array_equal(previous.x, starts[0]):
+        starts.insert(0, previous.x)
     check = _lost_check(F, model, branch, lost_below)
-    # a step of at most 1 in each coordinate: a factor e in q or V
-    res = newton_fixed_point(lambda z: to_z(F(from_z(z))), to_z(stalled.x), tol=tol, accept_tol=accept_tol,
-                             floor=np.where(np.array(names) == "m", 1e-6, 1e-8), budget=budget, max_step=1.0,
-                             callback=(lambda it, z, r: check(it, from_z(z), r)) if check else None)
-    log.debug("alpha=%g %s: Newton after a stalled solve: %s, residual %.2e", F.alpha, branch,
-              "converged" if res.converged else res.stopped, res.residual)
-    if not res.converged and res.residual >= stalled.residual:
-        return stalled
-    x = from_z(res.x)
-    return dataclasses.replace(res, x=x, Fx=from_z(res.Fx), pairs=stalled.pairs)
+    best, falls = previous, 0
+    for start in starts:
+        try:
+            z0 = to_z(start)
+            res = root_fixed_point(lambda z: to_z(F(from_z(z))), z0, tol=tol, accept_tol=accept_tol,
+                                   max_evaluations=ROOT_EVALUATIONS, scale=np.ones_like(z0), initial_step=0.3,
+                                   residual=in_x, budget=budget,
+                                   callback=(lambda it, z, r: check(it, from_z(z), r)) if check else None)
+        except BranchLost as exc:
+            log.debug("alpha=%g %s: the root finder too collapsed (%s)", F.alpha, branch, exc)
+            falls += 1
+            lost = lost or exc
+            continue
+        except OUTSIDE_DOMAIN as exc:
+            log.debug("alpha=%g %s: no root search from %s (%s)", F.alpha, branch, start, exc)
+            continue
+        res = dataclasses.replace(res, x=from_z(res.x), Fx=from_z(res.Fx),
+                                  pairs=previous.pairs if previous is not None else ())
+        log.debug("alpha=%g %s: root finder from %s: %s, residual %.2e, %d evaluations", F.alpha, branch, start,
+                  "converged" if res.converged else res.stopped, res.residual, res.iterations)
+        if res.converged:
+            return res
+        if best is None or res.residual < best.residual:
+            best = res
+        if budget is not None and budget.exhausted():
+            break
+    if best is None or (lost is not None and falls == len(starts) and previous is None):
+        raise lost if lost is not None else SolverError(f"alpha={F.alpha:g} {branch}: no root search could start")
+    return best
+
+
+def map_jacobian_eigenvalues(model: BoundModel, alpha: float, branch: str, rule: ChannelRule, overlaps: Overlaps,
+                             step: float = 1e-4) -> np.ndarray:
+    """The eigenvalues of ``I - DF`` at ``overlaps`` over the branch's free overlaps
+    (forward differences, steps ``step * |x_j|``), smallest modulus first. One of them
+    crosses zero where the branch folds, or where it meets another (the trivial one,
+    as its defining overlap vanishes); the map's own eigenvalues ``1 - e`` say whether
+    the iteration can converge there (modulus below one)."""
+    F = _Map(model, alpha, branch, rule)
+    x = overlaps.as_array()[F.free]
+    g = F(x) - x
+    J = np.empty((x.size, x.size))
+    for j in range(x.size):
+        h = step * max(abs(x[j]), 1e-3)
+        e = np.zeros(x.size)
+        e[j] = h
+        J[:, j] = (F(x + e) - (x + e) - g) / h
+    eig = np.linalg.eigvals(-J)
+    return eig[np.argsort(np.abs(eig))]
 
 
 def _lost_check(F: "_Map", model: BoundModel, branch: str, lost_below: Optional[float]):
@@ -376,7 +462,8 @@ def _coarse_solve(model: BoundModel, alpha: float, branch: str, prec: Precision,
         return solve_with_rule(model, alpha, branch, prec.rule, _on_branch(start, branch), tol,
                                lost_below=lost_below, history=history, newton=newton, **bounds), []
     bounds["newton"] = newton is not False
-    candidates = [("default start", _on_branch(DEFAULT_START.get(branch, DEFAULT_START["semantic"]), branch))]
+    default = start_for_model(DEFAULT_START.get(branch, DEFAULT_START["semantic"]), model.spec.rho)
+    candidates = [("default start", _on_branch(default, branch))]
     attempts, unconverged, collapsed, errors, lost_starts = [], None, None, 0, 0
     searched = False
     while candidates:
@@ -387,7 +474,8 @@ def _coarse_solve(model: BoundModel, alpha: float, branch: str, prec: Precision,
         lost = lost_below if name == "default start" else max(lost_below or 0.0, COLLAPSE)
         try:
             sol = solve_with_rule(model, alpha, branch, prec.rule, candidate, tol, lost_below=lost,
-                                  history=history if name == "default start" else (), **bounds)
+                                  history=history if name == "default start" else (),
+                                  root_after_collapse=name == "default start", **bounds)
         except BranchLost as exc:
             attempts.append(f"{name}: {exc}")
             lost_starts += 1
@@ -455,8 +543,8 @@ def solve_branch(spec: ModelSpec, alpha: float, branch: str = "semantic", precis
     ``DEFAULT_START`` and, if the solve from there fails, searched starts
     (:func:`_coarse_solve`).
 
-    ``newton``: a coarse solve whose Anderson attempts all stall finishes with Newton's
-    method (:func:`_newton_fallback`); by default only without a ``start`` (a solve that
+    ``newton``: a coarse solve whose Anderson attempts all stall or collapse finishes with
+    a root finder on ``x - F(x)`` (:func:`_root_fallback`); by default only without a ``start`` (a solve that
     searches for a branch, not a continuation step, where a stall past a fold is the
     expected end and Newton would cost 30-60 evaluations more).
 
@@ -486,7 +574,8 @@ def solve_branch(spec: ModelSpec, alpha: float, branch: str = "semantic", precis
     # for the fine one: the point is reported as it is, not converged, with no estimate
     single = prec.rule == prec.check_rule or not coarse.converged
     fine = coarse if single else solve_with_rule(model, alpha, branch, prec.check_rule, coarse.overlaps, prec.tol,
-                                                 seed=coarse, accept_tol=prec.residual_tol, budget=budget)
+                                                 seed=coarse, accept_tol=prec.residual_tol, budget=budget,
+                                                 newton=bool(newton))
     fp = _fixed_point(model, spec, alpha, branch, prec, coarse, fine, time.perf_counter() - t_start)
     if fp.converged and not _on_its_branch(fp.overlaps, branch, spec.sigma):
         raise BranchNotFound(f"{branch} branch not found at alpha = {alpha:g}: the fine rule's solve fell to the "

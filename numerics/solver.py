@@ -22,6 +22,7 @@ import time
 from typing import Callable, Optional
 
 import numpy as np
+from scipy.optimize import root
 
 log = logging.getLogger(__name__)
 
@@ -185,77 +186,88 @@ def solve_fixed_point(F: Callable[[np.ndarray], np.ndarray], x0, *, tol: float =
 STALLED = "stalled"
 
 
-def newton_fixed_point(F: Callable[[np.ndarray], np.ndarray], x0, *, tol: float, accept_tol: Optional[float] = None,
-                       maxiter: int = 12, step: float = 1e-4, floor=1e-8, max_step: float = np.inf,
-                       callback: Optional[Callable[[int, np.ndarray, float], None]] = None,
-                       budget: Optional[Budget] = None) -> FixedPointResult:
-    """Newton's method on ``G(x) = F(x) - x`` with a forward-difference Jacobian (steps
-    ``step`` times ``max(|x_i|, 1)``) and a backtracking line search on ``|G|``.
+class _RootStop(Exception):
+    """Ends a root search from inside the function: converged, or out of budget."""
+
+
+def root_fixed_point(F: Callable[[np.ndarray], np.ndarray], x0, *, tol: float, accept_tol: Optional[float] = None,
+                     max_evaluations: int = 80, step: float = 1e-4, floor=1e-8, scale=None,
+                     initial_step: float = 1.0, residual: Optional[Callable[[np.ndarray, np.ndarray], float]] = None,
+                     callback: Optional[Callable[[int, np.ndarray, float], None]] = None,
+                     budget: Optional[Budget] = None) -> FixedPointResult:
+    """A root of ``G(x) = F(x) - x`` by MINPACK's hybrid Powell method
+    (``scipy.optimize.root``, ``method="hybr"``): a trust-region dogleg on a
+    forward-difference Jacobian kept up to date by Broyden's updates.
 
     Unlike the Picard/Anderson iteration it converges to a fixed point whatever the
-    eigenvalues of ``F``'s Jacobian there (a repelling fixed point too). The difference step
-    is large against the noise floor of a quadrature map (a smooth map to ~1e-7 gives a
-    Jacobian good to ~1e-3), which is all Newton needs. Each iteration costs ``n + 1``
-    evaluations and the line search. Same result type, bounds and acceptance as
-    :func:`solve_fixed_point`; a step that leaves the map's domain is shortened, and no
-    step is longer than ``max_step`` (largest component)."""
-    x = np.asarray(x0, dtype=float).copy()
-    floor = np.broadcast_to(np.asarray(floor, dtype=float), x.shape)
-    n = x.size
+    eigenvalues of ``F``'s Jacobian there (a repelling fixed point too, or one where a
+    complex pair has left the unit circle). The difference step is ``step`` times
+    ``|x_j|``, large against the noise floor of a quadrature map (a map smooth to ~1e-7
+    gives a Jacobian good to ~1e-3, which is all the method needs). ``scale``: the unit of
+    each component (by default ``max(|x0_j|, floor_j)``); ``initial_step``: the radius of
+    the first trust region in those units. ``residual(x, F(x))``: the measure of
+    convergence (by default the scaled residual of :func:`solve_fixed_point`, with
+    ``floor``), for a caller that solves in other coordinates. A point outside the map's
+    domain returns a residual 1e3 times the start's, so the trust region shrinks away
+    from it. Stops once that measure is below ``tol``, after
+    ``max_evaluations``, or when the budget is spent; returns the best point seen, with
+    the same result type and acceptance (``accept_tol``) as :func:`solve_fixed_point`."""
+    x0 = np.asarray(x0, dtype=float).copy()
+    floor = np.broadcast_to(np.asarray(floor, dtype=float), x0.shape)
+    best = [np.inf, x0, x0]
+    residuals = []
+    state = {"stopped": "", "outside": None}
 
-    def G(point):
+    def G(x):
+        x = np.array(x, dtype=float)
+        spent = budget.exhausted() if budget is not None else ""
+        if spent or len(residuals) >= max_evaluations:
+            state["stopped"] = spent or f"{max_evaluations} evaluations of the root finder spent"
+            raise _RootStop()
         if budget is not None:
             budget.spend()
-        value = np.asarray(F(point), dtype=float) - point
-        if not np.isfinite(value).all():
-            raise FloatingPointError(f"the map is not finite at {point}")
-        return value
-
-    g = G(x)
-    residuals = []
-    best = (np.inf, x, g)
-    for it in range(maxiter + 1):
-        res = _scaled_residual(x, x + g, floor)
-        residuals.append(res)
-        if res < best[0]:
-            best = (res, x, g)
-        if callback is not None:
-            callback(it, x, res)
-        if res < tol:
-            return FixedPointResult(x, x + g, True, it, res, tuple(residuals))
-        spent = budget.exhausted() if budget is not None else ""
-        if it == maxiter or spent:
-            break
-        J = np.empty((n, n))
         try:
-            for j in range(n):
-                h = step * max(abs(x[j]), 1.0) * (1.0 if x[j] >= 0 else -1.0)
-                e = np.zeros(n)
-                e[j] = h
-                J[:, j] = (G(x + e) - g) / h
-            delta = -np.linalg.lstsq(J, g, rcond=1e-12)[0]
-            delta *= min(1.0, max_step / max(np.max(np.abs(delta)), 1e-300))
+            Fx = np.asarray(F(x), dtype=float)
+            if not np.isfinite(Fx).all():
+                raise FloatingPointError(f"the map is not finite at {x}")
         except OUTSIDE_DOMAIN as exc:
-            log.debug("newton: no Jacobian at %s (%s)", x, exc)
-            break
-        t, moved = 1.0, False
-        while t > 1e-3:
-            try:
-                g_new = G(x + t * delta)
-                if np.linalg.norm(g_new) < np.linalg.norm(g):
-                    x, g, moved = x + t * delta, g_new, True
-                    break
-            except OUTSIDE_DOMAIN as exc:
-                log.debug("newton: step left the domain (%s); shortening", exc)
-            t *= 0.5
-        if not moved:
-            log.debug("newton: the line search found no descent at residual %.3e", res)
-            break
-    res_best, x_best, g_best = best
-    accepted = accept_tol is not None and res_best < accept_tol
-    reason = (budget.exhausted() if budget is not None else "") or "Newton's method did not converge"
-    return FixedPointResult(x_best, x_best + g_best, accepted, len(residuals) - 1, res_best, tuple(residuals),
-                            at_floor=accepted, stopped="" if accepted else reason)
+            log.debug("root finder: outside the domain at %s (%s)", x, exc)
+            residuals.append(np.inf)
+            if state["outside"] is None:
+                raise
+            return state["outside"]
+        g = Fx - x
+        res = measure(x, Fx)
+        residuals.append(res)
+        if state["outside"] is None:
+            state["outside"] = 1e3 * np.maximum(np.abs(g), floor)
+        if res < best[0]:
+            best[:] = [res, x, Fx]
+        if callback is not None:
+            callback(len(residuals) - 1, x, res)
+        if res < tol:
+            raise _RootStop()
+        return g
+
+    measure = residual or (lambda x, Fx: _scaled_residual(x, Fx, floor))
+    diag = 1.0 / (np.maximum(np.abs(x0), floor) if scale is None else np.asarray(scale, dtype=float))
+    try:
+        # MINPACK's first trust region is ``factor * |diag * x0|``
+        sol = root(G, x0, method="hybr",
+                   options={"eps": step**2, "factor": float(np.clip(initial_step / max(np.linalg.norm(diag * x0), 1e-300), 0.1, 100.0)),
+                            "diag": diag,
+                            "maxfev": max_evaluations, "xtol": 1e-12})
+        if not state["stopped"] and best[0] >= tol:
+            state["stopped"] = f"the root finder stopped: {sol.message}"
+    except _RootStop:
+        pass
+    res_best, x_best, Fx_best = best
+    converged = res_best < tol
+    accepted = converged or (accept_tol is not None and res_best < accept_tol)
+    log.debug("root finder: residual %.3e after %d evaluations", res_best, len(residuals))
+    return FixedPointResult(x_best, Fx_best, accepted, len(residuals), res_best, tuple(residuals),
+                            at_floor=accepted and not converged,
+                            stopped="" if accepted else (state["stopped"] or "the root finder did not converge"))
 
 
 def _seeded_history(history, x0, g0, anderson):

@@ -206,10 +206,10 @@ def test_fixed_point_to_dict_is_json_safe_for_non_finite_values():
     assert isinstance(base, FixedPoint)
 
 
-def test_newton_converges_where_the_fixed_point_repels_the_iteration():
-    """Eigenvalues 3 and -2.5 of the map's Jacobian: the plain iteration runs away from the
-    fixed point, Newton's method (a noisy map, smooth only to 1e-9) converges to it."""
-    from numerics.solver import newton_fixed_point
+def test_the_root_finder_converges_where_the_fixed_point_repels_the_iteration():
+    """Eigenvalues 2.5 and -2 of the map's Jacobian: the plain iteration runs away from the
+    fixed point, the root finder on x - F(x) (a noisy map, smooth only to 1e-9) converges to it."""
+    from numerics.solver import root_fixed_point
 
     A = np.array([[2.0, 1.0], [1.5, -1.5]])  # eigenvalues 2.5 and -2
     b = np.array([0.3, -0.2])
@@ -220,7 +220,7 @@ def test_newton_converges_where_the_fixed_point_repels_the_iteration():
 
     picard = solve_fixed_point(F, np.zeros(2), tol=1e-8, maxiter=60, anderson=0, stall_window=20)
     assert not picard.converged
-    res = newton_fixed_point(F, np.zeros(2), tol=1e-7, maxiter=10)
+    res = root_fixed_point(F, np.zeros(2), tol=1e-7, max_evaluations=30, scale=np.ones(2))
     assert res.converged and np.allclose(res.x, exact, rtol=1e-6, atol=1e-7)
 
 

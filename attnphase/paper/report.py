@@ -166,7 +166,7 @@ def _comparison_section(summary: dict, keys: list) -> list:
         return lines + ["No key number with a published value has been computed yet.", ""]
     figure_index = {f["name"]: f["index"] for f in summary["figures"]}
     lines += ["Verdict: the difference against our error bar combined with the published error where the paper "
-              "states one (a value read off a figure has none).", "",
+              "states one (the authors' theory thresholds and values read off a figure have none).", "",
               "| figure | quantity | model | ours | published | difference | verdict |", "|---|---|---|---|---|---|---|"]
     for k in rows:
         lines.append(f"| {figure_index[k['figure']]} | {k['label']} | {k['model']} | "

@@ -34,7 +34,7 @@ def what(plan) -> str:
             "the positional branch minus the semantic one (negative where the positional minimum is global), and "
             "the global minimiser's test error minus the linear baseline's (negative where attention beats the "
             "baseline), with alpha_c(omega) (solid), alpha_l(omega) (dashed), the spinodals (crosses) and the "
-            "published thresholds (open markers, read off the paper's figures). Below: "
+            "published thresholds (open markers: the authors' theory numbers). Below: "
             f"the same differences from gradient descent (d = {plan.plane_gd.d}, {plan.plane_gd.seeds} run(s) per "
             f"point and start, {len(plan.plane_omegas)} x {len(plan.plane_gd.alphas)} points), where the branch is "
             "the start and the baseline is the one fitted on the same data.")

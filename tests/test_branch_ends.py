@@ -1,0 +1,72 @@
+"""Fixed points the iteration cannot reach, how a branch end is classified, and starts
+valid for every model."""
+import json
+
+import numpy as np
+import pytest
+
+from numerics.branches import ANCHORS, classify_end
+from numerics.fixed_point import DEFAULT_START, start_for_model
+
+
+@pytest.mark.parametrize("law, kind", [("fold", "fold"), ("vanishing", "vanishing"), ("neither", "not found")])
+def test_a_branch_end_is_classified_from_its_last_points(law, kind):
+    """A branch ending at p = 1: at a fold its overlap stays finite while the smallest
+    eigenvalue of I - DF falls like sqrt(1 - p); where it meets the trivial branch the
+    overlap falls like sqrt(1 - p) (and the eigenvalue too); where neither falls, the end
+    is not explained."""
+    p = np.array([0.98, 0.995])
+    root = np.sqrt(1.0 - p)
+    overlaps = {"fold": 0.3 + 0.1 * (1.0 - p), "vanishing": 0.5 * root, "neither": 0.3 + 0.0 * p}[law]
+    eigenvalues = {"fold": 0.8 * root, "vanishing": 0.8 * root, "neither": 0.45 + 0.1 * (1.0 - p)}[law]
+    got, evidence = classify_end(p, overlaps, eigenvalues, end=1.001, width=0.006)
+    assert got == kind
+    json.dumps(evidence, allow_nan=False)
+    assert evidence["defining_overlap"] == pytest.approx(list(np.abs(overlaps)))
+
+
+def test_default_starts_lie_in_the_domain_of_every_sigma():
+    """theta^2 < rho q (the covariance of (h, h*) is positive) at every default start, for
+    sigma from 0.1 to 1; the default model's starts are those of docs/theory.md, section 3.8."""
+    for sigma in (0.1, 0.3, 0.5, 1.0):
+        for start in list(DEFAULT_START.values()) + [a[1] for a in ANCHORS.values()]:
+            s = start_for_model(start, sigma**2)
+            assert s.theta**2 < sigma**2 * s.q
+    assert start_for_model(ANCHORS["semantic"][1], 0.25) == ANCHORS["semantic"][1]
+
+
+@pytest.mark.slow
+def test_the_root_finder_reaches_a_positional_point_where_the_iteration_stalls():
+    """omega = 0.3, alpha = 0.8, lam = 0.003051 (draft), started from the point found at
+    lam = 0.003073: the map's Jacobian there has a real eigenvalue near -4 and a complex pair
+    of modulus 1.3, and the Anderson iteration stalls (residual ~3e-3); the root finder on
+    x - F(x) converges to the positional point (m = 0.1213), where the old study put no
+    branch (docs/studies/positional_small_lam.md, section 1b)."""
+    from derivations import ModelSpec
+    from numerics.bound_model import bind
+    from numerics.fixed_point import solve_with_rule
+    from numerics.overlaps import Overlaps
+    from numerics.precision import PRECISIONS
+
+    prec = PRECISIONS["draft"]
+    model = bind(ModelSpec(lam=0.003051, omega=0.3, sigma=0.5))
+    start = Overlaps(q=0.09586, m=0.11884, V=66.558, theta=0.0)
+
+    def solve(newton):
+        return solve_with_rule(model, 0.8, "positional", prec.rule, start, prec.tol, accept_tol=prec.residual_tol,
+                               lost_below=1e-3, newton=newton)
+
+    alone = solve(False)
+    assert not alone.converged and alone.residual8 > 1e-4
+    found = solve(True)
+    assert found.converged and found.residual8 < prec.residual_tol
+    assert found.overlaps.m == pytest.approx(0.1213, abs=5e-4)
+
+
+def test_an_overlap_whose_zero_lies_beyond_the_bracket_does_not_make_an_end_vanishing():
+    """Found at 1 and 0.75, not at 0.6875: an overlap (0.378, 0.209) whose square extrapolates
+    to zero at 0.64, outside the bracket, does not end the branch there; the smallest
+    eigenvalue of I - DF (0.385, 0.100), whose square reaches zero at 0.73 inside it, does."""
+    kind, evidence = classify_end([1.0, 0.75], [0.378, 0.209], [0.385, 0.100], end=0.6875, width=0.0625)
+    assert kind == "fold"
+    assert evidence["extrapolated_zero"]["overlap_square_root"] < 0.6875 - 0.25 * 0.0625
