@@ -16,6 +16,9 @@ point at ``omega = 0.3`` on the same teacher and inputs, continued at the run's 
     python benchmarks/omega_zero_minima.py runs --omega 0 --alpha 0.55 --ds 250,500,1000,2000 \\
         --seeds 6,4,3,2 --starts semantic,positional --out OUT/runs.jsonl
     python benchmarks/omega_zero_minima.py analyse --runs OUT/runs.jsonl [--out OUT/tables.md]
+    python benchmarks/omega_zero_minima.py profile --omega 0 --alpha 0.7 --branch positional \\
+        --values 0.137,0.16,0.19,0.22 --ds 500,1000 --seeds 4,4 --out OUT/profiles.jsonl
+    python benchmarks/omega_zero_minima.py profile-table --profiles OUT/profiles.jsonl
     python benchmarks/omega_zero_minima.py check-zero --omega 0 --d 250   # the control variate's mean
 
 ``runs`` appends one JSON line per run and skips runs already in the file.
@@ -167,6 +170,26 @@ def theory_overlap_Q(problem, branch: str, seed: int, run_index: int) -> torch.T
     if rest < 0:
         raise ValueError(f"start: the theory's overlaps are not those of a vector at d = {d}")
     return c1 * u1 + c2 * u2 + math.sqrt(rest) * u3
+
+
+def constrained_minimum(Q: torch.Tensor, problem, u: torch.Tensor, c: float, gtol: float) -> dict:
+    """The minimum of ``R`` over students with ``Q . u = c`` (``u`` a unit vector), by L-BFGS on
+    the orthogonal part, started from ``Q``'s orthogonal part."""
+    u = u.to(torch.float64)
+
+    def project(x):
+        return x - (x @ u) * u
+
+    def fg(x):
+        Qc = c * u + project(torch.from_numpy(x))
+        R, g = risk64(Qc, problem)
+        return R, project(g).numpy().astype(float)
+
+    res = scipy.optimize.minimize(fg, project(Q.to(torch.float64)).numpy(), jac=True, method="L-BFGS-B",
+                                  options=dict(maxiter=20000, maxcor=30, gtol=gtol / 100, ftol=0.0))
+    R, g = fg(res.x)
+    Qc = c * u + project(torch.from_numpy(res.x))
+    return dict(R_over_d=R / problem.d, grad_norm=float(np.linalg.norm(g)), Q=Qc)
 
 
 def start_Q(problem, start: str, seed: int, run_index: int) -> torch.Tensor:
@@ -387,6 +410,72 @@ def cmd_analyse(args) -> None:
             f.write(text + "\n")
 
 
+def cmd_profile(args) -> None:
+    """The objective along the branch's overlap: per run, gradient descent from the branch's start,
+    made stationary, then the constrained minimum at each of ``--values`` of ``m`` (positional) or
+    ``theta/sigma^2`` (semantic), all on the same data."""
+    spec = ModelSpec(omega=args.omega)
+    done = set()
+    if os.path.exists(args.out):
+        with open(args.out) as f:
+            for line in f:
+                r = json.loads(line)
+                done.add((r["omega"], r["alpha"], r["d"], r["branch"], r["seed"], r["run_index"]))
+    values = [float(v) for v in args.values.split(",")]
+    ds = [int(x) for x in args.ds.split(",")]
+    seeds = [int(x) for x in args.seeds.split(",")]
+    for d, ns in zip(ds, seeds):
+        for k in range(ns):
+            if (args.omega, args.alpha, d, args.branch, args.seed, k) in done:
+                continue
+            t0 = time.process_time()
+            problem = make_problem(spec, d, args.alpha, args.seed, k, n_test=1, dtype=torch.float64)
+            tr = train(problem, args.branch, steps=STEPS, record_points=1)
+            st = make_stationary(tr.Q, problem, args.gtol, hessian_max_d=0)
+            Q = st["Q"]
+            if args.branch == "positional":
+                u = torch.full((d,), 1.0 / math.sqrt(d), dtype=torch.float64)
+                scale = math.sqrt(d)           # m = Q.u / sqrt(d)
+            else:
+                Qs = problem.Qstar.to(torch.float64)
+                u = Qs / Qs.norm()
+                scale = d / float(Qs.norm())   # theta/sigma^2 = Q.u |Q*| / d
+            sign = 1.0 if float(Q @ u) >= 0 else -1.0
+            free_value = abs(float(Q @ u)) / scale
+            profile = []
+            for v in values:
+                cm = constrained_minimum(Q, problem, u, sign * v * scale, args.gtol)
+                profile.append(dict(value=v, train_loss=cm["R_over_d"], grad_norm=cm["grad_norm"]))
+            r = dict(omega=args.omega, alpha=args.alpha, d=d, branch=args.branch, seed=args.seed, run_index=k,
+                     free_value=free_value, free_train_loss=st["R_over_d"], free_grad_norm=st["grad_norm"],
+                     profile=profile, cpu_seconds=time.process_time() - t0)
+            with open(args.out, "a") as f:
+                f.write(json.dumps(r) + "\n")
+            log.info("profile omega %g alpha %g d %d %s run %d: free %.4f; F - F_free: %s (%.0f s)", args.omega,
+                     args.alpha, d, args.branch, k, free_value,
+                     " ".join(f"{p['value']:g}:{(p['train_loss'] - st['R_over_d']):+.2e}" for p in profile),
+                     r["cpu_seconds"])
+
+
+def cmd_profile_table(args) -> None:
+    rows = [json.loads(line) for line in open(args.profiles)]
+    lines = ["| omega | alpha | branch | d | runs | free value | value | F - F_free (mean ± sem) | max abs(g) |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for key in sorted({(r["omega"], r["alpha"], r["branch"], r["d"]) for r in rows}):
+        rs = [r for r in rows if (r["omega"], r["alpha"], r["branch"], r["d"]) == key]
+        fv = mean_sem([r["free_value"] for r in rs])
+        for j, p in enumerate(rs[0]["profile"]):
+            diff = mean_sem([r["profile"][j]["train_loss"] - r["free_train_loss"] for r in rs])
+            gmax = max(r["profile"][j]["grad_norm"] for r in rs)
+            lines.append(f"| {key[0]:g} | {key[1]:g} | {key[2]} | {key[3]} | {len(rs)} | {fv[0]:.4f} ± {fv[1]:.4f} "
+                         f"| {p['value']:g} | {diff[0]:+.2e} ± {diff[1]:.1e} | {gmax:.1e} |")
+    text = "\n".join(lines)
+    print(text)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text + "\n")
+
+
 def cmd_check_zero(args) -> None:
     """:func:`expected_zero_loss` against the plain mean of ``R(0)/d``-per-sample losses over fresh
     teachers and samples drawn by the simulator."""
@@ -423,6 +512,19 @@ def main(argv=None) -> int:
     a = sub.add_parser("analyse")
     a.add_argument("--runs", required=True)
     a.add_argument("--out")
+    pr = sub.add_parser("profile")
+    pr.add_argument("--omega", type=float, default=0.0)
+    pr.add_argument("--alpha", type=float, required=True)
+    pr.add_argument("--branch", choices=("positional", "semantic"), required=True)
+    pr.add_argument("--values", required=True)
+    pr.add_argument("--ds", default="500,1000")
+    pr.add_argument("--seeds", default="4,4")
+    pr.add_argument("--seed", type=int, default=0)
+    pr.add_argument("--gtol", type=float, default=1e-8)
+    pr.add_argument("--out", required=True)
+    pt = sub.add_parser("profile-table")
+    pt.add_argument("--profiles", required=True)
+    pt.add_argument("--out")
     c = sub.add_parser("check-zero")
     c.add_argument("--omega", type=float, default=0.0)
     c.add_argument("--alpha", type=float, default=0.55)
@@ -432,7 +534,8 @@ def main(argv=None) -> int:
     c.add_argument("--seed", type=int, default=3)
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
-    {"runs": cmd_runs, "analyse": cmd_analyse, "check-zero": cmd_check_zero}[args.cmd](args)
+    {"runs": cmd_runs, "analyse": cmd_analyse, "check-zero": cmd_check_zero, "profile": cmd_profile,
+     "profile-table": cmd_profile_table}[args.cmd](args)
     return 0
 
 
