@@ -223,26 +223,38 @@ def one_run(spec: ModelSpec, d: int, alpha: float, start: str, seed: int, run_in
     stats_st = summary_statistics(Qs, problem)
     keep = ("m", "theta_over_sigma2", "q")
     return dict(omega=spec.omega, alpha=alpha, d=d, start=start, seed=seed, run_index=run_index,
-                zero_train_loss=Z, start_train_loss=start_R / d, gd_train_loss=gd_R / d, gd_grad_norm=float(gd_g.norm()),
+                zero_train_loss=Z, start_train_loss=start_R / d, gd_train_loss=gd_R / d,
+                gd_grad_norm=float(gd_g.norm()),
                 **{f"gd_{k}": stats_gd[k] for k in keep},
                 stat_train_loss=st.pop("R_over_d"), **{f"stat_{k}": stats_st[k] for k in keep},
                 stat_move=float((Qs - tr.Q).norm()) / math.sqrt(d), **st,
                 cpu_seconds=time.process_time() - t0)
 
 
-def cmd_runs(args) -> None:
-    spec = ModelSpec(omega=args.omega)
+def done_keys(path: str, kind: str) -> set:
+    """The runs already in ``path``: (omega, alpha, d, start or branch, seed, run index)."""
     done = set()
-    if os.path.exists(args.out):
-        with open(args.out) as f:
+    if os.path.exists(path):
+        with open(path) as f:
             for line in f:
                 r = json.loads(line)
-                done.add((r["omega"], r["alpha"], r["d"], r["start"], r["seed"], r["run_index"]))
+                done.add((r["omega"], r["alpha"], r["d"], r[kind], r["seed"], r["run_index"]))
+    return done
+
+
+def sizes(args) -> list:
+    """``[(d, runs), ...]`` from ``--ds`` and ``--seeds``."""
     ds = [int(x) for x in args.ds.split(",")]
     seeds = [int(x) for x in args.seeds.split(",")]
     if len(seeds) != len(ds):
         raise SystemExit("--seeds: one count per d")
-    for d, ns in zip(ds, seeds):
+    return list(zip(ds, seeds))
+
+
+def cmd_runs(args) -> None:
+    spec = ModelSpec(omega=args.omega)
+    done = done_keys(args.out, "start")
+    for d, ns in sizes(args):
         for k in range(ns):
             for start in args.starts.split(","):
                 key = (args.omega, args.alpha, d, start, args.seed, k)
@@ -415,16 +427,9 @@ def cmd_profile(args) -> None:
     made stationary, then the constrained minimum at each of ``--values`` of ``m`` (positional) or
     ``theta/sigma^2`` (semantic), all on the same data."""
     spec = ModelSpec(omega=args.omega)
-    done = set()
-    if os.path.exists(args.out):
-        with open(args.out) as f:
-            for line in f:
-                r = json.loads(line)
-                done.add((r["omega"], r["alpha"], r["d"], r["branch"], r["seed"], r["run_index"]))
+    done = done_keys(args.out, "branch")
     values = [float(v) for v in args.values.split(",")]
-    ds = [int(x) for x in args.ds.split(",")]
-    seeds = [int(x) for x in args.seeds.split(",")]
-    for d, ns in zip(ds, seeds):
+    for d, ns in sizes(args):
         for k in range(ns):
             if (args.omega, args.alpha, d, args.branch, args.seed, k) in done:
                 continue
