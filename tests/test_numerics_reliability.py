@@ -299,34 +299,3 @@ def test_anchor_attempts_that_only_wander_beside_falls_onto_the_trivial_point_sh
     curve = branches.follow_branch(SPEC, [1.0, 2.0], "positional", "draft")
     assert curve.points == []
     assert bool(curve.failure) is failed
-
-
-@pytest.mark.parametrize("law, kind", [("fold", "fold"), ("vanishing", "vanishing"), ("neither", "not found")])
-def test_a_branch_end_is_classified_from_its_last_points(law, kind):
-    """A branch ending at p = 1: at a fold its overlap stays finite while the smallest
-    eigenvalue of I - DF falls like sqrt(1 - p); where it meets the trivial branch the
-    overlap falls like sqrt(1 - p) (and the eigenvalue too); where neither falls, the end
-    is not explained."""
-    from numerics.branches import classify_end
-
-    p = np.array([0.98, 0.995])
-    root = np.sqrt(1.0 - p)
-    overlaps = {"fold": 0.3 + 0.1 * (1.0 - p), "vanishing": 0.5 * root, "neither": 0.3 + 0.0 * p}[law]
-    eigenvalues = {"fold": 0.8 * root, "vanishing": 0.8 * root, "neither": 0.45 + 0.1 * (1.0 - p)}[law]
-    got, evidence = classify_end(p, overlaps, eigenvalues, end=1.001, width=0.006)
-    assert got == kind
-    json.dumps(evidence, allow_nan=False)
-    assert evidence["defining_overlap"] == pytest.approx(list(np.abs(overlaps)))
-
-
-def test_default_starts_lie_in_the_domain_of_every_sigma():
-    """theta^2 < rho q (the covariance of (h, h*) is positive) at every default start, for
-    sigma from 0.1 to 1; the default model's starts are those of docs/theory.md, section 3.8."""
-    from numerics.branches import ANCHORS
-    from numerics.fixed_point import DEFAULT_START, start_for_model
-
-    for sigma in (0.1, 0.3, 0.5, 1.0):
-        for start in list(DEFAULT_START.values()) + [a[1] for a in ANCHORS.values()]:
-            s = start_for_model(start, sigma**2)
-            assert s.theta**2 < sigma**2 * s.q
-    assert start_for_model(ANCHORS["semantic"][1], 0.25) == ANCHORS["semantic"][1]
