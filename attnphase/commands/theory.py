@@ -75,7 +75,7 @@ def register(sub):
                        description="Locate alpha_c (the branches' training losses cross; for the general model "
                                    "every change of the global branch) and alpha_l (the global minimiser beats "
                                    "the linear baseline) with error estimates, and the spinodals. Cost on 2 "
-                                   "cores: about 30 s (fast), about 5 minutes (high). " + GENERAL_COST)
+                                   "cores: about 50 s (fast), about 5 minutes (high). " + GENERAL_COST)
     _alphas_option(p, "0.5:2.5:9", "the bracketing scan, both branches in draft precision; widen it for models "
                                    "whose transition lies elsewhere")
     p.add_argument("--branches", default="",
@@ -91,8 +91,8 @@ def register(sub):
     p = sub.add_parser("run", help="the main job: branches, baseline, thresholds and the figure, into --out",
                        description="The main job: both branches along the alpha grid at draft precision "
                                    "(curve.csv and the figure), the linear baseline, and alpha_c, alpha_l and "
-                                   "the spinodals at --precision (summary.json). Cost on 2 cores: about 40 s "
-                                   "with the defaults (80 s of CPU). " + GENERAL_COST)
+                                   "the spinodals at --precision (summary.json). Cost on 2 cores: about 70 s "
+                                   "with the defaults. " + GENERAL_COST)
     p.add_argument("--out", default="results", help="output directory (default results/)")
     _alphas_option(p, "0.05:2.5:15", "the curve grid, always drawn at draft precision")
     _common(p, "precision of the thresholds (default fast; the curve is always draft). ")
