@@ -723,6 +723,11 @@ def test_solve_all_names_the_branches_it_did_not_find(capsys, monkeypatch):
     status, out, err = run(["solve", "--alpha", "1"], capsys)
     assert status == 0 and not err
     assert "note: no positional branch at alpha = 1" in out and "note: no trivial branch at alpha = 1" in out
+    # with --json stdout stays one JSON document and the notes go to stderr
+    status, out, err = run(["solve", "--alpha", "1", "--json"], capsys)
+    assert status == 0 and [p["branch"] for p in json.loads(out)] == ["semantic"]
+    assert err == [f"attnphase solve: note: no {b} branch at alpha = 1: its solve ends on a smaller branch"
+                   for b in ("positional", "trivial")]
 
 
 def test_a_scheduler_that_refuses_fails_fast(tmp_path, capsys):

@@ -4,6 +4,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import sys
 import time
 
 from attnphase.errors import UsageError
@@ -196,6 +197,20 @@ def _absent(points, branches, alpha: float) -> list:
             if b not in found]
 
 
+def _print_solve(points, payload, absent, args, t0: float) -> None:
+    """The solve's table (or JSON on stdout) and a note for each absent branch (on stderr with
+    --json, so that stdout stays one JSON document)."""
+    if args.json:
+        print_json(payload)
+        for note in absent:
+            sys.stderr.write(f"attnphase solve: note: {note}\n")
+        return
+    print(_fields_table(points) if points else "no branch found")
+    for note in absent:
+        print(f"note: {note}")
+    print(f"wall time {time.perf_counter() - t0:.1f} s")
+
+
 def _solve_general(spec, args) -> int:
     from numerics.api import general_branches, mark_global_minima, solve_all_general, solve_general
 
@@ -209,13 +224,7 @@ def _solve_general(spec, args) -> int:
                                                        args.integrator)])
             payload = points[0].to_dict()
     absent = _absent(points, general_branches(spec), args.alpha) if args.branch == "all" else []
-    if args.json:
-        print_json(payload)
-    else:
-        print(_fields_table(points) if points else "no branch found")
-        for note in absent:
-            print(f"note: {note}")
-        print(f"wall time {time.perf_counter() - t0:.1f} s")
+    _print_solve(points, payload, absent, args, t0)
     stuck = [f"{p.branch} ({p.status})" for p in points if not p.converged]
     if not points:
         return failed("solve", f"no branch found at alpha = {args.alpha:g}")
@@ -237,13 +246,7 @@ def cmd_solve(args) -> int:
             points = [solve_branch(spec, args.alpha, args.branch, args.precision)]
             payload = points[0].to_dict()
     absent = _absent(points, BRANCHES, args.alpha) if args.branch == "all" else []
-    if args.json:
-        print_json(payload)
-    else:
-        print(_fields_table(points) if points else "no branch found")
-        for note in absent:
-            print(f"note: {note}")
-        print(f"wall time {time.perf_counter() - t0:.1f} s")
+    _print_solve(points, payload, absent, args, t0)
     stuck = [f"{p.branch} (residual {p.residual:.1e})" for p in points if not p.converged]
     return failed("solve", f"not converged at alpha = {args.alpha:g}: {', '.join(stuck)}") if stuck else 0
 
