@@ -415,10 +415,15 @@ def cmd_analyse(args) -> None:
                          f"th {per[b]['stat_theta_over_sigma2']:.3f})" if b in per else "-")
         lines.append(f"| {omega:g} | {alpha:g} | {d} | {k} | {len(rs)} | {best['stat_train_loss']:.7f} ({best['start']}) "
                      f"| {fmt('positional')} | {fmt('semantic')} |")
+    emit_table(lines, args.out)
+
+
+def emit_table(lines, out) -> None:
+    """A markdown table on stdout, and into ``out`` when given."""
     text = "\n".join(lines)
     print(text)
-    if args.out:
-        with open(args.out, "w") as f:
+    if out:
+        with open(out, "w") as f:
             f.write(text + "\n")
 
 
@@ -474,11 +479,7 @@ def cmd_profile_table(args) -> None:
             gmax = max(r["profile"][j]["grad_norm"] for r in rs)
             lines.append(f"| {key[0]:g} | {key[1]:g} | {key[2]} | {key[3]} | {len(rs)} | {fv[0]:.4f} ± {fv[1]:.4f} "
                          f"| {p['value']:g} | {diff[0]:+.2e} ± {diff[1]:.1e} | {gmax:.1e} |")
-    text = "\n".join(lines)
-    print(text)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text + "\n")
+    emit_table(lines, args.out)
 
 
 def cmd_check_zero(args) -> None:
