@@ -1,29 +1,39 @@
-"""Our theory against the authors' gradient descent (docs/validation.md, section "The authors'
-gradient descent").
+"""Our theory against the authors' gradient descent over their whole grid (docs/validation.md,
+section "The authors' gradient descent").
 
 The authors' tables ``empirics/results_{mean,std}_standardA.csv`` (``d = 1000``, ``sigma = 0.5``,
 ``lam = 0.01``, default ``A``, 24 runs per row, 5000 steps of GD at learning rate 0.15; ``informed =
-True``: the semantic start, ``False``: the positional one) give per ``(omega, alpha, start)`` the mean
-and standard deviation of the test error, ``m`` and ``theta / sigma^2``. For each requested
-``omega`` both branches are followed along the table's 25 alphas (``numerics.branches.follow_branch``)
-and each cell's start is compared with the branch it starts on: ``z = (gd - theory) /
-sqrt(se_gd^2 + err_theory^2)``, ``se_gd = std / sqrt(24)``. Their training loss is on another scale
-(4.6 at ``alpha = 2`` where ours is 1e-3) and is not compared.
+True``: the semantic start, ``False``: the positional one; 27 values of ``omega`` from 0.02 to 0.7, 25
+of ``alpha`` from 0.01 to 2) give per ``(omega, alpha, start)`` the mean and standard deviation over
+the runs of the test error, the training loss, ``m`` and ``theta / sigma^2``. Their training loss is
+the summed risk ``R`` (ridge included), ours is ``R / d``: theirs is divided by ``d = 1000`` here
+(at ``omega = 0.3``, ``alpha = 2`` the ratio is 1017.7 on the semantic start and 1017.9 on the
+positional one, ours being ``R/d``).
 
-A cell's reason, where ``|z| > 3``: ``no theory`` (the branch does not exist there), ``run on another
-branch`` (the runs' mean ``m`` and ``theta / sigma^2`` say the other branch: the larger of the two is
-not the start's), the finite-``d`` floor of an overlap that the branch sets to zero (the runs' mean
-below 0.05), else ``unexplained`` (finite size, 5000 steps, or the theory: not decided here).
+For each ``omega`` both branches are followed along the table's 25 alphas
+(``numerics.branches.follow_branch``, cached per ``(omega, branch, precision)`` under ``--cache``, so
+the grid can be built by several processes and resumed), and each cell's start is compared with the
+branch it starts on: ``z = (gd - theory) / sqrt(se_gd^2 + err_theory^2)``, ``se_gd = std / sqrt(24)``.
+Draft precision states no error: ``--draft-error`` (relative) stands for it, and ``--refine N``
+re-solves the ``N`` worst cells at fast precision (started at the draft point) and prints both.
+
+A cell's reason, where ``|z| > 3``: ``branch absent`` (the start's branch does not exist at that
+``alpha``), ``finite-d floor`` (an overlap that the branch sets to zero, measured by the runs as a
+norm below 0.05), ``runs on the other branch`` (the runs' mean ``m`` and ``theta / sigma^2`` are
+nearer, in their standard errors, to the other branch's than to the start's), ``near the branch's
+end`` (within 0.1 in ``alpha`` of where the start's branch ends), else ``unexplained``. The last two
+are decided by other evidence (docs/validation.md: continued runs, larger ``d``).
 
 Usage::
 
-    python benchmarks/authors_gd.py --data ../shared/authors-data --omegas 0.1,0.3,0.5 [--precision fast]
-        [--figure docs/figures/authors_gd_z.png]
+    python benchmarks/authors_gd.py --omegas all --precision draft --cache authors_gd_cache \
+        [--refine 16] [--figure docs/figures/authors_gd_z.png] [--worst 20] [--cells cells.csv]
 """
 from __future__ import annotations
 
 import argparse
 import csv
+import json
 import math
 import time
 from pathlib import Path
@@ -32,111 +42,252 @@ import numpy as np
 
 from derivations import ModelSpec
 from numerics.branches import follow_branch
+from numerics.fixed_point import BranchNotFound, solve_branch
+from numerics.overlaps import Overlaps
 
 RUNS = 24
+D = 1000
+SIGMA, LAM = 0.5, 0.01
 # an overlap that the branch sets to zero by symmetry is measured by the runs as a small positive
 # number (a norm at finite d): below this (the value below which validate calls a run's overlap
 # absent) it is that floor, not a disagreement
 FLOOR = 0.05
-FLOOR_REASON = "finite-d floor of an overlap zero on the branch"
-QUANTITIES = (("test_error", "attention_gen_error"), ("m", "attention_mag"), ("theta_over_sigma2", "attention_theta"))
+NEAR_END = 0.1
+ABSENT, FLOOR_REASON, OTHER, NEAR, UNEXPLAINED = ("branch absent", "finite-d floor", "runs on the other branch",
+                                                  "near the branch's end", "unexplained")
+QUANTITIES = (("test_error", "attention_gen_error"), ("train_loss", "attention_train_error"),
+              ("m", "attention_mag"), ("theta_over_sigma2", "attention_theta"))
+BRANCH_OF_START = {True: "semantic", False: "positional"}
+OTHER_BRANCH = {"semantic": "positional", "positional": "semantic"}
 
 
 def table(path: Path) -> dict:
     with path.open(newline="") as f:
         return {(float(r["omega"]), float(r["alpha"]), r["informed"] == "True"): r for r in csv.DictReader(f)
-                if float(r["sigma"]) == 0.5 and float(r["attention_lmbda"]) == 0.01}
+                if float(r["sigma"]) == SIGMA and float(r["attention_lmbda"]) == LAM}
 
 
-def theory_value(p, quantity: str, sigma: float) -> tuple:
-    if quantity == "test_error":
-        return p.test_error, p.error["test_error"]
-    if quantity == "m":
-        return abs(p.overlaps.m), p.error["m"]
-    return abs(p.overlaps.theta) / sigma**2, p.error["theta"] / sigma**2
+def gd_value(mean_row, std_row, quantity: str, column: str) -> tuple:
+    """The runs' mean and standard error, on our scale (their training loss is ``R``, ours ``R/d``)."""
+    scale = 1.0 / D if quantity == "train_loss" else 1.0
+    return float(mean_row[f"{column}_mean"]) * scale, float(std_row[f"{column}_mean"]) * scale / math.sqrt(RUNS)
+
+
+def theory_value(point: dict, quantity: str, draft_error: float) -> tuple:
+    """A cached point's value and error on the runs' scale; where the precision states no
+    error, ``draft_error`` times the value stands for it."""
+    field = {"theta_over_sigma2": "theta"}.get(quantity, quantity)
+    scale = 1.0 / SIGMA**2 if quantity == "theta_over_sigma2" else 1.0
+    value = abs(point[field]) * scale if field in ("m", "theta") else point[field]
+    err = point.get(f"{field}_error", math.nan) * scale
+    return value, (err if math.isfinite(err) else draft_error * abs(value))
+
+
+def cached_branch(cache: Path | None, omega: float, branch: str, alphas, precision: str, bisections: int) -> dict:
+    """The branch along ``alphas`` at ``omega``: points (as rows), spinodals, note and wall time,
+    read from ``cache`` if there, else solved (and written)."""
+    path = cache / f"omega{omega:g}_{branch}_{precision}.json" if cache else None
+    if path is not None and path.exists():
+        return json.loads(path.read_text())
+    t0 = time.perf_counter()
+    curve = follow_branch(ModelSpec(sigma=SIGMA, lam=LAM, omega=omega), alphas, branch, precision,
+                         bisections=bisections)
+    rows = [{k: (v if not isinstance(v, (np.floating, np.integer, np.bool_)) else v.item())
+             for k, v in p.to_row().items()} for p in curve.points]
+    out = {"omega": omega, "branch": branch, "precision": precision, "points": rows,
+           "spinodals": curve.spinodals, "note": curve.note, "failure": curve.failure,
+           "bisections": bisections, "wall_s": time.perf_counter() - t0}
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(out, default=float))
+    return out
+
+
+def branch_ends(curve: dict) -> str:
+    return "; ".join(f"{s['side']} end {s['alpha']:.3g}" for s in curve["spinodals"]) or (
+        "not found" if not curve["points"] else "")
+
+
+def point_at(curve: dict, alpha: float):
+    for p in curve["points"]:
+        if abs(p["alpha"] - alpha) < 1e-9 and p["converged"] in (True, "True"):
+            return p
+    return None
+
+
+def overlap_distance(mean_row, std_row, point) -> float:
+    """Sum of squared differences of the runs' mean ``m`` and ``theta/sigma^2`` from a point's,
+    in the runs' standard errors."""
+    if point is None:
+        return math.inf
+    total = 0.0
+    for quantity, column in QUANTITIES[2:]:
+        g, se = gd_value(mean_row, std_row, quantity, column)
+        t, _ = theory_value(point, quantity, 0.0)
+        total += ((g - t) / se) ** 2
+    return total
+
+
+def near_end(curve: dict, alpha: float) -> bool:
+    return any(abs(s["alpha"] - alpha) < NEAR_END for s in curve["spinodals"])
+
+
+def cells_of(mean: dict, std: dict, theory: dict, omega: float, draft_error: float) -> list:
+    """One dict per (alpha, start, quantity) at ``omega``: the runs' value, the theory's on the
+    start's branch, z, and the reason where |z| > 3."""
+    out = []
+    for (w, alpha, informed), r in sorted(mean.items()):
+        if abs(w - omega) > 1e-9:
+            continue
+        s = std[(w, alpha, informed)]
+        branch = BRANCH_OF_START[informed]
+        point = point_at(theory[branch], alpha)
+        other = point_at(theory[OTHER_BRANCH[branch]], alpha)
+        on_other = overlap_distance(r, s, other) < overlap_distance(r, s, point)
+        for quantity, column in QUANTITIES:
+            g, se = gd_value(r, s, quantity, column)
+            cell = dict(omega=omega, alpha=alpha, start=branch, quantity=quantity, gd=g, gd_se=se,
+                        theory=math.nan, theory_error=math.nan, z=math.nan, other=math.nan, z_other=math.nan,
+                        reason=ABSENT)
+            if other is not None:
+                cell["other"], oe = theory_value(other, quantity, draft_error)
+                cell["z_other"] = (g - cell["other"]) / math.hypot(se, oe)
+            if point is not None:
+                t, te = theory_value(point, quantity, draft_error)
+                z = (g - t) / math.hypot(se, te)
+                reason = ""
+                if abs(z) > 3:
+                    reason = (FLOOR_REASON if t == 0.0 and g < FLOOR else OTHER if on_other
+                              else NEAR if near_end(theory[branch], alpha) else UNEXPLAINED)
+                cell.update(theory=t, theory_error=te, z=z, reason=reason)
+            out.append(cell)
+    return out
+
+
+def refine(omega: float, alpha: float, branch: str, theory: dict):
+    """The point re-solved at fast precision, started at the cached one (a row), or None where
+    the fast solve does not find it."""
+    p = point_at(theory[(omega, branch)], alpha)
+    start = Overlaps(q=p["q"], m=p["m"], V=p["V"], theta=p["theta"])
+    try:
+        fp = solve_branch(ModelSpec(sigma=SIGMA, lam=LAM, omega=omega), alpha, branch, "fast", start=start)
+    except BranchNotFound:
+        return None
+    return fp.to_row() if fp.converged else None
+
+
+def figure(cells: list, path: Path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    omegas = sorted({c["omega"] for c in cells})
+    alphas = sorted({c["alpha"] for c in cells})
+    fig, axes = plt.subplots(len(QUANTITIES), 2, figsize=(11, 2.9 * len(QUANTITIES)), squeeze=False,
+                             sharex=True, sharey=True)
+    for i, (quantity, _) in enumerate(QUANTITIES):
+        for j, branch in enumerate(("semantic", "positional")):
+            grid = np.full((len(omegas), len(alphas)), np.nan)
+            absent = []
+            for c in cells:
+                if c["start"] == branch and c["quantity"] == quantity:
+                    grid[omegas.index(c["omega"]), alphas.index(c["alpha"])] = c["z"]
+                    if c["reason"] == ABSENT:
+                        absent.append((c["alpha"], c["omega"]))
+            ax = axes[i][j]
+            ax.set_facecolor("0.8")
+            im = ax.pcolormesh(alphas, omegas, np.ma.masked_invalid(np.clip(grid, -10, 10)), cmap="RdBu_r",
+                               vmin=-10, vmax=10, shading="nearest")
+            if absent:
+                ax.scatter(*zip(*absent), marker="x", s=9, color="0.35", linewidths=0.7)
+            ax.set_title(f"{quantity}, {branch} start", fontsize=9)
+            if i == len(QUANTITIES) - 1:
+                ax.set_xlabel("alpha")
+            if j == 0:
+                ax.set_ylabel("omega")
+    fig.colorbar(im, ax=axes, shrink=0.6, label="z = (GD - theory) / combined error, clipped to +-10")
+    fig.suptitle("authors' GD (d = 1000, 24 runs, 5000 steps) against our theory on the start's branch; "
+                 "x (grey): the branch is absent there", fontsize=9)
+    fig.savefig(path, dpi=80)
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[1].parent / "shared" / "authors-data")
-    p.add_argument("--omegas", default="0.3")
-    p.add_argument("--precision", default="fast", choices=("draft", "fast", "high"))
-    p.add_argument("--worst", type=int, default=12)
+    p.add_argument("--omegas", default="all", help="comma-separated, or all (the table's 27)")
+    p.add_argument("--precision", default="draft", choices=("draft", "fast", "high"))
+    p.add_argument("--cache", type=Path, default=None, help="folder of solved branches (read, and written)")
+    p.add_argument("--draft-error", type=float, default=1e-3,
+                   help="relative theory error where the precision states none (default 1e-3)")
+    p.add_argument("--bisections", type=int, default=1,
+                   help="bisections of a branch's end between grid points (default 1: the end to half a step)")
+    p.add_argument("--solve-only", action="store_true", help="only fill the cache")
+    p.add_argument("--refine", type=int, default=0, help="re-solve the N worst cells at fast precision")
+    p.add_argument("--worst", type=int, default=20)
     p.add_argument("--figure", type=Path, default=None)
+    p.add_argument("--cells", type=Path, default=None, help="write every cell to this CSV")
     args = p.parse_args()
     mean = table(args.data / "empirics" / "results_mean_standardA.csv")
     std = table(args.data / "empirics" / "results_std_standardA.csv")
-    sigma = 0.5
-    cells = []
-    for omega in [float(w) for w in args.omegas.split(",")]:
+    all_omegas = sorted({w for (w, _, _) in mean})
+    omegas = all_omegas if args.omegas == "all" else [float(w) for w in args.omegas.split(",")]
+    theory, cells, wall = {}, [], 0.0
+    for omega in omegas:
         alphas = sorted({a for (w, a, _) in mean if abs(w - omega) < 1e-9})
         if not alphas:
             raise SystemExit(f"no rows at omega = {omega}")
-        theory = {}
         for branch in ("semantic", "positional"):
-            t0 = time.perf_counter()
-            curve = follow_branch(ModelSpec(sigma=sigma, lam=0.01, omega=omega),
-                                  alphas, branch, args.precision)
-            theory[branch] = {round(q.alpha, 9): q for q in curve.points}
-            ends = ", ".join(f"{s['side']} end {s['alpha']:.4g} +- {s['alpha_error']:.1g} ({s.get('kind', '')})"
-                             for s in curve.spinodals)
-            print(f"omega = {omega}: {branch} branch at {len(curve.points)} of {len(alphas)} alphas "
-                  f"({time.perf_counter() - t0:.0f} s){'; ' + ends if ends else ''}", flush=True)
-        for alpha in alphas:
-            for informed in (True, False):
-                branch = "semantic" if informed else "positional"
-                r, s = mean.get((omega, alpha, informed)), std.get((omega, alpha, informed))
-                if r is None:
-                    continue
-                point = theory[branch].get(round(alpha, 9))
-                gd_m, gd_t = float(r["attention_mag_mean"]), float(r["attention_theta_mean"])
-                other = (gd_m > gd_t) if informed else (gd_t > gd_m)
-                for quantity, column in QUANTITIES:
-                    g, se = float(r[f"{column}_mean"]), float(s[f"{column}_mean"]) / math.sqrt(RUNS)
-                    if point is None:
-                        cells.append((omega, alpha, branch, quantity, g, se, math.nan, math.nan, math.nan, "no theory"))
-                        continue
-                    t, te = theory_value(point, quantity, sigma)
-                    z = (g - t) / math.hypot(se, te if math.isfinite(te) else 0.0)
-                    reason = "" if abs(z) <= 3 else ("run on another branch" if other else
-                                                      FLOOR_REASON if t == 0.0 and g < FLOOR else "unexplained")
-                    cells.append((omega, alpha, branch, quantity, g, se, t, te, z, reason))
-    print("| omega | alpha | start | quantity | gd | gd s.e. | theory | theory error | z | reason |")
+            curve = cached_branch(args.cache, omega, branch, alphas, args.precision, args.bisections)
+            theory[(omega, branch)] = curve
+            wall += curve["wall_s"]
+            print(f"omega = {omega:g}: {branch} branch at {len(curve['points'])} of {len(alphas)} alphas "
+                  f"({curve['wall_s']:.0f} s){'; ' + branch_ends(curve) if branch_ends(curve) else ''}"
+                  f"{'; ' + curve['failure'] if curve['failure'] else ''}", flush=True)
+        if not args.solve_only:
+            cells += cells_of(mean, std, {b: theory[(omega, b)] for b in ("semantic", "positional")}, omega,
+                              args.draft_error)
+    print(f"theory: {len(omegas)} omegas, {wall:.0f} s of solving (summed over the cached branches)")
+    if args.solve_only:
+        return
+    finite = [c for c in cells if math.isfinite(c["z"])]
+    print(f"\n{len(cells)} cells; {len(cells) - len(finite)} with the start's branch absent; of {len(finite)} "
+          f"with a theory value |z| <= 2 in {sum(abs(c['z']) <= 2 for c in finite)}, <= 3 in "
+          f"{sum(abs(c['z']) <= 3 for c in finite)}")
+    for quantity, _ in QUANTITIES:
+        sel = [c for c in finite if c["quantity"] == quantity]
+        print(f"  {quantity}: |z| <= 3 in {sum(abs(c['z']) <= 3 for c in sel)} of {len(sel)}; |z| > 3 by reason: "
+              + ", ".join(f"{r} {sum(c['reason'] == r for c in sel)}"
+                          for r in (FLOOR_REASON, OTHER, NEAR, UNEXPLAINED)))
+    worst = sorted((c for c in finite if c["reason"] != FLOOR_REASON), key=lambda c: -abs(c["z"]))
+    points = list(dict.fromkeys((c["omega"], c["alpha"], c["start"]) for c in worst))[:args.refine]
+    for key in points:
+        t0 = time.perf_counter()
+        row = refine(*key, theory)
+        print(f"refined omega = {key[0]:g}, alpha = {key[1]:.4g}, {key[2]} at fast: "
+              f"{'converged' if row else 'not found'} ({time.perf_counter() - t0:.0f} s)", flush=True)
+        for c in cells:
+            if (c["omega"], c["alpha"], c["start"]) == key and row is not None:
+                t, te = theory_value(row, c["quantity"], 0.0)
+                c.update(theory_fast=t, theory_fast_error=te, z_fast=(c["gd"] - t) / math.hypot(c["gd_se"], te))
+    worst.sort(key=lambda c: -abs(c.get("z_fast", c["z"])))
+    print(f"\nthe {args.worst} worst cells (the finite-d floor left out):")
+    print("| omega | alpha | start | quantity | GD | theory (precision) | z | other branch | z other | reason |")
     print("|---|---|---|---|---|---|---|---|---|---|")
-    for c in cells:
-        print(f"| {c[0]:g} | {c[1]:.4g} | {c[2]} | {c[3]} | {c[4]:.5g} | {c[5]:.2g} | {c[6]:.5g} | {c[7]:.2g} | "
-              f"{c[8]:+.2f} | {c[9]} |")
-    finite = [c for c in cells if math.isfinite(c[8])]
-    print(f"\n{len(finite)} cells with a theory value: |z| <= 2 in {sum(abs(c[8]) <= 2 for c in finite)}, "
-          f"<= 3 in {sum(abs(c[8]) <= 3 for c in finite)}; {len(cells) - len(finite)} cells without (no theory)")
-    for reason in ("run on another branch", FLOOR_REASON, "unexplained"):
-        print(f"|z| > 3, {reason}: {sum(c[9] == reason for c in finite)}")
-    print(f"\nthe {args.worst} worst cells:")
-    for c in sorted(finite, key=lambda c: -abs(c[8]))[:args.worst]:
-        print(f"omega = {c[0]:g}, alpha = {c[1]:.4g}, {c[2]} start, {c[3]}: gd {c[4]:.5g} +- {c[5]:.2g}, theory "
-              f"{c[6]:.5g} +- {c[7]:.2g}, z = {c[8]:+.1f} ({c[9] or 'within 3'})")
+    for c in worst[:args.worst]:
+        fast = (f"; fast {c['theory_fast']:.5g} +- {c['theory_fast_error']:.1g}, z {c['z_fast']:+.1f}"
+                if "z_fast" in c else "")
+        print(f"| {c['omega']:g} | {c['alpha']:.3f} | {c['start']} | {c['quantity']} | {c['gd']:.5g} +- "
+              f"{c['gd_se']:.2g} | {c['theory']:.5g} ({args.precision}{fast}) | {c['z']:+.1f} | {c['other']:.5g} | "
+              f"{c['z_other']:+.1f} | {c['reason']} |")
+    if args.cells is not None:
+        keys = sorted({k for c in cells for k in c}, key=lambda k: (k not in cells[0], k))
+        with args.cells.open("w", newline="") as f:
+            w = csv.DictWriter(f, keys)
+            w.writeheader()
+            w.writerows(cells)
+        print(f"cells: {args.cells}")
     if args.figure is not None:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        omegas = sorted({c[0] for c in cells})
-        alphas = sorted({c[1] for c in cells})
-        fig, axes = plt.subplots(len(QUANTITIES), 2, figsize=(10, 3 * len(QUANTITIES)), squeeze=False)
-        for i, (quantity, _) in enumerate(QUANTITIES):
-            for j, branch in enumerate(("semantic", "positional")):
-                grid = np.full((len(omegas), len(alphas)), np.nan)
-                for c in cells:
-                    if c[2] == branch and c[3] == quantity:
-                        grid[omegas.index(c[0]), alphas.index(c[1])] = c[8]
-                ax = axes[i][j]
-                im = ax.pcolormesh(alphas, omegas, np.clip(grid, -10, 10), cmap="RdBu_r", vmin=-10, vmax=10,
-                                   shading="nearest")
-                ax.set_title(f"{quantity}, {branch} start: z (clipped to 10)")
-                ax.set_xlabel("alpha")
-                ax.set_ylabel("omega")
-                fig.colorbar(im, ax=ax)
-        fig.tight_layout()
-        fig.savefig(args.figure, dpi=110)
+        figure(cells, args.figure)
         print(f"figure: {args.figure}")
 
 

@@ -97,9 +97,9 @@ def test_every_figure_is_drawn_with_its_data_and_a_report_section(tiny):
         assert f"## Figure {i}: " in report
         assert f"](figures/{name}.png)" in report
         assert f"`attnphase paper --out {tiny} --only {name}`" in report
-    # the rank-two figure says that it is simulation only
-    rank_two = next(f for f in summary["figures"] if f["name"] == "rank-two")
-    assert "simulation only" in rank_two["title"]
+    # the rank-two figure draws the authors' runs, ours and our theory's branches
+    drawn = {(r["source"], r.get("branch", "")) for r in read_table(tiny / "data" / "rank-two.csv").rows}
+    assert {("authors_gd", ""), ("gd", ""), ("theory", "mixed"), ("theory", "positional")} <= drawn
 
 
 def test_every_number_of_the_report_is_read_from_the_data(tiny, tmp_path):
@@ -223,3 +223,48 @@ def test_a_folder_of_another_plan_is_refused_and_left_as_it_was(tiny, client):
     with pytest.raises(SweepError, match="--out"):
         cmd_paper(args, functions=fake_paper_functions(), client=client, plan=other)
     assert {p: p.read_bytes() for p in tiny.rglob("*") if p.is_file()} == before
+
+
+# --------------------------------------------------------------------------- the authors' stored fixed points
+
+
+def test_the_authors_points_are_set_beside_ours_field_by_field():
+    from attnphase.paper.authors import AuthorsFile, compare, worst
+
+    spec = default_model()
+    their = ({"alpha": 1.0, "q": 0.1, "m": 0.0, "V": 10.0, "theta": 0.05, "mse": 0.004, "Phi": -0.002},
+             {"alpha": 2.0, "q": 0.2, "m": 0.2, "V": 12.0, "theta": 0.0, "mse": 0.006, "Phi": -0.003})
+    f = AuthorsFile("x.csv", "semantic", spec, their)
+    ours = {1.0: {"q": 0.11, "q_error": 0.005, "V": 10.0, "V_error": 0.0, "theta": 0.05, "theta_error": 1e-3,
+                  "test_error": 0.002, "test_error_error": 1e-4, "train_loss": 0.0021, "train_loss_error": 1e-4}}
+    got = {(r["alpha"], r["field"]): r for r in compare(f, ours)}
+    # m is zero on the semantic branch by symmetry: not compared
+    assert {field for _, field in got} == {"q", "V", "theta", "test_error", "train_loss"}
+    assert got[(1.0, "q")]["difference"] == pytest.approx(0.01) and got[(1.0, "q")]["in_our_errors"] == pytest.approx(2.0)
+    # their mse is twice the test error, their Phi minus the training loss
+    assert got[(1.0, "test_error")]["theirs"] == pytest.approx(0.002) and got[(1.0, "test_error")]["difference"] == 0
+    assert got[(1.0, "train_loss")]["theirs"] == pytest.approx(0.002)
+    assert math.isnan(got[(1.0, "V")]["in_our_errors"])  # no stated error: no ratio
+    # our branch absent at alpha = 2, and their point there has m > 0: on another branch
+    assert math.isnan(got[(2.0, "q")]["ours"]) and not got[(2.0, "q")]["their_point_on_branch"]
+    assert got[(1.0, "q")]["their_point_on_branch"]
+    assert worst(compare(f, ours))["q"]["relative"] == pytest.approx(0.1)
+
+
+def test_the_report_sets_the_authors_points_beside_ours(tiny):
+    from attnphase.paper.authors import files_of
+
+    summary = json.loads((tiny / SUMMARY).read_text(encoding="utf-8"))
+    fig = next(f for f in summary["figures"] if f["name"] == "order-parameters")
+    names = {f.name for f in files_of(default_model())}
+    assert names and {r["file"] for r in fig["authors_points"]} == names
+    curves = read_table(tiny / THEORY_CURVES).rows
+    report = (tiny / REPORT).read_text(encoding="utf-8")
+    assert "### The authors' stored fixed points beside ours" in report
+    for r in fig["authors_points"]:
+        ours = [c for c in curves if c["task"].startswith("authors:") and c["branch"] == r["branch"]
+                and c["model"] == model_label(default_model()) and abs(number(c["alpha"]) - r["alpha"]) < 1e-9]
+        if ours and str(ours[0].get("exists")) == "True":
+            assert number(r["ours"]) == pytest.approx(number(ours[0][r["field"]]))
+        assert (f"| `{r['file']}` | {number_text(r['alpha'], 4)} | {r['field']} | "
+                f"{plus_minus(r['ours'], r['ours_error'])} | {number_text(r['theirs'])}") in report

@@ -87,6 +87,7 @@ class Plan:
     rank_two: Runs
     histogram: dict              # histogram_task.experiment.HistogramConfig fields
     histogram_seeds: int
+    rank_two_theory_alphas: tuple = (0.5, 1.5, 2.5)   # the rank-two branches (draft QMC: about a minute a point)
     high_check: bool = False     # thresholds at omega = 0.3 also in high precision
     seed: int = 0
 
@@ -137,7 +138,7 @@ PLANS: Dict[str, Plan] = {
         plane_gd=Runs(500, 2, FULL_GD_ALPHAS), plane_omegas=grid(0.0, 0.45, 10),
         finite_size_ds=(100, 200, 400, 800, 1600), finite_size=Runs(0, 5, (2.0,)),
         starts=Runs(1000, 10, FULL_GD_ALPHAS), rank_two=Runs(1000, 5, FULL_GD_ALPHAS),
-        histogram={}, histogram_seeds=3, high_check=True),
+        histogram={}, histogram_seeds=3, rank_two_theory_alphas=grid(0.5, 2.5, 5), high_check=True),
 }
 
 
@@ -215,12 +216,15 @@ class TaskBuilder:
         self.plan = plan
         self.functions = {**default_functions(), **(functions or {})}
 
-    def curve(self, spec: ModelSpec, branch: str) -> Task:
+    def curve(self, spec: ModelSpec, branch: str, alphas: Optional[Sequence[float]] = None) -> Task:
+        """``branch`` of ``spec`` along the plan's ``alphas`` (or ``alphas``: a model's curves are on
+        one grid, so the key need not name it)."""
         label = model_label(spec)
-        payload = {"spec": spec, "omega": spec.omega, "alphas": list(self.plan.alphas),
+        alphas = list(self.plan.alphas if alphas is None else alphas)
+        payload = {"spec": spec, "omega": spec.omega, "alphas": alphas,
                    "precision": self.plan.curve_precision, "job": "branch", "branch": branch}
         return Task(f"curve:{label}:branch={branch}", "curve", self.functions["curve"], payload, THEORY_CURVES,
-                    len(self.plan.alphas), label, priority=3)
+                    len(alphas), label, priority=3)
 
     def curves(self, spec: ModelSpec) -> list:
         return [self.curve(spec, b) for b in INFORMED]
@@ -234,6 +238,16 @@ class TaskBuilder:
                    "job": "thresholds"}
         return Task(f"thresholds:{label}:precision={precision}", "thresholds", self.functions["thresholds"],
                     payload, THRESHOLDS, 1, label, after=tuple(t.key for t in self.curves(spec)), priority=2)
+
+    def authors_curve(self, authors) -> Task:
+        """Our branch at the ``alpha`` values of one of the authors' stored files
+        (:class:`attnphase.paper.authors.AuthorsFile`), in the plan's curve precision, to set
+        their points beside ours."""
+        label = model_label(authors.spec)
+        payload = {"spec": authors.spec, "omega": authors.spec.omega, "alphas": list(authors.alphas),
+                   "precision": self.plan.curve_precision, "job": "branch", "branch": authors.branch}
+        return Task(authors_key(authors), "curve", self.functions["curve"], payload, THEORY_CURVES,
+                    len(authors.alphas), label, priority=3)
 
     def point(self, spec: ModelSpec, branch: str, alpha: Optional[float] = None) -> Task:
         """One branch at one ``alpha`` in fast precision, with error estimates (the key
@@ -269,6 +283,11 @@ class TaskBuilder:
                 out.append(Task(f"histogram:{kind}:run={k}", "histogram", self.functions["histogram"], payload,
                                 HISTOGRAM_RUNS, 1, "histogram", priority=3))
         return out
+
+
+def authors_key(authors) -> str:
+    """The key of :meth:`TaskBuilder.authors_curve`'s task."""
+    return f"authors:{model_label(authors.spec)}:branch={authors.branch}"
 
 
 def unique(tasks: Sequence[Task]) -> list:

@@ -20,7 +20,7 @@ from typing import Iterable, Optional
 from numerics.tidy import (atomic_write_text, from_json, number, read_table, render_csv, write_json)
 
 from .published import PAPER, PUBLISHED
-from .tables import AGREES, DIFFERS, FIGURE_COLUMNS, KEY_COLUMNS, Data
+from .tables import AGREES, DIFFERS, FIGURE_COLUMNS, KEY_COLUMNS, Data, authors_rows
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +72,10 @@ def write_outputs(out, plan, registry, done: set, tasks_of: dict, summary: dict,
                 info["files"] = [str(p.relative_to(out)) for p in save(fig, [out / f for f in
                                                                             figure_files(spec.name)])]
                 keys += spec.key_numbers(data, back, plan)
+                files = spec.authors(plan)
+                if files:
+                    info["authors_points"] = authors_rows(data, files)
+                    info["authors_precision"] = plan.curve_precision
             except Exception as exc:  # a figure never loses the data, nor the other figures
                 msg = f"{type(exc).__name__}: {exc}"
                 log.error("figure %s failed: %s", spec.name, msg)
@@ -197,7 +201,40 @@ def _figure_section(fig: dict, keys: list, summary: dict) -> list:
                          f"{number_text(k['difference'], 3)} | {k['verdict'] or '-'} |")
         lines.append("")
     lines += _evidence(fig, keys, summary)
+    lines += _authors_points(fig)
     return lines
+
+
+def _authors_points(fig: dict) -> list:
+    """The authors' stored fixed points of the figure's models beside ours: per file the largest
+    differences, then every field at every ``alpha``."""
+    from .authors import SOURCE, worst
+
+    records = fig.get("authors_points")
+    if not records:
+        return []
+    files = list(dict.fromkeys(r["file"] for r in records))
+    lines = [f"### The authors' stored fixed points beside ours", "",
+             f"Theirs: {SOURCE}; their `mse / 2` is set beside our test error and their `-Phi` beside our "
+             f"training loss. Ours: {fig['authors_precision']} precision at their `alpha` values"
+             + (" (draft states no error, so the differences are not given in our errors)"
+                if fig["authors_precision"] == "draft" else "") + ". A point of theirs whose overlaps put it on "
+             "another branch than its file names is marked `*`.", "",
+             "| file | branch | field | largest relative difference (at alpha) | largest |difference| in our errors |",
+             "|---|---|---|---|---|"]
+    for name in files:
+        mine = [r for r in records if r["file"] == name]
+        for field, w in worst(mine).items():
+            lines.append(f"| `{name}` | {mine[0]['branch']} | {field} | {number_text(w['relative'], 3)} "
+                         f"({number_text(w['alpha'], 4)}) | {number_text(w['in_our_errors'], 3)} |")
+    lines += ["", "<details><summary>every field at every alpha</summary>", "",
+              "| file | alpha | field | ours | theirs | difference | in our errors |", "|---|---|---|---|---|---|---|"]
+    for r in records:
+        mark = "" if r["their_point_on_branch"] else " *"
+        lines.append(f"| `{r['file']}` | {number_text(r['alpha'], 4)} | {r['field']} | "
+                     f"{_plus_minus(r['ours'], r['ours_error'])} | {number_text(r['theirs'])}{mark} | "
+                     f"{number_text(r['difference'], 3)} | {number_text(r['in_our_errors'], 3)} |")
+    return lines + ["", "</details>", ""]
 
 
 def _evidence(fig: dict, keys: list, summary: dict) -> list:

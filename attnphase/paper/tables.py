@@ -21,7 +21,7 @@ import numpy as np
 
 from numerics.tidy import is_true, number, read_table
 
-from .plan import GD_RUNS, HISTOGRAM_RUNS, INFORMED, REFERENCE_POINTS, THEORY_CURVES, THRESHOLDS
+from .plan import GD_RUNS, HISTOGRAM_RUNS, INFORMED, REFERENCE_POINTS, THEORY_CURVES, THRESHOLDS, authors_key
 from .published import PUBLISHED, lookup
 
 FIGURE_COLUMNS = ("source", "model", "omega", "branch", "init", "optimizer", "d", "alpha", "run", "epoch",
@@ -64,6 +64,11 @@ class Data:
         """The rows of a branch curve, by ``alpha`` (one per grid point; ``exists`` says whether
         the branch was found there)."""
         key = f"curve:{model}:branch={branch}"
+        return sorted((r for r in self.curves if r["task"] == key), key=lambda r: number(r["alpha"]))
+
+    def authors_curve(self, authors) -> list:
+        """The rows of our branch at the alphas of one of the authors' files (``TaskBuilder.authors_curve``)."""
+        key = authors_key(authors)
         return sorted((r for r in self.curves if r["task"] == key), key=lambda r: number(r["alpha"]))
 
     def point(self, model: str, branch: str, alpha: float) -> Optional[dict]:
@@ -134,6 +139,22 @@ def theory_rows(data: Data, model: str, quantities: Iterable[str], omega=None) -
         for q in quantities:
             v, e = theory_value(best, q)
             out.append(row("theory", q, v, e, model=model, omega=best["omega"], branch="global", alpha=a))
+    return out
+
+
+def authors_rows(data: Data, files: Iterable) -> list:
+    """The authors' stored fixed points of ``files`` beside ours, field by field
+    (:func:`attnphase.paper.authors.compare`)."""
+    from .authors import FIELDS, compare
+
+    out = []
+    for f in files:
+        ours = {}
+        for r in data.authors_curve(f):
+            if exists(r):
+                ours[number(r["alpha"])] = {k: number(r.get(k)) for name, _, _ in FIELDS
+                                            for k in (name, f"{name}_error")}
+        out += compare(f, ours)
     return out
 
 

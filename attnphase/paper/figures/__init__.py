@@ -20,7 +20,9 @@ class FigureSpec:
     numbers in it taken from the plan and the models); ``tasks(builder)``: its tasks;
     ``table(data, plan)``: its tidy rows; ``key_numbers(data, rows, plan)``: its key numbers;
     ``draw(rows)``: a matplotlib Figure from the rows read back from its CSV; ``pointer``:
-    where the project documents the comparison further (empty if nowhere)."""
+    where the project documents the comparison further (empty if nowhere); ``authors(plan)``: the
+    authors' stored fixed points (:class:`attnphase.paper.authors.AuthorsFile`) of the figure's
+    models, set beside ours in its section."""
 
     name: str
     title: Callable
@@ -30,6 +32,7 @@ class FigureSpec:
     key_numbers: Callable
     draw: Callable
     pointer: str = ""
+    authors: Callable = lambda plan: ()
 
 
 def _registry() -> tuple:

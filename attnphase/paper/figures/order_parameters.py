@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from attnphase.sweeps.grid import fmt
 
+from ..authors import files_of
 from ..plan import INFORMED, default_model, model_label
 from ..tables import Data, gd_rows, key_number, spinodal_rows, theory_rows, theory_value
 from . import FigureSpec
@@ -27,7 +28,8 @@ def what(plan) -> str:
 
 def tasks(b) -> list:
     spec = default_model()
-    return b.curves(spec) + [b.point(spec, br) for br in INFORMED] + b.gd(spec, b.plan.gd)
+    return (b.curves(spec) + [b.point(spec, br) for br in INFORMED] + b.gd(spec, b.plan.gd)
+            + [b.authors_curve(f) for f in files_of(spec)])
 
 
 def table(data: Data, plan) -> list:
@@ -70,4 +72,8 @@ def draw(rows: list):
     return fig
 
 
-FIGURE = FigureSpec(NAME, title, what, tasks, table, key_numbers, draw)
+def authors(plan) -> tuple:
+    return files_of(default_model())
+
+
+FIGURE = FigureSpec(NAME, title, what, tasks, table, key_numbers, draw, authors=authors)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from numerics.tidy import number
 from attnphase.sweeps.grid import fmt
 
+from ..authors import files_of
 from ..plan import INFORMED, SECOND_A, model_label
 from ..tables import (Data, baseline_rows, gd_rows, key_number, spinodal_rows, theory_rows, threshold_rows)
 from . import FigureSpec
@@ -38,7 +39,8 @@ def tasks(b) -> list:
     out = []
     for w in b.plan.second_A_omegas:
         spec = spec_at(w)
-        out += b.curves(spec) + [b.thresholds(spec)] + b.gd(spec, b.plan.slice_gd, alphas=b.plan.gd.alphas)
+        out += (b.curves(spec) + [b.thresholds(spec)] + b.gd(spec, b.plan.slice_gd, alphas=b.plan.gd.alphas)
+                + [b.authors_curve(f) for f in files_of(spec)])
     return out
 
 
@@ -91,4 +93,8 @@ def draw(rows: list):
     return fig
 
 
-FIGURE = FigureSpec(NAME, title, what, tasks, table, key_numbers, draw)
+def authors(plan) -> tuple:
+    return tuple(f for w in plan.second_A_omegas for f in files_of(spec_at(w)))
+
+
+FIGURE = FigureSpec(NAME, title, what, tasks, table, key_numbers, draw, authors=authors)
