@@ -164,51 +164,77 @@ def cells_of(mean: dict, std: dict, theory: dict, omega: float, draft_error: flo
     return out
 
 
-def refine(omega: float, alpha: float, branch: str, theory: dict):
-    """The point re-solved at fast precision, started at the cached one (a row), or None where
-    the fast solve does not find it."""
+def refined_path(cache: Path | None, omega: float, alpha: float, branch: str):
+    return cache / f"fast_omega{omega:g}_alpha{alpha:.6g}_{branch}.json" if cache else None
+
+
+def refined_already(cache: Path | None, omega: float, alpha: float, branch: str) -> bool:
+    path = refined_path(cache, omega, alpha, branch)
+    return path is not None and path.exists()
+
+
+def refine(omega: float, alpha: float, branch: str, theory: dict, cache: Path | None):
+    """The point re-solved at fast precision, started at the cached one (a row, read from and
+    written to ``cache``), or None where the fast solve does not find it."""
+    path = refined_path(cache, omega, alpha, branch)
+    if path is not None and path.exists():
+        return json.loads(path.read_text())["row"]
     p = point_at(theory[(omega, branch)], alpha)
     start = Overlaps(q=p["q"], m=p["m"], V=p["V"], theta=p["theta"])
+    t0 = time.perf_counter()
     try:
         fp = solve_branch(ModelSpec(sigma=SIGMA, lam=LAM, omega=omega), alpha, branch, "fast", start=start)
+        row = fp.to_row() if fp.converged else None
     except BranchNotFound:
-        return None
-    return fp.to_row() if fp.converged else None
+        row = None
+    if row is not None:
+        row = {k: (v.item() if isinstance(v, (np.floating, np.integer, np.bool_)) else v) for k, v in row.items()}
+    if path is not None:
+        path.write_text(json.dumps({"row": row, "wall_s": time.perf_counter() - t0}, default=float))
+    return row
 
 
 def figure(cells: list, path: Path):
+    """One panel per quantity and start: z over (alpha, omega) on the table's own grid (cells by
+    index, so that the omegas not computed leave no stretched cells), clipped to +-10; x: the
+    start's branch is absent; dot: an overlap zero on the branch, measured at its finite-d floor."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     omegas = sorted({c["omega"] for c in cells})
     alphas = sorted({c["alpha"] for c in cells})
-    fig, axes = plt.subplots(len(QUANTITIES), 2, figsize=(11, 2.9 * len(QUANTITIES)), squeeze=False,
-                             sharex=True, sharey=True)
+    fig, axes = plt.subplots(len(QUANTITIES), 2, figsize=(10, 2.2 + 0.22 * len(omegas) * len(QUANTITIES)),
+                             squeeze=False, sharex=True, sharey=True, layout="constrained")
     for i, (quantity, _) in enumerate(QUANTITIES):
         for j, branch in enumerate(("semantic", "positional")):
             grid = np.full((len(omegas), len(alphas)), np.nan)
-            absent = []
+            marks = {ABSENT: [], FLOOR_REASON: []}
             for c in cells:
                 if c["start"] == branch and c["quantity"] == quantity:
-                    grid[omegas.index(c["omega"]), alphas.index(c["alpha"])] = c["z"]
-                    if c["reason"] == ABSENT:
-                        absent.append((c["alpha"], c["omega"]))
+                    x, y = alphas.index(c["alpha"]), omegas.index(c["omega"])
+                    grid[y, x] = c.get("z_fast", c["z"])
+                    if c["reason"] in marks:
+                        marks[c["reason"]].append((x, y))
             ax = axes[i][j]
             ax.set_facecolor("0.8")
-            im = ax.pcolormesh(alphas, omegas, np.ma.masked_invalid(np.clip(grid, -10, 10)), cmap="RdBu_r",
-                               vmin=-10, vmax=10, shading="nearest")
-            if absent:
-                ax.scatter(*zip(*absent), marker="x", s=9, color="0.35", linewidths=0.7)
+            im = ax.pcolormesh(np.arange(len(alphas) + 1) - 0.5, np.arange(len(omegas) + 1) - 0.5,
+                               np.ma.masked_invalid(np.clip(grid, -10, 10)), cmap="RdBu_r", vmin=-10, vmax=10)
+            for reason, marker in ((ABSENT, "x"), (FLOOR_REASON, ".")):
+                if marks[reason]:
+                    ax.scatter(*zip(*marks[reason]), marker=marker, s=8, color="0.3", linewidths=0.6)
             ax.set_title(f"{quantity}, {branch} start", fontsize=9)
+            ax.set_yticks(range(len(omegas)), [f"{w:g}" for w in omegas], fontsize=7)
+            ticks = list(range(0, len(alphas), 3))
+            ax.set_xticks(ticks, [f"{alphas[k]:.2f}" for k in ticks], fontsize=7)
             if i == len(QUANTITIES) - 1:
                 ax.set_xlabel("alpha")
             if j == 0:
                 ax.set_ylabel("omega")
-    fig.colorbar(im, ax=axes, shrink=0.6, label="z = (GD - theory) / combined error, clipped to +-10")
-    fig.suptitle("authors' GD (d = 1000, 24 runs, 5000 steps) against our theory on the start's branch; "
-                 "x (grey): the branch is absent there", fontsize=9)
-    fig.savefig(path, dpi=80)
+    fig.colorbar(im, ax=axes, shrink=0.5, label="z = (GD - theory) / combined error, clipped to +-10")
+    fig.suptitle("The authors' GD (d = 1000, 24 runs, 5000 steps) against our theory on the start's branch; "
+                 "x: branch absent; dot: an overlap zero on the branch (finite-d floor)", fontsize=8)
+    fig.savefig(path, dpi=75)
 
 
 def main():
@@ -223,6 +249,8 @@ def main():
                    help="bisections of a branch's end between grid points (default 1: the end to half a step)")
     p.add_argument("--solve-only", action="store_true", help="only fill the cache")
     p.add_argument("--refine", type=int, default=0, help="re-solve the N worst cells at fast precision")
+    p.add_argument("--refine-budget", type=float, default=math.inf,
+                   help="seconds after which no new point is refined (those cached still are read)")
     p.add_argument("--worst", type=int, default=20)
     p.add_argument("--figure", type=Path, default=None)
     p.add_argument("--cells", type=Path, default=None, help="write every cell to this CSV")
@@ -260,9 +288,12 @@ def main():
                           for r in (FLOOR_REASON, OTHER, NEAR, UNEXPLAINED)))
     worst = sorted((c for c in finite if c["reason"] != FLOOR_REASON), key=lambda c: -abs(c["z"]))
     points = list(dict.fromkeys((c["omega"], c["alpha"], c["start"]) for c in worst))[:args.refine]
+    started = time.perf_counter()
     for key in points:
         t0 = time.perf_counter()
-        row = refine(*key, theory)
+        if t0 - started > args.refine_budget and not refined_already(args.cache, *key):
+            continue
+        row = refine(*key, theory, args.cache)
         print(f"refined omega = {key[0]:g}, alpha = {key[1]:.4g}, {key[2]} at fast: "
               f"{'converged' if row else 'not found'} ({time.perf_counter() - t0:.0f} s)", flush=True)
         for c in cells:

@@ -251,6 +251,15 @@ def test_the_authors_points_are_set_beside_ours_field_by_field():
     assert worst(compare(f, ours))["q"]["relative"] == pytest.approx(0.1)
 
 
+def test_the_authors_stored_points_give_their_own_thresholds():
+    from attnphase.paper.authors import files_of, stored_thresholds
+
+    # at omega = 0.3 their stored points cross near 1.263 and 1.465, not at the printed 1.241 and 1.4506
+    got = stored_thresholds(files_of(default_model()), 0.0019714)
+    assert got["alpha_c"] == pytest.approx(1.2621, abs=1e-3) and got["alpha_l"] == pytest.approx(1.4650, abs=1e-3)
+    assert abs(got["alpha_c"] - lookup("alpha_c", omega=0.3).value) > 0.02
+
+
 def test_the_report_sets_the_authors_points_beside_ours(tiny):
     from attnphase.paper.authors import files_of
 
@@ -261,6 +270,11 @@ def test_the_report_sets_the_authors_points_beside_ours(tiny):
     curves = read_table(tiny / THEORY_CURVES).rows
     report = (tiny / REPORT).read_text(encoding="utf-8")
     assert "### The authors' stored fixed points beside ours" in report
+    from attnphase.paper.authors import stored_thresholds
+
+    c = next(t for t in fig["authors_thresholds"] if t["quantity"] == "alpha_c")
+    assert c["printed"] == lookup("alpha_c", omega=0.3).value
+    assert c["stored"] == pytest.approx(stored_thresholds(files_of(default_model()), c["baseline"])["alpha_c"])
     for r in fig["authors_points"]:
         ours = [c for c in curves if c["task"].startswith("authors:") and c["branch"] == r["branch"]
                 and c["model"] == model_label(default_model()) and abs(number(c["alpha"]) - r["alpha"]) < 1e-9]

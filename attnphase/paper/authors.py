@@ -169,3 +169,29 @@ def rank_two_gd(folder: Path = EMPIRICS) -> list:
                                             [float(s[theirs[hi]]), float(s[theirs[lo]])], RANK_TWO_RUNS)
         out.append({"alpha": alpha, "omega": float(m["omega"]), "d": int(float(m["d"])), "values": values})
     return out
+
+
+def _first_fall(alphas: Sequence[float], values: Sequence[float]) -> float:
+    """Where ``values`` first falls from above zero to zero or below, by linear interpolation
+    (NaN where it does not)."""
+    for a0, a1, v0, v1 in zip(alphas, alphas[1:], values, values[1:]):
+        if v0 > 0 >= v1:
+            return float(a0 + (a1 - a0) * v0 / (v0 - v1))
+    return math.nan
+
+
+def stored_thresholds(files: Sequence[AuthorsFile], baseline: float) -> dict:
+    """The thresholds that the authors' own stored points give (linear interpolation between their
+    ``alpha`` values): ``alpha_c``, where the semantic branch's training loss (``-Phi``) falls below
+    the positional one's, and ``alpha_l``, where the semantic test error (``mse / 2``) falls below
+    ``baseline``. NaN where the files do not hold both branches or the crossing."""
+    by_branch = {f.branch: f for f in files}
+    out = {"alpha_c": math.nan, "alpha_l": math.nan}
+    sem, pos = by_branch.get("semantic"), by_branch.get("positional")
+    if sem is not None and pos is not None:
+        at = {r["alpha"]: r for r in pos.rows}
+        shared = [r for r in sem.rows if r["alpha"] in at]
+        out["alpha_c"] = _first_fall([r["alpha"] for r in shared], [at[r["alpha"]]["Phi"] - r["Phi"] for r in shared])
+    if sem is not None and math.isfinite(baseline):
+        out["alpha_l"] = _first_fall([r["alpha"] for r in sem.rows], [r["mse"] / 2 - baseline for r in sem.rows])
+    return out

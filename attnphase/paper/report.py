@@ -20,7 +20,7 @@ from typing import Iterable, Optional
 from numerics.tidy import (atomic_write_text, from_json, number, read_table, render_csv, write_json)
 
 from .published import PAPER, PUBLISHED
-from .tables import AGREES, DIFFERS, FIGURE_COLUMNS, KEY_COLUMNS, Data, authors_rows
+from .tables import AGREES, DIFFERS, FIGURE_COLUMNS, KEY_COLUMNS, Data, authors_rows, authors_threshold_rows
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +76,7 @@ def write_outputs(out, plan, registry, done: set, tasks_of: dict, summary: dict,
                 if files:
                     info["authors_points"] = authors_rows(data, files)
                     info["authors_precision"] = plan.curve_precision
+                    info["authors_thresholds"] = authors_threshold_rows(data, files, plan.threshold_precision)
             except Exception as exc:  # a figure never loses the data, nor the other figures
                 msg = f"{type(exc).__name__}: {exc}"
                 log.error("figure %s failed: %s", spec.name, msg)
@@ -214,13 +215,21 @@ def _authors_points(fig: dict) -> list:
     if not records:
         return []
     files = list(dict.fromkeys(r["file"] for r in records))
-    lines = [f"### The authors' stored fixed points beside ours", "",
+    lines = ["### The authors' stored fixed points beside ours", "",
              f"Theirs: {SOURCE}; their `mse / 2` is set beside our test error and their `-Phi` beside our "
              f"training loss. Ours: {fig['authors_precision']} precision at their `alpha` values"
              + (" (draft states no error, so the differences are not given in our errors)"
                 if fig["authors_precision"] == "draft" else "") + ". A point of theirs whose overlaps put it on "
              "another branch than its file names is marked `*`.", "",
-             "| file | branch | field | largest relative difference (at alpha) | largest |difference| in our errors |",
+             "Thresholds: printed in the paper (the authors' solver, hard-coded in their plotting notebook), given by "
+             "their stored points (linear interpolation between their alpha values; alpha_l where their semantic "
+             "`mse / 2` meets our linear baseline of the model) and ours:", "",
+             "| model | threshold | printed | their stored points | ours | linear baseline used |",
+             "|---|---|---|---|---|---|"]
+    for t in fig.get("authors_thresholds", []):
+        lines.append(f"| {t['model']} | {t['quantity']} | {number_text(t['printed'])} | {number_text(t['stored'], 4)} | "
+                     f"{_plus_minus(t['ours'], t['ours_error'])} | {number_text(t['baseline'])} |")
+    lines += ["", "| file | branch | field | largest relative difference (at alpha) | largest |difference| in our errors |",
              "|---|---|---|---|---|"]
     for name in files:
         mine = [r for r in records if r["file"] == name]

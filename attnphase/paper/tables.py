@@ -158,6 +158,33 @@ def authors_rows(data: Data, files: Iterable) -> list:
     return out
 
 
+def authors_threshold_rows(data: Data, files: Iterable, precision: str) -> list:
+    """Per model of ``files`` and threshold: the printed value (where the paper prints one), the
+    one the authors' stored points give (:func:`attnphase.paper.authors.stored_thresholds`, with our
+    linear baseline of the model) and ours (the model's thresholds row, where computed)."""
+    from .authors import stored_thresholds
+    from .plan import model_label
+
+    groups = defaultdict(list)
+    for f in files:
+        groups[f.spec].append(f)
+    out = []
+    for spec, mine in groups.items():
+        model = model_label(spec)
+        rows = [r for b in INFORMED for r in data.curve(model, b)] + [r for f in mine for r in data.authors_curve(f)]
+        baseline = next((number(r.get("linear_test_error")) for r in rows if r.get("linear_test_error", "") != ""),
+                        math.nan)
+        stored = stored_thresholds(mine, baseline)
+        ours = data.thresholds(model, precision)
+        for q in ("alpha_c", "alpha_l"):
+            # the paper prints thresholds of the default model only
+            printed = lookup(q, omega=spec.omega) if spec == spec.__class__(omega=spec.omega) else None
+            out.append({"model": model, "quantity": q, "printed": printed.value if printed else math.nan,
+                        "stored": stored[q], "ours": number(ours[q]) if ours else math.nan,
+                        "ours_error": number(ours[f"{q}_error"]) if ours else math.nan, "baseline": baseline})
+    return out
+
+
 def loss_gap_rows(data: Data, model: str) -> list:
     """``F_pos - F_sem`` where both branches exist (negative below ``alpha_c``)."""
     sem = {number(r["alpha"]): r for r in data.curve(model, "semantic") if exists(r)}

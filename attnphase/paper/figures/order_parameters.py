@@ -29,7 +29,7 @@ def what(plan) -> str:
 def tasks(b) -> list:
     spec = default_model()
     return (b.curves(spec) + [b.point(spec, br) for br in INFORMED] + b.gd(spec, b.plan.gd)
-            + [b.authors_curve(f) for f in files_of(spec)])
+            + [b.thresholds(spec)] + [b.authors_curve(f) for f in files_of(spec)])
 
 
 def table(data: Data, plan) -> list:
