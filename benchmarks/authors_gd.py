@@ -83,12 +83,17 @@ def theory_value(point: dict, quantity: str, draft_error: float) -> tuple:
     return value, (err if math.isfinite(err) else draft_error * abs(value))
 
 
-def cached_branch(cache: Path | None, omega: float, branch: str, alphas, precision: str, bisections: int) -> dict:
+def cached_branch(cache: Path | None, omega: float, branch: str, alphas, precision: str, bisections: int,
+                  cached_only: bool = False) -> dict:
     """The branch along ``alphas`` at ``omega``: points (as rows), spinodals, note and wall time,
-    read from ``cache`` if there, else solved (and written)."""
+    read from ``cache`` if there, else solved (and written); with ``cached_only`` a branch not in
+    the cache is marked ``not_computed`` instead."""
     path = cache / f"omega{omega:g}_{branch}_{precision}.json" if cache else None
     if path is not None and path.exists():
         return json.loads(path.read_text())
+    if cached_only:
+        return {"omega": omega, "branch": branch, "points": [], "spinodals": [], "note": "not computed",
+                "failure": "", "wall_s": 0.0, "not_computed": True}
     t0 = time.perf_counter()
     curve = follow_branch(ModelSpec(sigma=SIGMA, lam=LAM, omega=omega), alphas, branch, precision,
                          bisections=bisections)
@@ -141,6 +146,8 @@ def cells_of(mean: dict, std: dict, theory: dict, omega: float, draft_error: flo
             continue
         s = std[(w, alpha, informed)]
         branch = BRANCH_OF_START[informed]
+        if theory[branch].get("not_computed"):
+            continue
         point = point_at(theory[branch], alpha)
         other = point_at(theory[OTHER_BRANCH[branch]], alpha)
         on_other = overlap_distance(r, s, other) < overlap_distance(r, s, point)
@@ -247,6 +254,8 @@ def main():
                    help="relative theory error where the precision states none (default 1e-3)")
     p.add_argument("--bisections", type=int, default=1,
                    help="bisections of a branch's end between grid points (default 1: the end to half a step)")
+    p.add_argument("--cached-only", action="store_true",
+                   help="solve nothing: a branch not in the cache is left out (its start's cells too)")
     p.add_argument("--solve-only", action="store_true", help="only fill the cache")
     p.add_argument("--refine", type=int, default=0, help="re-solve the N worst cells at fast precision")
     p.add_argument("--refine-budget", type=float, default=math.inf,
@@ -265,7 +274,8 @@ def main():
         if not alphas:
             raise SystemExit(f"no rows at omega = {omega}")
         for branch in ("semantic", "positional"):
-            curve = cached_branch(args.cache, omega, branch, alphas, args.precision, args.bisections)
+            curve = cached_branch(args.cache, omega, branch, alphas, args.precision, args.bisections,
+                                  args.cached_only)
             theory[(omega, branch)] = curve
             wall += curve["wall_s"]
             print(f"omega = {omega:g}: {branch} branch at {len(curve['points'])} of {len(alphas)} alphas "
@@ -274,7 +284,9 @@ def main():
         if not args.solve_only:
             cells += cells_of(mean, std, {b: theory[(omega, b)] for b in ("semantic", "positional")}, omega,
                               args.draft_error)
-    print(f"theory: {len(omegas)} omegas, {wall:.0f} s of solving (summed over the cached branches)")
+    missing = [f"{w:g} {b}" for (w, b), c in theory.items() if c.get("not_computed")]
+    print(f"theory: {len(omegas)} omegas, {wall:.0f} s of solving (summed over the cached branches)"
+          + (f"; not computed: {', '.join(missing)}" if missing else ""))
     if args.solve_only:
         return
     finite = [c for c in cells if math.isfinite(c["z"])]

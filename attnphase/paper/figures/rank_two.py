@@ -153,7 +153,8 @@ def draw(rows: list):
             a, v, _ = series(rows, source="theory", quantity=name, branch=b)
             if a.size:
                 inv.plot(a, v, BRANCH_STYLES[b], color=color, lw=1.4, marker=".", label=f"theory {b}, {label}")
-    finish_axes(inv, "invariant", title="invariants: both simulators and the theory")
+    finish_axes(inv, "invariant", legend=False, title="invariants: both simulators and the theory")
+    inv.legend(fontsize=6, ncol=2, loc="upper left")
     _points(err, rows, "authors_gd", "test_error", "0.3", "x", "authors' GD")
     _points(err, rows, "gd", "test_error", "tab:purple", "^", "our GD")
     _points(err, rows, "gd", "linear_test_error", "tab:green", "s", "our linear baseline")
