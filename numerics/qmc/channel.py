@@ -247,8 +247,8 @@ class QMCChannel:
 
     def _standard_errors(self, alpha, ov, moments, per_scramble) -> np.ndarray:
         """The standard errors of the reported conjugates (packed): the spread over the scramblings,
-        or for one scrambling the plain Monte Carlo error of its nodes (larger than the quasi-Monte
-        Carlo one)."""
+        or for one scrambling the plain Monte Carlo error of its nodes, or of its lines with
+        pre-integration (larger than the quasi-Monte Carlo one)."""
         R = per_scramble.shape[0]
         values = per_scramble if R > 1 else self._line_values(moments)
         forms = self._reported(self._conjugates(alpha, values, ov))
