@@ -6,10 +6,11 @@ Per rule: the time of the first evaluation (full prox search, dense check) and o
 (warm starts, as inside a fixed-point solve), the largest stated relative error (one standard
 error over the scramblings) of the conjugates not zero by symmetry, the switches of the global
 prox met on the lines, the stated relative error of every field not zero by symmetry, and the largest |value - finer rule's| in units of the stated error (the
-finer rule: plain, 2^17 x 8 points). At (2, 1, 1) the line quadrature's conjugates at the same
+finer rule: plain, 2^17 x 8 points by default). At (2, 1, 1) the line quadrature's conjugates at the same
 point are the reference too.
 
 Run: python benchmarks/bench_qmc_preintegration.py [--cases 221s,221m,221p,311s,211s] [--fine 17]
+[--rules plain13,plain15,lines8,lines10]
 """
 import argparse
 import time
@@ -26,9 +27,10 @@ from numerics.subspaces import branch_subspace
 
 CASES = {"221s": (dict(rank=2), "semantic"), "221m": (dict(rank=2), "mixed"), "221p": (dict(rank=2), "positional"),
          "311s": (dict(tokens=3), "semantic"), "211s": (dict(), "semantic")}
-RULES = {"plain 2^13 x 8": QMCRule(log2_points=13), "plain 2^15 x 8": QMCRule(log2_points=15),
-         "lines 2^8 x 8 (30 per line)": QMCRule(log2_points=8, line_cells=6, line_order=5),
-         "lines 2^10 x 8 (30 per line)": QMCRule(log2_points=10, line_cells=6, line_order=5)}
+RULES = {"plain13": ("plain 2^13 x 8", QMCRule(log2_points=13)),
+         "plain15": ("plain 2^15 x 8", QMCRule(log2_points=15)),
+         "lines8": ("lines 2^8 x 8 (30 per line)", QMCRule(log2_points=8, line_cells=6, line_order=5)),
+         "lines10": ("lines 2^10 x 8 (30 per line)", QMCRule(log2_points=10, line_cells=6, line_order=5))}
 
 
 def evaluate(model, subspace, ov, rule):
@@ -44,6 +46,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--cases", default=",".join(CASES))
     ap.add_argument("--fine", type=int, default=17, help="log2 points of the finer plain rule")
+    ap.add_argument("--rules", default=",".join(RULES), help=f"a subset of {', '.join(RULES)}")
     args = ap.parse_args()
     print(f"{'case':<6} {'rule':<30} {'first/s':>8} {'warm/s':>7} {'max rel err':>11} {'field':<14} "
           f"{'|d|/err fine':>12} {'|d|/err lines':>13} {'switches':>9}  relative error per field")
@@ -59,7 +62,7 @@ def main():
         if spec.is_two_token_rank_one:
             lines = LineChannel(spec).estimate(ov, 2.0).hats.pack()
         rows = [(f"plain 2^{args.fine} x 8 (finer)", fine, t_fine, w_fine)]
-        rows += [(label,) + evaluate(model, subspace, ov, rule) for label, rule in RULES.items()]
+        rows += [(RULES[key][0],) + evaluate(model, subspace, ov, RULES[key][1]) for key in args.rules.split(",")]
         for label, est, first, warm in rows:
             v, se = est.hats.pack(), est.standard_error.pack()
             nonzero = np.abs(f_val) > 1e-12
