@@ -87,7 +87,7 @@ def test_the_switch_correction_gives_the_integral_of_a_much_finer_rule_on_lines_
     assert error_corrected < 0.1 * error_fixed, (error_corrected, error_fixed)
 
 
-@pytest.mark.parametrize("branch", ["semantic", "positional"])
+@pytest.mark.parametrize("branch", [pytest.param("semantic", marks=pytest.mark.slow), "positional"])
 def test_the_preintegrated_channel_agrees_with_the_line_quadrature(branch):
     spec = ModelSpec()
     ov = POINTS[branch]
