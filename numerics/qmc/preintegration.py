@@ -99,7 +99,6 @@ def switch_corrections(model, ov, rule: LineRule, h, zeta, hs, w, dzeta, dhs, od
     n = len(rule.t)
     lines = len(h) // n
     V, m = ov.V, ov.m
-    hl = h.reshape(lines, n, -1)
     # continuation from each node to the next one on its line
     a_rows = (np.arange(lines)[:, None] * n + np.arange(n - 1)[None]).ravel()
     b_rows = a_rows + 1
