@@ -32,6 +32,7 @@ from ..matrix_overlaps import MatrixHats, MatrixOverlaps
 from ..matrix_prox import GlobalProx
 from ..subspaces import BranchSubspace
 from .nodes import OutsideDomain, gaussian_nodes, preactivations
+from .preintegration import LineRule, line_direction, line_nodes, switch_corrections
 from .rule import QMCRule
 
 log = logging.getLogger(__name__)
@@ -110,7 +111,18 @@ class QMCChannel:
     def __init__(self, model: GeneralModel, rule: QMCRule, subspace: BranchSubspace, fold: bool = True):
         self.model, self.rule, self.subspace = model, rule, subspace
         self.rho = model.spec.rho
-        self.nodes = gaussian_nodes(model.shape, rule.log2_points, rule.scrambles, rule.seed)
+        if rule.line_cells:
+            L, r, t, _ = model.shape
+            self.line_dim = rule.line_dim % (L * (r + t))
+            self.line = LineRule.make(rule.line_cells, rule.line_order, rule.line_span)
+            self.nodes = line_nodes(model.shape, rule.log2_points, rule.scrambles, rule.seed, self.line,
+                                    self.line_dim)
+        else:
+            self.line = None
+            self.nodes = gaussian_nodes(model.shape, rule.log2_points, rule.scrambles, rule.seed)
+        # nodes per line (1: plain quasi-Monte Carlo) and each one's weight within its line
+        self.per_line = 1 if self.line is None else len(self.line.t)
+        self.line_weights = np.ones(1) if self.line is None else self.line.weights
         self.prox = GlobalProx(model, self.nodes.size, rule.n_ellipsoid, rule.first_ellipsoid, rule.prox_tol)
         # fold=False keeps the odd moments' estimates (to check numerically that they vanish)
         self.fold = fold
@@ -151,10 +163,11 @@ class QMCChannel:
         """The conjugates at ``ov`` from the scramblings ``scrambles`` (default all). ``dense_check``:
         force (True) or skip (False) the dense check; by default it runs at the first evaluation of
         each scrambling and every ``rule.dense_every``-th evaluation. ``points``: use only the first
-        ``points`` (a power of two) of each scrambling, itself a scrambled Sobol rule."""
+        ``points`` (a power of two) of each scrambling, itself a scrambled Sobol rule; with
+        pre-integration, the first ``points`` lines)."""
         self._check_covariance(ov)
         scrambles = list(range(self.rule.scrambles)) if scrambles is None else list(scrambles)
-        N = self.nodes.points if points is None else points
+        N = self.nodes.points if points is None else points * self.per_line
         rows = np.concatenate([self.nodes.rows(j)[:N] for j in scrambles])
         Pm = self.model.positional_mean(ov.m)
         zeta, hs, w = preactivations(self.nodes, ov, self.rho, Pm, rows)
@@ -170,12 +183,15 @@ class QMCChannel:
         self.evaluations += 1
         h, obj, gn, moments = self._nodes(ov, rows, zeta, hs, w, full)
         R = len(scrambles)
-        per_scramble = moments.reshape(R, N, -1).mean(axis=1)
+        per_scramble = self._average(moments, R)
         diagnostics = {"max_prox_gradient": float(np.max(gn)), "nodes": int(len(rows)), "full_search": full}
         if dense_check:
             per_scramble, moments, dense = self._dense_check(ov, alpha, rows, zeta, hs, w, obj, moments,
                                                              per_scramble)
             diagnostics.update(dense)
+        if self.line is not None:
+            per_scramble, line_report = self._preintegrated(ov, rows, zeta, hs, w, moments, R)
+            diagnostics.update(line_report)
         if not np.isfinite(per_scramble).all():
             raise FloatingPointError(f"non-finite channel moments at {ov.as_dict()}")
         pooled = per_scramble.mean(axis=0)
@@ -205,14 +221,38 @@ class QMCChannel:
                 out.append((h, obj, gn, moments))
         return tuple(np.concatenate(x) for x in zip(*out))
 
+    def _line_values(self, moments: np.ndarray) -> np.ndarray:
+        """Per line (per node without pre-integration), the fixed nodes' weighted sum of the moments."""
+        n = self.per_line
+        return np.einsum("lnk,n->lk", moments.reshape(-1, n, moments.shape[1]), self.line_weights)
+
+    def _average(self, moments: np.ndarray, R: int) -> np.ndarray:
+        """The moments averaged per scrambling (``(R, moments)``), from the fixed nodes."""
+        values = self._line_values(moments)
+        return values.reshape(R, -1, values.shape[1]).mean(axis=1)
+
+    def _preintegrated(self, ov, rows, zeta, hs, w, moments, R):
+        """The per-scrambling averages of the line integrals: the fixed nodes' sums plus the
+        corrections of the cells where the global prox switches (:mod:`.preintegration`)."""
+        h = self.prox.best[rows]
+        unit = line_direction(self.model.shape, self.line_dim)
+        origin = dataclasses.replace(unit, y=0 * unit.y, xi=0 * unit.xi)
+        z1, s1, _ = preactivations(unit, ov, self.rho, np.zeros(zeta.shape[1]))
+        z0, s0, _ = preactivations(origin, ov, self.rho, np.zeros(zeta.shape[1]))
+        with np.errstate(over="ignore", under="ignore"):
+            corrections, report = switch_corrections(self.model, ov, self.line, h, zeta, hs, w, (z1 - z0)[0],
+                                                     (s1 - s0)[0], self.odd, self.rule.prox_tol)
+        values = self._line_values(moments) + corrections
+        return values.reshape(R, -1, values.shape[1]).mean(axis=1), report
+
     def _standard_errors(self, alpha, ov, moments, per_scramble) -> np.ndarray:
         """The standard errors of the reported conjugates (packed): the spread over the scramblings,
-        or for one scrambling the plain Monte Carlo error of its nodes (larger than the quasi-Monte
-        Carlo one)."""
+        or for one scrambling the plain Monte Carlo error of its nodes, or of its lines with
+        pre-integration (larger than the quasi-Monte Carlo one)."""
         R = per_scramble.shape[0]
-        values = per_scramble if R > 1 else moments
+        values = per_scramble if R > 1 else self._line_values(moments)
         forms = self._reported(self._conjugates(alpha, values, ov))
-        count = R if R > 1 else len(moments)
+        count = R if R > 1 else len(values)
         return np.concatenate([(f.std(axis=0, ddof=1) / np.sqrt(count)).ravel() for f in forms.values()])
 
     def _dense_check(self, ov, alpha, rows, zeta, hs, w, obj, moments, per_scramble):
@@ -224,7 +264,6 @@ class QMCChannel:
         at_rows = np.searchsorted(rows, self.dense_subsample).clip(0, len(rows) - 1)
         local = at_rows[rows[at_rows] == self.dense_subsample]
         R = per_scramble.shape[0]
-        N = len(rows) // R
         report = {}
         for attempt in range(2):
             check = self.prox.dense_check(w[local], hs[local], ov.V, rows[local], obj[local],
@@ -235,10 +274,12 @@ class QMCChannel:
             at = np.searchsorted(rows, check.improved)
             new = self.model.channel_moments(check.new_h, zeta[at], hs[at], ov.m, ov.V)
             new[:, self.odd] = 0.0
-            shift = (new - moments[at]).sum(axis=0) / len(local)  # the subsample's estimate of the missed weight's effect
+            # the subsample's estimate of the missed weight's effect (each node weighted as in its line)
+            weight = self.per_line * self.line_weights[at % self.per_line]
+            shift = (weight[:, None] * (new - moments[at])).sum(axis=0) / len(local)
             self.prox.adopt(check.improved, check.new_h)
             moments[at] = new
-            per_scramble = moments.reshape(R, N, -1).mean(axis=1)
+            per_scramble = self._average(moments, R)
             pooled = per_scramble.mean(axis=0)
             forms = self._conjugates(alpha, np.vstack([pooled, pooled + shift]), ov)
             effect = np.concatenate([np.abs(f[1] - f[0]).ravel() for f in self._reported(forms).values()])
@@ -253,7 +294,7 @@ class QMCChannel:
                 # refine: the whole set again with four times the random starts, kept from now on
                 self.prox.n_ellipsoid = 4 * max(self.prox.n_ellipsoid, 1)
                 h, obj, gn, moments = self._nodes(ov, rows, zeta, hs, w, True)
-                per_scramble = moments.reshape(R, N, -1).mean(axis=1)
+                per_scramble = self._average(moments, R)
                 report["refined_ellipsoid_starts"] = self.prox.n_ellipsoid
                 continue
             raise GlobalProxError(

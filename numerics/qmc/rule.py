@@ -22,6 +22,10 @@ class QMCRule:
     gradient tolerance; form: which first-derivative forms of ``Vhat`` and ``thetahat``
     (docs/theory.md, section 4.6) are reported, ``"dl"`` (``thetahat`` through ``g = dl/dh*``, and
     ``Vhat`` with it) or ``"f"`` (through ``f`` and ``Sigma^{-1}``); the other is a diagnostic.
+    line_cells: with ``0``, plain quasi-Monte Carlo over every coordinate; otherwise the coordinate
+    ``line_dim`` (of the ``L (r + t)`` normals, token by token, teacher first) is integrated per
+    node along its line (:mod:`~numerics.qmc.preintegration`) by ``line_cells`` Gauss-Legendre cells
+    of ``line_order`` points on ``[-line_span, line_span]``, and ``2^log2_points`` counts lines.
     """
 
     log2_points: int = 13
@@ -37,6 +41,10 @@ class QMCRule:
     prox_tol: float = 1e-11
     form: str = "dl"
     search_move: float = 5e-2
+    line_cells: int = 0
+    line_order: int = 5
+    line_span: float = 6.0
+    line_dim: int = -1
 
     @property
     def points(self) -> int:
