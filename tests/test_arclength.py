@@ -71,3 +71,22 @@ def test_the_semantic_branch_is_followed_through_its_turn_at_omega_0_3():
     assert after and all(p.parameter > curve.points[i].parameter for p in after)
     for p in curve.points[i:]:
         assert _residual(spec, p.parameter, "semantic", p) < 1e-7
+
+
+@pytest.mark.slow
+def test_an_end_the_branch_goes_past_is_not_called_a_fold():
+    """The semantic branch at omega = 0.3 (draft) exists down to alpha ~ 0.694: an end put at
+    0.8 from points at 0.9 and 0.85 (whose overlap does not extrapolate to zero there) is
+    followed by arclength, which finds fixed points below 0.8, so the end is not explained."""
+    from derivations import ModelSpec
+    from numerics.bound_model import bind
+    from numerics.branches import UNEXPLAINED, end_evidence
+    from numerics.fixed_point import solve_branch
+    from numerics.precision import PRECISIONS
+
+    spec = ModelSpec(omega=0.3, sigma=0.5, lam=0.01)
+    found = [solve_branch(spec, a, "semantic", "draft") for a in (0.9, 0.85)]
+    kind, evidence = end_evidence(bind(spec), "semantic", PRECISIONS["draft"].rule, found, 0.8, 0.05)
+    assert kind == UNEXPLAINED
+    assert min(evidence["arclength"]["parameters"]) < 0.8
+    json.dumps(evidence, allow_nan=False)
