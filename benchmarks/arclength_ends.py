@@ -21,6 +21,7 @@ import time
 from derivations import ModelSpec
 from numerics.arclength import follow_through_fold, fold_eigenvalue
 from numerics.fixed_point import solve_branch
+from numerics.overlaps import Overlaps
 
 
 def main():
@@ -34,15 +35,21 @@ def main():
     ap.add_argument("--direction", type=float, default=1.0)
     ap.add_argument("--step", type=float, default=0.05)
     ap.add_argument("--points", type=int, default=25)
+    ap.add_argument("--start", help="q,m,V,theta to start from (solved at the start's parameter first); "
+                                    "default: the draft solve of the branch")
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(relativeCreated)8.0f %(message)s")
     for name in ("numerics.fixed_point", "numerics.solver", "numerics.branches"):
         logging.getLogger(name).setLevel(logging.WARNING)
     spec = ModelSpec(omega=args.omega, sigma=args.sigma, lam=args.lam)
     t0 = time.perf_counter()
-    start = solve_branch(spec, args.alpha, args.branch, "draft")
-    print(f"start: {start.overlaps} residual {start.residual:.1e} ({time.perf_counter() - t0:.0f} s)")
-    curve = follow_through_fold(spec, args.alpha, args.branch, start.overlaps, args.parameter, args.direction,
+    if args.start:
+        start = Overlaps(*(float(v) for v in args.start.split(",")))
+    else:
+        solved = solve_branch(spec, args.alpha, args.branch, "draft")
+        start = solved.overlaps
+        print(f"start: {start} residual {solved.residual:.1e} ({time.perf_counter() - t0:.0f} s)")
+    curve = follow_through_fold(spec, args.alpha, args.branch, start, args.parameter, args.direction,
                                 step=args.step, max_points=args.points)
     print(f"| {args.parameter} | q | m | V | theta | residual |\n|---|---|---|---|---|---|")
     for p in curve.points:

@@ -193,7 +193,7 @@ def follow_through_fold(spec: ModelSpec, alpha: float, branch: str, start: Overl
     g = curve.residual(y)
     if g is None or g[1] > tol:
         first = scipy.optimize.root(lambda zz: _or_large(curve.residual(np.append(zz, y[-1])), n), y[:-1],
-                                    method="hybr", options=dict(maxfev=CORRECTOR_EVALUATIONS, epsfcn=DIFF_STEP**2))
+                                    method="hybr", options=dict(maxfev=CORRECTOR_EVALUATIONS, eps=DIFF_STEP**2))
         y = np.append(first.x, y[-1])
         g = curve.residual(y)
     if g is None or g[1] > tol:
@@ -216,7 +216,7 @@ def follow_through_fold(spec: ModelSpec, alpha: float, branch: str, start: Overl
 
         before = curve.evaluations
         sol = scipy.optimize.root(augmented, y_pred, method="hybr",
-                                  options=dict(maxfev=CORRECTOR_EVALUATIONS, epsfcn=DIFF_STEP**2))
+                                  options=dict(maxfev=CORRECTOR_EVALUATIONS, eps=DIFF_STEP**2))
         spent = curve.evaluations - before
         g = curve.residual(sol.x)
         ok = g is not None and g[1] < tol and np.linalg.norm(sol.x - y_pred) <= h
