@@ -180,7 +180,7 @@ def follow_through_fold(spec: ModelSpec, alpha: float, branch: str, start: Overl
     after one that failed, down to ``min_step``. Stops after ``max_points`` points, or
     ``past_fold`` points after the first turn, or where the parameter leaves ``bounds``,
     or where the corrector fails at the smallest step. ``rule``: the channel rule (default the
-    draft rule, with the global-prox checks off, as the start search's)."""
+    draft rule, global-prox checks on: the map whose fixed points the solver reports)."""
     if parameter not in PARAMETERS:
         raise ValueError(f"parameter: one of {PARAMETERS}, not {parameter!r}")
     if rule is None:
@@ -205,7 +205,7 @@ def follow_through_fold(spec: ModelSpec, alpha: float, branch: str, start: Overl
     while len(points) < max_points:
         turns = ArcCurve(branch, parameter, tuple(points), "", spec.sigma).turns
         if turns and len(points) - 1 - turns[0] >= past_fold:
-            stopped = f"{past_fold} points past the fold"
+            stopped = f"{past_fold} points past the turn"
             break
         y_pred = y + h * t
         tt = t.copy()
