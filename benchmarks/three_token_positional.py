@@ -7,7 +7,7 @@ tokens, one token against the other two, all three alike, alternating signs), at
 gradient descent's positional end points (``q = 0.063``, ``|m| = 0.20``; docs/validation.md, section
 "Three tokens"), and prints for each start what the draft QMC solve of the positional branch gives.
 
-    python benchmarks/three_token_positional.py --alphas 1,2 [--omega 0.3] [--sizes 0.25]
+    python benchmarks/three_token_positional.py --alphas 1 [--omega 0.3] [--sizes 0.25] [--no-gd]
 
 Each solve costs 25-85 s on 2 idle cores (minutes on a busy machine). One line per start, then a
 markdown table.
@@ -38,13 +38,13 @@ SCALES = {"solver": (0.05, 14.0), "gd": (0.063, 14.0)}
 GD_M = 0.2
 
 
-def starts(spec: ModelSpec, sizes):
+def starts(spec: ModelSpec, sizes, gd: bool = True):
     shape = spec.shape
     L, r, t, k = shape
     for name, pattern in PATTERNS.items():
         direction = np.asarray(pattern, dtype=float)
         direction /= np.linalg.norm(direction)
-        for size, tag in [(s, "solver") for s in sizes] + [(GD_M, "gd")]:
+        for size, tag in [(s, "solver") for s in sizes] + ([(GD_M, "gd")] if gd else []):
             q, V = SCALES[tag]
             m = (size * direction).reshape(k, r)
             yield (f"{name}, |m| = {size:g} ({tag})",
@@ -58,13 +58,14 @@ def main():
     ap.add_argument("--omega", type=float, default=0.3)
     ap.add_argument("--sizes", default="0.25")
     ap.add_argument("--precision", default="draft")
+    ap.add_argument("--no-gd", action="store_true", help="only the solver's scale (q = 0.05, V = 14)")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
     spec = ModelSpec(tokens=3, omega=args.omega)
     sizes = [float(s) for s in args.sizes.split(",")]
     rows = []
     for alpha in (float(a) for a in args.alphas.split(",")):
-        for name, start in starts(spec, sizes):
+        for name, start in starts(spec, sizes, not args.no_gd):
             t0 = time.perf_counter()
             try:
                 fp = solve_general(spec, alpha, "positional", args.precision, integrator="qmc", start=start)

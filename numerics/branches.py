@@ -436,7 +436,7 @@ def end_evidence(model, branch: str, rule, found: Sequence[FixedPoint], end: flo
 
 #: the arclength continuation that checks an end: its first step (in log alpha and the domain
 #: coordinates of the overlaps), and the points it may add
-ARC_STEP, ARC_POINTS = 0.05, 6
+ARC_STEP, ARC_POINTS = 0.05, 8
 
 
 def _arclength_end(model, branch: str, rule, last: FixedPoint, end: float, kind: str, evidence: dict) -> str:
