@@ -3,9 +3,10 @@
 The three-token model (``--tokens 3``: ``P = I_3``, default ``A``) has one positional overlap per
 token, ``m = (m_1, m_2, m_3)``. The solver's positional start puts ``m = 0.25`` on the first token
 only; this script also starts with ``m`` along other combinations of the positions (a contrast of two
-tokens, one token against the other two, all three alike, alternating signs), at two sizes, and at
-gradient descent's positional end points (``q = 0.063``, ``|m| = 0.20``; docs/validation.md, section
-"Three tokens"), and prints for each start what the draft QMC solve of the positional branch gives.
+tokens, one token against the other two, all three alike, alternating signs), of size ``--sizes``,
+and at the scale of gradient descent's positional end points (their ``q = 0.063`` and ``|m| = 0.20``,
+docs/validation.md, section "Three tokens"; not their ``m`` vectors, which were not kept), and
+prints for each start what the draft QMC solve of the positional branch gives.
 
     python benchmarks/three_token_positional.py --alphas 1 [--omega 0.3] [--sizes 0.25] [--no-gd]
 
@@ -24,6 +25,7 @@ from derivations import ModelSpec
 from numerics.fixed_point import BranchNotFound
 from numerics.general_fixed_point import solve_general
 from numerics.matrix_overlaps import MatrixOverlaps
+from numerics.solver import SolverError
 
 #: directions of m over the three positions (normalised below)
 PATTERNS = {
@@ -72,6 +74,8 @@ def main():
                 inv = fp.overlaps.invariants()
                 outcome = ("positional" if fp.converged else f"not converged ({fp.status})",
                            inv["m_singular_values"][0], inv["q_eigenvalues"][0], fp.residual, fp.train_loss)
+            except SolverError as exc:
+                outcome = (f"solver failed ({str(exc)[:60]})", float("nan"), float("nan"), float("nan"), float("nan"))
             except BranchNotFound as exc:
                 pt = exc.point
                 m = pt.overlaps.invariants()["m_singular_values"][0] if pt is not None else float("nan")
