@@ -64,6 +64,7 @@ class ArcCurve:
     points: Tuple[ArcPoint, ...]
     stopped: str
     sigma: float
+    evaluations: int = 0      # of the map, the whole continuation's
 
     @property
     def turns(self) -> Tuple[int, ...]:
@@ -198,7 +199,7 @@ def follow_through_fold(spec: ModelSpec, alpha: float, branch: str, start: Overl
         g = curve.residual(y)
     if g is None or g[1] > tol:
         return ArcCurve(branch, parameter, (), f"the start is not a fixed point (residual "
-                        f"{g[1] if g else float('inf'):.2e})", spec.sigma)
+                        f"{g[1] if g else float('inf'):.2e})", spec.sigma, curve.evaluations)
     points = [_point(curve, y, g[1])]
     t = _tangent(curve.jacobian(y, g[0]), direction)
     h, stopped, previous = step, "", None
@@ -246,7 +247,7 @@ def follow_through_fold(spec: ModelSpec, alpha: float, branch: str, start: Overl
         stopped = f"{max_points} points"
     log.info("arclength %s in %s: %d points, %d evaluations; %s", branch, parameter, len(points), curve.evaluations,
              stopped)
-    return ArcCurve(branch, parameter, tuple(points), stopped, spec.sigma)
+    return ArcCurve(branch, parameter, tuple(points), stopped, spec.sigma, curve.evaluations)
 
 
 def _or_large(r, n: int) -> np.ndarray:

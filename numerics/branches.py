@@ -453,7 +453,8 @@ def _arclength_end(model, branch: str, rule, last: FixedPoint, end: float, kind:
                                 step=ARC_STEP, max_points=ARC_POINTS, past_fold=1)
     folds = curve.folds()
     params = [pt.parameter for pt in curve.points]
-    evidence["arclength"] = {"turns": folds, "parameters": params, "stopped": curve.stopped}
+    evidence["arclength"] = {"turns": folds, "parameters": params, "stopped": curve.stopped,
+                             "evaluations": curve.evaluations}
     if folds:
         return FOLD if folds[0]["kind"] == "fold" else VANISHING
     if params and direction * (max(params, key=lambda p: direction * p) - end) > 0:
