@@ -145,7 +145,9 @@ def extrapolate(points: List[FixedPoint], alpha: float) -> Overlaps:
         scale = np.maximum(np.abs(xb), 1e-6)
         if np.max(np.abs(correction) / scale) <= 0.5 * np.max(np.abs(x - xb) / scale):
             x = x + correction
-    if x[0] <= 0 or x[2] <= 0:
+    # a prediction outside the domain is no start (at sigma = 0.3 the semantic branch's
+    # quadratic prediction from 7.5 and 6.2 to 5.2 had theta^2 > rho q)
+    if x[0] <= 0 or x[2] <= 0 or (x[3] != 0 and x[3]**2 >= b.model.rho * x[0]):
         return b.overlaps
     return Overlaps.from_array(x)
 
@@ -288,8 +290,10 @@ def find_anchor(spec, model, branch, precision, candidates, start):
 
 # where in the grid a branch is looked for after the anchor. At omega = 0 the positional
 # branch exists only on alpha ~ 0.10-0.92: the thresholds' scan [0.5, 2.5] meets it only
-# at its second point (a tenth of the way)
-ANCHOR_GRID_FRACTIONS = (0.5, 0.2, 0.1)
+# at its second point (a tenth of the way). At sigma = 0.3 (omega = 0.3) the semantic
+# branch starts near alpha = 4.7 and exists above: of the thresholds' extended scan
+# (3.0 .. 7.5) only its top points hold it, so the grid's end is tried last
+ANCHOR_GRID_FRACTIONS = (0.5, 0.2, 0.1, 1.0)
 
 
 def anchor_alphas(anchor_alpha: float, alphas: np.ndarray) -> list:
@@ -425,4 +429,34 @@ def end_evidence(model, branch: str, rule, found: Sequence[FixedPoint], end: flo
                                   [defining_overlap(p.overlaps, branch, model.spec.sigma) for p in pts],
                                   [abs(e[0]) for e in eig], end, width)
     evidence["map_spectral_radius"] = [float(np.max(np.abs(1.0 - e))) for e in eig]
+    if kind != VANISHING:
+        kind = _arclength_end(model, branch, rule, pts[-1], end, kind, evidence)
     return kind, evidence
+
+
+#: the arclength continuation that checks an end: its first step (in log alpha and the domain
+#: coordinates of the overlaps), and the points it may add
+ARC_STEP, ARC_POINTS = 0.05, 8
+
+
+def _arclength_end(model, branch: str, rule, last: FixedPoint, end: float, kind: str, evidence: dict) -> str:
+    """The end seen by pseudo-arclength continuation from the last point found
+    (:func:`numerics.arclength.follow_through_fold`), where the extrapolations did not say
+    vanishing: where the branch turns back, ``FOLD`` (its overlap keeps its sign) or
+    ``VANISHING`` (a pitchfork: it goes through the trivial point onto its mirror image); where
+    it goes on beyond ``end`` without turning, ``UNEXPLAINED`` (the solver lost a branch that
+    exists there); otherwise ``kind`` unchanged. The curve's turn goes in ``evidence["arclength"]``."""
+    from .arclength import follow_through_fold
+
+    direction = np.sign(end - last.alpha) or 1.0
+    curve = follow_through_fold(model.spec, last.alpha, branch, last.overlaps, "alpha", direction, rule=rule,
+                                step=ARC_STEP, max_points=ARC_POINTS, past_fold=1)
+    folds = curve.folds()
+    params = [pt.parameter for pt in curve.points]
+    evidence["arclength"] = {"turns": folds, "parameters": params, "stopped": curve.stopped,
+                             "evaluations": curve.evaluations}
+    if folds:
+        return FOLD if folds[0]["kind"] == "fold" else VANISHING
+    if params and direction * (max(params, key=lambda p: direction * p) - end) > 0:
+        return UNEXPLAINED
+    return kind

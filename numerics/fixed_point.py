@@ -324,6 +324,44 @@ def _unsolved(model: BoundModel, alpha: float, branch: str, rule: ChannelRule, s
 ROOT_EVALUATIONS = 40
 
 
+@dataclasses.dataclass(frozen=True)
+class DomainCoordinates:
+    """Coordinates of a branch's free overlaps in which every point is in the map's domain:
+    ``log q``, ``m``, ``log V`` and ``atanh(theta / sqrt(rho q))`` (``theta^2 < rho q``,
+    docs/theory.md, section 2.2). A root finder or a continuation that steps in them never
+    proposes a point where the channel's covariance is not positive."""
+
+    names: tuple
+    rho: float
+
+    @classmethod
+    def of(cls, F: "_Map", rho: float) -> "DomainCoordinates":
+        return cls(tuple(("q", "m", "V", "theta")[i] for i in F.free), float(rho))
+
+    def to_z(self, x) -> np.ndarray:
+        full = dict(zip(self.names, x))
+        z = []
+        for name, value in zip(self.names, x):
+            if name in ("q", "V"):
+                if value <= 0:
+                    raise FloatingPointError(f"{name} = {value} <= 0")
+                z.append(np.log(value))
+            elif name == "theta":
+                z.append(np.arctanh(value / np.sqrt(self.rho * full["q"])))
+            else:
+                z.append(value)
+        z = np.array(z)
+        if not np.isfinite(z).all():
+            raise FloatingPointError(f"outside the domain: {full}")
+        return z
+
+    def from_z(self, z) -> np.ndarray:
+        full = dict(zip(self.names, z))
+        q = np.exp(full["q"])
+        return np.array([np.exp(v) if n in ("q", "V") else (np.tanh(v) * np.sqrt(self.rho * q) if n == "theta" else v)
+                         for n, v in zip(self.names, z)])
+
+
 def _root_fallback(F: "_Map", model: BoundModel, branch: str, previous, x0, tol: float,
                    accept_tol: Optional[float], budget: Optional[Budget], lost_below: Optional[float],
                    lost: Optional[BranchLost]):
@@ -338,32 +376,9 @@ def _root_fallback(F: "_Map", model: BoundModel, branch: str, previous, x0, tol:
     stalled) and from the solve's start (the continuation's prediction). Returns the
     first converged result, else the best; raises ``lost`` again where the root finder
     too collapsed from every start."""
-    rho = model.spec.rho
-    names = [("q", "m", "V", "theta")[i] for i in F.free]
+    coords = DomainCoordinates.of(F, model.spec.rho)
+    to_z, from_z = coords.to_z, coords.from_z
     floor = FLOOR[F.free]
-
-    def to_z(x):
-        full = dict(zip(names, x))
-        z = []
-        for name, value in zip(names, x):
-            if name in ("q", "V"):
-                if value <= 0:
-                    raise FloatingPointError(f"{name} = {value} <= 0")
-                z.append(np.log(value))
-            elif name == "theta":
-                z.append(np.arctanh(value / np.sqrt(rho * full["q"])))
-            else:
-                z.append(value)
-        z = np.array(z)
-        if not np.isfinite(z).all():
-            raise FloatingPointError(f"outside the domain: {full}")
-        return z
-
-    def from_z(z):
-        full = dict(zip(names, z))
-        q = np.exp(full["q"])
-        return np.array([np.exp(v) if n in ("q", "V") else (np.tanh(v) * np.sqrt(rho * q) if n == "theta" else v)
-                         for n, v in zip(names, z)])
 
     def in_x(x_z, Fx_z):
         return _scaled_residual(from_z(x_z), from_z(Fx_z), floor)

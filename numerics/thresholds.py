@@ -172,7 +172,8 @@ class _BranchSolver:
         a0, a1 = near
         x0, x1 = self.known[a0][0].as_array(), self.known[a1][0].as_array()
         x = x0 + (alpha - a0) / (a1 - a0) * (x1 - x0)
-        return Overlaps.from_array(x) if x[0] > 0 and x[2] > 0 else self.known[a0][0]
+        inside = x[0] > 0 and x[2] > 0 and x[3]**2 < self.model.spec.rho * x[0]
+        return Overlaps.from_array(x) if inside else self.known[a0][0]
 
     def solve(self, alpha, fallback: Overlaps):
         seed = self.seeds.known.get(alpha, (None, None))[1] if self.seeds is not None else None

@@ -70,3 +70,38 @@ def test_an_overlap_whose_zero_lies_beyond_the_bracket_does_not_make_an_end_vani
     kind, evidence = classify_end([1.0, 0.75], [0.378, 0.209], [0.385, 0.100], end=0.6875, width=0.0625)
     assert kind == "fold"
     assert evidence["extrapolated_zero"]["overlap_square_root"] < 0.6875 - 0.25 * 0.0625
+
+
+def test_a_branch_is_looked_for_at_the_top_of_the_grid_and_predictions_stay_in_the_domain():
+    """The semantic branch exists above its lower end: the grid's top is an anchor candidate
+    (at sigma = 0.3 it is the only one of the thresholds' extended scan above that end). A
+    prediction with theta^2 >= rho q is no start: the last point is used instead."""
+    from types import SimpleNamespace
+
+    from derivations import ModelSpec
+    from numerics.branches import anchor_alphas, extrapolate
+    from numerics.overlaps import Overlaps
+
+    grid = np.array([3.0, 3.6, 4.32, 5.18, 6.22, 7.5])
+    assert anchor_alphas(2.0, grid)[-1] == 7.5
+    spec = ModelSpec(omega=0.3, sigma=0.3)
+    pts = [SimpleNamespace(alpha=a, model=spec, overlaps=Overlaps(q=q, m=0.0, V=15.0, theta=t))
+           for a, q, t in ((7.5, 0.0158, 0.0328), (6.2, 0.0080, 0.0217))]
+    out = extrapolate(pts, 4.0)  # linear: q = 0.0019, theta = 0.0033 >= sqrt(rho q) = 0.0013
+    assert out == pts[-1].overlaps
+    assert extrapolate(pts, 6.0).theta**2 < spec.rho * extrapolate(pts, 6.0).q
+
+
+@pytest.mark.slow
+def test_the_semantic_branch_at_sigma_0_3_is_found_above_its_lower_end():
+    """omega = 0.3, sigma = 0.3 (draft): the semantic branch exists from alpha ~ 4.8 upward,
+    where theta vanishes (docs/studies/branch_ends.md); followed on the top of the
+    thresholds' extended scan it is found and its lower end is classified vanishing."""
+    from derivations import ModelSpec
+    from numerics.branches import follow_branch
+
+    curve = follow_branch(ModelSpec(omega=0.3, sigma=0.3), [4.32, 5.18, 6.22, 7.5], "semantic", "draft",
+                          bisections=2)
+    assert [round(p.alpha, 2) for p in curve.points] == [5.18, 6.22, 7.5]
+    (end,) = curve.spinodals
+    assert end["side"] == "lower" and 4.3 < end["alpha"] < 5.2 and end["kind"] == "vanishing"

@@ -640,7 +640,7 @@ def test_follow_branch_looks_for_a_branch_inside_the_grid_when_the_anchor_fails(
     assert tried == [2.0, 2.0] and explicit.points == [] and "not found at the anchor" in explicit.note
     # an anchor outside the grid is moved to the grid's nearer end: no continuation step
     # crosses the gap between them
-    assert branches.anchor_alphas(1.0, np.linspace(20.0, 60.0, 9)) == [20.0, 40.0, 30.0, 25.0]
+    assert branches.anchor_alphas(1.0, np.linspace(20.0, 60.0, 9)) == [20.0, 40.0, 30.0, 25.0, 60.0]
 
 
 def test_anchor_candidates_are_probed_with_the_draft_rule(monkeypatch):
