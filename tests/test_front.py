@@ -97,3 +97,26 @@ def test_follow_gives_one_curve_for_every_model(monkeypatch):
     curve = api.follow(ModelSpec(tokens=3), [0.5, 1.0, 1.5], "semantic", "draft")
     assert isinstance(curve, api.BranchCurve) and [p.alpha for p in curve.points] == [1.0, 1.5]
     assert curve.spinodals == [] and curve.note == "semantic branch not found at alpha = 0.5"
+
+
+def test_run_and_thresholds_of_a_general_model_take_the_same_path(monkeypatch, tmp_path, capsys):
+    """``run`` and ``thresholds`` of a three-token model through the front (the toy physics of
+    ``tests.fakes.FakeGeneralTheoryAPI``): every branch followed, the changes of the global branch
+    in the summary, the curve of matrix records with its figure."""
+    import json
+
+    from attnphase.cli import main
+    from tests.fakes import FakeGeneralTheoryAPI
+    from tidyio import read_rows
+
+    fake = FakeGeneralTheoryAPI()
+    monkeypatch.setattr(api, "follow", fake.follow)
+    monkeypatch.setattr(api, "thresholds", fake.thresholds)
+    assert main(["run", "--tokens", "3", "--alphas", "0.5:2.5:5", "--out", str(tmp_path), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["branches"] == ["semantic", "positional", "trivial"] and summary["status"] == "complete"
+    assert [(t["below"], t["above"]) for t in summary["transitions"]] == [("positional", "semantic")]
+    rows = read_rows(tmp_path / "curve.csv")
+    assert {r["integrator"] for r in rows} == {"qmc"} and (tmp_path / "branches.png").exists()
+    assert main(["thresholds", "--tokens", "3", "--alphas", "0.5:2.5:5", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["alpha_c"] == pytest.approx(fake.alpha_c(0.3))
