@@ -21,6 +21,15 @@ SIM_INITS = INITS[:2]
 WHATS = ("theory", "simulation", "both")
 
 
+def every_branch(spec) -> bool:
+    """Whether a diagram of ``spec`` follows every branch of the model and locates every change of the
+    global branch: wherever the line quadrature does not solve the paper's two branches (there the
+    diagram is theirs, :func:`numerics.channel_integrators.choose_integrator`)."""
+    from numerics.channel_integrators import choose_integrator
+
+    return {choose_integrator(spec, "auto", b) for b in THEORY_BRANCHES} != {"lines"}
+
+
 @dataclasses.dataclass(frozen=True)
 class SweepConfig:
     """What to compute. ``spec`` gives the model; its ``omega`` is replaced per column. ``branches``:
@@ -50,12 +59,8 @@ class SweepConfig:
 
     @property
     def general(self) -> bool:
-        """Whether a column follows every branch of the model and locates every change of the global
-        branch: wherever the line quadrature does not solve the paper's two branches (there the
-        diagram is theirs, :func:`numerics.channel_integrators.choose_integrator`)."""
-        from numerics.channel_integrators import choose_integrator
-
-        return {choose_integrator(self.spec, "auto", b) for b in THEORY_BRANCHES} != {"lines"}
+        """Whether a column follows every branch of the model (:func:`every_branch`)."""
+        return every_branch(self.spec)
 
     @property
     def theory_branches(self) -> tuple:

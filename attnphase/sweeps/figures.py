@@ -103,14 +103,19 @@ def _combine(omega, alpha, source, tl_sem, tl_pos, err_sem, err_pos, te, lin, te
 
 
 def _general_rows(rows: list) -> bool:
-    """Whether theory rows are of the general model (their model columns say; rows without the
-    model's columns are the two-token rank-one model's)."""
+    """Whether theory rows are of a diagram of every branch (the model of their columns is one whose
+    two competing branches the line quadrature does not solve, as
+    :attr:`attnphase.sweeps.config.SweepConfig.general`); rows without the model's columns are the
+    paper's model's."""
     from derivations.spec import ModelSpec
 
+    from .config import every_branch
+
     try:
-        return not ModelSpec.from_columns(rows[0]).is_two_token_rank_one
+        spec = ModelSpec.from_columns(rows[0])
     except (KeyError, ValueError):
         return False
+    return every_branch(spec)
 
 
 def _usable(r: Optional[dict]) -> bool:
