@@ -9,7 +9,7 @@ errors from independent scramblings (docs/theory.md, section 4.9). Needs no torc
 import argparse
 
 from derivations import ModelSpec
-from numerics.api import solve_all_general, solve_general
+from numerics.api import solve, solve_all
 
 
 def show(p) -> None:
@@ -22,9 +22,9 @@ def show(p) -> None:
 
 def main(quick: bool) -> None:
     if quick:
-        show(solve_general(ModelSpec(tokens=3), 1.0, "semantic", "draft"))
+        show(solve(ModelSpec(tokens=3), 1.0, "semantic", "draft"))
     else:
-        for p in solve_all_general(ModelSpec(rank=2), 2.0, "draft"):
+        for p in solve_all(ModelSpec(rank=2), 2.0, "draft"):
             show(p)
 
 

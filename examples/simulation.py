@@ -8,7 +8,7 @@ Needs the simulation extra (``pip install -e '.[simulation]'``).
 import argparse
 
 from derivations import ModelSpec
-from numerics.api import solve_branch
+from numerics.api import solve
 from validation.simulate import simulate
 
 
@@ -16,7 +16,7 @@ def main(quick: bool) -> None:
     spec, alpha = ModelSpec(), 2.0
     d, seeds, steps = (100, 2, 200) if quick else (1000, 5, 5000)
     result = simulate(spec, d, alpha, "semantic", seeds=seeds, steps=steps, device="cpu")
-    theory = solve_branch(spec, alpha, "semantic", "draft" if quick else "fast")
+    theory = solve(spec, alpha, "semantic", "draft" if quick else "fast")
     for name, sim_value, theory_value in (("test error", result["test_error_mean"], theory.test_error),
                                           ("training loss", result["train_loss_mean"], theory.train_loss),
                                           ("theta / sigma^2", result["theta_over_sigma2_mean"],

@@ -15,6 +15,7 @@ from derivations import ModelSpec
 
 from .channel_integrators import choose_integrator
 from .general_result import GeneralFixedPoint, from_line_fixed_point
+from .result import mark_global_minima  # noqa: F401  (imported from here by the thresholds)
 from .matrix_overlaps import MatrixOverlaps
 
 log = logging.getLogger(__name__)
@@ -50,37 +51,6 @@ def general_branches(spec: ModelSpec) -> tuple:
     from .subspaces import GENERAL_BRANCHES
 
     return tuple(b for b in GENERAL_BRANCHES if b != "mixed" or spec.rank >= 2)
-
-
-def _branch_rank(branch: str) -> tuple:
-    from .subspaces import GENERAL_BRANCHES
-
-    return (GENERAL_BRANCHES.index(branch), "") if branch in GENERAL_BRANCHES else (len(GENERAL_BRANCHES), branch)
-
-
-def mark_global_minima(points: Sequence[GeneralFixedPoint]) -> list:
-    """``global_minimum`` on each point: the lowest training loss among the converged points of its
-    alpha (a minimum that differs from the next by less than their errors is still marked, and
-    ``global_margin`` in its diagnostics says by how many stated errors it is lower)."""
-    import dataclasses
-
-    by_alpha = {}
-    for p in points:
-        if p.converged:
-            by_alpha.setdefault(p.alpha, []).append(p)
-    out = []
-    for p in points:
-        # equal training losses (a branch fallen onto another) are ordered as GENERAL_BRANCHES, so the
-        # mark does not depend on the order of the points
-        rivals = sorted(by_alpha.get(p.alpha, []), key=lambda x: (x.train_loss, _branch_rank(x.branch)))
-        best = bool(rivals) and rivals[0] is p
-        diagnostics = p.diagnostics
-        if best and len(rivals) > 1:
-            gap = rivals[1].train_loss - p.train_loss
-            spread = p.error.get("train_loss", 0.0) + rivals[1].error.get("train_loss", 0.0)
-            diagnostics = dict(diagnostics, global_margin=gap / spread if spread > 0 else float("inf"))
-        out.append(dataclasses.replace(p, global_minimum=best if p.converged else False, diagnostics=diagnostics))
-    return out
 
 
 def solve_all_general(spec: ModelSpec, alpha: float, precision: str = "fast", integrator: str = "auto",

@@ -1,19 +1,25 @@
-"""The record of one solution of the saddle-point equations (:class:`FixedPoint`), as a
-dict (``--json``) and as a flat row of a tidy CSV; what makes a solution a result
-(:func:`assess`)."""
+"""The record of one solution of the saddle-point equations of any model (:class:`FixedPoint`), as
+a dict (``--json``) and as a flat row of a tidy CSV; what makes a solution a result (:func:`assess`);
+which of the branches solved at one alpha is the global minimum (:func:`mark_global_minima`).
+
+The overlaps are matrices (:class:`~numerics.matrix_overlaps.MatrixOverlaps`, packed component
+names of :mod:`derivations.packing`); the line quadrature of the two-token rank-one model carries
+them as its ``1 x 1`` case, the scalars ``q, m, V, theta`` (:class:`~numerics.overlaps.Overlaps`),
+and its records read and write those bare names."""
 from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Optional
+from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
 from derivations import ModelSpec
 
+from .matrix_overlaps import MatrixHats, MatrixOverlaps, from_scalars
 from .overlaps import ALL_NAMES, FIXED_ZERO, HatOverlaps, Overlaps
 from .precision import PRECISIONS
-from .tidy import finite_json, frame
+from tidyio import finite_json, frame
 
 #: the status of a :class:`FixedPoint`; only ``CONVERGED`` is a result
 CONVERGED = "converged"
@@ -62,40 +68,102 @@ def assess(branch: str, values: dict, error: dict, residual: float, solved: bool
 
 @dataclasses.dataclass(frozen=True)
 class FixedPoint:
-    """One solution of the saddle-point equations with its outputs and error estimates."""
+    """One solution of the saddle-point equations with its outputs, gauge invariants and error
+    estimates (absolute, keyed by field name: ``q``, ... or packed component names, ``test_error``,
+    ``train_loss``, and for matrices the invariants ``q_eigenvalues_1``, ...).
+
+    ``overlaps``/``hats``: :class:`~numerics.matrix_overlaps.MatrixOverlaps`/``MatrixHats``, or for
+    the line quadrature's ``1 x 1`` case :class:`~numerics.overlaps.Overlaps`/``HatOverlaps``.
+    ``status``: one of :data:`STATUSES` or, for other integrators, their reason; left at its default
+    on a point that did not converge, it is read from ``diagnostics["status"]`` or ``["reason"]``.
+    ``invariants``: computed from the overlaps unless given."""
 
     alpha: float
     branch: str
-    overlaps: Overlaps
-    hats: HatOverlaps
+    overlaps: object
+    hats: object
     test_error: float
     train_loss: float
     converged: bool
     iterations: int
-    residual: float               # undamped, all eight order parameters, relative
+    residual: float               # undamped, every order parameter, relative
     error: dict                   # per-field error estimates (absolute)
     diagnostics: dict
     model: ModelSpec
     precision: str
     wall_time: float
     global_minimum: Optional[bool] = None
-    # one of STATUSES; ``converged`` is ``status == CONVERGED``, and diagnostics["reason"] says why not
+    # one of STATUSES (or an integrator's reason); ``converged`` is ``status == CONVERGED``
     status: str = CONVERGED
     # the coarse solve's last Anderson pairs: they seed the next solve of a continuation
     continuation_pairs: tuple = dataclasses.field(default=(), repr=False, compare=False)
+    #: the channel integrator that solved it (:func:`numerics.channel_integrators.choose_integrator`)
+    integrator: str = "lines"
+    invariants: Optional[Dict[str, List[float]]] = None
+
+    def __post_init__(self):
+        if not self.converged and self.status == CONVERGED:
+            why = self.diagnostics.get("status") or self.diagnostics.get("reason") or NOT_CONVERGED
+            object.__setattr__(self, "status", str(why))
+        if self.invariants is None:
+            object.__setattr__(self, "invariants", self.matrix_overlaps().invariants())
+
+    @property
+    def scalar(self) -> bool:
+        """Whether the overlaps are the line quadrature's scalars (the ``1 x 1`` case)."""
+        return isinstance(self.overlaps, Overlaps)
+
+    def matrix_overlaps(self) -> MatrixOverlaps:
+        """The overlaps as matrices (the scalars as ``1 x 1`` ones)."""
+        if self.scalar:
+            return from_scalars(self.overlaps.q, self.overlaps.m, self.overlaps.V, self.overlaps.theta)
+        return self.overlaps
+
+    @property
+    def values(self) -> Dict[str, float]:
+        """Every reported number by name: the overlaps and conjugates (scalars, or packed components
+        and gauge invariants), test error and training loss."""
+        if self.scalar:
+            d = dict(zip(ALL_NAMES, np.concatenate([self.overlaps.as_array(), self.hats.as_array()])))
+        else:
+            d = dict(self.overlaps.as_dict())
+            d.update(self.hats.as_dict())
+            for key, values in self.invariants.items():
+                d.update({f"{key}_{i + 1}": v for i, v in enumerate(values)})
+        d.update(test_error=self.test_error, train_loss=self.train_loss)
+        return d
+
+    def invariant_errors(self) -> Dict[str, float]:
+        """The error of each invariant (``q_eigenvalues_1``, ...): stated for matrices; for the
+        scalars the invariant is the value (or its modulus), whose error it shares."""
+        if not self.scalar:
+            return {k: v for k, v in self.error.items() if k[:k.rfind("_")] in self.invariants}
+        pairs = (("q_eigenvalues_1", "q"), ("V_eigenvalues_1", "V"), ("m_singular_values_1", "m"),
+                 ("theta_singular_values_1", "theta"))
+        return {key: float(self.error[name]) for key, name in pairs if name in self.error}
+
+    def relative_errors(self) -> Dict[str, float]:
+        """``error / |value|`` of every field whose value is not zero (exact zeros are imposed)."""
+        return {k: self.error[k] / abs(v) for k, v in self.values.items() if v != 0 and k in self.error}
 
     def to_dict(self) -> dict:
-        """The record as a JSON-safe dict: a number that is not finite is ``None``, and
-        ``null_reasons`` says why for each (e.g. no error estimate in draft precision)."""
+        """The record as a JSON-safe dict (matrices as nested lists): a number that is not finite is
+        ``None``, and ``null_reasons`` says why for each (e.g. no error estimate in draft precision)."""
         d = {"alpha": self.alpha, "branch": self.branch}
-        d.update(dataclasses.asdict(self.overlaps))
-        d.update(dataclasses.asdict(self.hats))
+        if self.scalar:
+            d.update(dataclasses.asdict(self.overlaps))
+            d.update(dataclasses.asdict(self.hats))
+        else:
+            d["integrator"] = self.integrator
+            d.update(self.overlaps.nested())
+            d.update(self.hats.nested())
+            d["invariants"] = self.invariants
         d.update(test_error=self.test_error, train_loss=self.train_loss, converged=self.converged,
                  status=self.status, iterations=self.iterations, residual=self.residual, error=dict(self.error),
                  global_minimum=self.global_minimum, model=self.model.to_dict(), precision=self.precision,
                  wall_time=self.wall_time, diagnostics=dict(self.diagnostics))
         reasons = {}
-        if all(not math.isfinite(e) for e in self.error.values()):
+        if self.scalar and self.error and all(not math.isfinite(e) for e in self.error.values()):
             one_rule = PRECISIONS[self.precision].rule == PRECISIONS[self.precision].check_rule
             why = NO_ESTIMATE if one_rule else "no error estimate: only the coarse rule was solved"
             reasons = {f"error.{k}": why for k in self.error}
@@ -103,14 +171,18 @@ class FixedPoint:
 
     def to_row(self) -> dict:
         """A flat record for tidy CSV: values, errors, status, solver setting and the model
-        (:meth:`derivations.spec.ModelSpec.to_columns`, read back by ``ModelSpec.from_columns``)."""
+        (:meth:`derivations.spec.ModelSpec.to_columns`, read back by ``ModelSpec.from_columns``;
+        the record itself by :func:`from_row`)."""
         row = {"alpha": self.alpha, "branch": self.branch}
+        if not self.scalar:
+            row["integrator"] = self.integrator
         row.update(self.values)
         row.update({f"{k}_error": v for k, v in self.error.items()})
         row.update(converged=self.converged, status=self.status, residual=self.residual, iterations=self.iterations,
-                   global_minimum=self.global_minimum, precision=self.precision, wall_time=self.wall_time,
-                   thetahat_other_form=self.diagnostics.get("thetahat_other_form"),
-                   unresolved_weight=self.diagnostics.get("unresolved_weight"))
+                   global_minimum=self.global_minimum, precision=self.precision, wall_time=self.wall_time)
+        if self.scalar:
+            row.update(thetahat_other_form=self.diagnostics.get("thetahat_other_form"),
+                       unresolved_weight=self.diagnostics.get("unresolved_weight"))
         row.update(self.model.to_columns())
         return row
 
@@ -118,8 +190,92 @@ class FixedPoint:
         """The record as a one-row pandas DataFrame, in the columns of :meth:`to_row`."""
         return frame([self.to_row()])
 
-    @property
-    def values(self) -> dict:
-        d = dict(zip(ALL_NAMES, np.concatenate([self.overlaps.as_array(), self.hats.as_array()])))
-        d.update(test_error=self.test_error, train_loss=self.train_loss)
-        return d
+
+def failed_point(spec: ModelSpec, alpha: float, branch: str, precision: str, integrator: str,
+                 reason: str) -> FixedPoint:
+    """The record of a solve that raised (the solver could not evaluate the map, for instance): no
+    value, ``converged=False`` and ``reason`` as its status, so that a curve reports it at its alpha
+    instead of losing the other points."""
+    shape = (spec.tokens, spec.rank, spec.teacher_rank, len(spec.positions[0]))
+    ov = MatrixOverlaps(shape, **{name: np.nan for name in MatrixOverlaps.NAMES})
+    hats = MatrixHats(shape, **{name: np.nan for name in MatrixHats.NAMES})
+    invariants = {"q_eigenvalues": [math.nan] * spec.rank, "V_eigenvalues": [math.nan] * spec.rank,
+                  "m_singular_values": [math.nan] * min(shape[3], spec.rank),
+                  "theta_singular_values": [math.nan] * min(spec.rank, spec.teacher_rank)}
+    return FixedPoint(alpha=float(alpha), branch=branch, model=spec, precision=precision, integrator=integrator,
+                      overlaps=ov, hats=hats, test_error=math.nan, train_loss=math.nan, converged=False,
+                      iterations=0, residual=math.nan, error={}, invariants=invariants,
+                      diagnostics={"status": f"failed: {reason}"}, wall_time=math.nan)
+
+
+def from_row(row: dict) -> FixedPoint:
+    """The fixed point of a row written by :meth:`FixedPoint.to_row` with matrices (it has an
+    ``integrator`` column; cells may be text), as read back from a curve CSV: values, errors,
+    status and settings; solver diagnostics are not kept in rows and come back empty."""
+    from tidyio import is_true, number
+
+    model = ModelSpec.from_columns(row)
+    shape = (model.tokens, model.rank, model.teacher_rank, len(model.positions[0]))
+    ov = MatrixOverlaps.unpack(shape, [number(row[n]) for n in MatrixOverlaps.component_names(shape)])
+    hats = MatrixHats.unpack(shape, [number(row[n]) for n in MatrixHats.component_names(shape)])
+    # "test_error" is a value, "test_error_error" its error: an error column is one whose base is a column
+    error = {k[:-6]: number(v) for k, v in row.items()
+             if k.endswith("_error") and k[:-6] in row and v not in ("", None)}
+    converged = is_true(row["converged"])
+    glob = row.get("global_minimum")
+    return FixedPoint(alpha=number(row["alpha"]), branch=row["branch"], model=model,
+                      precision=row["precision"], integrator=row["integrator"], overlaps=ov, hats=hats,
+                      test_error=number(row["test_error"]), train_loss=number(row["train_loss"]),
+                      converged=converged, iterations=int(number(row["iterations"])),
+                      residual=number(row["residual"]), error=error, invariants=ov.invariants(),
+                      diagnostics={} if converged else {"status": row.get("status", "")},
+                      wall_time=number(row["wall_time"]),
+                      global_minimum=None if glob in ("", None) else is_true(glob))
+
+
+def as_matrices(fp: FixedPoint) -> FixedPoint:
+    """``fp`` with its overlaps as matrices: the line quadrature's scalars as ``1 x 1`` matrices
+    with their bare names (values and errors keep their keys, the invariants' errors are added)."""
+    if not fp.scalar:
+        return fp
+    ov = fp.matrix_overlaps()
+    hats = MatrixHats(ov.shape, qhat=fp.hats.qhat, mhat=fp.hats.mhat, Vhat=fp.hats.Vhat, thetahat=fp.hats.thetahat)
+    error = {k: float(v) for k, v in fp.error.items()}
+    error.update(fp.invariant_errors())
+    diagnostics = dict(fp.diagnostics, integrator=fp.integrator)
+    status = fp.status
+    if not fp.converged:
+        status = diagnostics["status"] = f"{fp.status}: {fp.diagnostics.get('reason', '')}"
+    return dataclasses.replace(fp, overlaps=ov, hats=hats, error=error, diagnostics=diagnostics, status=status,
+                               invariants=ov.invariants())
+
+
+def _branch_rank(branch: str) -> tuple:
+    from .subspaces import GENERAL_BRANCHES
+
+    return (GENERAL_BRANCHES.index(branch), "") if branch in GENERAL_BRANCHES else (len(GENERAL_BRANCHES), branch)
+
+
+def mark_global_minima(points: Sequence[FixedPoint]) -> list:
+    """``global_minimum`` on each point: the lowest training loss among the converged points of its
+    alpha (equal losses, a branch fallen onto another, ordered as
+    :data:`numerics.subspaces.GENERAL_BRANCHES`, so that the mark does not depend on the order of
+    the points); a point that did not converge is not compared (``False``). Where the lowest
+    differs from the next by less than their stated errors, ``global_margin`` in its diagnostics
+    says by how many stated errors it is lower (a near tie)."""
+    by_alpha = {}
+    for p in points:
+        if p.converged:
+            by_alpha.setdefault(p.alpha, []).append(p)
+    out = []
+    for p in points:
+        rivals = sorted(by_alpha.get(p.alpha, []), key=lambda x: (x.train_loss, _branch_rank(x.branch)))
+        best = bool(rivals) and rivals[0] is p
+        diagnostics = p.diagnostics
+        if best and len(rivals) > 1:
+            gap = rivals[1].train_loss - p.train_loss
+            spread = p.error.get("train_loss", 0.0) + rivals[1].error.get("train_loss", 0.0)
+            if not gap > spread:  # NaN errors (draft precision) state no tie either
+                diagnostics = dict(diagnostics, global_margin=gap / spread if spread > 0 else float("inf"))
+        out.append(dataclasses.replace(p, global_minimum=best if p.converged else False, diagnostics=diagnostics))
+    return out

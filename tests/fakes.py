@@ -99,12 +99,24 @@ class FakeTheoryAPI:
         sp = [{"branch": branch, "alpha": edge, "alpha_error": 0.01, "side": side}] if min(alphas) < edge < max(alphas) else []
         return SimpleNamespace(points=pts, spinodals=sp)
 
+    follow = follow_branch
+
+    @staticmethod
+    def integrator_for(spec, names, integrator="auto"):
+        from numerics.channel_integrators import choose_integrator
+
+        return "lines" if {choose_integrator(spec, integrator, b) for b in names} == {"lines"} else "qmc"
+
     @staticmethod
     def scan_curves_from_rows(rows):
         return {b: [r for r in rows if r.get("branch") == b and str(r.get("exists")) == "True"]
                 for b in THEORY_BRANCHES}
 
-    def thresholds(self, spec, precision="fast", scan_curves=None):
+    def thresholds(self, spec, precision="fast", alphas=None, integrator="auto", names=None, scan=None,
+                   progress=None):
+        return self.pair_thresholds(spec, precision, scan)
+
+    def pair_thresholds(self, spec, precision="fast", scan_curves=None):
         from types import SimpleNamespace
 
         ac = self.alpha_c(spec.omega)
@@ -150,7 +162,7 @@ class FakeGeneralTheoryAPI(FakeTheoryAPI):
         return True
 
     def general_point(self, spec, a, branch, precision):
-        from numerics.general_result import GeneralFixedPoint
+        from numerics.result import FixedPoint as GeneralFixedPoint
         from numerics.matrix_overlaps import MatrixHats, MatrixOverlaps
 
         w, shape = spec.omega, spec.shape
@@ -172,20 +184,41 @@ class FakeGeneralTheoryAPI(FakeTheoryAPI):
                                  invariants=ov.invariants(),
                                  diagnostics={} if converged else {"status": "max_iterations"}, wall_time=0.01)
 
+    from numerics.branches import BranchCurve
+
     def follow_general(self, spec, alphas, branch, precision="fast", integrator="auto", progress=None):
         return [self.general_point(spec, a, branch, precision) for a in alphas if self.exists(spec, a, branch)]
 
+    def follow(self, spec, alphas, branch, precision="fast", integrator="auto", progress=None):
+        """Like ``numerics.api.follow``: the line model's toy curves, or the general toy's points."""
+        if self.integrator_for(spec, (branch,), integrator) == "lines":
+            return self.follow_branch(spec, alphas, branch, precision)
+        points = self.follow_general(spec, alphas, branch, precision)
+        absent = sorted(set(map(float, alphas)) - {p.alpha for p in points})
+        note = f"{branch} branch not found at alpha = {', '.join(f'{a:g}' for a in absent)}" if absent else ""
+        return self.BranchCurve(branch, points, [], note=note)
+
     @staticmethod
-    def general_point_from_row(row):
-        from numerics.general_result import from_row
+    def from_row(row):
+        from numerics.result import from_row
 
         return from_row(row)
+
+    def thresholds(self, spec, precision="fast", alphas=None, integrator="auto", names=None, scan=None,
+                   progress=None):
+        """Like ``numerics.api.thresholds``: the pair's toy thresholds for the line model's two
+        branches, else every change of the global branch."""
+        names = tuple(names or THEORY_BRANCHES)
+        if set(names) == set(THEORY_BRANCHES) and self.integrator_for(spec, names, integrator) == "lines":
+            return self.pair_thresholds(spec, precision, scan)
+        points = None if scan is None else [p for c in scan.values() for p in c.points]
+        return self.general_thresholds(spec, alphas, precision, integrator, names, points)
 
     def general_thresholds(self, spec, alphas, precision="draft", integrator="auto", branches=None, scan=None,
                            progress=None):
         """Like ``numerics.general_thresholds.general_thresholds``: each change of the global branch
         on the scan, at the toy's exact location."""
-        from numerics.general_fixed_point import mark_global_minima
+        from numerics.result import mark_global_minima
         from numerics.general_thresholds import GeneralThresholds, Transition
 
         if scan is None:

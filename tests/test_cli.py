@@ -76,13 +76,14 @@ def test_solve_and_curve_of_the_general_model(capsys, tmp_path):
     gauge invariants; a curve CSV with packed components, invariants and their errors, and a figure."""
     import json
 
-    from numerics.tidy import read_rows
+    from tidyio import read_rows
 
     argv = ["solve", "--alpha", "2", "--tokens", "3", "--branch", "semantic", "--precision", "draft", "--json"]
     assert cli.main(argv) == 0
     d = json.loads(capsys.readouterr().out)
     assert np.shape(d["q"]) == (1, 1) and np.shape(d["m"]) == (3, 1) and d["m"] == [[0.0], [0.0], [0.0]]
-    assert d["status"] == "converged" and d["global_minimum"] is True and d["integrator"] == "qmc"
+    # one branch asked is not compared with the others
+    assert d["status"] == "converged" and d["global_minimum"] is None and d["integrator"] == "qmc"
     assert d["invariants"]["q_eigenvalues"] == [d["q"][0][0]] and d["error"]["test_error"] > 0
     out = tmp_path / "curve.csv"
     argv = ["curve", "--alpha", "1.5:2:2", "--rank", "2", "--branches", "semantic", "--precision", "draft",

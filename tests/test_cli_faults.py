@@ -29,7 +29,7 @@ from attnphase.commands.sweep import cmd_phase_diagram
 from derivations.spec import ModelSpec
 from numerics.overlaps import HatOverlaps, Overlaps
 from numerics.result import FixedPoint
-from numerics.tidy import ROW_CHECK, finite_json, from_json, json_text, read_csv_rows, render_csv
+from tidyio import ROW_CHECK, finite_json, from_json, json_text, read_csv_rows, render_csv
 from attnphase.sweeps.store import MANIFEST, THEORY_CSV, THRESHOLDS_CSV
 from tests.fakes import fake_theory_task, kill_fake_sweep_when
 
@@ -276,7 +276,7 @@ def test_the_json_writer_never_writes_nan_and_says_why_a_value_is_null():
 def test_solve_json_holds_no_nan(capsys, monkeypatch):
     import numerics.api as api
 
-    monkeypatch.setattr(api, "solve_branch", lambda spec, alpha, branch, precision="fast": fixed_point(
+    monkeypatch.setattr(api, "solve_branch", lambda spec, alpha, branch, precision="fast", **_: fixed_point(
         spec, alpha, branch, residual=float("nan"), error={"q": float("inf")}))
     status, out, err = run(["solve", "--alpha", "1", "--branch", "semantic", "--json"], capsys)
     got = strict_json(out)
@@ -468,7 +468,8 @@ def test_a_complete_run_says_so(tmp_path, capsys, monkeypatch):
     found = types.SimpleNamespace(alpha_c=1.0, alpha_c_error=1e-4, alpha_l=1.2, alpha_l_error=1e-4, alpha_l_status="ok",
                                   spinodals=[], to_dict=lambda: {"alpha_c": 1.0, "alpha_l": 1.2,
                                                                  "alpha_l_error": float("nan")})
-    monkeypatch.setattr(api, "thresholds", lambda spec, precision, progress=None, scan_curves=None: found)
+    monkeypatch.setattr(api, "thresholds", lambda spec, precision, alphas=None, integrator="auto", names=None, scan=None,
+                        progress=None: found)
     status, out, err = run(["run", "--alpha", "0.5:1.5:3", "--out", tmp_path, "--json"], capsys)
     assert status == 0 and not err
     assert strict_json(out)["status"] == "complete" == strict_json((tmp_path / "summary.json").read_text())["status"]
@@ -718,7 +719,7 @@ def test_repeated_alphas_and_zero_steps_are_refused(capsys, tmp_path):
 def test_solve_all_names_the_branches_it_did_not_find(capsys, monkeypatch):
     import numerics.api as api
 
-    monkeypatch.setattr(api, "solve_all", lambda spec, alpha, precision="fast": [
+    monkeypatch.setattr(api, "solve_all", lambda spec, alpha, precision="fast", integrator="auto": [
         fixed_point(spec, alpha, "semantic", global_minimum=True)])
     status, out, err = run(["solve", "--alpha", "1"], capsys)
     assert status == 0 and not err
@@ -761,7 +762,7 @@ def test_solve_prints_each_field_with_its_error_and_no_python_repr(capsys, monke
     import numerics.api as api
 
     errors = {name: 1e-8 for name in ("q", "V", "theta", "qhat", "Vhat", "thetahat", "test_error", "train_loss")}
-    monkeypatch.setattr(api, "solve_branch", lambda spec, alpha, branch, precision="fast": fixed_point(
+    monkeypatch.setattr(api, "solve_branch", lambda spec, alpha, branch, precision="fast", **_: fixed_point(
         spec, alpha, branch, error=errors, precision="fast"))
     status, out, err = run(["solve", "--alpha", "1", "--branch", "semantic"], capsys)
     assert status == 0 and not err
@@ -809,7 +810,7 @@ def test_results_convert_to_data_frames():
     import pandas as pd
 
     from numerics.branches import BranchCurve
-    from numerics.general_result import from_line_fixed_point
+    from numerics.result import as_matrices
     from numerics.thresholds import Thresholds
 
     spec = ModelSpec()
@@ -828,7 +829,7 @@ def test_results_convert_to_data_frames():
     df = th.to_frame()
     assert len(df) == 1 and df.loc[0, "alpha_c"] == 1.24 and df.loc[0, "spinodal_semantic_lower"] == 0.69
     assert df.loc[0, "omega"] == 0.3
-    general = from_line_fixed_point(fixed_point(spec, 1.0, "semantic", error=dict.fromkeys(
+    general = as_matrices(fixed_point(spec, 1.0, "semantic", error=dict.fromkeys(
         ("q", "m", "V", "theta", "qhat", "mhat", "Vhat", "thetahat", "test_error", "train_loss"), 1e-8))).to_frame()
     assert len(general) == 1 and general.loc[0, "alpha"] == 1.0 and "integrator" in general
 
@@ -851,7 +852,7 @@ def _legend_texts(fig) -> list:
 def test_the_curve_figure_marks_the_thresholds_and_spinodals_in_one_legend_at_talk_size(tmp_path, capsys,
                                                                                        monkeypatch):
     import numerics.api as api
-    import numerics.figures as figures
+    import attnphase.figures as figures
     from numerics.branches import BranchCurve
 
     def follow(spec, alphas, branch, precision="fast", progress=None, **kw):

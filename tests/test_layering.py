@@ -1,7 +1,8 @@
-"""The packages import one way: derivations -> numerics -> validation -> attnphase.sweeps ->
-attnphase.paper -> attnphase (the command-line program); attnphase.histogram_task stands apart,
-and attnphase.paper uses it. Benchmarks, examples and tests sit on top: they may import any of
-these, and nothing imports them.
+"""The packages import one way: tidyio (tidy CSV/JSON files, at the bottom) -> derivations ->
+numerics -> validation -> attnphase.sweeps -> attnphase.paper -> attnphase (the command-line
+program, and its figures); attnphase.histogram_task stands apart, and attnphase.paper uses it.
+Benchmarks, examples and tests sit on top: they may import any of these, and nothing imports them.
+Numerics computes and does not draw: no module of it imports matplotlib.
 
 Every module's imports are parsed (``ast``), including imports inside functions and
 relative imports, and each edge to another of our packages must be allowed.
@@ -16,15 +17,17 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 #: our packages, and which of them each may import (itself always)
-LIBRARIES = ("derivations", "numerics", "validation", "attnphase.histogram_task", "attnphase.sweeps",
+LIBRARIES = ("tidyio", "derivations", "numerics", "validation", "attnphase.histogram_task", "attnphase.sweeps",
              "attnphase.paper", "attnphase")
 ALLOWED = {
-    "derivations": set(),
-    "numerics": {"derivations"},
-    "validation": {"derivations", "numerics"},
-    "attnphase.histogram_task": set(),
-    "attnphase.sweeps": {"derivations", "numerics", "validation"},
-    "attnphase.paper": {"derivations", "numerics", "validation", "attnphase.sweeps", "attnphase.histogram_task"},
+    "tidyio": set(),
+    "derivations": {"tidyio"},
+    "numerics": {"tidyio", "derivations"},
+    "validation": {"tidyio", "derivations", "numerics"},
+    "attnphase.histogram_task": {"tidyio"},
+    "attnphase.sweeps": {"tidyio", "derivations", "numerics", "validation"},
+    "attnphase.paper": {"tidyio", "derivations", "numerics", "validation", "attnphase.sweeps",
+                        "attnphase.histogram_task"},
     "attnphase": set(LIBRARIES) - {"attnphase"},
     "benchmarks": set(LIBRARIES),
     "examples": set(LIBRARIES),
@@ -72,7 +75,8 @@ def forbidden_edges(source: str, module: str, is_package: bool = False) -> list:
 
 
 def our_modules():
-    for package in ("derivations", "numerics", "validation", "attnphase", "benchmarks", "examples", "tests"):
+    for package in ("tidyio", "derivations", "numerics", "validation", "attnphase", "benchmarks", "examples",
+                    "tests"):
         for path in sorted((ROOT / package).rglob("*.py")):
             parts = path.relative_to(ROOT).with_suffix("").parts
             is_package = parts[-1] == "__init__"
@@ -94,6 +98,13 @@ def test_no_module_imports_against_the_layering():
     assert bad == []
 
 
+def test_numerics_does_not_draw():
+    drawing = [f"{name}:{line}" for name, path, is_package in our_modules() if unit(name) == "numerics"
+               for line, target in imported_modules(path.read_text(), name, is_package)
+               if target.split(".")[0] == "matplotlib"]
+    assert drawing == []
+
+
 @pytest.mark.parametrize("source, module", [
     # a back-edge hidden inside a function of a numerics module
     ("def f():\n    from attnphase.options import x\n    return x\n", "numerics.channel.rule"),
@@ -105,6 +116,8 @@ def test_no_module_imports_against_the_layering():
     ("from examples.theory import main\n", "numerics.api"),
     # a library importing the command-line program from a method
     ("class Store:\n    def close(self):\n        import attnphase.cli\n", "attnphase.sweeps.store"),
+    # the files' module is at the bottom
+    ("from numerics.overlaps import BRANCHES\n", "tidyio"),
     # histogram_task depends on none of ours
     ("import numpy\nfrom derivations.spec import ModelSpec\n", "attnphase.histogram_task.experiment"),
 ])

@@ -300,8 +300,12 @@ def test_thresholds_without_a_branch_exit_1_with_one_line(monkeypatch, capsys):
     def no_branch(spec, precision, progress=None):
         raise ThresholdError("alpha_c: the positional branch was not found on alpha in [0.5, 2.5]")
 
-    monkeypatch.setattr(api, "thresholds", lambda spec, precision, progress=None, **scan: no_branch(
-        spec, precision, progress) if scan == dict(alpha_min=0.5, alpha_max=2.5, n_scan=9) else None)
+    def scan_of(alphas):
+        return dict(alpha_min=float(alphas[0]), alpha_max=float(alphas[-1]), n_scan=len(alphas))
+
+    monkeypatch.setattr(api, "thresholds", lambda spec, precision, alphas, integrator="auto", names=None, scan=None,
+                        progress=None: no_branch(spec, precision, progress)
+                        if scan_of(alphas) == dict(alpha_min=0.5, alpha_max=2.5, n_scan=9) else None)
     assert main(["thresholds", "--attention", "linear"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["attnphase thresholds: error: alpha_c: the positional branch was not found on alpha in [0.5, 2.5]"]
@@ -311,8 +315,8 @@ def test_thresholds_without_a_branch_exit_1_with_one_line(monkeypatch, capsys):
     assert out["linear_test_error"] == pytest.approx(linear_baseline(ModelSpec(attention="linear")).test_error)
     # --alpha sets the bracketing scan (sigmoid attention's alpha_c = 4.068 lies beyond 2.5)
     seen = {}
-    monkeypatch.setattr(api, "thresholds", lambda spec, precision, progress=None, **scan: (
-        seen.update(scan), no_branch(spec, precision))[1])
+    monkeypatch.setattr(api, "thresholds", lambda spec, precision, alphas, integrator="auto", names=None, scan=None,
+                        progress=None: (seen.update(scan_of(alphas)), no_branch(spec, precision))[1])
     assert main(["thresholds", "--alpha", "0.5:6:12"]) == 1
     assert seen == dict(alpha_min=0.5, alpha_max=6.0, n_scan=12)
 
@@ -340,7 +344,7 @@ def test_run_draws_the_trivial_branch_when_a_branch_is_missing(monkeypatch, tmp_
             test_error=0.2, train_loss=0.05 * a, converged=True, iterations=3, residual=0.0, error={},
             diagnostics={}, model=spec_, precision=precision, wall_time=0.1) for a in alphas], [])
 
-    def no_threshold(spec_, precision, progress=None, scan_curves=None):
+    def no_threshold(spec_, precision, alphas=None, integrator="auto", names=None, scan=None, progress=None):
         raise ThresholdError("alpha_c: the semantic branch was not found")
 
     monkeypatch.setattr(api, "follow_branch", follow)
@@ -356,10 +360,10 @@ def test_run_draws_the_trivial_branch_when_a_branch_is_missing(monkeypatch, tmp_
 def test_curve_figure_draws_two_models_from_their_csvs(tmp_path):
     """``curve --figure --compare``: each CSV is read back, labelled by the model in its
     rows, and drawn with that model's linear baseline."""
-    from numerics.figures import plot_curve_files
+    from attnphase.figures import plot_curve_files
     from numerics.result import FixedPoint
     from numerics.overlaps import HatOverlaps
-    from numerics.tidy import write_rows
+    from tidyio import write_rows
 
     def rows(spec, branch, q):
         return [FixedPoint(alpha=a, branch=branch, overlaps=Overlaps(q, 0.0, 5.0, 0.0), hats=HatOverlaps(0, 0, 0, 0),

@@ -43,15 +43,18 @@ def test_solve_all_leaves_out_a_branch_not_found_and_keeps_a_failed_one(monkeypa
 
     @dataclasses.dataclass(frozen=True)
     class Point:
+        alpha: float
         branch: str
         converged: bool
         train_loss: float = 1.0
         global_minimum: object = None
+        error: dict = dataclasses.field(default_factory=dict)
+        diagnostics: dict = dataclasses.field(default_factory=dict)
 
-    def fake(spec, alpha, branch, precision):
+    def fake(spec, alpha, branch, precision, start=None):
         if branch == "semantic":
             raise BranchNotFound("semantic branch not found at alpha = 0.3", branch, alpha)
-        return Point(branch, converged=branch == "trivial")
+        return Point(alpha, branch, converged=branch == "trivial")
 
     monkeypatch.setattr(api, "solve_branch", fake)
     points = solve_all(SPEC, 0.3, "draft")

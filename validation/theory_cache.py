@@ -5,7 +5,7 @@ A :class:`Theory` holds ``solve_branch(spec, alpha, branch, precision)`` (an obj
 ``linear_baseline(spec)`` (an object with ``test_error``) and, for the general model of
 docs/theory.md, section 4, ``solve_general(spec, alpha, branch, precision)`` (an object with
 ``invariants``, ``test_error``, ``train_loss``, ``error``, ``converged`` and ``status``, as
-:class:`numerics.general_result.GeneralFixedPoint`; it raises
+:class:`numerics.result.FixedPoint`; it raises
 :class:`numerics.fixed_point.BranchNotFound` where the branch does not exist).
 :func:`default_theory` gives ``numerics.api``'s; tests pass fakes. :func:`memoized` remembers
 every solve (they take minutes), so an interrupted or repeated ``validate`` does not solve again.
@@ -26,14 +26,14 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 from numerics.fixed_point import BranchNotFound
 from numerics.overlaps import COMPETING_BRANCHES
-from numerics.tidy import UnreadableFile, move_aside, read_checked_json, write_checked_json
+from tidyio import UnreadableFile, move_aside, read_checked_json, write_checked_json
 
 log = logging.getLogger(__name__)
 
 
 QUANTITIES = ("test_error", "train_loss", "theta_over_sigma2", "m", "q")
 ON_BRANCH_CUT = 1e-3  # theory: |theta|/sigma^2 (semantic) or |m| (positional) above this
-#: the theory's invariant (``GeneralFixedPoint.invariants`` key) -> the simulation record's prefix
+#: the theory's invariant (``FixedPoint.invariants`` key) -> the simulation record's prefix
 #: (``validation.simulate.summary_statistics``): component ``j`` is ``<prefix>_<j>`` in both
 INVARIANT_KEYS = {"q_eigenvalues": "q_eig", "m_singular_values": "m_sv", "theta_singular_values": "theta_sv"}
 #: the general model's scalar outputs compared beside the invariants
@@ -164,19 +164,28 @@ def _general_record(fp) -> dict:
     matrices, for per-column values)."""
     out = {"invariants": {k: [float(x) for x in v] for k, v in fp.invariants.items()},
            "test_error": float(fp.test_error), "train_loss": float(fp.train_loss),
-           "error": {k: float(v) for k, v in dict(fp.error).items()}, "converged": bool(fp.converged),
+           "error": {k: float(v) for k, v in _stated(fp).items()}, "converged": bool(fp.converged),
            "status": str(fp.status)}
-    overlaps = getattr(fp, "overlaps", None)
+    overlaps = fp.matrix_overlaps() if hasattr(fp, "matrix_overlaps") else getattr(fp, "overlaps", None)
     if overlaps is not None and hasattr(overlaps, "nested"):
         out["overlaps"] = overlaps.nested()
     return out
 
 
-def default_theory(precision: str = "fast") -> Theory:
-    """``numerics.api``'s solvers and linear baseline."""
-    from numerics.api import linear_baseline, solve_branch, solve_general
+def _stated(sol) -> dict:
+    """The stated errors of a solution, with its invariants' (``q_eigenvalues_1``, ...)."""
+    stated = dict(sol.error or {})
+    if hasattr(sol, "invariant_errors"):
+        stated.update(sol.invariant_errors())
+    return stated
 
-    return Theory(solve_branch, linear_baseline, precision, solve_general)
+
+def default_theory(precision: str = "fast") -> Theory:
+    """``numerics.api``'s one solver (for the scalars of the paper's model and for the invariants of
+    any model) and linear baseline."""
+    from numerics.api import linear_baseline, solve
+
+    return Theory(solve, linear_baseline, precision, solve)
 
 
 def general_point(theory: Theory, spec, alpha: float, branch: str) -> Dict:
@@ -189,7 +198,7 @@ def general_point(theory: Theory, spec, alpha: float, branch: str) -> Dict:
     except BranchNotFound as exc:
         log.info("theory: no %s branch at alpha=%g (%s)", branch, alpha, exc)
         return {"present": False, "converged": False, "status": f"absent: {exc}", "values": {}, "errors": {}}
-    stated = dict(sol.error or {})
+    stated = _stated(sol)
     values, errors = {}, {}
     for key, prefix in INVARIANT_KEYS.items():
         for j, v in enumerate(sol.invariants.get(key, ()), 1):
@@ -212,12 +221,12 @@ def _stated_error(value) -> float:
 
 
 def general_branches_at(theory: Theory, spec, alpha: float) -> Dict[str, dict]:
-    """:func:`general_point` of every branch of ``spec`` (``numerics.general_fixed_point.general_branches``)
-    at ``alpha``, and which of the present, converged ones has the lowest training loss
-    (``"global"``; None when none has converged)."""
-    from numerics.general_fixed_point import general_branches
+    """:func:`general_point` of every branch of ``spec`` (``numerics.api.branches``) at ``alpha``, and
+    which of the present, converged ones has the lowest training loss (``"global"``; None when none
+    has converged)."""
+    from numerics.api import branches
 
-    points = {b: general_point(theory, spec, alpha, b) for b in general_branches(spec)}
+    points = {b: general_point(theory, spec, alpha, b) for b in branches(spec)}
     found = {b: p for b, p in points.items() if p["present"] and p["converged"]}
     best = min(found, key=lambda b: found[b]["values"]["train_loss"], default=None)
     return {"branches": points, "global": best}
@@ -226,10 +235,10 @@ def general_branches_at(theory: Theory, spec, alpha: float) -> Dict[str, dict]:
 def general_theory_curves(theory: Theory, spec, alphas: Sequence[float]) -> List[dict]:
     """Tidy rows ``(branch, alpha, quantity, value, converged)`` of every branch of the general
     model (absent branches and failed solves are skipped)."""
-    from numerics.general_fixed_point import general_branches
+    from numerics.api import branches
 
     rows = []
-    for branch in general_branches(spec):
+    for branch in branches(spec):
         for alpha in alphas:
             try:
                 tp = general_point(theory, spec, float(alpha), branch)

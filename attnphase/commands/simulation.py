@@ -201,7 +201,10 @@ def cmd_validate(args) -> int:
     from validation import runs
     from validation.theory_cache import default_theory
 
-    precision = args.precision or ("fast" if spec.is_two_token_rank_one else "draft")
+    from numerics.channel_integrators import choose_integrator
+
+    # by default fast where the line quadrature solves the theory (seconds a point), draft where QMC does
+    precision = args.precision or ("fast" if choose_integrator(spec, "auto", "semantic") == "lines" else "draft")
     theory = None if args.sim_only else default_theory(precision)
 
     sim_kwargs = _sim_kwargs(args)

@@ -12,7 +12,6 @@ from attnphase.options import (GRID_HELP, add_alias, add_json_option, add_model_
                                check_not_input, check_output, failed, model_from_args, parse_list, parse_range,
                                positive_number, print_json, progress_bar)
 from numerics.channel_integrators import INTEGRATORS
-from numerics.overlaps import BRANCHES, COMPETING_BRANCHES
 from numerics.subspaces import GENERAL_BRANCHES
 
 log = logging.getLogger(__name__)
@@ -152,26 +151,24 @@ def _fields_table(points) -> str:
     return "\n".join(lines)
 
 
-def _general(spec, args, branches, flag: str = "--branches") -> bool:
-    """Whether the command goes through the general-model path (:func:`numerics.api.solve_general`):
-    every model but the two-token rank-one one, or ``--integrator qmc``. Refuses (exit 2) an
-    integrator or branch the model does not have."""
-    from numerics.channel_integrators import IntegratorError, choose_integrator
+def _check_branches(spec, args, names, flag: str = "--branches") -> str:
+    """The integrator that solves ``names`` (``lines`` or ``qmc``, :func:`numerics.api.integrator_for`);
+    refuses (exit 2) an integrator or branch the model does not have."""
+    from numerics.api import IntegratorError, integrator_for
 
-    if "mixed" in branches and spec.rank < 2:
+    if "mixed" in names and spec.rank < 2:
         raise UsageError(f"{flag}: the mixed branch needs --rank >= 2, got rank {spec.rank}")
     try:
-        choices = {choose_integrator(spec, args.integrator, b) for b in branches}
+        return integrator_for(spec, names, args.integrator)
     except IntegratorError as exc:
         raise UsageError(f"--{exc}") from None
-    return choices != {"lines"}
 
 
 def _joined(values) -> str:
     return ",".join(f"{v:.5g}" for v in values)
 
 
-def _general_table(points):
+def _invariants_table(points):
     """One line per point: the gauge invariants (docs/theory.md, section 4.9), test error and
     training loss with their stated errors, status and global minimum."""
     lines = [f"{'alpha':>7} {'branch':>10} {'eig q':>20} {'sv m':>18} {'sv theta':>18} {'test_err':>20} "
@@ -188,6 +185,12 @@ def _general_table(points):
         if not p.converged:
             lines.append(f"{p.branch} at alpha = {p.alpha:g}: {p.status}")
     return "\n".join(lines)
+
+
+def _points_table(points) -> str:
+    """The points as a person reads them: the scalars of the line quadrature's records, else the
+    gauge invariants."""
+    return _fp_table(points) if all(p.scalar for p in points) else _invariants_table(points)
 
 
 def _absent(points, branches, alpha: float) -> list:
@@ -211,148 +214,100 @@ def _print_solve(points, payload, absent, args, t0: float) -> None:
     print(f"wall time {time.perf_counter() - t0:.1f} s")
 
 
-def _solve_general(spec, args) -> int:
-    from numerics.api import general_branches, mark_global_minima, solve_all_general, solve_general
-
-    t0 = time.perf_counter()
-    with progress_bar(desc=f"solve alpha={args.alpha:g}"):
-        if args.branch == "all":
-            points = solve_all_general(spec, args.alpha, args.precision, args.integrator)
-            payload = [p.to_dict() for p in points]
-        else:
-            points = mark_global_minima([solve_general(spec, args.alpha, args.branch, args.precision,
-                                                       args.integrator)])
-            payload = points[0].to_dict()
-    absent = _absent(points, general_branches(spec), args.alpha) if args.branch == "all" else []
-    _print_solve(points, payload, absent, args, t0)
-    stuck = [f"{p.branch} ({p.status})" for p in points if not p.converged]
-    if not points:
-        return failed("solve", f"no branch found at alpha = {args.alpha:g}")
-    return failed("solve", f"not converged at alpha = {args.alpha:g}: {', '.join(stuck)}") if stuck else 0
-
-
 def cmd_solve(args) -> int:
-    from numerics.api import solve_all, solve_branch
+    from numerics.api import branches, solve, solve_all
 
     spec = model_from_args(args)
-    if _general(spec, args, GENERAL_BRANCHES[:3] if args.branch == "all" else (args.branch,), "--branch"):
-        return _solve_general(spec, args)
+    names = branches(spec) if args.branch == "all" else (args.branch,)
+    _check_branches(spec, args, names, "--branch")
     t0 = time.perf_counter()
     with progress_bar(desc=f"solve alpha={args.alpha:g}"):
         if args.branch == "all":
-            points = solve_all(spec, args.alpha, args.precision)
+            points = solve_all(spec, args.alpha, args.precision, args.integrator)
             payload = [p.to_dict() for p in points]
         else:
-            points = [solve_branch(spec, args.alpha, args.branch, args.precision)]
+            # one branch is not compared with the others: its global_minimum stays None
+            points = [solve(spec, args.alpha, args.branch, args.precision, args.integrator)]
             payload = points[0].to_dict()
-    absent = _absent(points, BRANCHES, args.alpha) if args.branch == "all" else []
+    absent = _absent(points, names, args.alpha) if args.branch == "all" else []
     _print_solve(points, payload, absent, args, t0)
-    stuck = [f"{p.branch} (residual {p.residual:.1e})" for p in points if not p.converged]
+    if not points:
+        return failed("solve", f"no branch found at alpha = {args.alpha:g}")
+    stuck = [f"{p.branch} ({p.status}, residual {p.residual:.1e})" for p in points if not p.converged]
     return failed("solve", f"not converged at alpha = {args.alpha:g}: {', '.join(stuck)}") if stuck else 0
 
 
-def _curves(spec, alphas, branches, precision, bar=None):
-    from numerics.api import follow_branch
+def _curves(spec, alphas, names, precision, integrator, bar=None) -> dict:
+    """Each branch of ``names`` followed on ``alphas`` (:func:`numerics.api.follow`)."""
+    from numerics.api import follow
 
-    curves = {}
-    for b in branches:
-        curves[b] = follow_branch(spec, alphas, b, precision, progress=(lambda fp: bar.update(1)) if bar else None)
-    return _mark_global_minima(curves)
-
-
-def _mark_global_minima(curves):
-    """``global_minimum`` on each point: the lowest training loss among the branches found at its alpha."""
-    import dataclasses
-
-    by_alpha = {}
-    for c in curves.values():
-        for p in c.points:
-            by_alpha.setdefault(p.alpha, []).append(p)
-    for c in curves.values():
-        c.points = [dataclasses.replace(p, global_minimum=min(by_alpha[p.alpha], key=lambda x: x.train_loss) is p)
-                    for p in c.points]
-    return curves
+    return {b: follow(spec, alphas, b, precision, integrator, progress=(lambda _: bar.update(1)) if bar else None)
+            for b in names}
 
 
-def _curve_general(spec, args, alphas, branches) -> int:
-    """``curve`` for the general model: each branch by continuation (:func:`numerics.api.follow_general`),
-    the global minimum marked at each alpha, rows of packed components and invariants."""
-    from numerics.api import follow_general, mark_global_minima
-    from numerics.tidy import write_rows
+def _marked(curves) -> list:
+    """The points of ``curves``, the global minimum marked at each alpha."""
+    from numerics.api import mark_global_minima
 
-    if args.compare:
-        raise UsageError("--compare: not available for the general model yet")
-    with progress_bar(len(alphas) * len(branches), "curve", "pt") as bar:
-        points = mark_global_minima([p for b in branches for p in follow_general(
-            spec, alphas, b, args.precision, args.integrator, progress=lambda fp: bar.update(1))])
-    rows = [p.to_row() for p in points]
-    write_rows(args.out, rows)
-    missing = []
-    for b in branches:
-        absent = sorted(set(map(float, alphas)) - {p.alpha for p in points if p.branch == b})
-        if absent:
-            missing.append(f"{b}: not found at alpha = {', '.join(f'{a:g}' for a in absent)}")
-    figures = []
-    if args.figure and rows:
-        from numerics.figures import plot_general_curve
+    return mark_global_minima([p for c in curves.values() for p in c.points])
 
-        figures = plot_general_curve(rows, os.path.splitext(args.out)[0])
-    if args.json:
-        print_json({"csv": args.out, "rows": len(rows), "notes": missing, "figures": figures})
-    else:
-        print(_general_table(points))
-        print(f"wrote {len(rows)} rows to {args.out}" + (f"; figures: {', '.join(figures)}" if figures else ""))
-        for n in missing:
-            print(f"note: {n}")
+
+def _curve_figures(args, spec, points, rows, spinodals, compare) -> list:
+    """``curve --figure``: the line quadrature's overlaps against alpha with the thresholds read off
+    the grid (beside ``--compare`` files if given), or the gauge invariants of matrix overlaps."""
+    stem = os.path.splitext(args.out)[0]
     if not rows:
-        return failed("curve", f"no point of {', '.join(branches)} was found")
-    stuck = [f"{p.branch} at alpha = {p.alpha:g}" for p in points if not p.converged]
-    return failed("curve", f"{len(stuck)} point(s) not converged: {', '.join(stuck)}") if stuck else 0
+        return []
+    if not all(p.scalar for p in points):
+        from attnphase.figures import plot_general_curve
+
+        return plot_general_curve(rows, stem)
+    if compare:
+        from attnphase.figures import plot_curve_files
+
+        return plot_curve_files([args.out, *compare], stem, default_model=spec)
+    from numerics.api import linear_baseline
+    from attnphase.figures import grid_thresholds, plot_curves
+    from tidyio import read_rows
+
+    rows_back = read_rows(args.out)  # drawn from the file, as plot draws a sweep's
+    baseline = linear_baseline(spec).test_error
+    marks = {**grid_thresholds(rows_back, baseline), "spinodals": spinodals, "grid": True}
+    return plot_curves(rows_back, baseline, marks, stem)
 
 
 def cmd_curve(args) -> int:
-    from numerics.tidy import write_rows
+    from tidyio import write_rows
 
     spec = model_from_args(args)
     alphas = parse_range(args.alphas, "--alphas", positive=True)
-    branches = parse_list(args.branches, "--branches", choices=GENERAL_BRANCHES)
+    names = parse_list(args.branches, "--branches", choices=GENERAL_BRANCHES)
     compare = parse_list(args.compare, "--compare", allow_empty=True)
     check_output(args.out, "file")
     figures = [os.path.splitext(args.out)[0] + ext for ext in (".png", ".pdf")] if args.figure else []
     check_not_input({"--out": [args.out, *figures]}, {"--compare": compare})
-    if _general(spec, args, branches):
-        return _curve_general(spec, args, alphas, branches)
+    lines = _check_branches(spec, args, names) == "lines"
+    if compare and not lines:
+        raise UsageError("--compare: not available for the general model yet")
     if compare and not args.figure:
         raise UsageError("--compare: needs --figure")
     if compare:
-        from numerics.figures import read_curve_file
-        from numerics.tidy import UnreadableFile
+        from attnphase.figures import read_curve_file
+        from tidyio import UnreadableFile
 
         for path in compare:  # checked before the curve is computed
             try:
                 read_curve_file(path)
             except UnreadableFile as exc:
                 raise UsageError(f"--compare: {exc}") from None
-    with progress_bar(len(alphas) * len(branches), "curve", "pt") as bar:
-        curves = _curves(spec, alphas, branches, args.precision, bar)
-    rows = [p.to_row() for c in curves.values() for p in c.points]
+    with progress_bar(len(alphas) * len(names), "curve", "pt") as bar:
+        curves = _curves(spec, alphas, names, args.precision, args.integrator, bar)
+    points = _marked(curves)
+    rows = [p.to_row() for p in points]
     write_rows(args.out, rows)
     spin = [s for c in curves.values() for s in c.spinodals]
     notes = [c.note for c in curves.values() if c.note]
-    figures = []
-    if args.figure and compare:
-        from numerics.figures import plot_curve_files
-
-        figures = plot_curve_files([args.out, *compare], os.path.splitext(args.out)[0], default_model=spec)
-    elif args.figure:
-        from numerics.api import linear_baseline
-        from numerics.figures import grid_thresholds, plot_curves
-        from numerics.tidy import read_rows
-
-        rows_back = read_rows(args.out)  # drawn from the file, as plot draws a sweep's
-        baseline = linear_baseline(spec).test_error
-        marks = {**grid_thresholds(rows_back, baseline), "spinodals": spin, "grid": True}
-        figures = plot_curves(rows_back, baseline, marks, os.path.splitext(args.out)[0])
+    figures = _curve_figures(args, spec, points, rows, spin, compare) if args.figure else []
     if args.json:
         print_json({"csv": args.out, "rows": len(rows), "spinodals": spin, "notes": notes, "figures": figures})
     else:
@@ -363,8 +318,8 @@ def cmd_curve(args) -> int:
             print(f"note: {n}")
     if not rows:
         why = f" ({'; '.join(notes)})" if notes else ""
-        return failed("curve", f"no point of {', '.join(branches)} was found{why}")
-    stuck = [f"{p.branch} at alpha = {p.alpha:g}" for c in curves.values() for p in c.points if not p.converged]
+        return failed("curve", f"no point of {', '.join(names)} was found{why}")
+    stuck = [f"{p.branch} at alpha = {p.alpha:g}" for p in points if not p.converged]
     return failed("curve", f"{len(stuck)} point(s) not converged: {', '.join(stuck)}") if stuck else 0
 
 
@@ -377,9 +332,9 @@ def _model_differences(found, asked) -> str:
 
 def _read_scan(path, spec, precision) -> list:
     """The fixed points of a curve CSV, checked to be of ``spec`` at ``precision`` (exit 2 if not)."""
-    from numerics.figures import CURVE_COLUMNS
-    from numerics.general_result import from_row
-    from numerics.tidy import UnreadableFile, check_table
+    from attnphase.figures import CURVE_COLUMNS
+    from numerics.api import from_row
+    from tidyio import UnreadableFile, check_table
 
     needed = "--scan needs a curve CSV of the general path (attnphase curve with --integrator qmc or a model " \
              "other than the two-token rank-one one; it has an integrator column)"
@@ -406,71 +361,10 @@ def _read_scan(path, spec, precision) -> list:
     return points
 
 
-def _thresholds_general(spec, args, alphas, branches) -> int:
-    """``thresholds`` for the general model (:func:`numerics.general_thresholds.general_thresholds`):
-    every change of the global branch on the scan, and alpha_l."""
-    from numerics.general_thresholds import GeneralThresholdError, general_thresholds
-
-    scan = _read_scan(args.scan, spec, args.precision) if args.scan else None
-    if scan is not None:
-        alphas = sorted({p.alpha for p in scan})
-    try:
-        with progress_bar(desc="thresholds", unit="solve") as bar:
-            th = general_thresholds(spec, alphas, args.precision, args.integrator, branches, scan,
-                                    progress=bar.update)
-    except GeneralThresholdError as exc:
-        return failed("thresholds", str(exc))
-    d = th.to_dict()
-    if args.json:
-        print_json(d)
-    else:
-        print("global minimum: " + ", ".join(f"{b} at {a:g}" for a, b in th.global_branches()))
-        def pm(error):
-            return f"+- {error:.1e}" if math.isfinite(error) else "(no error stated at this precision)"
-
-        for t in th.transitions:
-            print(f"alpha_c = {t.alpha:.6f} {pm(t.error)}   {t.below} -> {t.above} ({t.kind})")
-        print(f"alpha_l = {th.alpha_l:.6f} {pm(th.alpha_l_error)}" if th.alpha_l_status == "ok"
-              else f"alpha_l: {th.alpha_l_status}")
-        print(f"linear baseline test error = {th.linear_test_error:.10g} +- {th.linear_test_error_error:.1e}")
-        for n in th.notes:
-            print(f"note: {n}")
-        print(f"wall time {th.wall_time:.1f} s")
-    if not th.transitions:
-        return failed("thresholds", f"the global minimum does not change branch on alpha in "
-                                    f"[{min(alphas):g}, {max(alphas):g}] ({th.global_branches()[0][1]} throughout)")
-    return 0 if th.alpha_l_status == "ok" else failed("thresholds", f"alpha_l {th.alpha_l_status}")
-
-
-def cmd_thresholds(args) -> int:
-    from numerics.api import ThresholdError, linear_baseline, thresholds
-    from numerics.general_fixed_point import general_branches
-
-    spec = model_from_args(args)
-    branches = parse_list(args.branches, "--branches", choices=GENERAL_BRANCHES, allow_empty=True)
-    if args.scan and not os.path.isfile(args.scan):
-        raise UsageError(f"--scan: no such file: {args.scan}")
-    if args.scan or branches or _general(spec, args, branches or general_branches(spec)):
-        alphas = parse_range(args.alphas, "--alphas", positive=True, min_points=2)
-        return _thresholds_general(spec, args, alphas, branches or general_branches(spec))
-    scan = parse_range(args.alphas, "--alphas", positive=True, min_points=3)
-    try:
-        with progress_bar(desc="thresholds") as bar:
-            th = thresholds(spec, args.precision, alpha_min=float(scan[0]), alpha_max=float(scan[-1]),
-                            n_scan=len(scan), progress=_reporter(bar))
-    except ThresholdError as exc:
-        # e.g. linear attention: no positional branch, so no alpha_c. Exit status 1 and
-        # one line, not a traceback; JSON keeps the baseline, which exists regardless
-        if args.json:
-            print_json({"alpha_c": None, "alpha_c_error": None, "alpha_l": None, "alpha_l_error": None,
-                        "linear_test_error": linear_baseline(spec).test_error, "error": str(exc)})
-        return failed("thresholds", str(exc))
-    d = th.to_dict()
-    if th.alpha_l_status != "ok":  # alpha_c found, alpha_l not: null in JSON, exit status 1
-        d.update(alpha_l=None, alpha_l_error=None)
-    if args.json:
-        print_json(d)
-    else:
+def _print_thresholds(th) -> None:
+    """The thresholds as a person reads them: ``alpha_c`` of the paper's two branches (with the
+    spinodals), or every change of the global branch."""
+    if not hasattr(th, "transitions"):
         print(f"alpha_c = {th.alpha_c:.8f} +- {th.alpha_c_error:.1e}")
         if th.alpha_l_status == "ok":
             print(f"alpha_l = {th.alpha_l:.8f} +- {th.alpha_l_error:.1e}")
@@ -479,122 +373,171 @@ def cmd_thresholds(args) -> int:
         print(f"linear baseline test error = {th.linear_test_error:.12g}")
         for sp in th.spinodals:
             print(_spinodal_line(sp))
-        print(f"wall time {th.wall_time:.1f} s")
-    return 0 if th.alpha_l_status == "ok" else failed("thresholds", f"alpha_l {th.alpha_l_status}")
+        return
+    print("global minimum: " + ", ".join(f"{b} at {a:g}" for a, b in th.global_branches()))
+    for t in th.transitions:
+        print(f"alpha_c = {t.alpha:.6f} {_pm(t.error)}   {t.below} -> {t.above} ({t.kind})")
+    print(f"alpha_l = {th.alpha_l:.6f} {_pm(th.alpha_l_error)}" if th.alpha_l_status == "ok"
+          else f"alpha_l: {th.alpha_l_status}")
+    print(f"linear baseline test error = {th.linear_test_error:.10g} +- {th.linear_test_error_error:.1e}")
+    for n in th.notes:
+        print(f"note: {n}")
 
 
-def _run_general(spec, args, alphas) -> int:
-    """``run`` for the general model: every branch followed on the grid in draft precision
-    (``curve.csv`` and its figure), then the thresholds at ``--precision`` (from the same scan when
-    that is draft), into ``summary.json``."""
-    from numerics.figures import plot_general_curve
-    from numerics.general_fixed_point import follow_general, general_branches, mark_global_minima
-    from numerics.general_thresholds import GeneralThresholdError, general_thresholds
-    from numerics.tidy import folder_summary, write_rows
+def _pm(error: float) -> str:
+    return f"+- {error:.1e}" if math.isfinite(error) else "(no error stated at this precision)"
 
-    t0 = time.perf_counter()
-    branches = general_branches(spec)
-    csv_path = os.path.join(args.out, "curve.csv")
-    summary = {"model": spec.to_dict(), "curve_csv": csv_path, "curve_precision": "draft",
-               "threshold_precision": args.precision, "branches": list(branches)}
-    error = None
-    with folder_summary(os.path.join(args.out, "summary.json"), summary):
-        with progress_bar(len(alphas) * len(branches), "branches", "pt") as bar:
-            points = mark_global_minima([p for b in branches for p in follow_general(
-                spec, alphas, b, "draft", args.integrator, progress=lambda _: bar.update(1))])
-        rows = [p.to_row() for p in points]
-        write_rows(csv_path, rows)
-        th = None
-        try:
-            with progress_bar(desc="thresholds", unit="solve") as bar:
-                th = general_thresholds(spec, alphas, args.precision, args.integrator, branches,
-                                        scan=points if args.precision == "draft" else None, progress=bar.update)
-        except GeneralThresholdError as exc:
-            error = f"thresholds: {exc}"
-        if th is not None:
-            summary.update({k: v for k, v in th.to_dict().items() if k not in ("scan", "model")})
-            if not th.transitions:
-                error = "thresholds: the global minimum does not change branch on the grid"
-            elif th.alpha_l_status != "ok":
-                error = f"alpha_l {th.alpha_l_status}"
-        summary["figures"] = plot_general_curve(rows, os.path.join(args.out, "branches")) if rows else []
-        summary["wall_time"] = time.perf_counter() - t0
-        if error:
-            summary.update(status="incomplete", error=error)
+
+def _threshold_failure(th, alphas):
+    """Why thresholds ``th`` are not a complete result (``None`` if they are): no change of the
+    global branch on the scan, or ``alpha_l`` not found."""
+    if hasattr(th, "transitions") and not th.transitions:
+        return (f"the global minimum does not change branch on alpha in [{min(alphas):g}, {max(alphas):g}] "
+                f"({th.global_branches()[0][1]} throughout)")
+    return None if th.alpha_l_status == "ok" else f"alpha_l {th.alpha_l_status}"
+
+
+def _threshold_dict(th) -> dict:
+    d = th.to_dict()
+    if th.alpha_l_status != "ok":  # alpha_c found, alpha_l not: null in JSON
+        d.update(alpha_l=None, alpha_l_error=None)
+    return d
+
+
+def cmd_thresholds(args) -> int:
+    from numerics.api import (COMPETING_BRANCHES, BranchCurve, GeneralThresholdError, ThresholdError, branches,
+                              linear_baseline, thresholds)
+
+    spec = model_from_args(args)
+    names = parse_list(args.branches, "--branches", choices=GENERAL_BRANCHES, allow_empty=True)
+    if args.scan and not os.path.isfile(args.scan):
+        raise UsageError(f"--scan: no such file: {args.scan}")
+    # by default the paper's two branches where the line quadrature solves them (and no scan of
+    # matrix records is given), every branch of the model otherwise
+    default, names = not names, names or COMPETING_BRANCHES
+    pair = not args.scan and set(names) == set(COMPETING_BRANCHES) and _check_branches(spec, args, names) == "lines"
+    if default and not pair:
+        names = branches(spec)
+    _check_branches(spec, args, names)
+    alphas = parse_range(args.alphas, "--alphas", positive=True, min_points=3 if pair else 2)
+    scan = None
+    if args.scan:
+        points = _read_scan(args.scan, spec, args.precision)
+        alphas = sorted({p.alpha for p in points})
+        scan = {b: BranchCurve(b, [p for p in points if p.branch == b], []) for b in dict.fromkeys(
+            p.branch for p in points)}
+    try:
+        with progress_bar(desc="thresholds", unit="solve") as bar:
+            th = thresholds(spec, args.precision, alphas, args.integrator, names, scan=scan, progress=_reporter(bar))
+    except ThresholdError as exc:
+        # e.g. linear attention: no positional branch, so no alpha_c. Exit status 1 and
+        # one line, not a traceback; JSON keeps the baseline, which exists regardless
+        if args.json:
+            print_json({"alpha_c": None, "alpha_c_error": None, "alpha_l": None, "alpha_l_error": None,
+                        "linear_test_error": linear_baseline(spec).test_error, "error": str(exc)})
+        return failed("thresholds", str(exc))
+    except GeneralThresholdError as exc:
+        return failed("thresholds", str(exc))
     if args.json:
-        print_json(summary)
+        print_json(th.to_dict() if hasattr(th, "transitions") else _threshold_dict(th))
     else:
-        print(_general_table([p for p in points if p.global_minimum]))
-        for t in (th.transitions if th else ()):
-            print(f"alpha_c = {t.alpha:.6f} +- {t.error:.1e}   {t.below} -> {t.above} ({t.kind})")
-        if th is not None and th.alpha_l_status == "ok":
-            print(f"alpha_l = {th.alpha_l:.6f} +- {th.alpha_l_error:.1e}")
-        print(f"wrote {csv_path}, {os.path.join(args.out, 'summary.json')}, {', '.join(summary['figures'])}")
-        print(f"wall time {summary['wall_time']:.1f} s")
-    return failed("run", f"{error} (summary.json marks the folder incomplete)") if error else 0
+        _print_thresholds(th)
+        print(f"wall time {th.wall_time:.1f} s")
+    why = _threshold_failure(th, alphas)
+    return failed("thresholds", why) if why else 0
 
 
 def cmd_run(args) -> int:
-    from numerics.api import ThresholdError, linear_baseline, thresholds
-    from numerics.figures import plot_curves
-    from numerics.general_fixed_point import general_branches
-    from numerics.tidy import folder_summary, write_rows
+    """The main job: the branches compared along the grid at draft precision (``curve.csv`` and its
+    figure), the linear baseline, and the thresholds at ``--precision`` from the same branches, into
+    ``summary.json``."""
+    from numerics.api import COMPETING_BRANCHES, GeneralThresholdError, ThresholdError, branches, linear_baseline, \
+        thresholds
+    from tidyio import folder_summary, write_rows
 
     spec = model_from_args(args)
     alphas = parse_range(args.alphas, "--alphas", positive=True, min_points=3)
     check_output(args.out, "folder")
-    if _general(spec, args, general_branches(spec)):
-        return _run_general(spec, args, alphas)
+    # the paper's two branches where the line quadrature solves them, else every branch of the model
+    pair = _check_branches(spec, args, COMPETING_BRANCHES) == "lines"
+    names = COMPETING_BRANCHES if pair else branches(spec)
+    if not pair:
+        _check_branches(spec, args, names)
     t0 = time.perf_counter()
     csv_path = os.path.join(args.out, "curve.csv")
     summary = {"model": spec.to_dict(), "curve_csv": csv_path, "curve_precision": "draft",
                "threshold_precision": args.precision}
+    if not pair:
+        summary["branches"] = list(names)
     # summary.json says "incomplete" from the start until every file is written (a crash, a
     # failure or Ctrl-C leaves it so, with the error)
     with folder_summary(os.path.join(args.out, "summary.json"), summary):
-        with progress_bar(2 * len(alphas), "branches", "pt") as bar:
-            curves = _curves(spec, alphas, COMPETING_BRANCHES, "draft", bar)
-        if any(not c.points for c in curves.values()):
+        with progress_bar(len(names) * len(alphas), "branches", "pt") as bar:
+            curves = _curves(spec, alphas, names, "draft", args.integrator, bar)
+        if any(not c.points for c in curves.values()) and "trivial" not in curves:
             # a regenerated model may lack a branch (linear attention has neither on [0.05, 2.5]):
             # the trivial one is then drawn too, so that the curve and figure are not empty
-            curves = _mark_global_minima({**curves, **_curves(spec, alphas, ("trivial",), "draft")})
-        rows = [p.to_row() for c in curves.values() for p in c.points]
+            curves = {**curves, **_curves(spec, alphas, ("trivial",), "draft", args.integrator)}
+        points = _marked(curves)
+        rows = [p.to_row() for p in points]
         write_rows(csv_path, rows)
         baseline = linear_baseline(spec)
-        error = None
+        th, error = None, None
         try:
-            with progress_bar(desc="thresholds") as bar:
-                th = thresholds(spec, args.precision, progress=_reporter(bar), scan_curves=curves)
-            th_dict = th.to_dict()
-            if th.alpha_l_status != "ok":
-                error = f"alpha_l {th.alpha_l_status}"
-                th_dict.update(alpha_l=None, alpha_l_error=None)
-        except ThresholdError as exc:
+            with progress_bar(desc="thresholds", unit="solve") as bar:
+                th = thresholds(spec, args.precision, alphas, args.integrator, scan=curves, progress=_reporter(bar))
+            error = _threshold_failure(th, alphas)
+        except (ThresholdError, GeneralThresholdError) as exc:
             error = f"thresholds: {exc}"
-            th, th_dict = None, {"error": str(exc)}
-        summary.update({
-            "alpha_c": th.alpha_c if th else None, "alpha_c_error": th.alpha_c_error if th else None,
-            "alpha_l": th_dict.get("alpha_l"), "alpha_l_error": th_dict.get("alpha_l_error"),
-            "linear_test_error": baseline.test_error,
-            "spinodals": th.spinodals if th else [s for c in curves.values() for s in c.spinodals],
-            "thresholds": th_dict,
-        })
-        summary["figures"] = plot_curves(rows, baseline.test_error, summary, os.path.join(args.out, "branches"))
+        summary.update(_run_summary(th, error, baseline, curves) if pair else
+                       {k: v for k, v in (th.to_dict() if th else {}).items() if k not in ("scan", "model")})
+        summary["figures"] = _run_figures(points, rows, baseline, summary, args.out)
         summary["wall_time"] = time.perf_counter() - t0
         if error:
             summary.update(status="incomplete", error=error)
     if args.json:
         print_json(summary)
     else:
-        print(_fp_table([p for c in curves.values() for p in c.points if p.global_minimum]))
-        if th:
+        print(_points_table([p for p in points if p.global_minimum]))
+        if th is not None and pair:
             print(f"alpha_c = {th.alpha_c:.8f} +- {th.alpha_c_error:.1e}   " +
                   (f"alpha_l = {th.alpha_l:.8f} +- {th.alpha_l_error:.1e}" if th.alpha_l_status == "ok"
                    else f"alpha_l: {th.alpha_l_status}"))
-        print(f"linear baseline test error = {baseline.test_error:.10g}")
+            print(f"linear baseline test error = {baseline.test_error:.10g}")
+        elif th is not None:
+            for t in th.transitions:
+                print(f"alpha_c = {t.alpha:.6f} {_pm(t.error)}   {t.below} -> {t.above} ({t.kind})")
+            if th.alpha_l_status == "ok":
+                print(f"alpha_l = {th.alpha_l:.6f} {_pm(th.alpha_l_error)}")
         print(f"wrote {csv_path}, {os.path.join(args.out, 'summary.json')}, {', '.join(summary['figures'])}")
         print(f"wall time {summary['wall_time']:.1f} s")
     return failed("run", f"{error} (summary.json marks the folder incomplete)") if error else 0
+
+
+def _run_summary(th, error, baseline, curves) -> dict:
+    """``run``'s summary of the paper's two branches: ``alpha_c``, ``alpha_l`` (``None`` where not
+    found), the baseline, the spinodals and the thresholds' own record."""
+    if th is None:
+        th_dict = {"error": error.split(": ", 1)[-1]}
+    else:
+        th_dict = _threshold_dict(th)
+    return {"alpha_c": th.alpha_c if th else None, "alpha_c_error": th.alpha_c_error if th else None,
+            "alpha_l": th_dict.get("alpha_l"), "alpha_l_error": th_dict.get("alpha_l_error"),
+            "linear_test_error": baseline.test_error,
+            "spinodals": th.spinodals if th else [s for c in curves.values() for s in c.spinodals],
+            "thresholds": th_dict}
+
+
+def _run_figures(points, rows, baseline, summary, out) -> list:
+    """``run``'s figure: the line quadrature's overlaps with the thresholds, or the invariants."""
+    stem = os.path.join(out, "branches")
+    if all(p.scalar for p in points):
+        from attnphase.figures import plot_curves
+
+        return plot_curves(rows, baseline.test_error, summary, stem)
+    from attnphase.figures import plot_general_curve
+
+    return plot_general_curve(rows, stem) if rows else []
 
 
 def _spinodal_line(sp: dict) -> str:
@@ -603,8 +546,12 @@ def _spinodal_line(sp: dict) -> str:
 
 
 def _reporter(bar):
-    """A ``progress(message)`` callback of the numerics: the message on the bar and in the log."""
+    """A ``progress`` callback of the numerics: a message (the root finders) on the bar and in the
+    log, or a count of solves done."""
     def report(message):
+        if isinstance(message, int):
+            bar.update(message)
+            return
         log.info("%s", message)
         bar.set_postfix_str(str(message)[:60], refresh=False)
         bar.update(1)

@@ -9,8 +9,8 @@ execution) and :mod:`attnphase.sweeps.figures` (figures drawn from the CSVs alon
 What is computed
 ----------------
 *Theory*: three tasks per ``omega`` column: the semantic and the positional branch,
-each followed by continuation along the ``alpha`` grid (``numerics.api.follow_branch``,
-with the linear baseline), and then ``alpha_c(omega)`` and ``alpha_l(omega)`` by
+each followed by continuation along the ``alpha`` grid (``numerics.api.follow``, the line
+quadrature, with the linear baseline), and then ``alpha_c(omega)`` and ``alpha_l(omega)`` by
 root-finding (``numerics.api.thresholds``), bracketed by the two branch tasks' rows as
 read back from ``theory.csv`` (so a resumed sweep starts from the same values as an
 uninterrupted one). The threshold task is submitted when both branch tasks of its
@@ -18,10 +18,10 @@ column are stored; the spinodals in its row are theirs.
 
 For any other model (``L`` tokens, student rank ``r``, teacher rank ``t``, any ``P``;
 docs/theory.md, section 4) a column has one task per branch of the model
-(``numerics.api.general_branches``: semantic, positional, trivial, and mixed for
-``r >= 2``; or ``--branches``), each followed along the grid by
-``numerics.api.follow_general`` (the QMC integrator), and a thresholds task
-(``numerics.api.general_thresholds``) that starts from their rows and locates every change
+(``numerics.api.branches``: semantic, positional, trivial, and mixed for
+``r >= 2``; or ``--branches``), each followed along the grid by the same
+``numerics.api.follow`` (the QMC integrator), and a thresholds task
+(the same ``numerics.api.thresholds``) that starts from their rows and locates every change
 of the global branch (``alpha_c`` is the first) and ``alpha_l``.
 
 *Simulation*: one task per finite-size run ``(omega, alpha, init, run_index)``
@@ -46,7 +46,7 @@ Files (all under ``--out``)
 ``manifest.json``   the settings of each kind of sweep and their hash.
 
 Every data row names its task (``task``) and carries the checksum of its cells
-(``row_check``, :data:`numerics.tidy.ROW_CHECK`).
+(``row_check``, :data:`tidyio.ROW_CHECK`).
 
 Resuming and crash safety
 -------------------------

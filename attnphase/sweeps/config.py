@@ -14,11 +14,20 @@ from . import SweepError
 from .grid import fmt
 
 #: the branches followed in each omega column of the two-token rank-one model (its thresholds need both);
-#: the general model's are those of :func:`numerics.general_fixed_point.general_branches`, or ``branches``
+#: the general model's are those of :func:`numerics.api.branches`, or ``branches``
 THEORY_BRANCHES = COMPETING_BRANCHES
 #: the starts of the simulated runs: the informed ones
 SIM_INITS = INITS[:2]
 WHATS = ("theory", "simulation", "both")
+
+
+def every_branch(spec) -> bool:
+    """Whether a diagram of ``spec`` follows every branch of the model and locates every change of the
+    global branch: wherever the line quadrature does not solve the paper's two branches (there the
+    diagram is theirs, :func:`numerics.channel_integrators.choose_integrator`)."""
+    from numerics.channel_integrators import choose_integrator
+
+    return {choose_integrator(spec, "auto", b) for b in THEORY_BRANCHES} != {"lines"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,9 +59,8 @@ class SweepConfig:
 
     @property
     def general(self) -> bool:
-        """Whether the theory is the general model's (:mod:`numerics.general_thresholds`): every model
-        but the two-token rank-one one, whose diagram follows the line quadrature's two branches."""
-        return not self.spec.is_two_token_rank_one
+        """Whether a column follows every branch of the model (:func:`every_branch`)."""
+        return every_branch(self.spec)
 
     @property
     def theory_branches(self) -> tuple:
@@ -60,7 +68,7 @@ class SweepConfig:
         the order given (it orders the tasks and breaks ties of the training loss)."""
         if not self.general:
             return THEORY_BRANCHES
-        from numerics.general_fixed_point import general_branches
+        from numerics.api import branches as general_branches
 
         return tuple(b for b in general_branches(self.spec) if not self.branches or b in self.branches)
 
@@ -105,7 +113,7 @@ class SweepConfig:
             raise SweepError(f"--branches: the two-token rank-one model's diagram follows "
                              f"{' and '.join(THEORY_BRANCHES)} (its thresholds need both); --branches is for the "
                              f"general model")
-        from numerics.general_fixed_point import general_branches
+        from numerics.api import branches as general_branches
 
         have = general_branches(self.spec)
         for b in self.branches:

@@ -37,7 +37,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from numerics.overlaps import COMPETING_BRANCHES
-from numerics.tidy import UnreadableFile, atomic_output, check_table, is_true, number
+from tidyio import UnreadableFile, atomic_output, check_table, is_true, number
 
 from .store import THRESHOLDS_CSV
 
@@ -103,14 +103,19 @@ def _combine(omega, alpha, source, tl_sem, tl_pos, err_sem, err_pos, te, lin, te
 
 
 def _general_rows(rows: list) -> bool:
-    """Whether theory rows are of the general model (their model columns say; rows without the
-    model's columns are the two-token rank-one model's)."""
+    """Whether theory rows are of a diagram of every branch (the model of their columns is one whose
+    two competing branches the line quadrature does not solve, as
+    :attr:`attnphase.sweeps.config.SweepConfig.general`); rows without the model's columns are the
+    paper's model's."""
     from derivations.spec import ModelSpec
 
+    from .config import every_branch
+
     try:
-        return not ModelSpec.from_columns(rows[0]).is_two_token_rank_one
+        spec = ModelSpec.from_columns(rows[0])
     except (KeyError, ValueError):
         return False
+    return every_branch(spec)
 
 
 def _usable(r: Optional[dict]) -> bool:
@@ -235,9 +240,9 @@ def simulation_points(rows: list) -> list:
 
 
 def read_diagram_file(path) -> list:
-    """The rows of a file to draw, checked (:func:`numerics.tidy.check_table`: readable
+    """The rows of a file to draw, checked (:func:`tidyio.check_table`: readable
     throughout, finite ``omega`` and ``alpha``, of a kind with a grid); otherwise
-    :class:`~numerics.tidy.UnreadableFile` naming it."""
+    :class:`~tidyio.UnreadableFile` naming it."""
     rows = check_table(path, ("omega", "alpha"), DIAGRAM_WHAT, finite=("omega", "alpha")).rows
     try:
         kind = file_kind(rows)

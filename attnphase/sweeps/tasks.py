@@ -1,11 +1,12 @@
 """The task functions of a sweep (run on the Dask workers) and the rows they give.
 
 Theory: one task per branch and ``omega`` column (:func:`theory_task`, ``job =
-"branch"``) and one for the column's thresholds (``job = "thresholds"``). The two-token
-rank-one model follows its two branches with the line quadrature (``numerics.api.follow_branch``,
-``numerics.api.thresholds``); every other model follows the branches of
-:attr:`attnphase.sweeps.config.SweepConfig.theory_branches` (``numerics.api.follow_general``) and locates
-every change of the global branch (``numerics.api.general_thresholds``).
+"branch"``) and one for the column's thresholds (``job = "thresholds"``), for every model through
+one front: each branch of :attr:`attnphase.sweeps.config.SweepConfig.theory_branches` followed on the
+grid (``numerics.api.follow``), then the thresholds from those rows (``numerics.api.thresholds``:
+for the paper's two branches the crossing of their training losses and the spinodals, otherwise
+every change of the global branch). The rows are the fixed points' records: the line quadrature's
+scalars ``q, m, V, theta``, or packed components and invariants where the overlaps are matrices.
 Simulation: one task per finite-size run (:func:`simulation_run_task`). The writer
 adds the model and solver columns to every row (:func:`theory_rows`,
 :func:`simulation_rows`), in the model's one CSV schema
@@ -19,7 +20,7 @@ import time
 import warnings
 from typing import Callable, Optional
 
-from numerics.tidy import is_true, json_text, number
+from tidyio import is_true, json_text, number
 
 from .config import SIM_INITS, THEORY_BRANCHES, SweepConfig
 from .grid import grid_text, simulation_key, theory_key
@@ -118,11 +119,7 @@ def theory_task(payload: dict, api=None) -> dict:
     t0 = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", RuntimeWarning)
-        general = not payload["spec"].is_two_token_rank_one
-        if payload["job"] == "thresholds":
-            result = (_general_thresholds_job if general else _thresholds_job)(payload, api)
-        else:
-            result = (_general_branch_job if general else _branch_job)(payload, api)
+        result = (_thresholds_job if payload["job"] == "thresholds" else _branch_job)(payload, api)
     extra = {"runtime_warnings": sum(issubclass(w.category, RuntimeWarning) for w in caught),
              "task_wall_time": time.perf_counter() - t0}
     for r in result.get("rows", []):
@@ -140,41 +137,72 @@ def _baseline(api, spec) -> tuple:
     return float(baseline.test_error), float(getattr(baseline, "error", float("nan")))
 
 
+def _scalars(api, spec, names) -> bool:
+    """Whether the line quadrature solves ``names``: its records are scalars (``q, m, V, theta``)."""
+    return api.integrator_for(spec, tuple(names)) == "lines"
+
+
 def _branch_job(payload: dict, api) -> dict:
+    """A branch along the grid (``api.follow``): one row per grid ``alpha``, the fixed point's record
+    (:meth:`numerics.result.FixedPoint.to_row`) with the linear baseline, the spinodals met on the
+    way (the line quadrature's) and the curve's note, or where the branch was not found
+    ``exists = False``."""
     spec, alphas, branch = payload["spec"], list(payload["alphas"]), payload["branch"]
     lin, lin_err = _baseline(api, spec)
-    curve = api.follow_branch(spec, alphas, branch, precision=payload["precision"])
-    rows = _branch_rows(curve.points, alphas, branch)
-    spinodals = [dict(sp) for sp in getattr(curve, "spinodals", [])]
-    sp_cols = {}
+    curve = api.follow(spec, alphas, branch, precision=payload["precision"])
+    scalar = _scalars(api, spec, (branch,))
+    rows = _branch_rows(curve.points, alphas, branch) if scalar else _matrix_rows(curve.points, alphas, branch)
+    extra = {"linear_test_error": lin, "linear_test_error_error": lin_err}
+    if scalar:
+        extra.update(_curve_spinodal_columns([dict(sp) for sp in getattr(curve, "spinodals", [])]))
+    extra["branch_note"] = str(getattr(curve, "note", "") or "")  # e.g. the branch was not found at its anchor
+    for r in rows:
+        r.update(extra)
+    # one column order for every row and every task, whichever points exist
+    first = FIRST_THEORY_COLUMNS if scalar else FIRST_GENERAL_COLUMNS
+    rest = sorted({k for r in rows for k in r} - set(first))
+    return {"rows": [{k: r.get(k, "") for k in first[2:] + tuple(rest)} for r in rows]}
+
+
+def _curve_spinodal_columns(spinodals: list) -> dict:
+    cols = {}
     for side in ("lower", "upper"):
         mine = [sp for sp in spinodals if sp.get("side") == side]
-        sp_cols[f"spinodal_{side}_alpha"] = float(mine[0]["alpha"]) if mine else float("nan")
-        sp_cols[f"spinodal_{side}_alpha_error"] = float(mine[0].get("alpha_error", float("nan"))) if mine \
+        cols[f"spinodal_{side}_alpha"] = float(mine[0]["alpha"]) if mine else float("nan")
+        cols[f"spinodal_{side}_alpha_error"] = float(mine[0].get("alpha_error", float("nan"))) if mine \
             else float("nan")
-        sp_cols[f"spinodal_{side}_last_found"] = float(mine[0].get("last_found", float("nan"))) if mine \
+        cols[f"spinodal_{side}_last_found"] = float(mine[0].get("last_found", float("nan"))) if mine \
             else float("nan")
-    note = str(getattr(curve, "note", "") or "")  # e.g. the branch was not found at its anchor
-    for r in rows:
-        r["linear_test_error"], r["linear_test_error_error"] = lin, lin_err
-        r.update(sp_cols)
-        r["branch_note"] = note
-    # one column order for every row and every task, whichever points exist
-    rest = sorted({k for r in rows for k in r} - set(FIRST_THEORY_COLUMNS))
-    return {"rows": [{k: r.get(k, "") for k in FIRST_THEORY_COLUMNS[2:] + tuple(rest)} for r in rows]}
+    return cols
 
 
 def _thresholds_job(payload: dict, api) -> dict:
-    spec = payload["spec"]
+    """The column's thresholds (``api.thresholds``) from its branch rows (``payload["branch_rows"]``;
+    without them the branches are followed here): ``alpha_c``, ``alpha_l`` with their errors; for
+    the paper's two branches the spinodals, otherwise every change of the global branch
+    (``transitions``, JSON) and the global branch at each grid ``alpha`` (``global_minimum``, JSON).
+    No threshold gives NaN and the reason."""
+    spec, branches = payload["spec"], tuple(payload.get("branches") or THEORY_BRANCHES)
     lin, lin_err = _baseline(api, spec)
     thr = {k: float("nan") for k in THRESHOLD_COLUMNS[2:6]}
-    thr.update(linear_test_error=lin, linear_test_error_error=lin_err, alpha_l_branch="", alpha_l_at_jump="")
+    thr.update(linear_test_error=lin, linear_test_error_error=lin_err)
     rows = payload.get("branch_rows")
     thr["bracket_source"] = "own scan" if rows is None else "branch rows"
+    if _scalars(api, spec, branches) and set(branches) <= set(THEORY_BRANCHES):
+        thr.update(_pair_thresholds(payload, api, spec, rows))
+    else:
+        thr.update(_changes_of_global_branch(payload, api, spec, branches, rows))
+    return {"thresholds": thr}
+
+
+def _pair_thresholds(payload: dict, api, spec, rows) -> dict:
+    """The crossing of the paper's two branches (a :class:`numerics.thresholds.Thresholds`)."""
+    thr = {"alpha_l_branch": "", "alpha_l_at_jump": ""}
     # the column's own branch rows bracket the roots (at the sweep's precision)
-    scan = {} if rows is None else {"scan_curves": api.scan_curves_from_rows(rows)}
+    scan = None if rows is None else api.scan_curves_from_rows(rows)
     try:
-        th = api.thresholds(spec, precision=payload["precision"], **scan)
+        # without rows the root finder brackets on its own default scan, as ``attnphase thresholds`` does
+        th = api.thresholds(spec, payload["precision"], scan=scan)
     except api.ThresholdError as exc:
         status, message, spinodals = "not_bracketed", str(exc), []
     else:
@@ -191,7 +219,47 @@ def _thresholds_job(payload: dict, api) -> dict:
     thr.update(_spinodal_columns(spinodals))
     thr["spinodals"] = json_text(spinodals, indent=None)
     thr["threshold_status"], thr["threshold_message"] = status, message
-    return {"thresholds": thr}
+    return thr
+
+
+def _changes_of_global_branch(payload: dict, api, spec, branches, rows) -> dict:
+    """Every change of the global branch (a :class:`numerics.general_thresholds.GeneralThresholds`),
+    from the branch rows read back as fixed points (``api.from_row``)."""
+    thr = {}
+    scan = None
+    if rows is not None:
+        # in the order of the branches, not of the file (the order the tasks finished in): of two
+        # branches with equal training losses the global minimum is then the same in every run
+        rows = sorted((r for r in rows if is_true(r.get("exists"))),
+                      key=lambda r: (branches.index(r["branch"]), number(r["alpha"])))
+        points = [api.from_row(r) for r in rows]
+        scan = {b: api.BranchCurve(b, [p for p in points if p.branch == b], []) for b in branches}
+    transitions, glob, notes = [], [], ()
+    try:
+        th = api.thresholds(spec, payload["precision"], payload["alphas"], names=branches, scan=scan)
+    except api.GeneralThresholdError as exc:
+        status, message = "not_bracketed", str(exc)
+    else:
+        for k in THRESHOLD_COLUMNS[2:6]:
+            thr[k] = float(getattr(th, k))
+        transitions = [t.to_dict() for t in th.transitions]
+        glob = [{"alpha": a, "branch": b} for a, b in th.global_branches()]
+        notes = th.notes
+        status, message = "ok", ""
+        if not transitions:
+            status = "not_bracketed"
+            message = (f"the global minimum does not change branch on alpha in [{min(payload['alphas']):g}, "
+                       f"{max(payload['alphas']):g}] ({glob[0]['branch']} throughout)")
+            if th.alpha_l_status != "ok":
+                message += f"; alpha_l {th.alpha_l_status}"
+        elif th.alpha_l_status != "ok":
+            status, message = "alpha_l_not_bracketed", f"alpha_l {th.alpha_l_status}"
+    first = transitions[0] if transitions else {}
+    thr.update(alpha_c_below=first.get("below", ""), alpha_c_above=first.get("above", ""),
+               alpha_c_kind=first.get("kind", ""), transitions=json_text(transitions, indent=None),
+               global_minimum=json_text(glob, indent=None), threshold_notes="; ".join(notes),
+               threshold_status=status, threshold_message=message)
+    return thr
 
 
 def _spinodal_columns(spinodals: list) -> dict:
@@ -252,15 +320,10 @@ def _branch_rows(points, alphas: list, branch: str) -> list:
     return rows
 
 
-def _general_branch_job(payload: dict, api) -> dict:
-    """A branch of the general model along the grid (``api.follow_general``, the line quadrature
-    where it applies, else QMC): one row per grid ``alpha``, the fixed point's record
-    (:meth:`numerics.general_result.GeneralFixedPoint.to_row`: packed components, invariants,
-    errors, status) or, where the branch was not found, ``exists = False`` and empty values."""
-    spec, alphas, branch = payload["spec"], list(payload["alphas"]), payload["branch"]
-    lin, lin_err = _baseline(api, spec)
-    found = _on_grid(api.follow_general(spec, alphas, branch, payload["precision"], integrator="auto"), alphas,
-                     branch)
+def _matrix_rows(points, alphas: list, branch: str) -> list:
+    """One row per grid ``alpha`` of records with matrix overlaps (packed components, invariants,
+    errors, status); a missing point gets ``exists = False`` and empty values."""
+    found = _on_grid(points, alphas, branch)
     rows = []
     for i, a in enumerate(alphas):
         if i in found:
@@ -269,62 +332,9 @@ def _general_branch_job(payload: dict, api) -> dict:
             row.pop("global_minimum", None)
         else:
             row = {"exists": False, "converged": False, "status": "not found"}
-        row.update(alpha=a, branch=branch, linear_test_error=lin, linear_test_error_error=lin_err)
+        row.update(alpha=a, branch=branch)
         rows.append(row)
-    absent = [a for i, a in enumerate(alphas) if i not in found]
-    note = f"{branch} branch not found at alpha = {', '.join(f'{a:g}' for a in absent)}" if absent else ""
-    for r in rows:
-        r["branch_note"] = note
-    # one column order for every row of the task, whichever points exist
-    rest = sorted({k for r in rows for k in r} - set(FIRST_GENERAL_COLUMNS))
-    return {"rows": [{k: r.get(k, "") for k in FIRST_GENERAL_COLUMNS[2:] + tuple(rest)} for r in rows]}
-
-
-def _general_thresholds_job(payload: dict, api) -> dict:
-    """The general model's thresholds (``api.general_thresholds``) from the column's branch rows
-    (``payload["branch_rows"]``, the fixed points read back by ``api.general_point_from_row``;
-    without them the branches are followed here): ``alpha_c`` and its error are the first change
-    of the global branch, ``transitions`` (JSON) every change, and ``global_minimum`` (JSON) the
-    global branch at each grid ``alpha``."""
-    spec, branches = payload["spec"], tuple(payload["branches"])
-    lin, lin_err = _baseline(api, spec)
-    thr = {k: float("nan") for k in THRESHOLD_COLUMNS[2:6]}
-    thr.update(linear_test_error=lin, linear_test_error_error=lin_err)
-    rows = payload.get("branch_rows")
-    thr["bracket_source"] = "own scan" if rows is None else "branch rows"
-    scan = None
-    if rows is not None:
-        # in the order of the branches, not of the file (the order the tasks finished in): of two
-        # branches with equal training losses the global minimum is then the same in every run
-        rows = sorted((r for r in rows if is_true(r.get("exists"))),
-                      key=lambda r: (branches.index(r["branch"]), number(r["alpha"])))
-        scan = [api.general_point_from_row(r) for r in rows]
-    transitions, glob, notes = [], [], ()
-    try:
-        th = api.general_thresholds(spec, payload["alphas"], payload["precision"], "auto", branches, scan=scan)
-    except api.GeneralThresholdError as exc:
-        status, message = "not_bracketed", str(exc)
-    else:
-        for k in THRESHOLD_COLUMNS[2:6]:
-            thr[k] = float(getattr(th, k))
-        transitions = [t.to_dict() for t in th.transitions]
-        glob = [{"alpha": a, "branch": b} for a, b in th.global_branches()]
-        notes = th.notes
-        status, message = "ok", ""
-        if not transitions:
-            status = "not_bracketed"
-            message = (f"the global minimum does not change branch on alpha in [{min(payload['alphas']):g}, "
-                       f"{max(payload['alphas']):g}] ({glob[0]['branch']} throughout)")
-            if th.alpha_l_status != "ok":
-                message += f"; alpha_l {th.alpha_l_status}"
-        elif th.alpha_l_status != "ok":
-            status, message = "alpha_l_not_bracketed", f"alpha_l {th.alpha_l_status}"
-    first = transitions[0] if transitions else {}
-    thr.update(alpha_c_below=first.get("below", ""), alpha_c_above=first.get("above", ""),
-               alpha_c_kind=first.get("kind", ""), transitions=json_text(transitions, indent=None),
-               global_minimum=json_text(glob, indent=None), threshold_notes="; ".join(notes),
-               threshold_status=status, threshold_message=message)
-    return {"thresholds": thr}
+    return rows
 
 
 def simulation_run_task(payload: dict) -> dict:

@@ -6,7 +6,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from .tidy import UnreadableFile, atomic_output, check_table  # noqa: E402
+from tidyio import UnreadableFile, atomic_output, check_table  # noqa: E402
 
 #: the columns a curve CSV needs to be drawn: values, branch, global minimum, and the model
 CURVE_COLUMNS = ("alpha", "branch", "q", "m", "theta", "test_error", "global_minimum", "sigma", "lam", "omega",
@@ -184,7 +184,7 @@ def read_curve_file(path, allow_empty: bool = False) -> tuple:
     """``(rows, model)`` of a curve CSV (written by ``attnphase curve`` or ``run``), checked:
     readable throughout, the :data:`CURVE_COLUMNS`, numbers where numbers belong and one
     model (:meth:`derivations.spec.ModelSpec.from_columns`); otherwise
-    :class:`~numerics.tidy.UnreadableFile` naming the file. ``allow_empty``: a file with a
+    :class:`~tidyio.UnreadableFile` naming the file. ``allow_empty``: a file with a
     header and no rows gives ``([], None)``."""
     from derivations.spec import ModelSpec, ModelSpecError
 
@@ -214,7 +214,7 @@ def plot_curve_files(paths, stem, default_model=None, labels=None):
     read back from its file (:func:`read_curve_file`) and labelled by the model in its rows
     (:func:`model_label`, or ``labels[i]`` for file ``i``), with that model's linear baseline.
     ``default_model``: the model of a file without rows. Returns the figure paths."""
-    from .baseline import linear_baseline
+    from numerics.baseline import linear_baseline
 
     curves = {}
     for i, path in enumerate(paths):
