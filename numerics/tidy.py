@@ -1,4 +1,4 @@
-"""Deprecated: the tidy CSV/JSON writing is :mod:`tidyio`, at the bottom of the layering. This name
+"""Deprecated: the tidy CSV/JSON writing is :mod:`attnphase.tidy`, at the bottom of the layering. This name
 stays for the modules that still import it while they move."""
-from tidyio import *  # noqa: F401,F403
-from tidyio import NULL_REASONS, ROW_CHECK  # noqa: F401
+from attnphase.tidy import *  # noqa: F401,F403
+from attnphase.tidy import NULL_REASONS, ROW_CHECK  # noqa: F401

@@ -7,7 +7,7 @@ import json
 
 import numpy as np
 
-from numerics.tidy import number
+from attnphase.tidy import number
 
 from ..tables import Data, key_number, published_rows, row, select
 from . import FigureSpec
