@@ -314,10 +314,60 @@ def _gap_at_end(pa, pb) -> dict:
     return {"train_loss_gap_at_end": gap, "train_loss_gap_at_end_in_errors": gap / spread if spread > 0 else math.nan}
 
 
+def _bifurcation(parent: _Branch, child: _Branch, a0: float, a1: float) -> Optional[Transition]:
+    """The birth of ``child`` out of ``parent`` in ``[a0, a1]``, located on the parent where the
+    multiplier of the child's new direction crosses 1 (:mod:`numerics.bifurcation`): the root in alpha
+    (Brent, as :func:`_root`), its error the multiplier's stated error over its slope plus the
+    tolerance. None where this does not apply: the child's subspace does not contain the parent's,
+    the parent is not a QMC solution at both ends, the multiplier does not cross 1 there, or the child
+    is found below the crossing (it then does not grow out of the parent there)."""
+    from .bifurcation import embedding, growth_multiplier
+    from .subspaces import branch_subspace
+
+    shape = parent.points[min(parent.points)].overlaps.shape if parent.points else None
+    if shape is None or embedding(branch_subspace(parent.name, shape), branch_subspace(child.name, shape)) is None:
+        return None
+    ends = [parent.solve(a0), parent.solve(a1)]
+    if any(p is None or p.integrator != "qmc" for p in ends):
+        return None
+    seen = {}
+
+    def multiplier(a):
+        if a not in seen:
+            p = parent.solve(a)
+            if p is None:
+                raise GeneralThresholdError(f"{parent.name} branch lost at alpha = {a:g} while locating the "
+                                            f"{child.name} branch's birth on it")
+            seen[a] = growth_multiplier(parent.spec, p, child.name, parent.precision)
+            log.info("%s at alpha = %g: multiplier of the %s direction %.5f +- %.1e", parent.name, a, child.name,
+                     seen[a].value, seen[a].error)
+        return seen[a]
+
+    g0, g1 = multiplier(a0).value - 1.0, multiplier(a1).value - 1.0
+    if not g0 < 0 < g1:
+        log.info("the %s direction's multiplier on %s does not cross 1 on [%g, %g] (%.4f, %.4f)", child.name,
+                 parent.name, a0, a1, g0 + 1, g1 + 1)
+        return None
+    root, error, details = _root(lambda a: multiplier(a).value - 1.0, a0, a1,
+                                 lambda a: seen[min(seen, key=lambda x: abs(x - a))].error)
+    # a child found below the crossing coexists with the parent there (a fold, not a birth)
+    probe = 0.5 * (a0 + root)
+    below = child.solve(probe)
+    if below is not None:
+        log.info("%s found at alpha = %g, below the crossing %g: not a continuous birth", child.name, probe, root)
+        return None
+    details.update(method="multiplier on the parent", multipliers=[m.to_dict() for _, m in sorted(seen.items())],
+                   child_absent_at=probe)
+    return Transition(root, error, parent.name, child.name, "bifurcation", (a0, a1), details)
+
+
 def _locate(below: _Branch, above: _Branch, a0: float, a1: float) -> Transition:
     """The change of the global minimum from ``below`` (global at ``a0``) to ``above`` (at ``a1``)."""
     kind, lo, hi, extra = "crossing", a0, a1, {}
     if a0 not in above:
+        born = _bifurcation(below, above, a0, a1)
+        if born is not None:
+            return born
         found, missing, note = above.end(a1, a0)
         extra.update(above_appears_between=[missing, found], end_note=note)
         pa, pb = above.solve(found), below.solve(found)

@@ -127,3 +127,47 @@ def test_a_solve_that_raised_is_a_failed_point_of_its_alpha_not_a_lost_curve():
     row = p.to_row()
     assert row["converged"] is False and math.isnan(row["train_loss"]) and row["alpha"] == 4.5
     assert mark_global_minima([p])[0].global_minimum is False
+
+
+def test_the_isotropic_part_is_the_average_over_rotations_of_the_trivial_block():
+    import numpy as np
+
+    from numerics.matrix_overlaps import MatrixOverlaps
+    from numerics.subspaces import branch_subspace
+
+    shape = (2, 3, 1, 1)
+    sub = branch_subspace("semantic", shape)  # one semantic direction, two trivial ones
+    assert sub.isotropic_blocks() == ((1, 2),)
+    rng = np.random.default_rng(0)
+    A = rng.standard_normal((3, 3))
+    ov = sub.project(MatrixOverlaps(shape, q=A @ A.T, m=rng.standard_normal((1, 3)), V=A.T @ A + np.eye(3),
+                                    theta=rng.standard_normal((3, 1))))
+    # the Haar average over the rotations of the block, by a quadrature exact for quadratic forms
+    average = 0
+    for phi in np.linspace(0, 2 * np.pi, 8, endpoint=False):
+        O = np.eye(3)
+        O[1:, 1:] = [[np.cos(phi), -np.sin(phi)], [np.sin(phi), np.cos(phi)]]
+        average = average + ov.rotated(O).pack() / 8
+    assert sub.isotropic(ov).pack() == pytest.approx(average, abs=1e-13)
+    assert branch_subspace("positional", (2, 2, 1, 1)).isotropic_blocks() == ()
+
+
+def test_the_rank_two_trivial_branch_converges_on_its_isotropic_point():
+    # two trivial directions rotate into each other: without the reduction the pooled map's residual
+    # stayed at 1e-2 (the scramblings' noise anisotropy, turned by their alignment)
+    fp = solve_general(ModelSpec(rank=2), 2.0, "trivial", "draft")
+    assert fp.converged, fp.status
+    q = fp.overlaps.q
+    assert q[0, 1] == 0 and q[0, 0] == q[1, 1] > 0
+
+
+def test_a_parent_is_embedded_in_the_branch_that_grows_out_of_it():
+    from numerics.bifurcation import embedding
+    from numerics.subspaces import branch_subspace
+
+    shape = (2, 2, 1, 1)
+    mixed = branch_subspace("mixed", shape)  # direction 1 semantic, direction 2 positional
+    assert embedding(branch_subspace("positional", shape), mixed) == (1, 0)
+    assert embedding(branch_subspace("semantic", shape), mixed) == (0, 1)
+    assert embedding(branch_subspace("mixed", shape), branch_subspace("positional", shape)) is None
+    assert embedding(branch_subspace("trivial", (3, 1, 1, 1)), branch_subspace("semantic", (3, 1, 1, 1))) == (0,)
