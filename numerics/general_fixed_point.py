@@ -103,8 +103,8 @@ def solve_all_general(spec: ModelSpec, alpha: float, precision: str = "fast", in
 def follow_general(spec: ModelSpec, alphas: Sequence[float], branch: str, precision: str = "fast",
                    integrator: str = "auto", progress=None) -> list:
     """``branch`` along ``alphas`` by continuation: each solve starts from the last point found on
-    the branch; a solve from the previous point that does not converge is retried once from the
-    default start. Alphas where the branch is not found (:class:`~numerics.fixed_point.BranchNotFound`)
+    the branch; a solve from the previous point that does not converge, or falls to a smaller
+    branch, is retried once from the default start. Alphas where the branch is not found (:class:`~numerics.fixed_point.BranchNotFound`)
     are left out, and the next one starts afresh; a solve that raises :class:`~numerics.solver.SolverError`
     is kept as a failed point (:func:`~numerics.general_result.failed_point`). ``progress(alpha)`` is
     called after each alpha."""
@@ -115,7 +115,16 @@ def follow_general(spec: ModelSpec, alphas: Sequence[float], branch: str, precis
     points, start = [], None
     for alpha in alphas:
         try:
-            fp = solve_general(spec, float(alpha), branch, precision, integrator, start=start)
+            try:
+                fp = solve_general(spec, float(alpha), branch, precision, integrator, start=start)
+            except BranchNotFound as exc:
+                if start is None:
+                    raise
+                # from the previous point the iteration can fall to a smaller branch where the default
+                # start finds this one (the rank-2 mixed branch at alpha 2.2, draft, from 1.9): the
+                # branch is absent only if that fails too
+                log.info("%s; retried from the default start", exc)
+                fp = solve_general(spec, float(alpha), branch, precision, integrator)
             if not fp.converged and start is not None:
                 # the previous point can lie in the basin of another orbit of the map (a rank-2 mixed
                 # solve at alpha 2.5 from the point at 1.5 does not converge, from the default start

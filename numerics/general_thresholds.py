@@ -38,7 +38,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 import numpy as np
 from scipy.optimize import brentq
 
-from derivations import ModelSpec
+from derivations import ModelSpec, packing
 
 from .general_fixed_point import follow_general, general_branches, mark_global_minima, solve_general
 from .general_result import GeneralFixedPoint
@@ -144,11 +144,14 @@ class _Branch:
 
     def __init__(self, spec, name, precision, integrator, points: Sequence[GeneralFixedPoint], progress):
         self.spec, self.name, self.precision, self.integrator = spec, name, precision, integrator
-        self.points = {p.alpha: p for p in points if p.converged}
+        self.points = {p.alpha: p for p in points if p.converged and p.precision == precision}
+        # the scan's points at another precision: starts only
+        self.starts = {p.alpha: p.overlaps for p in points if p.converged}
         self.progress = progress
 
     def __contains__(self, alpha) -> bool:
-        return alpha in self.points
+        """Whether the branch was found at ``alpha`` (on the scan, or by a solve)."""
+        return alpha in self.points or alpha in self.starts
 
     def solve(self, alpha: float) -> Optional[GeneralFixedPoint]:
         """The branch at ``alpha``, or None where it is not found; raises where a solve fails."""
@@ -156,12 +159,18 @@ class _Branch:
 
         if alpha in self.points:
             return self.points[alpha]
-        start = None
-        if self.points:
-            start = self.points[min(self.points, key=lambda a: abs(a - alpha))].overlaps
+        starts = {**self.starts, **{a: p.overlaps for a, p in self.points.items()}}
+        start = starts[min(starts, key=lambda a: abs(a - alpha))] if starts else None
         try:
-            fp = solve_general(self.spec, alpha, self.name, self.precision, self.integrator, start=start)
-            if not fp.converged and start is not None:
+            try:
+                fp = solve_general(self.spec, alpha, self.name, self.precision, self.integrator, start=start)
+            except BranchNotFound:
+                if start is None:
+                    raise
+                fp = None
+            if (fp is None or not fp.converged) and start is not None:
+                # as in follow_general: from the nearest point the iteration may fall to a smaller
+                # branch or fail where the default start finds the branch
                 fp = solve_general(self.spec, alpha, self.name, self.precision, self.integrator)
         except BranchNotFound as exc:
             log.info("%s", exc)
@@ -324,8 +333,8 @@ def _bifurcation(parent: _Branch, child: _Branch, a0: float, a1: float) -> Optio
     from .bifurcation import embedding, growth_multiplier
     from .subspaces import branch_subspace
 
-    shape = parent.points[min(parent.points)].overlaps.shape if parent.points else None
-    if shape is None or embedding(branch_subspace(parent.name, shape), branch_subspace(child.name, shape)) is None:
+    shape = packing.as_shape(parent.spec)
+    if embedding(branch_subspace(parent.name, shape), branch_subspace(child.name, shape)) is None:
         return None
     ends = [parent.solve(a0), parent.solve(a1)]
     if any(p is None or p.integrator != "qmc" for p in ends):
@@ -405,9 +414,11 @@ def _test_error_root(branch: _Branch, lo: float, hi: float, eps_lin: float, eps_
     return _root(g, lo, hi, lambda a: math.hypot(_error(_nearest(branch, a), "test_error"), eps_err))
 
 
-def _alpha_l(branches: Dict[str, _Branch], globals_: list, transitions: list, eps_lin: float, eps_err: float):
-    """``(alpha_l, error, status)`` (docs/theory.md, section 3.5)."""
-    above = [(a, b, branches[b].points[a].test_error > eps_lin) for a, b in globals_]
+def _alpha_l(branches: Dict[str, _Branch], globals_: list, transitions: list, eps_lin: float, eps_err: float,
+             scanned: Dict[tuple, GeneralFixedPoint]):
+    """``(alpha_l, error, status)`` (docs/theory.md, section 3.5); ``scanned``: the scan's point of
+    each ``(alpha, branch)``, whose test errors bracket the root."""
+    above = [(a, b, scanned[a, b].test_error > eps_lin) for a, b in globals_]
     if not above[0][2]:
         return math.nan, math.nan, (f"not bracketed: the global minimum ({above[0][1]}) is already below the linear "
                                     f"baseline at the smallest scanned alpha, {above[0][0]:g}")
@@ -431,17 +442,20 @@ def _alpha_l(branches: Dict[str, _Branch], globals_: list, transitions: list, ep
 def general_thresholds(spec: ModelSpec, alphas: Sequence[float], precision: str = "draft",
                        integrator: str = "auto", branches: Optional[Sequence[str]] = None,
                        scan: Optional[Sequence[GeneralFixedPoint]] = None,
-                       progress: Optional[Callable[[int], None]] = None) -> GeneralThresholds:
+                       progress: Optional[Callable[[int], None]] = None,
+                       scan_precision: str = "draft") -> GeneralThresholds:
     """Every change of the global branch on ``alphas`` and ``alpha_l``, with error bars (module
     docstring). ``scan``: the branches already solved on ``alphas`` (e.g. by ``attnphase curve``),
-    else they are followed here. ``progress(n)``: told the solves done."""
+    else they are followed here at ``scan_precision``; the changes and ``alpha_l`` are located at
+    ``precision``, from the scan's points (reused where they are at ``precision``).
+    ``progress(n)``: told the solves done."""
     from .baseline import linear_baseline
 
     t0 = time.perf_counter()
     names = tuple(branches or general_branches(spec))
     alphas = sorted(float(a) for a in alphas)
     if scan is None:
-        scan = [p for b in names for p in follow_general(spec, alphas, b, precision, integrator,
+        scan = [p for b in names for p in follow_general(spec, alphas, b, scan_precision, integrator,
                                                          progress=(lambda _: progress(1)) if progress else None)]
     scan = mark_global_minima([p for p in scan if p.branch in names])
     by = {b: _Branch(spec, b, precision, integrator, [p for p in scan if p.branch == b], progress) for b in names}
@@ -457,7 +471,8 @@ def general_thresholds(spec: ModelSpec, alphas: Sequence[float], precision: str 
             transitions.append(_locate(by[b0], by[b1], a0, a1))
     baseline = linear_baseline(spec)
     eps_lin, eps_err = baseline.test_error, baseline.error
-    alpha_l, alpha_l_error, status = _alpha_l(by, globals_, transitions, eps_lin, eps_err)
+    scanned = {(p.alpha, p.branch): p for p in scan}
+    alpha_l, alpha_l_error, status = _alpha_l(by, globals_, transitions, eps_lin, eps_err, scanned)
     return GeneralThresholds(transitions=tuple(transitions), alpha_l=alpha_l, alpha_l_error=alpha_l_error,
                              alpha_l_status=status, linear_test_error=eps_lin, linear_test_error_error=eps_err,
                              scan=tuple(scan), precision=precision, model=spec,

@@ -171,3 +171,26 @@ def test_a_parent_is_embedded_in_the_branch_that_grows_out_of_it():
     assert embedding(branch_subspace("semantic", shape), mixed) == (0, 1)
     assert embedding(branch_subspace("mixed", shape), branch_subspace("positional", shape)) is None
     assert embedding(branch_subspace("trivial", (3, 1, 1, 1)), branch_subspace("semantic", (3, 1, 1, 1))) == (0,)
+
+
+@pytest.mark.slow
+def test_the_mixed_branch_is_born_where_the_old_extrapolation_put_it():
+    # the birth located on the positional branch (the multiplier of the semantic direction crosses 1)
+    # against the onset extrapolated from the mixed branch's own overlap, within their errors
+    from numerics.bifurcation import growth_multiplier
+    from numerics.general_thresholds import pitchfork_onset
+
+    spec = ModelSpec(rank=2, omega=0.3)
+    lo, hi = (growth_multiplier(spec, solve_general(spec, a, "positional", "draft"), "mixed", "draft")
+              for a in (0.45, 0.7))
+    assert lo.value + 3 * lo.error < 1 < hi.value - 3 * hi.error
+    assert lo.step_change < 0.1 * lo.statistical  # the likelihood-ratio difference is smooth
+    slope = (hi.value - lo.value) / (hi.alpha - lo.alpha)
+    birth = lo.alpha + (1 - lo.value) / slope
+    birth_error = max(lo.error, hi.error) / slope
+    alphas = [0.7, 0.8, 0.9]
+    points = [solve_general(spec, a, "mixed", "draft") for a in alphas]
+    d = [p.invariants["theta_singular_values"][0] / spec.sigma**2 for p in points]
+    d_error = [p.error["theta_singular_values_1"] / spec.sigma**2 for p in points]
+    onset, onset_error, _ = pitchfork_onset(alphas, d, d_error)
+    assert abs(birth - onset) < 3 * math.hypot(birth_error, onset_error)
