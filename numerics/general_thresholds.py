@@ -214,6 +214,10 @@ def _root(f, lo: float, hi: float, noise: Callable[[float], float]) -> tuple:
     """The root of ``f`` in ``[lo, hi]`` (Brent) to a tolerance below its noise, with its error: the
     noise in ``f`` over the slope at the root, plus the tolerance."""
     f_lo, f_hi = f(lo), f(hi)
+    if not f_lo * f_hi <= 0:
+        # the scan's order of the branches is not the located one (a scan point that a solve missed)
+        raise GeneralThresholdError(f"no sign change on [{lo:g}, {hi:g}] ({f_lo:.3g}, {f_hi:.3g}) where the scan "
+                                    f"put one")
     slope0 = (f_hi - f_lo) / (hi - lo)
     n0 = noise(lo)
     xtol = max(MIN_XTOL, 0.3 * n0 / abs(slope0)) if slope0 != 0 and math.isfinite(n0) else MIN_XTOL
