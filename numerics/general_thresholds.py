@@ -363,14 +363,16 @@ def _bifurcation(parent: _Branch, child: _Branch, a0: float, a1: float) -> Optio
         return None
     root, error, details = _root(lambda a: multiplier(a).value - 1.0, a0, a1,
                                  lambda a: seen[min(seen, key=lambda x: abs(x - a))].error)
-    # a child found below the crossing coexists with the parent there (a fold, not a birth)
-    probe = 0.5 * (a0 + root)
-    below = child.solve(probe)
+    # a child found below the crossing, beyond its error bar, coexists with the parent there (a fold,
+    # not a birth); nearer, a draft solve can find a child whose overlap is its noise (at 1.3 errors
+    # below a draft root it did). Where that lies below a0, the scan's a0 is the probe.
+    probe = root - 3.0 * error
+    below = child.solve(probe) if probe > a0 else None
     if below is not None:
         log.info("%s found at alpha = %g, below the crossing %g: not a continuous birth", child.name, probe, root)
         return None
     details.update(method="multiplier on the parent", multipliers=[m.to_dict() for _, m in sorted(seen.items())],
-                   child_absent_at=probe)
+                   child_absent_at=max(probe, a0))
     return Transition(root, error, parent.name, child.name, "bifurcation", (a0, a1), details)
 
 
