@@ -147,7 +147,7 @@ def growth_multiplier(spec: ModelSpec, parent_point, child: str, precision: str,
         ov0 = at[j]
         channel.estimate(ov0, alpha, [j], dense_check=True)  # the global prox minima at the point
         rows = channel.nodes.rows(j)
-        zeta, hs, w = preactivations(channel.nodes, ov0, spec.rho, model.positional_mean(ov0.m), rows)
+        _, hs, w = preactivations(channel.nodes, ov0, spec.rho, model.positional_mean(ov0.m), rows)
         hmin = channel.prox(w, hs, ov0.V, rows, full=False)[0]
         base = _log_density(model, ov0, w, hs)
         x0 = ov0.pack()
