@@ -367,12 +367,18 @@ def _bifurcation(parent: _Branch, child: _Branch, a0: float, a1: float) -> Optio
     # not a birth); nearer, a draft solve can find a child whose overlap is its noise (at 1.3 errors
     # below a draft root it did). Where that lies below a0, the scan's a0 is the probe.
     probe = root - 3.0 * error
-    below = child.solve(probe) if probe > a0 else None
+    try:
+        below = child.solve(probe) if probe > a0 else None
+        probe_note = ""
+    except NotConverged as exc:
+        # next to a birth the child's map barely contracts (its multiplier is near 1): a fast solve
+        # three errors below the root stopped at a residual of 9e-3; that is no evidence of a fold
+        below, probe_note = None, f"the probe did not converge: {exc}"
     if below is not None:
         log.info("%s found at alpha = %g, below the crossing %g: not a continuous birth", child.name, probe, root)
         return None
     details.update(method="multiplier on the parent", multipliers=[m.to_dict() for _, m in sorted(seen.items())],
-                   child_absent_at=max(probe, a0))
+                   child_absent_at=max(probe, a0), probe_note=probe_note)
     return Transition(root, error, parent.name, child.name, "bifurcation", (a0, a1), details)
 
 
