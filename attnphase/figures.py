@@ -230,7 +230,7 @@ def plot_curve_files(paths, stem, default_model=None, labels=None):
 @_talk_size
 def plot_general_curve(rows, stem):
     """Branches of the general model against alpha, from the rows of
-    :meth:`~numerics.general_result.GeneralFixedPoint.to_row`: the largest singular value of
+    :meth:`~numerics.result.FixedPoint.to_row`: the largest singular value of
     ``theta / sigma^2`` and of ``m``, the eigenvalues of ``q``, and the test error with its stated
     error (dots: the global minimum). Points that did not converge are not drawn."""
     sigma2 = float(rows[0]["sigma"]) ** 2 if rows else 1.0

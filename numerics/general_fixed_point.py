@@ -1,7 +1,7 @@
 """Fixed points of the general model through one entry point, whichever channel integrator
 (docs/numerics.md, section "The general model: QMC integrator").
 
-:func:`solve_general` returns a :class:`~numerics.general_result.GeneralFixedPoint` for any shape
+:func:`solve_general` returns a :class:`~numerics.result.FixedPoint` for any shape
 ``(L, r, t, k)``: with the line quadrature (the two-token rank-one model; its solve is
 :func:`numerics.fixed_point.solve_branch`, errors from two rules) or with the quasi-Monte Carlo
 integrator (:func:`numerics.qmc.solve.solve_qmc`, errors from independent scramblings).
@@ -14,8 +14,7 @@ from typing import Optional, Sequence
 from derivations import ModelSpec
 
 from .channel_integrators import choose_integrator
-from .general_result import GeneralFixedPoint, from_line_fixed_point
-from .result import mark_global_minima  # noqa: F401  (imported from here by the thresholds)
+from .result import FixedPoint, as_matrices, mark_global_minima
 from .matrix_overlaps import MatrixOverlaps
 
 log = logging.getLogger(__name__)
@@ -23,7 +22,7 @@ log = logging.getLogger(__name__)
 
 def solve_general(spec: ModelSpec, alpha: float, branch: str = "semantic", precision: str = "fast",
                   integrator: str = "auto", start: Optional[MatrixOverlaps] = None,
-                  roles: Optional[Sequence[str]] = None, gauge: bool = True) -> GeneralFixedPoint:
+                  roles: Optional[Sequence[str]] = None, gauge: bool = True) -> FixedPoint:
     """The fixed point of ``branch`` (:data:`numerics.subspaces.GENERAL_BRANCHES`) at ``alpha``.
 
     ``integrator``: ``auto`` (the line quadrature where it applies, :func:`choose_integrator`),
@@ -38,7 +37,7 @@ def solve_general(spec: ModelSpec, alpha: float, branch: str = "semantic", preci
         from .overlaps import Overlaps
 
         scalar = None if start is None else Overlaps(*(float(getattr(start, n)[0, 0]) for n in ("q", "m", "V", "theta")))
-        return from_line_fixed_point(solve_branch(spec, alpha, branch, precision, start=scalar))
+        return as_matrices(solve_branch(spec, alpha, branch, precision, start=scalar))
     from .qmc.solve import solve_qmc
     from .subspaces import subspace_of_roles
 
@@ -73,19 +72,28 @@ def solve_all_general(spec: ModelSpec, alpha: float, precision: str = "fast", in
 def follow_general(spec: ModelSpec, alphas: Sequence[float], branch: str, precision: str = "fast",
                    integrator: str = "auto", progress=None) -> list:
     """``branch`` along ``alphas`` by continuation: each solve starts from the last point found on
-    the branch; a solve from the previous point that does not converge is retried once from the
-    default start. Alphas where the branch is not found (:class:`~numerics.fixed_point.BranchNotFound`)
+    the branch; a solve from the previous point that does not converge, or falls to a smaller
+    branch, is retried once from the default start. Alphas where the branch is not found (:class:`~numerics.fixed_point.BranchNotFound`)
     are left out, and the next one starts afresh; a solve that raises :class:`~numerics.solver.SolverError`
-    is kept as a failed point (:func:`~numerics.general_result.failed_point`). ``progress(alpha)`` is
+    is kept as a failed point (:func:`~numerics.result.failed_point`). ``progress(alpha)`` is
     called after each alpha."""
     from .fixed_point import BranchNotFound
-    from .general_result import failed_point
+    from .result import failed_point
     from .solver import SolverError
 
     points, start = [], None
     for alpha in alphas:
         try:
-            fp = solve_general(spec, float(alpha), branch, precision, integrator, start=start)
+            try:
+                fp = solve_general(spec, float(alpha), branch, precision, integrator, start=start)
+            except BranchNotFound as exc:
+                if start is None:
+                    raise
+                # from the previous point the iteration can fall to a smaller branch where the default
+                # start finds this one (the rank-2 mixed branch at alpha 2.2, draft, from 1.9): the
+                # branch is absent only if that fails too
+                log.info("%s; retried from the default start", exc)
+                fp = solve_general(spec, float(alpha), branch, precision, integrator)
             if not fp.converged and start is not None:
                 # the previous point can lie in the basin of another orbit of the map (a rank-2 mixed
                 # solve at alpha 2.5 from the point at 1.5 does not converge, from the default start

@@ -38,11 +38,11 @@ from typing import Callable, Dict, List, Optional, Sequence
 import numpy as np
 from scipy.optimize import brentq
 
-from derivations import ModelSpec
+from attnphase.tidy import finite_json, frame
+from derivations import ModelSpec, packing
 
-from .general_fixed_point import follow_general, general_branches, mark_global_minima, solve_general
-from .general_result import GeneralFixedPoint
-from .tidy import finite_json, frame
+from .general_fixed_point import follow_general, general_branches, solve_general
+from .result import FixedPoint, mark_global_minima
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +94,7 @@ class GeneralThresholds:
     alpha_l_status: str          # "ok" or why alpha_l is NaN
     linear_test_error: float
     linear_test_error_error: float
-    scan: tuple                  # GeneralFixedPoint of every branch and scanned alpha, global minima marked
+    scan: tuple                  # FixedPoint of every branch and scanned alpha, global minima marked
     precision: str
     model: ModelSpec
     wall_time: float
@@ -142,26 +142,35 @@ class GeneralThresholds:
 class _Branch:
     """The solved points of one branch, and solves at new alphas started from the nearest of them."""
 
-    def __init__(self, spec, name, precision, integrator, points: Sequence[GeneralFixedPoint], progress):
+    def __init__(self, spec, name, precision, integrator, points: Sequence[FixedPoint], progress):
         self.spec, self.name, self.precision, self.integrator = spec, name, precision, integrator
-        self.points = {p.alpha: p for p in points if p.converged}
+        self.points = {p.alpha: p for p in points if p.converged and p.precision == precision}
+        # the scan's points at another precision: starts only
+        self.starts = {p.alpha: p.overlaps for p in points if p.converged}
         self.progress = progress
 
     def __contains__(self, alpha) -> bool:
-        return alpha in self.points
+        """Whether the branch was found at ``alpha`` (on the scan, or by a solve)."""
+        return alpha in self.points or alpha in self.starts
 
-    def solve(self, alpha: float) -> Optional[GeneralFixedPoint]:
+    def solve(self, alpha: float) -> Optional[FixedPoint]:
         """The branch at ``alpha``, or None where it is not found; raises where a solve fails."""
         from .fixed_point import BranchNotFound
 
         if alpha in self.points:
             return self.points[alpha]
-        start = None
-        if self.points:
-            start = self.points[min(self.points, key=lambda a: abs(a - alpha))].overlaps
+        starts = {**self.starts, **{a: p.overlaps for a, p in self.points.items()}}
+        start = starts[min(starts, key=lambda a: abs(a - alpha))] if starts else None
         try:
-            fp = solve_general(self.spec, alpha, self.name, self.precision, self.integrator, start=start)
-            if not fp.converged and start is not None:
+            try:
+                fp = solve_general(self.spec, alpha, self.name, self.precision, self.integrator, start=start)
+            except BranchNotFound:
+                if start is None:
+                    raise
+                fp = None
+            if (fp is None or not fp.converged) and start is not None:
+                # as in follow_general: from the nearest point the iteration may fall to a smaller
+                # branch or fail where the default start finds the branch
                 fp = solve_general(self.spec, alpha, self.name, self.precision, self.integrator)
         except BranchNotFound as exc:
             log.info("%s", exc)
@@ -194,7 +203,7 @@ class _Branch:
         return inside, outside, ""
 
 
-def _error(p: GeneralFixedPoint, field: str) -> float:
+def _error(p: FixedPoint, field: str) -> float:
     """The stated error of ``field`` at ``p``; NaN where the precision mode states none (the line
     quadrature's draft mode), which makes the threshold's error NaN too."""
     e = p.error.get(field)
@@ -205,6 +214,10 @@ def _root(f, lo: float, hi: float, noise: Callable[[float], float]) -> tuple:
     """The root of ``f`` in ``[lo, hi]`` (Brent) to a tolerance below its noise, with its error: the
     noise in ``f`` over the slope at the root, plus the tolerance."""
     f_lo, f_hi = f(lo), f(hi)
+    if not f_lo * f_hi <= 0:
+        # the scan's order of the branches is not the located one (a scan point that a solve missed)
+        raise GeneralThresholdError(f"no sign change on [{lo:g}, {hi:g}] ({f_lo:.3g}, {f_hi:.3g}) where the scan "
+                                    f"put one")
     slope0 = (f_hi - f_lo) / (hi - lo)
     n0 = noise(lo)
     xtol = max(MIN_XTOL, 0.3 * n0 / abs(slope0)) if slope0 != 0 and math.isfinite(n0) else MIN_XTOL
@@ -224,7 +237,7 @@ def _root(f, lo: float, hi: float, noise: Callable[[float], float]) -> tuple:
     return float(root), float(error), {"slope": float(slope), "xtol": float(xtol), "evaluations": len(seen)}
 
 
-def _nearest(branch: _Branch, alpha: float) -> GeneralFixedPoint:
+def _nearest(branch: _Branch, alpha: float) -> FixedPoint:
     return branch.points[min(branch.points, key=lambda a: abs(a - alpha))]
 
 
@@ -314,10 +327,68 @@ def _gap_at_end(pa, pb) -> dict:
     return {"train_loss_gap_at_end": gap, "train_loss_gap_at_end_in_errors": gap / spread if spread > 0 else math.nan}
 
 
+def _bifurcation(parent: _Branch, child: _Branch, a0: float, a1: float) -> Optional[Transition]:
+    """The birth of ``child`` out of ``parent`` in ``[a0, a1]``, located on the parent where the
+    multiplier of the child's new direction crosses 1 (:mod:`numerics.bifurcation`): the root in alpha
+    (Brent, as :func:`_root`), its error the multiplier's stated error over its slope plus the
+    tolerance. None where this does not apply: the child's subspace does not contain the parent's,
+    the parent is not a QMC solution at both ends, the multiplier does not cross 1 there, or the child
+    is found below the crossing (it then does not grow out of the parent there)."""
+    from .bifurcation import embedding, growth_multiplier
+    from .subspaces import branch_subspace
+
+    shape = packing.as_shape(parent.spec)
+    if embedding(branch_subspace(parent.name, shape), branch_subspace(child.name, shape)) is None:
+        return None
+    ends = [parent.solve(a0), parent.solve(a1)]
+    if any(p is None or p.integrator != "qmc" for p in ends):
+        return None
+    seen = {}
+
+    def multiplier(a):
+        if a not in seen:
+            p = parent.solve(a)
+            if p is None:
+                raise GeneralThresholdError(f"{parent.name} branch lost at alpha = {a:g} while locating the "
+                                            f"{child.name} branch's birth on it")
+            seen[a] = growth_multiplier(parent.spec, p, child.name, parent.precision)
+            log.info("%s at alpha = %g: multiplier of the %s direction %.5f +- %.1e", parent.name, a, child.name,
+                     seen[a].value, seen[a].error)
+        return seen[a]
+
+    g0, g1 = multiplier(a0).value - 1.0, multiplier(a1).value - 1.0
+    if not g0 < 0 < g1:
+        log.info("the %s direction's multiplier on %s does not cross 1 on [%g, %g] (%.4f, %.4f)", child.name,
+                 parent.name, a0, a1, g0 + 1, g1 + 1)
+        return None
+    root, error, details = _root(lambda a: multiplier(a).value - 1.0, a0, a1,
+                                 lambda a: seen[min(seen, key=lambda x: abs(x - a))].error)
+    # a child found below the crossing, beyond its error bar, coexists with the parent there (a fold,
+    # not a birth); nearer, a draft solve can find a child whose overlap is its noise (at 1.3 errors
+    # below a draft root it did). Where that lies below a0, the scan's a0 is the probe.
+    probe = root - 3.0 * error
+    try:
+        below = child.solve(probe) if probe > a0 else None
+        probe_note = ""
+    except NotConverged as exc:
+        # next to a birth the child's map barely contracts (its multiplier is near 1): a fast solve
+        # three errors below the root stopped at a residual of 9e-3; that is no evidence of a fold
+        below, probe_note = None, f"the probe did not converge: {exc}"
+    if below is not None:
+        log.info("%s found at alpha = %g, below the crossing %g: not a continuous birth", child.name, probe, root)
+        return None
+    details.update(method="multiplier on the parent", multipliers=[m.to_dict() for _, m in sorted(seen.items())],
+                   child_absent_at=max(probe, a0), probe_note=probe_note)
+    return Transition(root, error, parent.name, child.name, "bifurcation", (a0, a1), details)
+
+
 def _locate(below: _Branch, above: _Branch, a0: float, a1: float) -> Transition:
     """The change of the global minimum from ``below`` (global at ``a0``) to ``above`` (at ``a1``)."""
     kind, lo, hi, extra = "crossing", a0, a1, {}
     if a0 not in above:
+        born = _bifurcation(below, above, a0, a1)
+        if born is not None:
+            return born
         found, missing, note = above.end(a1, a0)
         extra.update(above_appears_between=[missing, found], end_note=note)
         pa, pb = above.solve(found), below.solve(found)
@@ -355,9 +426,11 @@ def _test_error_root(branch: _Branch, lo: float, hi: float, eps_lin: float, eps_
     return _root(g, lo, hi, lambda a: math.hypot(_error(_nearest(branch, a), "test_error"), eps_err))
 
 
-def _alpha_l(branches: Dict[str, _Branch], globals_: list, transitions: list, eps_lin: float, eps_err: float):
-    """``(alpha_l, error, status)`` (docs/theory.md, section 3.5)."""
-    above = [(a, b, branches[b].points[a].test_error > eps_lin) for a, b in globals_]
+def _alpha_l(branches: Dict[str, _Branch], globals_: list, transitions: list, eps_lin: float, eps_err: float,
+             scanned: Dict[tuple, FixedPoint]):
+    """``(alpha_l, error, status)`` (docs/theory.md, section 3.5); ``scanned``: the scan's point of
+    each ``(alpha, branch)``, whose test errors bracket the root."""
+    above = [(a, b, scanned[a, b].test_error > eps_lin) for a, b in globals_]
     if not above[0][2]:
         return math.nan, math.nan, (f"not bracketed: the global minimum ({above[0][1]}) is already below the linear "
                                     f"baseline at the smallest scanned alpha, {above[0][0]:g}")
@@ -380,18 +453,21 @@ def _alpha_l(branches: Dict[str, _Branch], globals_: list, transitions: list, ep
 
 def general_thresholds(spec: ModelSpec, alphas: Sequence[float], precision: str = "draft",
                        integrator: str = "auto", branches: Optional[Sequence[str]] = None,
-                       scan: Optional[Sequence[GeneralFixedPoint]] = None,
-                       progress: Optional[Callable[[int], None]] = None) -> GeneralThresholds:
+                       scan: Optional[Sequence[FixedPoint]] = None,
+                       progress: Optional[Callable[[int], None]] = None,
+                       scan_precision: str = "draft") -> GeneralThresholds:
     """Every change of the global branch on ``alphas`` and ``alpha_l``, with error bars (module
     docstring). ``scan``: the branches already solved on ``alphas`` (e.g. by ``attnphase curve``),
-    else they are followed here. ``progress(n)``: told the solves done."""
+    else they are followed here at ``scan_precision``; the changes and ``alpha_l`` are located at
+    ``precision``, from the scan's points (reused where they are at ``precision``).
+    ``progress(n)``: told the solves done."""
     from .baseline import linear_baseline
 
     t0 = time.perf_counter()
     names = tuple(branches or general_branches(spec))
     alphas = sorted(float(a) for a in alphas)
     if scan is None:
-        scan = [p for b in names for p in follow_general(spec, alphas, b, precision, integrator,
+        scan = [p for b in names for p in follow_general(spec, alphas, b, scan_precision, integrator,
                                                          progress=(lambda _: progress(1)) if progress else None)]
     scan = mark_global_minima([p for p in scan if p.branch in names])
     by = {b: _Branch(spec, b, precision, integrator, [p for p in scan if p.branch == b], progress) for b in names}
@@ -407,7 +483,8 @@ def general_thresholds(spec: ModelSpec, alphas: Sequence[float], precision: str 
             transitions.append(_locate(by[b0], by[b1], a0, a1))
     baseline = linear_baseline(spec)
     eps_lin, eps_err = baseline.test_error, baseline.error
-    alpha_l, alpha_l_error, status = _alpha_l(by, globals_, transitions, eps_lin, eps_err)
+    scanned = {(p.alpha, p.branch): p for p in scan}
+    alpha_l, alpha_l_error, status = _alpha_l(by, globals_, transitions, eps_lin, eps_err, scanned)
     return GeneralThresholds(transitions=tuple(transitions), alpha_l=alpha_l, alpha_l_error=alpha_l_error,
                              alpha_l_status=status, linear_test_error=eps_lin, linear_test_error_error=eps_err,
                              scan=tuple(scan), precision=precision, model=spec,

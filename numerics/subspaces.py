@@ -168,6 +168,33 @@ class BranchSubspace:
                 blocks.append(group)
         return tuple(blocks)
 
+    def isotropic_blocks(self) -> Tuple[Tuple[int, ...], ...]:
+        """The blocks of two or more trivial directions: rotations among them are a symmetry of the
+        map on the subspace (the loss sees ``h`` only through inner products, and the trivial
+        directions carry no ``m`` or ``theta``), so the points they leave unchanged, ``q`` and
+        ``V`` multiples of the identity on the block, form an invariant subspace."""
+        if self.free:
+            return ()
+        group = tuple(j for j, x in enumerate(self.roles) if x == "trivial")
+        return (group,) if len(group) >= 2 else ()
+
+    def isotropic(self, record):
+        """``record`` (overlaps or conjugates) averaged over the rotations of each block of
+        :meth:`isotropic_blocks`: on the block, each symmetric ``r x r`` matrix becomes its mean
+        diagonal entry times the identity (the other matrices vanish there on the subspace)."""
+        blocks = self.isotropic_blocks()
+        if not blocks:
+            return record
+        out = {}
+        for name, value in record.matrices().items():
+            value = np.array(value)
+            if packing.ORDER_PARAMETERS[name] == ("r", "r", True):
+                for b in blocks:
+                    ix = np.ix_(b, b)
+                    value[ix] = np.trace(value[ix]) / len(b) * np.eye(len(b))
+            out[name] = value
+        return type(record)(record.shape, **out)
+
     def defining_overlap(self, ov: MatrixOverlaps, sigma: float) -> float:
         """The overlap that vanishes where the branch merges with a smaller one: the smallest of the
         largest singular value of ``theta / sigma^2`` over the semantic directions and of ``m`` over

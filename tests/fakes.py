@@ -138,7 +138,7 @@ class FakeTheoryAPI:
 
 class FakeGeneralTheoryAPI(FakeTheoryAPI):
     """:class:`FakeTheoryAPI` with the general model's functions, on real records
-    (:class:`~numerics.general_result.GeneralFixedPoint`, whose rows are read back by the real
+    (:class:`~numerics.result.FixedPoint`, whose rows are read back by the real
     ``from_row``, and :class:`~numerics.general_thresholds.GeneralThresholds`).
 
     Toy physics with every kind of change of the global branch: positional below
@@ -162,7 +162,7 @@ class FakeGeneralTheoryAPI(FakeTheoryAPI):
         return True
 
     def general_point(self, spec, a, branch, precision):
-        from numerics.result import FixedPoint as GeneralFixedPoint
+        from numerics.result import FixedPoint as FixedPoint
         from numerics.matrix_overlaps import MatrixHats, MatrixOverlaps
 
         w, shape = spec.omega, spec.shape
@@ -178,7 +178,7 @@ class FakeGeneralTheoryAPI(FakeTheoryAPI):
         converged = not (branch == "semantic" and abs(w - 0.35) < 1e-9 and abs(a - 1.4) < 1e-9)
         error = {name: 1e-6 for name in (*ov.as_dict(), *hats.as_dict())}
         error.update(test_error=1e-8, train_loss=1e-8)
-        return GeneralFixedPoint(alpha=float(a), branch=branch, model=spec, precision=precision, integrator="qmc",
+        return FixedPoint(alpha=float(a), branch=branch, model=spec, precision=precision, integrator="qmc",
                                  overlaps=ov, hats=hats, test_error=te, train_loss=tl, converged=converged,
                                  iterations=7, residual=1e-6 if converged else 0.3, error=error,
                                  invariants=ov.invariants(),
@@ -322,7 +322,7 @@ def kill_fake_sweep_when(ready: Callable[[], bool], argv: Sequence[str], env: di
 
 class FakeGeneralTheory:
     """A test double of ``numerics.api.solve_general`` for validation: closed-form invariants per
-    branch (a :class:`~numerics.general_result.GeneralFixedPoint`'s ``invariants``, ``test_error``,
+    branch (a :class:`~numerics.result.FixedPoint`'s ``invariants``, ``test_error``,
     ``train_loss``, ``error``, ``converged``, ``status``), every stated error ``error`` (absolute),
     the branches in ``absent`` raising :class:`numerics.fixed_point.BranchNotFound`. ``calls``
     records each solve. Training losses: mixed < semantic < positional < trivial."""

@@ -13,7 +13,7 @@ from attnphase import cli
 from derivations import ModelSpec
 from numerics.baseline import linear_baseline
 from numerics.general_fixed_point import solve_general
-from numerics.general_result import from_row
+from numerics.result import from_row
 from numerics.general_thresholds import general_thresholds
 from attnphase.tidy import read_rows, write_rows
 
@@ -119,7 +119,7 @@ def test_the_onset_of_a_pitchfork_is_where_the_square_of_its_overlap_vanishes():
 
 def test_a_solve_that_raised_is_a_failed_point_of_its_alpha_not_a_lost_curve():
     from numerics.general_fixed_point import mark_global_minima
-    from numerics.general_result import failed_point
+    from numerics.result import failed_point
 
     spec = ModelSpec(tokens=3)
     p = failed_point(spec, 4.5, "trivial", "draft", "qmc", "map not evaluable near x = [0.02 0.02]")
@@ -127,3 +127,70 @@ def test_a_solve_that_raised_is_a_failed_point_of_its_alpha_not_a_lost_curve():
     row = p.to_row()
     assert row["converged"] is False and math.isnan(row["train_loss"]) and row["alpha"] == 4.5
     assert mark_global_minima([p])[0].global_minimum is False
+
+
+def test_the_isotropic_part_is_the_average_over_rotations_of_the_trivial_block():
+    import numpy as np
+
+    from numerics.matrix_overlaps import MatrixOverlaps
+    from numerics.subspaces import branch_subspace
+
+    shape = (2, 3, 1, 1)
+    sub = branch_subspace("semantic", shape)  # one semantic direction, two trivial ones
+    assert sub.isotropic_blocks() == ((1, 2),)
+    rng = np.random.default_rng(0)
+    A = rng.standard_normal((3, 3))
+    ov = sub.project(MatrixOverlaps(shape, q=A @ A.T, m=rng.standard_normal((1, 3)), V=A.T @ A + np.eye(3),
+                                    theta=rng.standard_normal((3, 1))))
+    # the Haar average over the rotations of the block, by a quadrature exact for quadratic forms
+    average = 0
+    for phi in np.linspace(0, 2 * np.pi, 8, endpoint=False):
+        O = np.eye(3)
+        O[1:, 1:] = [[np.cos(phi), -np.sin(phi)], [np.sin(phi), np.cos(phi)]]
+        average = average + ov.rotated(O).pack() / 8
+    assert sub.isotropic(ov).pack() == pytest.approx(average, abs=1e-13)
+    assert branch_subspace("positional", (2, 2, 1, 1)).isotropic_blocks() == ()
+
+
+def test_the_rank_two_trivial_branch_converges_on_its_isotropic_point():
+    # two trivial directions rotate into each other: without the reduction the pooled map's residual
+    # stayed at 1e-2 (the scramblings' noise anisotropy, turned by their alignment)
+    fp = solve_general(ModelSpec(rank=2), 2.0, "trivial", "draft")
+    assert fp.converged, fp.status
+    q = fp.overlaps.q
+    assert q[0, 1] == 0 and q[0, 0] == q[1, 1] > 0
+
+
+def test_a_parent_is_embedded_in_the_branch_that_grows_out_of_it():
+    from numerics.bifurcation import embedding
+    from numerics.subspaces import branch_subspace
+
+    shape = (2, 2, 1, 1)
+    mixed = branch_subspace("mixed", shape)  # direction 1 semantic, direction 2 positional
+    assert embedding(branch_subspace("positional", shape), mixed) == (1, 0)
+    assert embedding(branch_subspace("semantic", shape), mixed) == (0, 1)
+    assert embedding(branch_subspace("mixed", shape), branch_subspace("positional", shape)) is None
+    assert embedding(branch_subspace("trivial", (3, 1, 1, 1)), branch_subspace("semantic", (3, 1, 1, 1))) == (0,)
+
+
+@pytest.mark.slow
+def test_the_mixed_branch_is_born_where_the_old_extrapolation_put_it():
+    # the birth located on the positional branch (the multiplier of the semantic direction crosses 1)
+    # against the onset extrapolated from the mixed branch's own overlap, within their errors
+    from numerics.bifurcation import growth_multiplier
+    from numerics.general_thresholds import pitchfork_onset
+
+    spec = ModelSpec(rank=2, omega=0.3)
+    lo, hi = (growth_multiplier(spec, solve_general(spec, a, "positional", "draft"), "mixed", "draft")
+              for a in (0.45, 0.7))
+    assert lo.value + 3 * lo.error < 1 < hi.value - 3 * hi.error
+    assert lo.step_change < 0.1 * lo.statistical  # the likelihood-ratio difference is smooth
+    slope = (hi.value - lo.value) / (hi.alpha - lo.alpha)
+    birth = lo.alpha + (1 - lo.value) / slope
+    birth_error = max(lo.error, hi.error) / slope
+    alphas = [0.7, 0.8, 0.9]
+    points = [solve_general(spec, a, "mixed", "draft") for a in alphas]
+    d = [p.invariants["theta_singular_values"][0] / spec.sigma**2 for p in points]
+    d_error = [p.error["theta_singular_values_1"] / spec.sigma**2 for p in points]
+    onset, onset_error, _ = pitchfork_onset(alphas, d, d_error)
+    assert abs(birth - onset) < 3 * math.hypot(birth_error, onset_error)

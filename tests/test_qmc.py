@@ -349,9 +349,10 @@ def test_a_singular_covariance_fails_loudly():
 
 
 def test_the_continuation_retries_a_point_that_fails_from_the_previous_one(monkeypatch):
-    """follow_general: a solve started from the previous point that does not converge is solved again
-    from the default start and replaced if that converges; a branch not found is left out and the
-    next alpha starts afresh (the solver is replaced by a fake that records its starts)."""
+    """follow_general: a solve started from the previous point that does not converge, or does not
+    find the branch, is solved again from the default start (and replaced if that converges); a branch
+    not found from either is left out and the next alpha starts afresh (the solver is replaced by a
+    fake that records its starts)."""
     import numerics.general_fixed_point as general
 
     calls = []
@@ -366,7 +367,7 @@ def test_the_continuation_retries_a_point_that_fails_from_the_previous_one(monke
     record = solve_general(ModelSpec(), 2.0, "semantic", "draft")
     monkeypatch.setattr(general, "solve_general", fake)
     points = general.follow_general(ModelSpec(), [1.0, 2.0, 3.0, 4.0], "semantic")
-    assert calls == [(1.0, False), (2.0, True), (2.0, False), (3.0, True), (4.0, False)]
+    assert calls == [(1.0, False), (2.0, True), (2.0, False), (3.0, True), (3.0, False), (4.0, False)]
     assert [(p.alpha, p.converged) for p in points] == [(1.0, True), (2.0, True), (4.0, True)]
 
 

@@ -20,7 +20,7 @@ from attnphase.cli import build_parser, main
 from attnphase.commands.sweep import cmd_phase_diagram
 from attnphase.errors import CommandFailed
 from derivations.spec import ModelSpec
-from numerics.general_result import from_row
+from numerics.result import from_row
 from attnphase.tidy import ROW_CHECK, read_csv_rows
 from attnphase.sweeps import SweepError
 from attnphase.sweeps.config import SweepConfig

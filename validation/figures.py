@@ -136,7 +136,7 @@ def markdown_table(rows: Sequence[dict], digits: int = 4,
 
 
 def theory_column_overlaps(row: dict, sigma: float) -> dict:
-    """Per student column ``j`` of a theory row (``numerics.general_result.GeneralFixedPoint.to_row``: packed
+    """Per student column ``j`` of a theory row (``numerics.result.FixedPoint.to_row``: packed
     ``m_a_j``, ``theta_j_c``): the largest and smallest over ``j`` of ``|m_.j|`` and ``|theta_j.|/sigma^2``, as
     ``validation.simulate.summary_statistics`` reports them for a run (keys ``m_col_max``, ...). Meaningful in
     the theory's gauge, where the directions have their roles (docs/theory.md, sections 4.9-4.10)."""
@@ -162,7 +162,7 @@ def plot_column_overlaps(result_sets: Sequence[tuple], theory_rows: Sequence[dic
     largest column filled, the smallest open), with the theory's branches drawn over them (thick where a
     branch is the theory's global minimum, dotted elsewhere). ``result_sets``: ``(label, results)`` pairs,
     ``results`` being :func:`validation.simulate.simulate` results, one marker and colour per set;
-    ``theory_rows``: rows of ``attnphase curve`` (``GeneralFixedPoint.to_row``), converged ones drawn."""
+    ``theory_rows``: rows of ``attnphase curve`` (``FixedPoint.to_row``), converged ones drawn."""
     import matplotlib
 
     matplotlib.use("Agg")

@@ -77,7 +77,7 @@ def _on_subspace(start: Optional[MatrixOverlaps], spec: ModelSpec, subspace: Bra
     if not np.array_equal(subspace.project(start).pack(), start.pack()):
         O, W = alignment(start, template, teacher=True)
         start = start.rotated(O, W)
-    return subspace.project(start)
+    return subspace.isotropic(subspace.project(start))
 
 
 def _floor(ov: MatrixOverlaps, rho: float, free: np.ndarray) -> np.ndarray:
@@ -132,6 +132,13 @@ def _oriented(ov: MatrixOverlaps, subspace: BranchSubspace) -> MatrixOverlaps:
     return ov.rotated(O)
 
 
+def prior_image(model: GeneralModel, subspace: BranchSubspace, hats: MatrixHats) -> MatrixOverlaps:
+    """The overlaps of the prior side from the conjugates ``hats``, projected onto the subspace and its
+    isotropic part (:meth:`~numerics.subspaces.BranchSubspace.isotropic`)."""
+    new = model.prior_updates(**subspace.isotropic(hats).matrices())
+    return subspace.isotropic(subspace.project(MatrixOverlaps(model.shape, **new)))
+
+
 class _Map:
     """``x -> F_j(x)`` over the free components, for the scramblings ``scrambles`` of ``channel``;
     remembers the channel estimate of the last evaluation."""
@@ -152,9 +159,8 @@ class _Map:
         return MatrixOverlaps.unpack(self.model.shape, x)
 
     def image(self, est: ChannelEstimate) -> MatrixOverlaps:
-        """The overlaps of the prior side from ``est``'s conjugates, projected and oriented."""
-        new = self.model.prior_updates(**est.hats.matrices())
-        ov = self.subspace.project(MatrixOverlaps(self.model.shape, **new))
+        """The overlaps of the prior side from ``est``'s conjugates (:func:`prior_image`), oriented."""
+        ov = prior_image(self.model, self.subspace, est.hats)
         return _oriented(ov, self.subspace) if self.gauge else ov
 
     def __call__(self, x_free):
@@ -209,13 +215,13 @@ def _fields(model: GeneralModel, alpha: float, ov: MatrixOverlaps, hats: MatrixH
 def _collapsed(spec, alpha, subspace, prec, solution, defining, wall_time, model):
     """The record of a solve that fell to a smaller branch (carried by :class:`BranchNotFound`): the
     point reached, ``converged=False``, errors NaN, the reason in the diagnostics."""
-    from ..general_result import GeneralFixedPoint
+    from ..result import FixedPoint
 
     ov, hats = solution.overlaps, solution.estimate.hats
     values = dict(ov.as_dict(), **hats.as_dict())
     reason = (f"{subspace.name} branch not found at alpha = {alpha:g}: the iteration fell to a smaller branch "
               f"(defining overlap {defining:.1e} < {COLLAPSE:g})")
-    return GeneralFixedPoint(
+    return FixedPoint(
         alpha=float(alpha), branch=subspace.name, model=spec, precision=prec.name, integrator="qmc", overlaps=ov,
         hats=hats, test_error=float("nan"), train_loss=float("nan"), converged=False, iterations=solution.iterations,
         residual=solution.residual, error={k: float("nan") for k in values}, invariants=ov.invariants(),
@@ -226,12 +232,12 @@ def solve_qmc(spec: ModelSpec, alpha: float, branch: str = "semantic", precision
               start: Optional[MatrixOverlaps] = None, gauge: bool = True, subspace: Optional[BranchSubspace] = None,
               model: Optional[GeneralModel] = None):
     """The fixed point of ``branch`` at ``alpha`` with the QMC integrator, with error bars (module
-    docstring). Returns a :class:`~numerics.general_result.GeneralFixedPoint`.
+    docstring). Returns a :class:`~numerics.result.FixedPoint`.
 
     ``start``: the overlaps to start from (projected onto the subspace); by default
     :func:`default_start` (:func:`_on_subspace`). ``gauge``: compose the map with the canonical orientation (off only to
     test what it does). ``subspace``: a subspace other than the named branch's."""
-    from ..general_result import GeneralFixedPoint
+    from ..result import FixedPoint
 
     if not alpha > 0:
         raise ValueError(f"alpha: must be > 0, got {alpha}")
@@ -269,7 +275,8 @@ def solve_qmc(spec: ModelSpec, alpha: float, branch: str = "semantic", precision
     aligned = []
     for s in solutions:
         O, W = alignment(s.overlaps, first.overlaps, blocks)
-        aligned.append((s.overlaps.rotated(O, W), s.estimate.hats.rotated(O, W), s.estimate.mean_envelope))
+        aligned.append((s.overlaps.rotated(O, W), subspace.isotropic(s.estimate.hats.rotated(O, W)),
+                        s.estimate.mean_envelope))
     xbar = np.mean([a[0].pack()[free] for a in aligned], axis=0)
     # the pooled map's fixed point is x̄ to first order in the scramblings' spread only: at the
     # spread of a fast rule (~1e-3) the remainder is a residual of ~1e-4, more than the rule's
@@ -280,6 +287,7 @@ def solve_qmc(spec: ModelSpec, alpha: float, branch: str = "semantic", precision
     ov = polish.overlaps
     ov = ov.rotated(*alignment(ov, first.overlaps, subspace.gauge_blocks()))
     est = channel.estimate(ov, alpha, dense_check=True)
+    est = dataclasses.replace(est, hats=subspace.isotropic(est.hats))
     residual = _matrix_residual(pooled.image(est), ov)
 
     test_nodes = gaussian_nodes(model.shape, prec.rule.test_log2_points, prec.rule.test_scrambles,
@@ -321,6 +329,9 @@ def solve_qmc(spec: ModelSpec, alpha: float, branch: str = "semantic", precision
         "scramble_residuals": [s.residual for s in solutions],
         "scramble_converged": [s.converged for s in solutions],
         "scramble_evaluations": [s.evaluations for s in solutions],
+        # each scrambling's own fixed point, aligned with the reported one (numerics.bifurcation
+        # differentiates each scrambling's map there)
+        "scramble_fixed_points": [a[0].pack().tolist() for a in aligned],
         "map_evaluations": sum(s.evaluations for s in solutions) + 1 + approach.evaluations,
         "pooled_evaluations": polish.evaluations + 1,
         "full_searches": channel.full_searches,
@@ -337,7 +348,7 @@ def solve_qmc(spec: ModelSpec, alpha: float, branch: str = "semantic", precision
         "defining_overlap": defining,
         "status": status,
     }
-    point = GeneralFixedPoint(
+    point = FixedPoint(
         alpha=float(alpha), branch=subspace.name, model=spec, precision=prec.name, integrator="qmc",
         overlaps=ov, hats=est.hats, test_error=value["test_error"], train_loss=value["train_loss"],
         converged=bool(converged), iterations=sum(s.iterations for s in solutions), residual=residual,
