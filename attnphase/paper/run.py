@@ -104,6 +104,7 @@ def run_paper(out, plan: Plan, only: Optional[Sequence[str]] = None, *, schedule
                     summary["workers"] = len(cl.scheduler_info().get("workers", {}))
                     _execute(cl, pending, store, shash, summary, progress)
         summary["compute_wall_time"] = time.perf_counter() - t_start
+        summary["notes"] = stored_notes(store.out, {t.key for t in every if t.key in store.done})
         write_outputs(store.out, plan, REGISTRY, {t.key for t in every if t.key in store.done},
                       {f.name: [t.key for t in figure_tasks(plan, builder, [f])] for f in REGISTRY}, summary,
                       command)
@@ -130,7 +131,7 @@ def _execute(client, pending: list, store: SweepStore, shash: str, summary: dict
     count = [summary["skipped"]]
 
     def store_result(task: Task, result: dict) -> None:
-        store.add_task(task.key, task.file, task_rows(task, result, shash, summary))
+        store.add_task(task.key, task.file, task_rows(task, result, shash))
         summary["computed"].append(task.key)
 
     def tick() -> None:
@@ -160,7 +161,7 @@ def _fail(store: SweepStore, task: Task, exc: BaseException, tb: str, summary: d
     summary["failed"].append({"task": task.key, "error": msg})
 
 
-def task_rows(task: Task, result: dict, shash: str, summary: dict) -> list:
+def task_rows(task: Task, result: dict, shash: str) -> list:
     """The rows of a finished task, each with its key, its model and the settings that
     decided it (the model's columns, the precision, the simulation settings)."""
     p = task.payload
@@ -175,16 +176,7 @@ def task_rows(task: Task, result: dict, shash: str, summary: dict) -> list:
                        base_seed=p["seed"])
     elif task.kind == "histogram":
         context.update(config=p["config"], base_seed=p["seed"])
-    if "thresholds" in result:
-        body = [result["thresholds"]]
-        t = result["thresholds"]
-        if t.get("threshold_status", "ok") != "ok":
-            summary["notes"].append({"task": task.key, "message": str(t.get("threshold_message", ""))})
-    else:
-        body = result["rows"]
-        note = body[0].get("branch_note") if body else ""
-        if note:
-            summary["notes"].append({"task": task.key, "message": str(note)})
+    body = [result["thresholds"]] if "thresholds" in result else result["rows"]
     model_columns = p["spec"].to_columns() if "spec" in p else {}
     rows = []
     for r in body:
@@ -198,6 +190,23 @@ def task_rows(task: Task, result: dict, shash: str, summary: dict) -> list:
     if len(rows) != task.n_rows:
         raise RuntimeError(f"{task.key} gave {len(rows)} rows, {task.n_rows} expected")
     return rows
+
+
+def stored_notes(out, keys: set) -> list:
+    """The notes of the finished tasks (a branch not found on part of a curve, a threshold that is not
+    there), read back from the rows stored in ``out`` and sorted by task, so that a resumed run reports
+    the notes of the tasks an earlier run computed, in the same order as an uninterrupted one."""
+    notes = {}
+    for name in TASK_FILES:
+        for r in read_table(Path(out) / name).rows:
+            key = r.get("task")
+            if key not in keys or key in notes:
+                continue
+            if r.get("threshold_status", "ok") not in ("", "ok"):
+                notes[key] = str(r.get("threshold_message", ""))
+            elif r.get("branch_note"):
+                notes[key] = str(r["branch_note"])
+    return [{"task": k, "message": notes[k]} for k in sorted(notes)]
 
 
 def done_keys(out) -> set:
