@@ -7,7 +7,7 @@ CPU time (user + system of the command's process and its children) is printed be
 because on a shared machine the wall time measures the other jobs as much as the code: the CPU time
 of a single-threaded command moves far less with the load (target: after/before at most 1.1).
 
-    python benchmarks/bench_front.py --before /tmp/before [--repeats 3] [--commands solve,curve,thresholds,run]
+    python benchmarks/bench_front.py --before /tmp/before [--repeats 3] [--commands solve,curve,thresholds,run,main]
 """
 import argparse
 import os
@@ -27,6 +27,7 @@ def commands(out: str) -> dict:
         "curve": ["curve", "--alphas", "0.5:2.5:9", "--precision", "draft", "--out", os.path.join(out, "c.csv")],
         "thresholds": ["thresholds", "--precision", "draft"],
         "run": ["run", "--precision", "draft", "--out", os.path.join(out, "run")],
+        "main": ["run", "--out", os.path.join(out, "main")],  # the README's main job, at its default precision
     }
 
 
@@ -46,7 +47,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--before", required=True, help="a source tree of the code before the change")
     ap.add_argument("--repeats", type=int, default=2)
-    ap.add_argument("--commands", default="solve,curve,thresholds", help="of: solve, curve, thresholds, run")
+    ap.add_argument("--commands", default="solve,curve,thresholds",
+                    help="of: solve, curve, thresholds, run (draft), main (the README's main job)")
     args = ap.parse_args()
     print(f"{'command':<12} {'wall before':>12} {'wall after':>11} {'CPU before':>11} {'CPU after':>10} "
           f"{'CPU after/before':>17}")
