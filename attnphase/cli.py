@@ -28,7 +28,7 @@ import sys
 import traceback
 
 from derivations.spec import ModelSpecError
-from attnphase.tidy import UnreadableFile
+from tidyio import UnreadableFile
 from attnphase.paper import PaperError
 from attnphase.sweeps import SweepError
 from validation.run_settings import RunSettingsError

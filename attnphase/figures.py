@@ -6,7 +6,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from attnphase.tidy import UnreadableFile, atomic_output, check_table  # noqa: E402
+from tidyio import UnreadableFile, atomic_output, check_table  # noqa: E402
 
 #: the columns a curve CSV needs to be drawn: values, branch, global minimum, and the model
 CURVE_COLUMNS = ("alpha", "branch", "q", "m", "theta", "test_error", "global_minimum", "sigma", "lam", "omega",
@@ -184,7 +184,7 @@ def read_curve_file(path, allow_empty: bool = False) -> tuple:
     """``(rows, model)`` of a curve CSV (written by ``attnphase curve`` or ``run``), checked:
     readable throughout, the :data:`CURVE_COLUMNS`, numbers where numbers belong and one
     model (:meth:`derivations.spec.ModelSpec.from_columns`); otherwise
-    :class:`~attnphase.tidy.UnreadableFile` naming the file. ``allow_empty``: a file with a
+    :class:`~tidyio.UnreadableFile` naming the file. ``allow_empty``: a file with a
     header and no rows gives ``([], None)``."""
     from derivations.spec import ModelSpec, ModelSpecError
 

@@ -278,8 +278,8 @@ def failed(command: str, message: str) -> int:
 
 
 def print_json(obj) -> None:
-    """``--json``: ``obj`` on stdout by THE JSON writer (:func:`attnphase.tidy.json_text`: no NaN)."""
-    from attnphase.tidy import json_text
+    """``--json``: ``obj`` on stdout by THE JSON writer (:func:`tidyio.json_text`: no NaN)."""
+    from tidyio import json_text
 
     sys.stdout.write(json_text(obj) + "\n")
 

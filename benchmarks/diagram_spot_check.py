@@ -15,7 +15,7 @@ import numpy as np
 from derivations.spec import ModelSpec
 from numerics.fixed_point import solve_branch
 from numerics.overlaps import Overlaps
-from attnphase.tidy import read_rows
+from tidyio import read_rows
 
 FIELDS = ("q", "m", "V", "theta", "test_error", "train_loss")
 

@@ -177,7 +177,7 @@ def cmd_run(args) -> int:
     os.environ.setdefault("MKL_NUM_THREADS", "1")
     from attnphase.sweeps.runner import execute, open_client
     from attnphase.sweeps.tasks import Task as SweepTask
-    from attnphase.tidy import atomic_write_text
+    from tidyio import atomic_write_text
 
     runs_dir = os.path.join(args.out, "runs")
     os.makedirs(runs_dir, exist_ok=True)
@@ -567,7 +567,7 @@ def markdown(estimates: Sequence[dict], fits: Sequence[dict], steps_table: Seque
 
 def read_theory_curves(paths: Sequence[str]) -> Dict[float, Dict[str, List[dict]]]:
     """``attnphase curve`` CSVs keyed by their omega column, then by branch (converged points only)."""
-    from attnphase.tidy import is_true, read_rows
+    from tidyio import is_true, read_rows
 
     curves: Dict[float, Dict[str, List[dict]]] = {}
     for path in paths:
@@ -678,7 +678,7 @@ def plot(out: str, rows: Sequence[dict], estimates: Sequence[dict], fits: Sequen
 
 
 def cmd_analyse(args) -> int:
-    from attnphase.tidy import write_rows as write_csv
+    from tidyio import write_rows as write_csv
 
     rows = load_rows(args.out)
     if not rows:

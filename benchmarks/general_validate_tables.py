@@ -16,7 +16,7 @@ import math
 import os
 import sys
 
-from attnphase.tidy import read_checked_json, read_rows
+from tidyio import read_checked_json, read_rows
 from validation.statistics import final_loss_fall
 
 

@@ -22,7 +22,7 @@ import os
 import numpy as np
 
 from derivations.spec import ModelSpec
-from attnphase.tidy import read_checked_json, read_rows
+from tidyio import read_checked_json, read_rows
 from validation.figures import plot_column_overlaps
 from validation.statistics import final_loss_fall, result_spec, run_branch
 

@@ -36,7 +36,7 @@ import numpy as np
 from derivations import ModelSpec
 from numerics.api import thresholds
 from numerics.thresholds import BranchAbsent, CrossingBeyondScan
-from attnphase.tidy import read_rows
+from tidyio import read_rows
 
 OMEGAS = tuple(round(0.05 * i, 2) for i in range(10))
 LAMS = (0.001, 0.01, 0.1)

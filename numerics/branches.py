@@ -56,7 +56,7 @@ class BranchCurve:
     def to_frame(self):
         """One row per point (:meth:`~numerics.result.FixedPoint.to_row`), in alpha order; the
         spinodals, note and failure in the frame's ``attrs``."""
-        from attnphase.tidy import frame
+        from tidyio import frame
 
         df = frame([p.to_row() for p in sorted(self.points, key=lambda p: p.alpha)], ("alpha", "branch"))
         df.attrs.update(branch=self.branch, spinodals=[dict(s) for s in self.spinodals], note=self.note,

@@ -38,7 +38,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 import numpy as np
 from scipy.optimize import brentq
 
-from attnphase.tidy import finite_json, frame
+from tidyio import finite_json, frame
 from derivations import ModelSpec, packing
 
 from .general_fixed_point import follow_general, general_branches, solve_general

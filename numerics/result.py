@@ -19,7 +19,7 @@ from derivations import ModelSpec
 from .matrix_overlaps import MatrixHats, MatrixOverlaps, from_scalars
 from .overlaps import ALL_NAMES, FIXED_ZERO, HatOverlaps, Overlaps
 from .precision import PRECISIONS
-from attnphase.tidy import finite_json, frame
+from tidyio import finite_json, frame
 
 #: the status of a :class:`FixedPoint`; only ``CONVERGED`` is a result
 CONVERGED = "converged"
@@ -212,7 +212,7 @@ def from_row(row: dict) -> FixedPoint:
     """The fixed point of a row written by :meth:`FixedPoint.to_row` with matrices (it has an
     ``integrator`` column; cells may be text), as read back from a curve CSV: values, errors,
     status and settings; solver diagnostics are not kept in rows and come back empty."""
-    from attnphase.tidy import is_true, number
+    from tidyio import is_true, number
 
     model = ModelSpec.from_columns(row)
     shape = (model.tokens, model.rank, model.teacher_rank, len(model.positions[0]))

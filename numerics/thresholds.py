@@ -31,7 +31,7 @@ from derivations import ModelSpec
 
 from .baseline import linear_baseline
 from .branches import COLLAPSE, BranchCurve, try_solve, defining_overlap, follow_branch, is_on_branch
-from attnphase.tidy import is_true, number
+from tidyio import is_true, number
 from .fixed_point import solve_with_rule
 from .precision import PRECISIONS, Precision
 from .root_finding import NoRootInRange, UndefinedAt, safeguarded_newton, safeguarded_secant
@@ -39,7 +39,7 @@ from .solver import Budget, SolverError
 from .bound_model import bind
 from .overlaps import COMPETING_BRANCHES, Overlaps
 from .result import NO_ESTIMATE
-from attnphase.tidy import finite_json, frame
+from tidyio import finite_json, frame
 from .saddle_point import free_energy, test_error
 
 log = logging.getLogger(__name__)

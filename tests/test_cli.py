@@ -76,7 +76,7 @@ def test_solve_and_curve_of_the_general_model(capsys, tmp_path):
     gauge invariants; a curve CSV with packed components, invariants and their errors, and a figure."""
     import json
 
-    from attnphase.tidy import read_rows
+    from tidyio import read_rows
 
     argv = ["solve", "--alpha", "2", "--tokens", "3", "--branch", "semantic", "--precision", "draft", "--json"]
     assert cli.main(argv) == 0

@@ -29,7 +29,7 @@ from attnphase.commands.sweep import cmd_phase_diagram
 from derivations.spec import ModelSpec
 from numerics.overlaps import HatOverlaps, Overlaps
 from numerics.result import FixedPoint
-from attnphase.tidy import ROW_CHECK, finite_json, from_json, json_text, read_csv_rows, render_csv
+from tidyio import ROW_CHECK, finite_json, from_json, json_text, read_csv_rows, render_csv
 from attnphase.sweeps.store import MANIFEST, THEORY_CSV, THRESHOLDS_CSV
 from tests.fakes import fake_theory_task, kill_fake_sweep_when
 

@@ -107,7 +107,7 @@ def test_run_and_thresholds_of_a_general_model_take_the_same_path(monkeypatch, t
 
     from attnphase.cli import main
     from tests.fakes import FakeGeneralTheoryAPI
-    from attnphase.tidy import read_rows
+    from tidyio import read_rows
 
     fake = FakeGeneralTheoryAPI()
     monkeypatch.setattr(api, "follow", fake.follow)

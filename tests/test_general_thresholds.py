@@ -15,7 +15,7 @@ from numerics.baseline import linear_baseline
 from numerics.general_fixed_point import solve_general
 from numerics.result import from_row
 from numerics.general_thresholds import general_thresholds
-from attnphase.tidy import read_rows, write_rows
+from tidyio import read_rows, write_rows
 
 
 def test_a_rank_two_student_has_the_baseline_of_its_teacher():

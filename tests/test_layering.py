@@ -1,4 +1,4 @@
-"""The packages import one way: attnphase.tidy (tidy CSV/JSON files, at the bottom) -> derivations ->
+"""The packages import one way: tidyio (tidy CSV/JSON files, at the bottom) -> derivations ->
 numerics -> validation -> attnphase.sweeps -> attnphase.paper -> attnphase (the command-line
 program, and its figures); attnphase.histogram_task stands apart, and attnphase.paper uses it.
 Benchmarks, examples and tests sit on top: they may import any of these, and nothing imports them.
@@ -17,16 +17,16 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 #: our packages, and which of them each may import (itself always)
-LIBRARIES = ("attnphase.tidy", "derivations", "numerics", "validation", "attnphase.histogram_task", "attnphase.sweeps",
+LIBRARIES = ("tidyio", "derivations", "numerics", "validation", "attnphase.histogram_task", "attnphase.sweeps",
              "attnphase.paper", "attnphase")
 ALLOWED = {
-    "attnphase.tidy": set(),
-    "derivations": {"attnphase.tidy"},
-    "numerics": {"attnphase.tidy", "derivations"},
-    "validation": {"attnphase.tidy", "derivations", "numerics"},
-    "attnphase.histogram_task": {"attnphase.tidy"},
-    "attnphase.sweeps": {"attnphase.tidy", "derivations", "numerics", "validation"},
-    "attnphase.paper": {"attnphase.tidy", "derivations", "numerics", "validation", "attnphase.sweeps",
+    "tidyio": set(),
+    "derivations": {"tidyio"},
+    "numerics": {"tidyio", "derivations"},
+    "validation": {"tidyio", "derivations", "numerics"},
+    "attnphase.histogram_task": {"tidyio"},
+    "attnphase.sweeps": {"tidyio", "derivations", "numerics", "validation"},
+    "attnphase.paper": {"tidyio", "derivations", "numerics", "validation", "attnphase.sweeps",
                         "attnphase.histogram_task"},
     "attnphase": set(LIBRARIES) - {"attnphase"},
     "benchmarks": set(LIBRARIES),
@@ -75,7 +75,7 @@ def forbidden_edges(source: str, module: str, is_package: bool = False) -> list:
 
 
 def our_modules():
-    for package in ("derivations", "numerics", "validation", "attnphase", "benchmarks", "examples",
+    for package in ("tidyio", "derivations", "numerics", "validation", "attnphase", "benchmarks", "examples",
                     "tests"):
         for path in sorted((ROOT / package).rglob("*.py")):
             parts = path.relative_to(ROOT).with_suffix("").parts
@@ -117,7 +117,7 @@ def test_numerics_does_not_draw():
     # a library importing the command-line program from a method
     ("class Store:\n    def close(self):\n        import attnphase.cli\n", "attnphase.sweeps.store"),
     # the files' module is at the bottom
-    ("from numerics.overlaps import BRANCHES\n", "attnphase.tidy"),
+    ("from numerics.overlaps import BRANCHES\n", "tidyio"),
     # histogram_task depends on none of ours
     ("import numpy\nfrom derivations.spec import ModelSpec\n", "attnphase.histogram_task.experiment"),
 ])

@@ -363,7 +363,7 @@ def test_curve_figure_draws_two_models_from_their_csvs(tmp_path):
     from attnphase.figures import plot_curve_files
     from numerics.result import FixedPoint
     from numerics.overlaps import HatOverlaps
-    from attnphase.tidy import write_rows
+    from tidyio import write_rows
 
     def rows(spec, branch, q):
         return [FixedPoint(alpha=a, branch=branch, overlaps=Overlaps(q, 0.0, 5.0, 0.0), hats=HatOverlaps(0, 0, 0, 0),

@@ -25,7 +25,7 @@ import pytest
 
 from attnphase import cli
 from attnphase.commands.paper import cmd_paper
-from attnphase.tidy import ROW_CHECK, number, read_csv_rows, read_table, render_csv
+from tidyio import ROW_CHECK, number, read_csv_rows, read_table, render_csv
 from attnphase.paper.figures import REGISTRY
 from attnphase.paper.plan import GD_RUNS, TASK_FILES, THEORY_CURVES, THRESHOLDS, default_model, model_label
 from attnphase.paper.published import PUBLISHED, lookup

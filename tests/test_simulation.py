@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from derivations.spec import ModelSpec
-from attnphase.tidy import read_rows
+from tidyio import read_rows
 from validation import runs, statistics, theory_cache
 from validation import simulate as sim
 

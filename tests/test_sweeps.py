@@ -21,7 +21,7 @@ from attnphase.commands.sweep import cmd_phase_diagram
 from attnphase.errors import CommandFailed, UsageError
 from attnphase.options import parse_range
 from derivations.spec import ModelSpec
-from attnphase.tidy import ROW_CHECK, cell, read_csv_rows, render_csv
+from tidyio import ROW_CHECK, cell, read_csv_rows, render_csv
 from attnphase.sweeps import SweepError
 from attnphase.sweeps.config import SweepConfig
 from attnphase.sweeps.grid import fmt, grid_text, theory_key

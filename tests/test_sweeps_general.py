@@ -21,7 +21,7 @@ from attnphase.commands.sweep import cmd_phase_diagram
 from attnphase.errors import CommandFailed
 from derivations.spec import ModelSpec
 from numerics.result import from_row
-from attnphase.tidy import ROW_CHECK, read_csv_rows
+from tidyio import ROW_CHECK, read_csv_rows
 from attnphase.sweeps import SweepError
 from attnphase.sweeps.config import SweepConfig
 from attnphase.sweeps.grid import theory_key

@@ -13,7 +13,7 @@ import pytest
 
 from derivations.spec import ModelSpec
 from numerics.fixed_point import BranchNotFound
-from attnphase.tidy import read_rows
+from tidyio import read_rows
 from tests.fakes import FakeGeneralTheory
 from validation import runs, statistics, theory_cache
 from validation.simulate import simulate

@@ -8,7 +8,7 @@ from typing import Sequence
 import numpy as np
 
 from numerics.overlaps import COMPETING_BRANCHES
-from attnphase.tidy import atomic_output, read_rows
+from tidyio import atomic_output, read_rows
 
 
 _PANELS = (("test_error", "test error"), ("train_loss", "training loss"),

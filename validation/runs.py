@@ -14,7 +14,7 @@ from typing import Callable, Optional, Sequence
 
 import numpy as np
 
-from attnphase.tidy import (UnreadableFile, atomic_write_text, folder_summary, move_aside, read_checked_json,
+from tidyio import (UnreadableFile, atomic_write_text, folder_summary, move_aside, read_checked_json,
                            render_csv, write_checked_json)
 
 from .figures import plot_dscan, plot_validate
@@ -65,7 +65,7 @@ def cached_simulate(spec, d: int, alpha: float, init: str, sim_kwargs: dict, cac
 
 def write_csv(path: str, rows: Sequence[dict], fields: Sequence[str]) -> None:
     """Rows as a CSV of the columns ``fields`` (cells as every CSV of the project writes them,
-    :func:`attnphase.tidy.cell`), written whole."""
+    :func:`tidyio.cell`), written whole."""
     atomic_write_text(path, render_csv(fields, rows, True))
 
 

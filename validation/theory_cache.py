@@ -26,7 +26,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 from numerics.fixed_point import BranchNotFound
 from numerics.overlaps import COMPETING_BRANCHES
-from attnphase.tidy import UnreadableFile, move_aside, read_checked_json, write_checked_json
+from tidyio import UnreadableFile, move_aside, read_checked_json, write_checked_json
 
 log = logging.getLogger(__name__)
 

@@ -77,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     from attnphase.histogram_task import experiment as H
-    from attnphase.tidy import atomic_output, folder_summary
+    from tidyio import atomic_output, folder_summary
 
     try:
         device = H.pick_device(args.device)

@@ -151,7 +151,7 @@ def cmd_phase_diagram(args, theory_task=None, simulation_task=None, client=None)
 
 
 def cmd_plot(args) -> int:
-    from attnphase.tidy import UnreadableFile
+    from tidyio import UnreadableFile
     from attnphase.sweeps import figures
 
     formats = parse_list(args.formats, "--formats", choices=FIGURE_FORMATS)

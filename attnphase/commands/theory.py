@@ -268,7 +268,7 @@ def _curve_figures(args, spec, points, rows, spinodals, compare) -> list:
         return plot_curve_files([args.out, *compare], stem, default_model=spec)
     from numerics.api import linear_baseline
     from attnphase.figures import grid_thresholds, plot_curves
-    from attnphase.tidy import read_rows
+    from tidyio import read_rows
 
     rows_back = read_rows(args.out)  # drawn from the file, as plot draws a sweep's
     baseline = linear_baseline(spec).test_error
@@ -277,7 +277,7 @@ def _curve_figures(args, spec, points, rows, spinodals, compare) -> list:
 
 
 def cmd_curve(args) -> int:
-    from attnphase.tidy import write_rows
+    from tidyio import write_rows
 
     spec = model_from_args(args)
     alphas = parse_range(args.alphas, "--alphas", positive=True)
@@ -293,7 +293,7 @@ def cmd_curve(args) -> int:
         raise UsageError("--compare: needs --figure")
     if compare:
         from attnphase.figures import read_curve_file
-        from attnphase.tidy import UnreadableFile
+        from tidyio import UnreadableFile
 
         for path in compare:  # checked before the curve is computed
             try:
@@ -334,7 +334,7 @@ def _read_scan(path, spec, precision) -> list:
     """The fixed points of a curve CSV, checked to be of ``spec`` at ``precision`` (exit 2 if not)."""
     from attnphase.figures import CURVE_COLUMNS
     from numerics.api import from_row
-    from attnphase.tidy import UnreadableFile, check_table
+    from tidyio import UnreadableFile, check_table
 
     needed = "--scan needs a curve CSV of the general path (attnphase curve with --integrator qmc or a model " \
              "other than the two-token rank-one one; it has an integrator column)"
@@ -453,7 +453,7 @@ def cmd_run(args) -> int:
     ``summary.json``."""
     from numerics.api import COMPETING_BRANCHES, GeneralThresholdError, ThresholdError, branches, linear_baseline, \
         thresholds
-    from attnphase.tidy import folder_summary, write_rows
+    from tidyio import folder_summary, write_rows
 
     spec = model_from_args(args)
     alphas = parse_range(args.alphas, "--alphas", positive=True, min_points=3)

@@ -17,7 +17,7 @@ import math
 from pathlib import Path
 from typing import Iterable, Optional
 
-from attnphase.tidy import (atomic_write_text, from_json, number, read_table, render_csv, write_json)
+from tidyio import (atomic_write_text, from_json, number, read_table, render_csv, write_json)
 
 from .published import PAPER, PUBLISHED
 from .tables import AGREES, DIFFERS, FIGURE_COLUMNS, KEY_COLUMNS, Data, authors_rows, authors_threshold_rows

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-from attnphase.tidy import read_table
+from tidyio import read_table
 from attnphase.sweeps.config import settings_hash
 from attnphase.sweeps.runner import execute, open_client
 from attnphase.sweeps.store import SweepStore, now

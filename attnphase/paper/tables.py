@@ -19,7 +19,7 @@ from typing import Iterable, Optional
 
 import numpy as np
 
-from attnphase.tidy import is_true, number, read_table
+from tidyio import is_true, number, read_table
 
 from .plan import GD_RUNS, HISTOGRAM_RUNS, INFORMED, REFERENCE_POINTS, THEORY_CURVES, THRESHOLDS, authors_key
 from .published import PUBLISHED, lookup

@@ -46,7 +46,7 @@ Files (all under ``--out``)
 ``manifest.json``   the settings of each kind of sweep and their hash.
 
 Every data row names its task (``task``) and carries the checksum of its cells
-(``row_check``, :data:`attnphase.tidy.ROW_CHECK`).
+(``row_check``, :data:`tidyio.ROW_CHECK`).
 
 Resuming and crash safety
 -------------------------

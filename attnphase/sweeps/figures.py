@@ -37,7 +37,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from numerics.overlaps import COMPETING_BRANCHES
-from attnphase.tidy import UnreadableFile, atomic_output, check_table, is_true, number
+from tidyio import UnreadableFile, atomic_output, check_table, is_true, number
 
 from .store import THRESHOLDS_CSV
 
@@ -240,9 +240,9 @@ def simulation_points(rows: list) -> list:
 
 
 def read_diagram_file(path) -> list:
-    """The rows of a file to draw, checked (:func:`attnphase.tidy.check_table`: readable
+    """The rows of a file to draw, checked (:func:`tidyio.check_table`: readable
     throughout, finite ``omega`` and ``alpha``, of a kind with a grid); otherwise
-    :class:`~attnphase.tidy.UnreadableFile` naming it."""
+    :class:`~tidyio.UnreadableFile` naming it."""
     rows = check_table(path, ("omega", "alpha"), DIAGRAM_WHAT, finite=("omega", "alpha")).rows
     try:
         kind = file_kind(rows)

@@ -13,7 +13,7 @@ import uuid
 from pathlib import Path
 from typing import Callable, Optional
 
-from attnphase.tidy import atomic_write_text, read_csv_rows, render_csv
+from tidyio import atomic_write_text, read_csv_rows, render_csv
 
 from . import SweepError
 from .config import SweepConfig, settings_hash
@@ -160,7 +160,7 @@ def not_converged(path) -> list:
     """``{omega, alpha, branch, status}`` of each point of a theory CSV that exists but did not
     converge (kept in the file with ``converged = False`` and drawn grey), read from the file so
     that a resumed sweep reports them too."""
-    from attnphase.tidy import is_true, number
+    from tidyio import is_true, number
 
     return [{"omega": number(r["omega"]), "alpha": number(r["alpha"]), "branch": r.get("branch", ""),
              "status": r.get("status", "")}

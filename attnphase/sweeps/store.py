@@ -1,7 +1,7 @@
 """The files of a sweep's ``--out`` folder, crash-safe (see :mod:`sweeps`, "Resuming and crash safety").
 
 Rows are appended as one fsynced block per task, each row with its checksum
-(:data:`attnphase.tidy.ROW_CHECK`); a file is otherwise only ever replaced whole. What is
+(:data:`tidyio.ROW_CHECK`); a file is otherwise only ever replaced whole. What is
 done is read from the data: a task is done when its file holds exactly the rows it gives,
 all readable (:meth:`SweepStore.recover`).
 """
@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Optional
 
-from attnphase.tidy import (ROW_CHECK, append_text, atomic_write_text, json_text, move_aside, read_table,
+from tidyio import (ROW_CHECK, append_text, atomic_write_text, json_text, move_aside, read_table,
                            render_csv)
 
 from . import SweepError
@@ -164,7 +164,7 @@ class SweepStore:
         (None: a task that does not write there). A task is done when the file holds
         exactly that many readable rows of it. A file with an unreadable line (a partial
         line, a garbled row, a checksum that does not match) or rows of a task that is not
-        done is moved aside (:func:`attnphase.tidy.move_aside`, with a warning naming it) and
+        done is moved aside (:func:`tidyio.move_aside`, with a warning naming it) and
         replaced by the rows of the done tasks; the others are computed again. ``files``: the
         data files of the kinds of sweep being run (the others are left as they are).
         Returns the number of lines and rows left out, per file."""

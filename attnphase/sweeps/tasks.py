@@ -20,7 +20,7 @@ import time
 import warnings
 from typing import Callable, Optional
 
-from attnphase.tidy import is_true, json_text, number
+from tidyio import is_true, json_text, number
 
 from .config import SIM_INITS, THEORY_BRANCHES, SweepConfig
 from .grid import grid_text, simulation_key, theory_key

@@ -9,7 +9,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from attnphase.tidy import atomic_output, number
+from tidyio import atomic_output, number
 
 from ..plan import INFORMED
 from ..tables import select, series

@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from attnphase.tidy import number
+from tidyio import number
 from attnphase.sweeps.grid import fmt
 
 from ..plan import INFORMED, default_model, model_label

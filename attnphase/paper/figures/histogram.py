@@ -7,7 +7,7 @@ import json
 
 import numpy as np
 
-from attnphase.tidy import number
+from tidyio import number
 
 from ..tables import Data, key_number, published_rows, row, select
 from . import FigureSpec

@@ -8,7 +8,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from attnphase.tidy import number
+from tidyio import number
 from attnphase.sweeps.grid import fmt
 
 from ..plan import default_model, model_label

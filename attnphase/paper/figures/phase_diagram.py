@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from attnphase.tidy import number
+from tidyio import number
 from attnphase.sweeps.figures import simulation_points, theory_points
 
 from ..plan import INFORMED, default_model, model_label

@@ -18,7 +18,7 @@ import math
 
 import numpy as np
 
-from attnphase.tidy import number
+from tidyio import number
 
 from ..authors import INVARIANT_OF_COLUMNS, RANK_TWO_RUNS, rank_two_gd
 from ..plan import default_model, model_label

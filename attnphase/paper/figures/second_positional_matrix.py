@@ -3,7 +3,7 @@ nearby values of ``omega``: the test error and the order parameters of both bran
 against ``alpha``, with gradient descent from both starts, and each model's thresholds."""
 from __future__ import annotations
 
-from attnphase.tidy import number
+from tidyio import number
 from attnphase.sweeps.grid import fmt
 
 from ..authors import files_of

@@ -4,7 +4,7 @@ branches and of the global minimiser, with gradient descent from both starts. It
 numbers are each model's ``alpha_c`` and ``alpha_l``."""
 from __future__ import annotations
 
-from attnphase.tidy import number
+from tidyio import number
 from attnphase.sweeps.grid import fmt
 
 from ..plan import default_model, model_label

@@ -8,7 +8,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from attnphase.tidy import number
+from tidyio import number
 
 from ..plan import INFORMED, default_model, model_label
 from ..tables import Data, gd_rows, key_number, row, select, series, theory_rows, threshold_rows
