@@ -160,8 +160,18 @@ def safeguarded_secant(g: Callable[[float], float], a0: float, a1: Optional[floa
     slope = (g1 - g0) / (a1 - a0) if slope_guess is None or abs(a1 - a0) > SLOPE_MIN_SPACING else slope_guess
     for _ in range(MAX_STEPS):
         if g1 == g0:
+            # one value at two points: near a root this is a fixed-point solve whose start
+            # already met its tolerance, so g is resolved no finer than the last step; the
+            # root is a1 to that step where it is bracketed or the step is below the spacing
+            # that differences of g resolve
+            bracketed = signs.seen_lo and signs.seen_hi and signs.lo <= a1 <= signs.hi
+            if bracketed or abs(a1 - a0) < SLOPE_MIN_SPACING:
+                log.debug("%s: equal values at %.12g and %.12g; the root is resolved to the step", name, a0, a1)
+                return a1, abs(a1 - a0), slope
             break
         a2 = inside(a1 - g1 * (a1 - a0) / (g1 - g0))
+        log.debug("%s: alpha=%.12g value=%.3e secant step to %.12g (range [%.12g, %.12g])", name, a1, g1, a2,
+                  signs.lo, signs.hi)
         a0, g0 = a1, g1
         a1, g1 = g_(a2)
         if abs(a1 - a0) < xtol:

@@ -14,7 +14,7 @@ from derivations import ModelSpec
 from numerics.api import BranchNotFound, FixedPoint, Overlaps, solve_all, solve_branch
 from numerics.precision import PRECISIONS
 from numerics.result import CONVERGED, NON_FINITE, NOT_CONVERGED, UNRESOLVED, assess
-from numerics.root_finding import NoRootInRange, UndefinedAt, safeguarded_newton, safeguarded_secant
+from numerics.root_finding import NoRootInRange, RootFindingError, UndefinedAt, safeguarded_newton, safeguarded_secant
 from numerics.solver import Budget, solve_fixed_point
 from numerics.solver_range import ALPHA_MAX, OutsideSolverRange
 
@@ -185,6 +185,23 @@ def test_root_finding_cuts_the_range_where_the_function_is_undefined():
     root, _, _ = safeguarded_secant(lambda a: difference(a)[0], 0.55, 0.6, 1e-9, bracket=(0.5, 1.0),
                                     positive_at_hi=True)
     assert abs(root - 0.65) < 1e-8
+
+
+def test_the_secant_stops_where_the_function_no_longer_resolves_the_step():
+    """Near a root, a fixed-point solve whose start already meets its tolerance returns the
+    same point, so ``g`` takes one value at two alphas (at sigma = 0.3 the test error at
+    alpha = 71.833 over a step of 6e-6). The root is then known to that step: returned with it
+    as its error where the step is below the resolved spacing, not a failure; a flat function
+    far from any root still fails."""
+    root = 71.83301
+
+    def resolved(alpha, resolution=1e-5):
+        return -1e-7 * round((alpha - root) / resolution) * resolution
+
+    a, step, _ = safeguarded_secant(resolved, 71.8315, None, 1e-9, slope_guess=-1e-7, bracket=(68.0, 75.0))
+    assert abs(a - root) <= 1e-5 and 0 < step < 1e-5 and abs(a - root) <= 2 * step + 1e-5
+    with pytest.raises(RootFindingError):
+        safeguarded_secant(lambda a: 1.0, 1.0, 2.0, 1e-9, bracket=(0.5, 3.0))
 
 
 # --- a solve stalled at the map's noise floor ------------------------------------------------
