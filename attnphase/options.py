@@ -82,7 +82,7 @@ def add_json_option(parser: argparse.ArgumentParser) -> None:
 
 def add_precision_option(parser: argparse.ArgumentParser, help_prefix: str = "", default: Optional[str] = "fast") -> None:
     """``--precision``: the modes of ``numerics.precision.PRECISIONS`` (the QMC integrator of the general
-    model has modes of the same names, ``numerics.qmc.precision.QMC_PRECISIONS``). ``help_prefix``
+    model has modes of the same names, ``numerics.channel.qmc.precision.QMC_PRECISIONS``). ``help_prefix``
     states the default when it is not a plain ``default``."""
     prefix = help_prefix or f"default {default}. "
     parser.add_argument("--precision", choices=tuple(PRECISIONS), default=default, help=prefix + PRECISION_HELP)

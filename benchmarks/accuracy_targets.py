@@ -8,7 +8,7 @@ import sys
 import time
 
 from derivations import ModelSpec
-from numerics.fixed_point import solve_branch
+from numerics.fixed_points.lines import solve_branch
 from numerics.overlaps import Overlaps
 
 # warm starts near each fixed point (any start on the branch converges to the same point)

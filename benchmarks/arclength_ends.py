@@ -1,4 +1,4 @@
-"""Branch ends followed by pseudo-arclength continuation (``numerics.arclength``), draft rule.
+"""Branch ends followed by pseudo-arclength continuation (``numerics.branches.arclength``), draft rule.
 
     python benchmarks/arclength_ends.py --omega 0 --branch positional --alpha 0.88 --direction 1
     python benchmarks/arclength_ends.py --omega 0.3 --branch semantic --alpha 0.9 --direction -1
@@ -19,8 +19,8 @@ import logging
 import time
 
 from derivations import ModelSpec
-from numerics.arclength import follow_through_fold, fold_eigenvalue
-from numerics.fixed_point import solve_branch
+from numerics.branches.arclength import follow_through_fold, fold_eigenvalue
+from numerics.fixed_points.lines import solve_branch
 from numerics.overlaps import Overlaps
 
 
@@ -39,7 +39,7 @@ def main():
                                     "default: the draft solve of the branch")
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(relativeCreated)8.0f %(message)s")
-    for name in ("numerics.fixed_point", "numerics.solver", "numerics.branches"):
+    for name in ("numerics.fixed_points.lines", "numerics.solver.iteration", "numerics.branches.follow"):
         logging.getLogger(name).setLevel(logging.WARNING)
     spec = ModelSpec(omega=args.omega, sigma=args.sigma, lam=args.lam)
     t0 = time.perf_counter()

@@ -11,7 +11,7 @@ the summed risk ``R`` (ridge included), ours is ``R / d``: theirs is divided by 
 positional one, ours being ``R/d``).
 
 For each ``omega`` both branches are followed along the table's 25 alphas
-(``numerics.branches.follow_branch``, cached per ``(omega, branch, precision)`` under ``--cache``, so
+(``numerics.branches.follow.follow_branch``, cached per ``(omega, branch, precision)`` under ``--cache``, so
 the grid can be built by several processes and resumed), and each cell's start is compared with the
 branch it starts on: ``z = (gd - theory) / sqrt(se_gd^2 + err_theory^2)``, ``se_gd = std / sqrt(24)``.
 Draft precision states no error: ``--draft-error`` (relative) stands for it, and ``--refine N``
@@ -41,8 +41,8 @@ from pathlib import Path
 import numpy as np
 
 from derivations import ModelSpec
-from numerics.branches import follow_branch
-from numerics.fixed_point import BranchNotFound, solve_branch
+from numerics.branches.follow import follow_branch
+from numerics.fixed_points.lines import BranchNotFound, solve_branch
 from numerics.overlaps import Overlaps
 
 RUNS = 24

@@ -7,7 +7,7 @@ columns ``q, m, V, theta, mse, alpha, lambda, Phi``; their solver: a degree-7 cu
 ``_Aalt`` = ``A = [[0.3, 0.7], [0.8, 0.2]]`` (a copy ships with the package,
 ``attnphase/paper/authors_data/``; the reading and the comparison are ``attnphase.paper.authors``,
 which the paper's report uses too). Each file's branch is followed here along the
-file's own alphas (``numerics.branches.follow_branch``, the requested precision), and each of
+file's own alphas (``numerics.branches.follow.follow_branch``, the requested precision), and each of
 ``q, m, V, theta``, the test error (beside their ``mse / 2``) and the training loss (beside their
 ``-Phi``) is printed beside the authors' value with the difference
 in our stated errors. A row of theirs whose point lies on another branch (a positional file's
@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 from attnphase.paper.authors import DATA, compare, files, worst
-from numerics.branches import follow_branch
+from numerics.branches.follow import follow_branch
 
 
 def compare_file(f, precision: str) -> list:

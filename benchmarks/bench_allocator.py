@@ -27,11 +27,11 @@ if sys.argv[1] == "tuned":  # M_MMAP_THRESHOLD (-3) 32 MiB, M_TRIM_THRESHOLD (-1
     libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
     assert libc.mallopt(-3, 32 << 20) == 1 and libc.mallopt(-1, 256 << 20) == 1
 from derivations import ModelSpec
-from numerics.bound_model import bind
-from numerics.fixed_point import solve_branch
+from numerics.model.bound import bind
+from numerics.fixed_points.lines import solve_branch
 from numerics.overlaps import Overlaps
 from numerics.precision import PRECISIONS
-from numerics.saddle_point import update_hat_overlaps
+from numerics.model.saddle_point import update_hat_overlaps
 
 spec = ModelSpec()
 model = bind(spec)

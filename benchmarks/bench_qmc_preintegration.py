@@ -19,11 +19,11 @@ import numpy as np
 
 from derivations import ModelSpec
 from numerics.api import solve_general
-from numerics.channel_integrators import LineChannel
-from numerics.general_model import bind_general
-from numerics.qmc.channel import QMCChannel
-from numerics.qmc.rule import QMCRule
-from numerics.subspaces import branch_subspace
+from numerics.channel.integrators import LineChannel
+from numerics.model.general import bind_general
+from numerics.channel.qmc.channel import QMCChannel
+from numerics.channel.qmc.rule import QMCRule
+from numerics.fixed_points.subspaces import branch_subspace
 
 CASES = {"221s": (dict(rank=2), "semantic"), "221m": (dict(rank=2), "mixed"), "221p": (dict(rank=2), "positional"),
          "311s": (dict(tokens=3), "semantic"), "211s": (dict(), "semantic")}

@@ -1,4 +1,4 @@
-"""How many Newton steps do the global-minimum checks need? (numerics/channel/accumulation.py, CHECK_STEPS)
+"""How many Newton steps do the global-minimum checks need? (numerics/channel/lines/accumulation.py, CHECK_STEPS)
 
 For each overlap point it evaluates the channel with the fast reporting rule twice, with
 the checks capped at ``--steps`` and at 60 steps, and prints the unresolved weight (nodes
@@ -12,8 +12,8 @@ import argparse
 import numpy as np
 
 from derivations import ModelSpec
-from numerics.bound_model import bind
-from numerics.channel import accumulation, channel_expectations
+from numerics.model.bound import bind
+from numerics.channel.lines import accumulation, channel_expectations
 from numerics.precision import PRECISIONS
 from numerics.overlaps import Overlaps
 

@@ -20,9 +20,9 @@ import time
 import numpy as np
 
 from derivations import ModelSpec
-from numerics.channel import ChannelRule, channel_expectations
+from numerics.channel.lines import ChannelRule, channel_expectations
 from numerics.precision import PRECISIONS
-from numerics.bound_model import bind
+from numerics.model.bound import bind
 from numerics.overlaps import Overlaps
 
 POINTS = {

@@ -13,7 +13,7 @@ import argparse
 import numpy as np
 
 from derivations.spec import ModelSpec
-from numerics.fixed_point import solve_branch
+from numerics.fixed_points.lines import solve_branch
 from numerics.overlaps import Overlaps
 from tidyio import read_rows
 

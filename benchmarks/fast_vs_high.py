@@ -20,7 +20,7 @@ import time
 from accuracy_targets import STARTS
 
 from derivations import ModelSpec
-from numerics.fixed_point import solve_branch
+from numerics.fixed_points.lines import solve_branch
 from numerics.precision import PRECISIONS
 
 FIELDS = ("q", "m", "V", "theta", "qhat", "mhat", "Vhat", "thetahat", "test_error", "train_loss")

@@ -19,11 +19,11 @@ import time
 import numpy as np
 
 from derivations import ModelSpec
-from numerics import fixed_point as fpm
+from numerics.fixed_points import lines as fpm
 from numerics.overlaps import ALL_NAMES
 from numerics.precision import PRECISIONS
-from numerics.channel import ChannelRule
-from numerics.bound_model import bind
+from numerics.channel.lines import ChannelRule
+from numerics.model.bound import bind
 from numerics.overlaps import Overlaps
 
 POINTS = {"sem1": ("semantic", 1.0, Overlaps(q=0.0680890, m=0.0, V=21.61982, theta=0.0945858)),

@@ -15,9 +15,9 @@ import sys
 import time
 
 from derivations.spec import ModelSpec
-from numerics.bound_model import bind
+from numerics.model.bound import bind
 from numerics.overlaps import Overlaps
-from numerics.channel import ChannelRule, channel_expectations
+from numerics.channel.lines import ChannelRule, channel_expectations
 from numerics.precision import PRECISIONS
 spec = ModelSpec(); model = bind(spec)
 which = sys.argv[1] if len(sys.argv) > 1 else "sem1"

@@ -8,7 +8,7 @@ Three checks on the positional branch (``theta = 0``) of the default model with 
    2^bisections times shorter than the grid's (the end's bracket);
    where the Anderson iteration stalls or collapses, a root finder on ``x - F(x)`` looks
    again (``--no-root``: the iteration alone). The end is classified
-   (``numerics.branches.classify_end``) from the last two points found: ``m`` and the
+   (``numerics.branches.follow.classify_end``) from the last two points found: ``m`` and the
    eigenvalues of ``I - DF``.
 2. ``newton``: Newton's method on ``x - F(x)`` over ``(log q, m, log V)`` with a
    finite-difference Jacobian and a backtracking line search on the residual norm, from a
@@ -36,9 +36,9 @@ import time
 import numpy as np
 
 from derivations import ModelSpec
-from numerics.bound_model import bind
-from numerics.branches import classify_end
-from numerics.fixed_point import DEFAULT_START, BranchLost, _Map, map_jacobian_eigenvalues, solve_with_rule
+from numerics.model.bound import bind
+from numerics.branches.follow import classify_end
+from numerics.fixed_points.lines import DEFAULT_START, BranchLost, _Map, map_jacobian_eigenvalues, solve_with_rule
 from numerics.overlaps import Overlaps
 from numerics.precision import PRECISIONS
 
@@ -89,7 +89,7 @@ def follow(args):
     while trail[-1][0] > lams[-1] * (1 + 1e-12):
         lam = max(lams[-1], trail[-1][0] * np.exp(-step))
         ok, x = found(lam, predict(lam))
-        if not ok:  # as the continuation of numerics.branches does: from the last point itself
+        if not ok:  # as the continuation of numerics.branches.follow does: from the last point itself
             ok, x = found(lam, predict(trail[-1][0]))
         if ok:
             trail.append((lam, x))

@@ -11,7 +11,7 @@ import numpy as np
 
 from derivations import ModelSpec
 from numerics.api import solve_general
-from numerics.subspaces import GENERAL_BRANCHES
+from numerics.fixed_points.subspaces import GENERAL_BRANCHES
 
 CASES = [dict(), dict(tokens=3), dict(rank=2), dict(teacher_rank=2)]
 

@@ -13,11 +13,11 @@ import numpy as np
 
 from derivations import ModelSpec, packing
 from numerics.api import solve_general
-from numerics.general_model import bind_general
-from numerics.qmc.channel import QMCChannel
-from numerics.qmc.nodes import preactivations
-from numerics.qmc.rule import QMCRule
-from numerics.subspaces import branch_subspace
+from numerics.model.general import bind_general
+from numerics.channel.qmc.channel import QMCChannel
+from numerics.channel.qmc.nodes import preactivations
+from numerics.channel.qmc.rule import QMCRule
+from numerics.fixed_points.subspaces import branch_subspace
 
 POINTS = [(dict(), "semantic", 1.0), (dict(), "semantic", 2.0), (dict(), "positional", 2.0),
           (dict(tokens=3), "semantic", 2.0), (dict(rank=2), "semantic", 2.0)]

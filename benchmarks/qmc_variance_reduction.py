@@ -25,12 +25,12 @@ from numpy.polynomial.hermite_e import hermevander
 
 from derivations import ModelSpec
 from numerics.api import solve_general
-from numerics.general_model import bind_general
-from numerics.matrix_prox import GlobalProx
-from numerics.qmc.channel import QMCChannel
-from numerics.qmc.nodes import preactivations
-from numerics.qmc.rule import QMCRule
-from numerics.subspaces import branch_subspace
+from numerics.model.general import bind_general
+from numerics.prox.matrix import GlobalProx
+from numerics.channel.qmc.channel import QMCChannel
+from numerics.channel.qmc.nodes import preactivations
+from numerics.channel.qmc.rule import QMCRule
+from numerics.fixed_points.subspaces import branch_subspace
 
 CASES = {"221s": (dict(rank=2), "semantic"), "221m": (dict(rank=2), "mixed"), "311s": (dict(tokens=3), "semantic"),
          "211s": (dict(), "semantic")}

@@ -29,12 +29,12 @@ import numpy as np
 from accuracy_targets import STARTS
 
 from derivations import ModelSpec
-from numerics import fixed_point as fpm
+from numerics.fixed_points import lines as fpm
 from numerics.overlaps import ALL_NAMES
 from numerics.precision import PRECISIONS
-from numerics.channel import ChannelRule
-from numerics.bound_model import bind
-from numerics.saddle_point import free_energy, test_error
+from numerics.channel.lines import ChannelRule
+from numerics.model.bound import bind
+from numerics.model.saddle_point import free_energy, test_error
 
 FIELDS = ("q", "m", "V", "theta", "qhat", "mhat", "Vhat", "thetahat", "test_error", "train_loss")
 NAMES = {("semantic", 1.0): "sem1", ("semantic", 1.5): "sem15", ("semantic", 2.0): "sem2",

@@ -13,9 +13,9 @@ import dataclasses
 import numpy as np
 
 from derivations import ModelSpec
-from numerics.bound_model import bind
-from numerics.channel import ChannelRule, channel_expectations, teacher_node_expectations
-from numerics.channel.teacher_nodes import gaussian_factor
+from numerics.model.bound import bind
+from numerics.channel.lines import ChannelRule, channel_expectations, teacher_node_expectations
+from numerics.channel.lines.teacher_nodes import gaussian_factor
 from numerics.precision import PRECISIONS
 from numerics.overlaps import Overlaps
 

@@ -22,10 +22,10 @@ import time
 import numpy as np
 
 from derivations import ModelSpec
-from numerics.fixed_point import BranchNotFound
-from numerics.general_fixed_point import solve_general
+from numerics.fixed_points.lines import BranchNotFound
+from numerics.fixed_points.general import solve_general
 from numerics.matrix_overlaps import MatrixOverlaps
-from numerics.solver import SolverError
+from numerics.solver.iteration import SolverError
 
 #: directions of m over the three positions (normalised below)
 PATTERNS = {

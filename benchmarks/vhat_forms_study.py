@@ -12,9 +12,9 @@ the rules of today give other numbers.
 import sys
 
 from derivations.spec import ModelSpec
-from numerics.bound_model import bind
+from numerics.model.bound import bind
 from numerics.overlaps import Overlaps
-from numerics.channel import ChannelRule, channel_expectations
+from numerics.channel.lines import ChannelRule, channel_expectations
 from numerics.precision import PRECISIONS
 model = bind(ModelSpec())
 points = {"sem1": Overlaps(q=0.0680890, m=0.0, V=21.61982, theta=0.0945858),

@@ -7,7 +7,7 @@ for every model (any ``L``, ``r``, ``t``, ``P``).
 * one record, :class:`FixedPoint` (matrices plus gauge invariants, with errors; the line
   quadrature's scalars as its ``1 x 1`` case), and one curve, :class:`BranchCurve`.
 
-The channel integrator is chosen by :func:`numerics.channel_integrators.choose_integrator`: the line
+The channel integrator is chosen by :func:`numerics.channel.integrators.choose_integrator`: the line
 quadrature where it applies (the paper's two-token rank-one model on the branches it knows),
 quasi-Monte Carlo elsewhere. That choice is the one place where the model's shape decides a method.
 
@@ -24,18 +24,18 @@ from typing import Optional, Sequence
 
 from derivations import ModelSpec
 
-from .baseline import Baseline, linear_baseline, linear_baseline_mp
-from .branches import BranchCurve, follow_branch, is_on_branch
-from .channel_integrators import IntegratorError, choose_integrator
-from .fixed_point import BranchNotFound, solve_branch
-from .general_fixed_point import solve_general  # noqa: F401  (the QMC solve, by its name in benchmarks)
-from .general_thresholds import GeneralThresholdError, GeneralThresholds, general_thresholds
-from .matrix_overlaps import MatrixOverlaps
-from .overlaps import BRANCHES, COMPETING_BRANCHES, HatOverlaps, Overlaps
-from .precision import PRECISIONS
-from .result import FixedPoint, as_matrices, failed_point, from_row, mark_global_minima
-from .thresholds import ThresholdError, Thresholds, scan_curves_from_rows
-from .thresholds import thresholds as _line_thresholds
+from numerics.baseline import Baseline, linear_baseline, linear_baseline_mp
+from numerics.branches.follow import BranchCurve, follow_branch, is_on_branch
+from numerics.channel.integrators import IntegratorError, choose_integrator
+from numerics.fixed_points.lines import BranchNotFound, solve_branch
+from numerics.fixed_points.general import solve_general  # noqa: F401  (the QMC solve, by its name in benchmarks)
+from numerics.thresholds.general import GeneralThresholdError, GeneralThresholds, general_thresholds
+from numerics.matrix_overlaps import MatrixOverlaps
+from numerics.overlaps import BRANCHES, COMPETING_BRANCHES, HatOverlaps, Overlaps
+from numerics.precision import PRECISIONS
+from numerics.result import FixedPoint, as_matrices, failed_point, from_row, mark_global_minima
+from numerics.thresholds.lines import ThresholdError, Thresholds, scan_curves_from_rows
+from numerics.thresholds.lines import thresholds as _line_thresholds
 
 __all__ = ["Baseline", "linear_baseline", "linear_baseline_mp", "BranchCurve", "is_on_branch", "BRANCHES",
            "PRECISIONS", "FixedPoint", "HatOverlaps", "Overlaps", "MatrixOverlaps", "BranchNotFound",
@@ -47,8 +47,8 @@ log = logging.getLogger(__name__)
 
 
 def branches(spec: ModelSpec) -> tuple:
-    """The branches of ``spec`` (:data:`numerics.subspaces.GENERAL_BRANCHES`; ``mixed`` needs rank >= 2)."""
-    from .subspaces import GENERAL_BRANCHES
+    """The branches of ``spec`` (:data:`numerics.fixed_points.subspaces.GENERAL_BRANCHES`; ``mixed`` needs rank >= 2)."""
+    from numerics.fixed_points.subspaces import GENERAL_BRANCHES
 
     return tuple(b for b in GENERAL_BRANCHES if b != "mixed" or spec.rank >= 2)
 
@@ -73,9 +73,9 @@ def solve(spec: ModelSpec, alpha: float, branch: str = "semantic", precision: st
 
     ``integrator``: ``auto`` (:func:`choose_integrator`), ``lines`` or ``qmc``. ``precision``: the
     mode of that integrator (``numerics.precision.PRECISIONS`` or
-    ``numerics.qmc.precision.QMC_PRECISIONS``). ``start``: overlaps to start from. ``roles``: the
+    ``numerics.channel.qmc.precision.QMC_PRECISIONS``). ``start``: overlaps to start from. ``roles``: the
     student directions' roles of a subspace other than the named branch's (QMC,
-    :func:`numerics.subspaces.subspace_of_roles`). ``gauge``: fix the orientation at each QMC
+    :func:`numerics.fixed_points.subspaces.subspace_of_roles`). ``gauge``: fix the orientation at each QMC
     iteration (off only to study what it does). Raises :class:`BranchNotFound` where the solve
     falls onto a smaller branch."""
     choice = choose_integrator(spec, "qmc" if roles is not None and integrator == "auto" else integrator, branch)
@@ -106,14 +106,14 @@ def follow(spec: ModelSpec, alphas: Sequence[float], branch: str, precision: str
     """``branch`` along ``alphas`` by continuation, as a :class:`BranchCurve` (its points, the
     spinodals where the integrator locates them, and a note on where it was not found).
 
-    The line quadrature (:func:`numerics.branches.follow_branch`) solves from an anchor up and down
+    The line quadrature (:func:`numerics.branches.follow.follow_branch`) solves from an anchor up and down
     the grid and bisects each end of the branch; the QMC integrator
-    (:func:`numerics.general_fixed_point.follow_general`) walks the grid, each solve started from
+    (:func:`numerics.fixed_points.general.follow_general`) walks the grid, each solve started from
     the last point found, and keeps a solve that raised as a failed point. ``progress(x)`` is
     called as the points come (its argument is not to be relied on)."""
     if integrator_for(spec, (branch,), integrator) == "lines":
         return follow_branch(spec, alphas, branch, precision, progress=progress)
-    from .general_fixed_point import follow_general
+    from numerics.fixed_points.general import follow_general
 
     points = follow_general(spec, alphas, branch, precision, "qmc", progress=progress)
     absent = sorted(set(map(float, alphas)) - {p.alpha for p in points})
@@ -135,9 +135,9 @@ def thresholds(spec: ModelSpec, precision: str = "fast", alphas: Optional[Sequen
 
     Where the line quadrature solves the two competing branches, no other set is asked and the scan
     (if given) is of its records, the crossing of their training losses is found by Newton's method
-    on the branches (:func:`numerics.thresholds.thresholds`, a :class:`Thresholds` with the
+    on the branches (:func:`numerics.thresholds.lines.thresholds`, a :class:`Thresholds` with the
     spinodals; ``options`` go to it); otherwise every change of the global branch on the scan is located
-    (:func:`numerics.general_thresholds.general_thresholds`, a :class:`GeneralThresholds`;
+    (:func:`numerics.thresholds.general.general_thresholds`, a :class:`GeneralThresholds`;
     ``progress(n)`` told the solves done)."""
     compared = tuple(names or COMPETING_BRANCHES)
     matrices = scan is not None and any(not getattr(p, "scalar", True) for c in scan.values() for p in c.points)

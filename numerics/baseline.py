@@ -20,7 +20,7 @@ from numpy.polynomial.hermite_e import hermegauss
 
 from derivations import ModelSpec
 
-from .bound_model import bind
+from numerics.model.bound import bind
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,7 +54,7 @@ QMC_LOG2_POINTS, QMC_SCRAMBLES = 16, 8
 
 def _general_moments(spec: ModelSpec, hs: np.ndarray, weight: np.ndarray):
     """``(E[T], E|T|_F^2)`` from the general model's teacher at nodes ``hs`` (``(N, L t)``)."""
-    from .general_model import bind_general
+    from numerics.model.general import bind_general
 
     T = bind_general(spec).teacher(hs)
     return T.T @ weight, float(np.dot((T**2).sum(axis=1), weight))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional
 
-from .channel.rule import ChannelRule
+from numerics.channel.lines.rule import ChannelRule
 
 # Acceptance of the undamped residual of all eight parameters (``Precision.residual_tol``).
 # The switch-resolving quadrature is smooth in the overlaps only up to a noise floor

@@ -16,9 +16,9 @@ import numpy as np
 
 from derivations import ModelSpec
 
-from .matrix_overlaps import MatrixHats, MatrixOverlaps, from_scalars
-from .overlaps import ALL_NAMES, FIXED_ZERO, HatOverlaps, Overlaps
-from .precision import PRECISIONS
+from numerics.matrix_overlaps import MatrixHats, MatrixOverlaps, from_scalars
+from numerics.overlaps import ALL_NAMES, FIXED_ZERO, HatOverlaps, Overlaps
+from numerics.precision import PRECISIONS
 from tidyio import finite_json, frame
 
 #: the status of a :class:`FixedPoint`; only ``CONVERGED`` is a result
@@ -97,7 +97,7 @@ class FixedPoint:
     status: str = CONVERGED
     # the coarse solve's last Anderson pairs: they seed the next solve of a continuation
     continuation_pairs: tuple = dataclasses.field(default=(), repr=False, compare=False)
-    #: the channel integrator that solved it (:func:`numerics.channel_integrators.choose_integrator`)
+    #: the channel integrator that solved it (:func:`numerics.channel.integrators.choose_integrator`)
     integrator: str = "lines"
     invariants: Optional[Dict[str, List[float]]] = None
 
@@ -251,7 +251,7 @@ def as_matrices(fp: FixedPoint) -> FixedPoint:
 
 
 def _branch_rank(branch: str) -> tuple:
-    from .subspaces import GENERAL_BRANCHES
+    from numerics.fixed_points.subspaces import GENERAL_BRANCHES
 
     return (GENERAL_BRANCHES.index(branch), "") if branch in GENERAL_BRANCHES else (len(GENERAL_BRANCHES), branch)
 
@@ -259,7 +259,7 @@ def _branch_rank(branch: str) -> tuple:
 def mark_global_minima(points: Sequence[FixedPoint]) -> list:
     """``global_minimum`` on each point: the lowest training loss among the converged points of its
     alpha (equal losses, a branch fallen onto another, ordered as
-    :data:`numerics.subspaces.GENERAL_BRANCHES`, so that the mark does not depend on the order of
+    :data:`numerics.fixed_points.subspaces.GENERAL_BRANCHES`, so that the mark does not depend on the order of
     the points); a point that did not converge is not compared (``False``). Where the lowest
     differs from the next by less than their stated errors, ``global_margin`` in its diagnostics
     says by how many stated errors it is lower (a near tie)."""

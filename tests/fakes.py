@@ -103,7 +103,7 @@ class FakeTheoryAPI:
 
     @staticmethod
     def integrator_for(spec, names, integrator="auto"):
-        from numerics.channel_integrators import choose_integrator
+        from numerics.channel.integrators import choose_integrator
 
         return "lines" if {choose_integrator(spec, integrator, b) for b in names} == {"lines"} else "qmc"
 
@@ -139,7 +139,7 @@ class FakeTheoryAPI:
 class FakeGeneralTheoryAPI(FakeTheoryAPI):
     """:class:`FakeTheoryAPI` with the general model's functions, on real records
     (:class:`~numerics.result.FixedPoint`, whose rows are read back by the real
-    ``from_row``, and :class:`~numerics.general_thresholds.GeneralThresholds`).
+    ``from_row``, and :class:`~numerics.thresholds.general.GeneralThresholds`).
 
     Toy physics with every kind of change of the global branch: positional below
     ``alpha_c(omega) = 0.8 + 2 omega`` (a crossing of the training losses), semantic above it; for
@@ -148,7 +148,7 @@ class FakeGeneralTheoryAPI(FakeTheoryAPI):
     ``alpha >= 0.3``. A non-converged semantic point at ``omega = 0.35``, ``alpha = 1.4`` (reported,
     never global)."""
 
-    from numerics.general_thresholds import GeneralThresholdError
+    from numerics.thresholds.general import GeneralThresholdError
 
     @staticmethod
     def mixed_start(omega):
@@ -184,7 +184,7 @@ class FakeGeneralTheoryAPI(FakeTheoryAPI):
                                  invariants=ov.invariants(),
                                  diagnostics={} if converged else {"status": "max_iterations"}, wall_time=0.01)
 
-    from numerics.branches import BranchCurve
+    from numerics.branches.follow import BranchCurve
 
     def follow_general(self, spec, alphas, branch, precision="fast", integrator="auto", progress=None):
         return [self.general_point(spec, a, branch, precision) for a in alphas if self.exists(spec, a, branch)]
@@ -216,10 +216,10 @@ class FakeGeneralTheoryAPI(FakeTheoryAPI):
 
     def general_thresholds(self, spec, alphas, precision="draft", integrator="auto", branches=None, scan=None,
                            progress=None):
-        """Like ``numerics.general_thresholds.general_thresholds``: each change of the global branch
+        """Like ``numerics.thresholds.general.general_thresholds``: each change of the global branch
         on the scan, at the toy's exact location."""
         from numerics.result import mark_global_minima
-        from numerics.general_thresholds import GeneralThresholds, Transition
+        from numerics.thresholds.general import GeneralThresholds, Transition
 
         if scan is None:
             scan = [p for b in branches for p in self.follow_general(spec, alphas, b, precision)]
@@ -324,7 +324,7 @@ class FakeGeneralTheory:
     """A test double of ``numerics.api.solve_general`` for validation: closed-form invariants per
     branch (a :class:`~numerics.result.FixedPoint`'s ``invariants``, ``test_error``,
     ``train_loss``, ``error``, ``converged``, ``status``), every stated error ``error`` (absolute),
-    the branches in ``absent`` raising :class:`numerics.fixed_point.BranchNotFound`. ``calls``
+    the branches in ``absent`` raising :class:`numerics.fixed_points.lines.BranchNotFound`. ``calls``
     records each solve. Training losses: mixed < semantic < positional < trivial."""
 
     VALUES = {  # branch: (q eigenvalues, m singular values, theta singular values, test error, train loss)
@@ -340,7 +340,7 @@ class FakeGeneralTheory:
     def __call__(self, spec, alpha, branch, precision="draft"):
         from types import SimpleNamespace
 
-        from numerics.fixed_point import BranchNotFound
+        from numerics.fixed_points.lines import BranchNotFound
 
         self.calls.append((alpha, branch, precision))
         if branch in self.absent:

@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from numerics.arclength import ArcCurve, ArcPoint, follow_through_fold
+from numerics.branches.arclength import ArcCurve, ArcPoint, follow_through_fold
 from numerics.overlaps import Overlaps
 
 
@@ -38,9 +38,9 @@ def test_a_curve_that_does_not_turn_has_no_fold():
 
 def _residual(spec, alpha, branch, point):
     """|x - F(x)| relative, over the branch's free overlaps, through the public map."""
-    from numerics.bound_model import bind
+    from numerics.model.bound import bind
     from numerics.precision import PRECISIONS
-    from numerics.saddle_point import update_hat_overlaps, update_overlaps
+    from numerics.model.saddle_point import update_hat_overlaps, update_overlaps
 
     model = bind(spec)
     rule = PRECISIONS["draft"].rule
@@ -57,7 +57,7 @@ def test_the_semantic_branch_is_followed_through_its_turn_at_omega_0_3():
     (a pitchfork: the branch's end is theta vanishing, as the continuation's classification
     says); every point past the turn is a fixed point of the map."""
     from derivations import ModelSpec
-    from numerics.fixed_point import solve_branch
+    from numerics.fixed_points.lines import solve_branch
 
     spec = ModelSpec(omega=0.3, sigma=0.5, lam=0.01)
     start = solve_branch(spec, 0.9, "semantic", "draft").overlaps
@@ -79,9 +79,9 @@ def test_an_end_the_branch_goes_past_is_not_called_a_fold():
     0.8 from points at 0.9 and 0.85 (whose overlap does not extrapolate to zero there) is
     followed by arclength, which finds fixed points below 0.8, so the end is not explained."""
     from derivations import ModelSpec
-    from numerics.bound_model import bind
-    from numerics.branches import UNEXPLAINED, end_evidence
-    from numerics.fixed_point import solve_branch
+    from numerics.model.bound import bind
+    from numerics.branches.follow import UNEXPLAINED, end_evidence
+    from numerics.fixed_points.lines import solve_branch
     from numerics.precision import PRECISIONS
 
     spec = ModelSpec(omega=0.3, sigma=0.5, lam=0.01)

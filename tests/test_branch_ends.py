@@ -5,8 +5,8 @@ import json
 import numpy as np
 import pytest
 
-from numerics.branches import ANCHORS, classify_end
-from numerics.fixed_point import DEFAULT_START, start_for_model
+from numerics.branches.follow import ANCHORS, classify_end
+from numerics.fixed_points.lines import DEFAULT_START, start_for_model
 
 
 @pytest.mark.parametrize("law, kind", [("fold", "fold"), ("vanishing", "vanishing"), ("neither", "not found")])
@@ -43,8 +43,8 @@ def test_the_root_finder_reaches_a_positional_point_where_the_iteration_stalls()
     x - F(x) converges to the positional point (m = 0.1213), where the old study put no
     branch (docs/studies/positional_small_lam.md, section 1b)."""
     from derivations import ModelSpec
-    from numerics.bound_model import bind
-    from numerics.fixed_point import solve_with_rule
+    from numerics.model.bound import bind
+    from numerics.fixed_points.lines import solve_with_rule
     from numerics.overlaps import Overlaps
     from numerics.precision import PRECISIONS
 
@@ -79,7 +79,7 @@ def test_a_branch_is_looked_for_at_the_top_of_the_grid_and_predictions_stay_in_t
     from types import SimpleNamespace
 
     from derivations import ModelSpec
-    from numerics.branches import anchor_alphas, extrapolate
+    from numerics.branches.follow import anchor_alphas, extrapolate
     from numerics.overlaps import Overlaps
 
     grid = np.array([3.0, 3.6, 4.32, 5.18, 6.22, 7.5])
@@ -98,7 +98,7 @@ def test_the_semantic_branch_at_sigma_0_3_is_found_above_its_lower_end():
     where theta vanishes (docs/studies/branch_ends.md); followed on the top of the
     thresholds' extended scan it is found and its lower end is classified vanishing."""
     from derivations import ModelSpec
-    from numerics.branches import follow_branch
+    from numerics.branches.follow import follow_branch
 
     curve = follow_branch(ModelSpec(omega=0.3, sigma=0.3), [4.32, 5.18, 6.22, 7.5], "semantic", "draft",
                           bisections=2)

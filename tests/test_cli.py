@@ -98,7 +98,7 @@ def test_solve_and_curve_of_the_general_model(capsys, tmp_path):
 
 
 def test_a_failed_computation_is_one_line_and_exit_1_with_a_traceback_only_under_v(monkeypatch, capsys):
-    from numerics.solver import SolverError
+    from numerics.solver.iteration import SolverError
 
     def failing(args):
         raise SolverError("alpha=2 semantic: no start converged")

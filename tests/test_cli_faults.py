@@ -91,7 +91,7 @@ def fixed_point(spec, alpha, branch, **over) -> FixedPoint:
 
 
 def fake_follow_branch(spec, alphas, branch, precision="fast", progress=None, **kw):
-    from numerics.branches import BranchCurve
+    from numerics.branches.follow import BranchCurve
 
     points = []
     for a in alphas:
@@ -399,12 +399,12 @@ def test_degenerate_ranges_and_impossible_starts_are_refused_up_front(argv, flag
 
 
 @pytest.mark.parametrize("exc, expected", [
-    ("numerics.solver.SolverError", "SolverError: boom"),
-    ("numerics.thresholds.ThresholdError", "ThresholdError: boom"),
-    ("numerics.root_finding.RootFindingError", "RootFindingError: boom"),
-    ("numerics.fixed_point.BranchLost", "BranchLost: boom"),
-    ("numerics.fixed_point.BranchNotFound", "BranchNotFound: boom"),
-    ("numerics.thresholds.BranchAbsent", "BranchAbsent: boom"),
+    ("numerics.solver.iteration.SolverError", "SolverError: boom"),
+    ("numerics.thresholds.lines.ThresholdError", "ThresholdError: boom"),
+    ("numerics.solver.root_finding.RootFindingError", "RootFindingError: boom"),
+    ("numerics.fixed_points.lines.BranchLost", "BranchLost: boom"),
+    ("numerics.fixed_points.lines.BranchNotFound", "BranchNotFound: boom"),
+    ("numerics.thresholds.lines.BranchAbsent", "BranchAbsent: boom"),
     ("validation.simulate.SimulationDiverged", "SimulationDiverged: run 1 of seed 2 diverged at step 3"),
     ("OSError", "No space left on device: /x/curve.csv"),
     ("KeyError", "KeyError: 'boom' (a fault of the program; run with -v for the traceback)"),
@@ -447,7 +447,7 @@ def test_thresholds_not_found_is_one_line_and_json_keeps_the_baseline(capsys, mo
 def test_run_leaves_a_folder_marked_incomplete_when_the_thresholds_fail(failure, status, tmp_path, capsys,
                                                                         monkeypatch):
     import numerics.api as api
-    from numerics.solver import SolverError
+    from numerics.solver.iteration import SolverError
 
     error = {"ThresholdError": api.ThresholdError("alpha_c not bracketed"), "SolverError": SolverError("boom"),
              "KeyboardInterrupt": KeyboardInterrupt()}[failure]
@@ -641,7 +641,7 @@ def test_library_warnings_are_one_summary_line_and_shown_with_v(capsys, monkeypa
     def noisy(*args, **kwargs):
         calls.append(1)
         for i in range(3):
-            logging.getLogger("numerics.thresholds").warning("long warning %d: %s", i, "x" * 2000)
+            logging.getLogger("numerics.thresholds.lines").warning("long warning %d: %s", i, "x" * 2000)
         warnings.warn(f"overflow encountered in exp (call {len(calls)})", RuntimeWarning)  # new text: shown again
         raise api.ThresholdError("alpha_c not bracketed")
 
@@ -696,7 +696,7 @@ def test_child_processes_do_not_report_leaked_semaphores(tmp_path):
 def _warning_theory_task(payload):
     import logging
 
-    logging.getLogger("numerics.fixed_point").warning("alpha=2.1 positional: not converged")
+    logging.getLogger("numerics.fixed_points.lines").warning("alpha=2.1 positional: not converged")
     return fake_theory_task(payload)
 
 
@@ -704,7 +704,7 @@ def test_a_sweep_task_warning_names_its_grid_point(client, tmp_path, capsys, cap
     args = cli.build_parser().parse_args([*SWEEP, "--omega", "0.1", "--out", str(tmp_path)])
     assert cmd_phase_diagram(args, theory_task=_warning_theory_task, client=client) == 0
     named = [r.getMessage() for r in caplog.records if r.name == "attnphase.sweeps.runner"]
-    assert "theory:omega=0.1:branch=positional: numerics.fixed_point: alpha=2.1 positional: not converged" in named
+    assert "theory:omega=0.1:branch=positional: numerics.fixed_points.lines: alpha=2.1 positional: not converged" in named
 
 
 def test_repeated_alphas_and_zero_steps_are_refused(capsys, tmp_path):
@@ -775,7 +775,7 @@ def test_solve_prints_each_field_with_its_error_and_no_python_repr(capsys, monke
 
 def test_curve_prints_its_spinodals_as_sentences(tmp_path, capsys, monkeypatch):
     import numerics.api as api
-    from numerics.branches import BranchCurve
+    from numerics.branches.follow import BranchCurve
 
     def follow(spec, alphas, branch, precision="fast", progress=None, **kw):
         curve = fake_follow_branch(spec, alphas, branch, precision, progress)
@@ -794,7 +794,7 @@ def test_a_solver_error_names_the_point_without_reprs():
     import numpy as np
 
     from numerics.overlaps import HatOverlaps, Overlaps
-    from numerics.solver import SolverError, solve_fixed_point
+    from numerics.solver.iteration import SolverError, solve_fixed_point
 
     def F(x):
         raise FloatingPointError(f"non-finite at {Overlaps(*x, 0.15)}: {HatOverlaps(np.float64(0.0314562), 0, 1, 2)}")
@@ -809,9 +809,9 @@ def test_a_solver_error_names_the_point_without_reprs():
 def test_results_convert_to_data_frames():
     import pandas as pd
 
-    from numerics.branches import BranchCurve
+    from numerics.branches.follow import BranchCurve
     from numerics.result import as_matrices
-    from numerics.thresholds import Thresholds
+    from numerics.thresholds.lines import Thresholds
 
     spec = ModelSpec()
     point = fixed_point(spec, 1.0, "semantic", error={"q": 1e-8})
@@ -853,7 +853,7 @@ def test_the_curve_figure_marks_the_thresholds_and_spinodals_in_one_legend_at_ta
                                                                                        monkeypatch):
     import numerics.api as api
     import attnphase.figures as figures
-    from numerics.branches import BranchCurve
+    from numerics.branches.follow import BranchCurve
 
     def follow(spec, alphas, branch, precision="fast", progress=None, **kw):
         # the positional branch's training loss rises through the semantic one's at alpha = 1.25
@@ -929,7 +929,7 @@ def test_the_generated_code_gives_inf_or_nan_without_a_numpy_warning():
 
     import numpy as np
 
-    from numerics.bound_model import bind
+    from numerics.model.bound import bind
 
     model = bind(ModelSpec())
     big = np.array([1e200, -1e200, 0.0])

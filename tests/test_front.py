@@ -86,7 +86,7 @@ def test_the_integrator_is_chosen_once_for_every_command():
 def test_follow_gives_one_curve_for_every_model(monkeypatch):
     """The QMC side of :func:`numerics.api.follow` is a :class:`BranchCurve` too, with a note on the
     alphas where the branch was not found."""
-    import numerics.general_fixed_point as general
+    import numerics.fixed_points.general as general
 
     point = dataclasses.replace(as_matrices(scalar_point(ModelSpec(tokens=3))), integrator="qmc")
 

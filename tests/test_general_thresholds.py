@@ -1,4 +1,4 @@
-"""The thresholds and the linear baseline of the general model (numerics.general_thresholds,
+"""The thresholds and the linear baseline of the general model (numerics.thresholds.general,
 numerics.baseline), checked on the two-token rank-one model, where the general path and the
 special one compute the same functions."""
 from __future__ import annotations
@@ -12,9 +12,9 @@ import numerics.baseline as baseline_module
 from attnphase import cli
 from derivations import ModelSpec
 from numerics.baseline import linear_baseline
-from numerics.general_fixed_point import solve_general
+from numerics.fixed_points.general import solve_general
 from numerics.result import from_row
-from numerics.general_thresholds import general_thresholds
+from numerics.thresholds.general import general_thresholds
 from tidyio import read_rows, write_rows
 
 
@@ -70,7 +70,7 @@ def test_the_global_branch_changes_where_the_training_losses_cross():
 @pytest.mark.slow
 def test_the_general_path_finds_the_thresholds_of_the_special_one():
     # the same functions (line quadrature, draft rules), two root finders
-    from numerics.thresholds import thresholds
+    from numerics.thresholds.lines import thresholds
 
     spec = ModelSpec()
     special = thresholds(spec, "draft", alpha_min=1.0, alpha_max=1.75, n_scan=4)
@@ -104,7 +104,7 @@ def test_run_of_the_general_path_writes_curve_thresholds_and_figure(tmp_path, ca
 
 
 def test_the_onset_of_a_pitchfork_is_where_the_square_of_its_overlap_vanishes():
-    from numerics.general_thresholds import pitchfork_onset
+    from numerics.thresholds.general import pitchfork_onset
 
     alphas = [0.55, 0.6, 0.7]
     exact = [0.3 * math.sqrt(a - 0.52) for a in alphas]
@@ -118,7 +118,7 @@ def test_the_onset_of_a_pitchfork_is_where_the_square_of_its_overlap_vanishes():
 
 
 def test_a_solve_that_raised_is_a_failed_point_of_its_alpha_not_a_lost_curve():
-    from numerics.general_fixed_point import mark_global_minima
+    from numerics.fixed_points.general import mark_global_minima
     from numerics.result import failed_point
 
     spec = ModelSpec(tokens=3)
@@ -133,7 +133,7 @@ def test_the_isotropic_part_is_the_average_over_rotations_of_the_trivial_block()
     import numpy as np
 
     from numerics.matrix_overlaps import MatrixOverlaps
-    from numerics.subspaces import branch_subspace
+    from numerics.fixed_points.subspaces import branch_subspace
 
     shape = (2, 3, 1, 1)
     sub = branch_subspace("semantic", shape)  # one semantic direction, two trivial ones
@@ -162,8 +162,8 @@ def test_the_rank_two_trivial_branch_converges_on_its_isotropic_point():
 
 
 def test_a_parent_is_embedded_in_the_branch_that_grows_out_of_it():
-    from numerics.bifurcation import embedding
-    from numerics.subspaces import branch_subspace
+    from numerics.branches.bifurcation import embedding
+    from numerics.fixed_points.subspaces import branch_subspace
 
     shape = (2, 2, 1, 1)
     mixed = branch_subspace("mixed", shape)  # direction 1 semantic, direction 2 positional
@@ -177,8 +177,8 @@ def test_a_parent_is_embedded_in_the_branch_that_grows_out_of_it():
 def test_the_mixed_branch_is_born_where_the_old_extrapolation_put_it():
     # the birth located on the positional branch (the multiplier of the semantic direction crosses 1)
     # against the onset extrapolated from the mixed branch's own overlap, within their errors
-    from numerics.bifurcation import growth_multiplier
-    from numerics.general_thresholds import pitchfork_onset
+    from numerics.branches.bifurcation import growth_multiplier
+    from numerics.thresholds.general import pitchfork_onset
 
     spec = ModelSpec(rank=2, omega=0.3)
     lo, hi = (growth_multiplier(spec, solve_general(spec, a, "positional", "draft"), "mixed", "draft")

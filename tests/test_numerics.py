@@ -14,14 +14,14 @@ import pytest
 
 from derivations import ModelSpec
 from numerics.baseline import teacher_moments, linear_baseline, linear_baseline_mp
-from numerics.channel import ChannelRule, channel_expectations
-from numerics.fixed_point import solve_branch, solve_with_rule
-from numerics.bound_model import bind
+from numerics.channel.lines import ChannelRule, channel_expectations
+from numerics.fixed_points.lines import solve_branch, solve_with_rule
+from numerics.model.bound import bind
 from numerics.overlaps import Overlaps
-from numerics.prox import global_prox, newton_prox
-from numerics.solver import SolverError, solve_fixed_point
-from numerics.saddle_point import free_energy, update_hat_overlaps
-from numerics.saddle_point import test_error as generalisation_error
+from numerics.prox.scalar import global_prox, newton_prox
+from numerics.solver.iteration import SolverError, solve_fixed_point
+from numerics.model.saddle_point import free_energy, update_hat_overlaps
+from numerics.model.saddle_point import test_error as generalisation_error
 
 SPEC = ModelSpec()
 SMALL = ChannelRule(n_eta=16, n_r=8, n_u=6, n_t=16)
@@ -183,13 +183,13 @@ def test_solve_branch_result_object():
 def test_linear_attention_is_solved_from_a_searched_start():
     """Linear attention (``S = h h^T``) has its loss concave around ``h = 0``: from the
     softmax model's default start the map sends ``V`` below zero and the solve fails.
-    Without a start, ``solve_branch`` then searches one (``numerics/start_search.py``) and
+    Without a start, ``solve_branch`` then searches one (``numerics/fixed_points/start_search.py``) and
     reaches the trivial fixed point, a fixed point of the map on all eight parameters,
     at which the free energy is stationary in ``q`` and ``V`` (central differences of
     prior part + alpha E[M] against the conjugates, as for the softmax model)."""
-    from numerics.fixed_point import DEFAULT_START
+    from numerics.fixed_points.lines import DEFAULT_START
     from numerics.precision import PRECISIONS
-    from numerics.start_search import map_displacement, search_starts
+    from numerics.fixed_points.start_search import map_displacement, search_starts
 
     spec, alpha = ModelSpec(attention="linear"), 1.5
     lin = bind(spec)
@@ -225,7 +225,7 @@ def test_a_searched_start_reaches_the_softmax_fixed_point(model):
     start for the semantic branch at alpha = 2 leads to the fixed point that the
     reference values of docs/theory.md, section 3.8 lead to."""
     from numerics.precision import PRECISIONS
-    from numerics.start_search import search_starts
+    from numerics.fixed_points.start_search import search_starts
 
     rule = PRECISIONS["draft"].rule
     best = search_starts(model, 2.0, "semantic", rule)[0]
@@ -295,7 +295,7 @@ def test_thresholds_without_a_branch_exit_1_with_one_line(monkeypatch, capsys):
     branch) gets exit status 1 and the reason, not a traceback; JSON keeps the baseline."""
     from attnphase.cli import main
     from numerics import api
-    from numerics.thresholds import ThresholdError
+    from numerics.thresholds.lines import ThresholdError
 
     def no_branch(spec, precision, progress=None):
         raise ThresholdError("alpha_c: the positional branch was not found on alpha in [0.5, 2.5]")
@@ -327,10 +327,10 @@ def test_run_draws_the_trivial_branch_when_a_branch_is_missing(monkeypatch, tmp_
     are not empty; the missing threshold gives exit status 1."""
     from attnphase.cli import main
     from numerics import api
-    from numerics.branches import BranchCurve
+    from numerics.branches.follow import BranchCurve
     from numerics.result import FixedPoint
     from numerics.overlaps import HatOverlaps
-    from numerics.thresholds import ThresholdError
+    from numerics.thresholds.lines import ThresholdError
 
     spec = ModelSpec(attention="linear")
     followed = []
@@ -381,14 +381,14 @@ def test_curve_figure_draws_two_models_from_their_csvs(tmp_path):
 
 @pytest.mark.parametrize("centre", [-1.6, 0.3, 2.5, -6.6])
 def test_line_rule_resolves_a_cube_root_singularity(centre):
-    """The split line rule (numerics.channel.lines.side_rule, 2 x 28 nodes) integrates
+    """The split line rule (numerics.channel.lines.geometry.side_rule, 2 x 28 nodes) integrates
     |t - c|^(1/3) and a smooth function against the Gaussian to 2e-8 (measured: at most
     8e-9), wherever the split c lies; Gauss-Hermite with as many nodes misses the
     singular one by 4e-4 to 3e-3 when c is in the bulk (docs/numerics.md, section 3)."""
     from numpy.polynomial.hermite_e import hermegauss
     from scipy.integrate import quad
 
-    from numerics.channel.lines import FAR_SPLIT, side_rule
+    from numerics.channel.lines.geometry import FAR_SPLIT, side_rule
 
     rule = ChannelRule(n_t=20, n_near=8)
     phi = lambda t: np.exp(-0.5 * t**2) / np.sqrt(2 * np.pi)  # noqa: E731
@@ -412,9 +412,9 @@ def test_line_rule_resolves_a_cube_root_singularity(centre):
 
 def _lines_and_switches(model, ov, rule):
     """The lines of the channel quadrature at ``ov`` and the switches located on them."""
-    from numerics.channel.lines import channel_lines
-    from numerics.channel.switches import locate_switches
-    from numerics.channel.teacher_nodes import gaussian_factor, polar_teacher_nodes
+    from numerics.channel.lines.geometry import channel_lines
+    from numerics.channel.lines.switches import locate_switches
+    from numerics.channel.lines.teacher_nodes import gaussian_factor, polar_teacher_nodes
 
     factor = gaussian_factor(model, ov)
     lines = channel_lines(model, ov, rule, factor, polar_teacher_nodes(model, ov.V, factor.L_hh, rule))
@@ -460,9 +460,9 @@ def _half_of_the_switches_hidden(switches):
 
 
 def _hide_half_of_the_switches(monkeypatch):
-    """Make the channel quadrature's switch location (numerics.channel.switches, which
+    """Make the channel quadrature's switch location (numerics.channel.lines.switches, which
     the solve reaches only through the channel map) lose every other switch."""
-    from numerics.channel import switches
+    from numerics.channel.lines import switches
 
     locate = switches.locate_switches
     monkeypatch.setattr(switches, "locate_switches", lambda *a, **k: _half_of_the_switches_hidden(locate(*a, **k)))
@@ -473,7 +473,7 @@ def test_reflected_check_alone_catches_lost_switches(model):
     off). Where switches go unlocated (half of them hidden here), that check alone
     finds the lower minimum on the nodes the two checks together find (at least 99%
     of their weight); with the switches located it changes nothing measurable."""
-    from numerics.channel import integrate_lines
+    from numerics.channel.lines import integrate_lines
 
     ov = Overlaps(q=0.05, m=0.25, V=14.0, theta=0.0)
     rule = ChannelRule(n_eta=12, n_r=6, n_u=6, n_t=10, n_near=4)
@@ -580,7 +580,7 @@ def test_a_collapsing_solve_is_abandoned_as_lost():
     """Below the semantic spinodal (~0.70) the semantic start collapses onto theta = 0;
     with ``lost_below`` the solve stops early with BranchLost instead of converging
     theta to zero, and follow_branch records the spinodal from such losses."""
-    from numerics.fixed_point import BranchLost
+    from numerics.fixed_points.lines import BranchLost
 
     model = bind(SPEC)
     rule = ChannelRule(n_eta=12, n_r=6, n_u=6, n_t=10, n_near=4)
@@ -592,10 +592,10 @@ def test_a_collapsing_solve_is_abandoned_as_lost():
 
 
 def _patch_solves(monkeypatch, fake, outcome_of_none="absent"):
-    """Replace the solves of ``numerics.branches`` by ``fake(spec, alpha, branch, precision,
+    """Replace the solves of ``numerics.branches.follow`` by ``fake(spec, alpha, branch, precision,
     start, model, near=None)``, which returns a point on the branch or ``None`` (the solve
     fell to the trivial point, or with ``outcome_of_none="failed"`` the solver failed)."""
-    from numerics import branches
+    from numerics.branches import follow as branches
 
     def attempt(*args, newton=False, **kwargs):
         fp = fake(*args, **kwargs)
@@ -615,7 +615,7 @@ def test_follow_branch_looks_for_a_branch_inside_the_grid_when_the_anchor_fails(
     down the grid and its upper end bisected. With an explicit anchor nothing else is tried."""
     from types import SimpleNamespace
 
-    from numerics import branches
+    from numerics.branches import follow as branches
 
     tried = []
 
@@ -655,7 +655,7 @@ def test_anchor_candidates_are_probed_with_the_draft_rule(monkeypatch):
     rules from the anchor start (the draft rule's folds are not the fast ones')."""
     from types import SimpleNamespace
 
-    from numerics import branches
+    from numerics.branches import follow as branches
 
     tried = []
     draft_solution = Overlaps(q=0.031, m=0.21, V=19.0, theta=0.0)
@@ -705,7 +705,7 @@ def test_alpha_l_off_the_scan_keeps_alpha_c_and_the_scan_is_extended_to_it():
     omega = 0.3 by ending the scan at 1.4, between alpha_c ~ 1.25 and alpha_l ~ 1.49:
     without the extension alpha_c is still found and alpha_l is NaN with the reason; with
     it (the default) the scan is continued above 1.4 and alpha_l is found there."""
-    from numerics.thresholds import thresholds
+    from numerics.thresholds.lines import thresholds
 
     short = thresholds(SPEC, "draft", alpha_min=0.9, alpha_max=1.4, n_scan=6, extend=False)
     extended = thresholds(SPEC, "draft", alpha_min=0.9, alpha_max=1.4, n_scan=6)
@@ -724,7 +724,7 @@ def test_alpha_c_newton_is_safeguarded_by_the_scan_bracket():
     still returns the root, and never solves outside the range. A root beyond the
     range (the draft bracket at omega = 0.1 did not hold for the fast rules) is an
     error, not the range's end."""
-    from numerics.root_finding import RootFindingError, safeguarded_newton
+    from numerics.solver.root_finding import RootFindingError, safeguarded_newton
 
     visited = []
     root = 0.8
@@ -753,8 +753,8 @@ def test_a_two_phase_solve_ends_on_a_fixed_point_of_the_checked_map(model, monke
     (unresolved weight below 1e-12 here), so half of them are hidden from the
     integration, as a switch location that loses switches would: the checks then
     matter, which is the case the two phases exist for."""
-    from numerics.fixed_point import solve_on_map
-    from numerics.saddle_point import update_overlaps
+    from numerics.fixed_points.lines import solve_on_map
+    from numerics.model.saddle_point import update_overlaps
 
     from numerics.precision import PRECISIONS
 
@@ -783,8 +783,8 @@ def test_a_seeded_solve_that_stalls_is_not_retried(model, monkeypatch):
     point nearby (past that rule's fold): it is reported not converged after one
     attempt with half the stall window. Unseeded, the same stall is retried more
     heavily damped (two attempts)."""
-    from numerics import fixed_point
-    from numerics.solver import FixedPointResult
+    from numerics.fixed_points import lines as fixed_point
+    from numerics.solver.iteration import FixedPointResult
 
     calls = []
 
@@ -808,8 +808,8 @@ def test_only_the_checked_map_decides_that_a_branch_is_lost(model, monkeypatch):
     """Where the approach (checks off) fails, the solve is repeated with the checks on
     from the same start: near the positional folds at small omega the unchecked map's
     fold comes ~0.02 in alpha earlier than the checked map's."""
-    from numerics import fixed_point
-    from numerics.fixed_point import BranchLost, RuleSolution
+    from numerics.fixed_points import lines as fixed_point
+    from numerics.fixed_points.lines import BranchLost, RuleSolution
 
     calls = []
 
@@ -829,8 +829,8 @@ def test_after_a_failed_approach_the_checked_solve_runs_only_the_retries(model, 
     """The approach (checks off) makes the first attempt, with the borrowed history; when
     it fails, the checked solve goes on with the retries (no history first) instead of
     repeating that attempt on a map that differs only by the checks."""
-    from numerics import fixed_point
-    from numerics.fixed_point import BranchLost, RuleSolution
+    from numerics.fixed_points import lines as fixed_point
+    from numerics.fixed_points.lines import BranchLost, RuleSolution
 
     calls = []
 
@@ -858,7 +858,7 @@ def test_continuation_predictor_is_quadratic_where_the_branch_is_smooth():
     correction exceeds half the secant step (a branch turning at a fold)."""
     from types import SimpleNamespace
 
-    from numerics import branches
+    from numerics.branches import follow as branches
 
     def path(a, curvature):
         return SimpleNamespace(alpha=a, overlaps=Overlaps(q=0.1 + 0.01 * a + curvature * a**2, m=0.2 - 0.01 * a,
@@ -886,8 +886,8 @@ def _one_teacher_node(model, hs):
     """The channel's teacher rule restricted to the node ``h* = hs`` at ``SEM1``, with weight 1.
     Returns ``|p0|``, the norm of the prox at ``w = 0`` there, and a function that gives
     ``(qhat, Vhat, thetahat)`` of that node's line integrals for a rule."""
-    from numerics.channel import teacher_node_expectations
-    from numerics.channel.teacher_nodes import gaussian_factor
+    from numerics.channel.lines import teacher_node_expectations
+    from numerics.channel.lines.teacher_nodes import gaussian_factor
 
     hs = np.asarray(hs, dtype=float)
     p1, p2, _, _ = global_prox(model, np.zeros(1), np.zeros(1), hs[:1], hs[1:], SEM1.V)

@@ -14,8 +14,8 @@ from derivations import ModelSpec
 from numerics.api import BranchNotFound, FixedPoint, Overlaps, solve_all, solve_branch
 from numerics.precision import PRECISIONS
 from numerics.result import CONVERGED, NON_FINITE, NOT_CONVERGED, UNRESOLVED, assess
-from numerics.root_finding import NoRootInRange, RootFindingError, UndefinedAt, safeguarded_newton, safeguarded_secant
-from numerics.solver import Budget, solve_fixed_point
+from numerics.solver.root_finding import NoRootInRange, RootFindingError, UndefinedAt, safeguarded_newton, safeguarded_secant
+from numerics.solver.iteration import Budget, solve_fixed_point
 from numerics.solver_range import ALPHA_MAX, OutsideSolverRange
 
 SPEC = ModelSpec()
@@ -136,7 +136,7 @@ def test_a_budget_bounds_the_evaluations_and_returns_the_best_iterate():
 def test_a_solve_branch_out_of_budget_is_reported_not_converged_with_its_residual(monkeypatch):
     """With the precision's evaluation budget cut to 3, a solve from a far start stops
     there: ``converged=False``, the residual, and the reason; no other start is tried."""
-    from numerics import fixed_point
+    from numerics.fixed_points import lines as fixed_point
 
     tight = dataclasses.replace(PRECISIONS["draft"], max_evaluations=3)
     monkeypatch.setitem(fixed_point.PRECISIONS, "draft", tight)
@@ -229,7 +229,7 @@ def test_fixed_point_to_dict_is_json_safe_for_non_finite_values():
 def test_the_root_finder_converges_where_the_fixed_point_repels_the_iteration():
     """Eigenvalues 2.5 and -2 of the map's Jacobian: the plain iteration runs away from the
     fixed point, the root finder on x - F(x) (a noisy map, smooth only to 1e-9) converges to it."""
-    from numerics.solver import root_fixed_point
+    from numerics.solver.iteration import root_fixed_point
 
     A = np.array([[2.0, 1.0], [1.5, -1.5]])  # eigenvalues 2.5 and -2
     b = np.array([0.3, -0.2])
@@ -248,9 +248,9 @@ def test_a_branch_the_solver_failed_to_find_is_a_failure_not_an_absence(monkeypa
     """The thresholds need both branches: a branch whose every anchor attempt fell onto the
     trivial point is absent (BranchAbsent, a reason); one where the solver failed is a
     SolverError, even after the scan is extended on both sides."""
-    from numerics import thresholds as th
-    from numerics.branches import BranchCurve
-    from numerics.solver import SolverError
+    from numerics.thresholds import lines as th
+    from numerics.branches.follow import BranchCurve
+    from numerics.solver.iteration import SolverError
 
     def point(alpha):
         return th.ScanPoint(alpha, "semantic", Overlaps(0.1, 0.0, 12.0, 0.15), 1e-3, 3e-3, "draft")
@@ -276,7 +276,7 @@ def test_a_start_that_wanders_far_from_any_fixed_point_does_not_hide_an_absence(
     unconverged: at a residual of 0.6 it never came near a fixed point and the branch is not
     found (BranchNotFound); at 3e-3 it may be near one, so the solve is a failure reported
     as it is (``converged=False``)."""
-    from numerics import fixed_point as fpm
+    from numerics.fixed_points import lines as fpm
 
     real_solve_with_rule = fpm.solve_with_rule
 
@@ -305,7 +305,7 @@ def test_anchor_attempts_that_only_wander_beside_falls_onto_the_trivial_point_sh
     """Along the anchor search, a start that wandered far from any fixed point says nothing;
     the branch is absent where other starts fell onto the trivial point, and a failure
     where none did or where the solver failed near a point."""
-    from numerics import branches
+    from numerics.branches import follow as branches
 
     calls = {"n": 0}
 

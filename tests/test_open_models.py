@@ -248,7 +248,7 @@ def test_softmax_typed_as_an_expression_and_as_the_teacher_solve_to_the_builtins
 
 def test_the_integrators_assumption_holds_for_an_expression():
     """Both channel integrators use that the loss is even in h (it depends on h h^T only)."""
-    from numerics.bound_model import bind
+    from numerics.model.bound import bind
 
     assert bind(ModelSpec(attention=SQUAREPLUS, teacher=SQUAREPLUS)).loss_is_even
 

@@ -20,18 +20,18 @@ import pytest
 
 from derivations import ModelSpec, packing
 from numerics.api import solve_general
-from numerics.channel_integrators import IntegratorError, LineChannel, choose_integrator
-from numerics.fixed_point import BranchNotFound
-from numerics.gauge import alignment, canonical
-from numerics.general_model import bind_general
+from numerics.channel.integrators import IntegratorError, LineChannel, choose_integrator
+from numerics.fixed_points.lines import BranchNotFound
+from numerics.fixed_points.gauge import alignment, canonical
+from numerics.model.general import bind_general
 from numerics.matrix_overlaps import MatrixHats, MatrixOverlaps, from_scalars
-from numerics.matrix_prox import GlobalProx, positive_definite
+from numerics.prox.matrix import GlobalProx, positive_definite
 from numerics.overlaps import FIXED_ZERO
-from numerics.qmc.channel import QMCChannel, SingularCovariance, moment_parities
-from numerics.qmc.nodes import preactivations
-from numerics.qmc.precision import QMC_PRECISIONS
-from numerics.qmc.rule import QMCRule
-from numerics.subspaces import GENERAL_BRANCHES, branch_subspace, free_subspace, subspace_of_roles
+from numerics.channel.qmc.channel import QMCChannel, SingularCovariance, moment_parities
+from numerics.channel.qmc.nodes import preactivations
+from numerics.channel.qmc.precision import QMC_PRECISIONS
+from numerics.channel.qmc.rule import QMCRule
+from numerics.fixed_points.subspaces import GENERAL_BRANCHES, branch_subspace, free_subspace, subspace_of_roles
 
 #: a small rule for tests of the machinery (not of accuracy)
 TINY = dataclasses.replace(QMC_PRECISIONS["draft"], name="tiny",
@@ -353,7 +353,7 @@ def test_the_continuation_retries_a_point_that_fails_from_the_previous_one(monke
     find the branch, is solved again from the default start (and replaced if that converges); a branch
     not found from either is left out and the next alpha starts afresh (the solver is replaced by a
     fake that records its starts)."""
-    import numerics.general_fixed_point as general
+    import numerics.fixed_points.general as general
 
     calls = []
 

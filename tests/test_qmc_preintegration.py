@@ -1,4 +1,4 @@
-"""Pre-integration of the QMC channel along one Gaussian line (numerics/qmc/preintegration.py).
+"""Pre-integration of the QMC channel along one Gaussian line (numerics/channel/qmc/preintegration.py).
 
 Identities and behaviour: the line rule integrates smooth functions against the normal density; on
 a line where the global prox switches, the fixed nodes plus the switch correction give the line's
@@ -14,15 +14,15 @@ import pytest
 from scipy.stats import norm
 
 from derivations import ModelSpec
-from numerics.channel_integrators import LineChannel
-from numerics.general_model import bind_general
+from numerics.channel.integrators import LineChannel
+from numerics.model.general import bind_general
 from numerics.matrix_overlaps import from_scalars
-from numerics.matrix_prox import GlobalProx
-from numerics.qmc.channel import QMCChannel, moment_parities
-from numerics.qmc.nodes import preactivations
-from numerics.qmc.preintegration import LineRule, line_direction, line_nodes, switch_corrections
-from numerics.qmc.rule import QMCRule
-from numerics.subspaces import branch_subspace
+from numerics.prox.matrix import GlobalProx
+from numerics.channel.qmc.channel import QMCChannel, moment_parities
+from numerics.channel.qmc.nodes import preactivations
+from numerics.channel.qmc.preintegration import LineRule, line_direction, line_nodes, switch_corrections
+from numerics.channel.qmc.rule import QMCRule
+from numerics.fixed_points.subspaces import branch_subspace
 
 #: the (2, 1, 1) fast fixed points at alpha = 2 (the line quadrature's)
 POINTS = {"semantic": from_scalars(0.1148173, 0.0, 12.66840, 0.1581585),

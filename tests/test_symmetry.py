@@ -1,4 +1,4 @@
-"""The channel symmetries (numerics/symmetry.py): found, not assumed, and folding is exact
+"""The channel symmetries (numerics/fixed_points/symmetry.py): found, not assumed, and folding is exact
 where it must be."""
 import dataclasses
 
@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 
 from derivations import CHANNEL_NAMES, ModelSpec
-from numerics.channel import ChannelRule, channel_expectations
-from numerics.channel.teacher_nodes import gaussian_factor, polar_teacher_nodes
-from numerics.bound_model import bind
+from numerics.channel.lines import ChannelRule, channel_expectations
+from numerics.channel.lines.teacher_nodes import gaussian_factor, polar_teacher_nodes
+from numerics.model.bound import bind
 from numerics.overlaps import Overlaps
-from numerics.symmetry import channel_symmetries, fold_teacher_nodes
+from numerics.fixed_points.symmetry import channel_symmetries, fold_teacher_nodes
 
 SEMANTIC = Overlaps(q=0.1148, m=0.0, V=12.67, theta=0.158)
 POSITIONAL = Overlaps(q=0.0511, m=0.258, V=11.37, theta=0.0)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from derivations import ModelSpec
-from numerics.thresholds import BranchAbsent, CrossingBeyondScan, thresholds
+from numerics.thresholds.lines import BranchAbsent, CrossingBeyondScan, thresholds
 
 SYM, ASYM = ((0.6, 0.4), (0.4, 0.6)), ((0.3, 0.7), (0.8, 0.2))
 

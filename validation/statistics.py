@@ -31,7 +31,7 @@ make every z-score grow with the number of seeds.
 
 The general model
 -----------------
-Each run is put on a branch of :data:`numerics.subspaces.GENERAL_BRANCHES` by its invariants
+Each run is put on a branch of :data:`numerics.fixed_points.subspaces.GENERAL_BRANCHES` by its invariants
 (:func:`run_branch`): a student direction counts as semantic for each singular value of
 ``theta/sigma^2`` above the cut, as positional for each singular value of ``m`` above it,
 with the cut of the rank-one rule (``TRIVIAL_CUT``, or three times the chance overlap of a
@@ -173,8 +173,8 @@ def general_quantities(run: dict) -> List[str]:
 
 def branch_groups(result: dict) -> Dict[str, List[dict]]:
     """The runs of a general-model result grouped by :func:`run_branch`, in the order of
-    :data:`numerics.subspaces.GENERAL_BRANCHES`."""
-    from numerics.subspaces import GENERAL_BRANCHES
+    :data:`numerics.fixed_points.subspaces.GENERAL_BRANCHES`."""
+    from numerics.fixed_points.subspaces import GENERAL_BRANCHES
 
     spec = result_spec(result)
     groups: Dict[str, List[dict]] = {}

@@ -6,7 +6,7 @@ A :class:`Theory` holds ``solve_branch(spec, alpha, branch, precision)`` (an obj
 docs/theory.md, section 4, ``solve_general(spec, alpha, branch, precision)`` (an object with
 ``invariants``, ``test_error``, ``train_loss``, ``error``, ``converged`` and ``status``, as
 :class:`numerics.result.FixedPoint`; it raises
-:class:`numerics.fixed_point.BranchNotFound` where the branch does not exist).
+:class:`numerics.fixed_points.lines.BranchNotFound` where the branch does not exist).
 :func:`default_theory` gives ``numerics.api``'s; tests pass fakes. :func:`memoized` remembers
 every solve (they take minutes), so an interrupted or repeated ``validate`` does not solve again.
 
@@ -24,7 +24,7 @@ import math
 import os
 from typing import Callable, Dict, List, Optional, Sequence
 
-from numerics.fixed_point import BranchNotFound
+from numerics.fixed_points.lines import BranchNotFound
 from numerics.overlaps import COMPETING_BRANCHES
 from tidyio import UnreadableFile, move_aside, read_checked_json, write_checked_json
 

@@ -201,7 +201,7 @@ def cmd_validate(args) -> int:
     from validation import runs
     from validation.theory_cache import default_theory
 
-    from numerics.channel_integrators import choose_integrator
+    from numerics.channel.integrators import choose_integrator
 
     # by default fast where the line quadrature solves the theory (seconds a point), draft where QMC does
     precision = args.precision or ("fast" if choose_integrator(spec, "auto", "semantic") == "lines" else "draft")

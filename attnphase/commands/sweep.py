@@ -84,7 +84,7 @@ def register(subparsers) -> None:
 def config_from_args(args):
     """The :class:`attnphase.sweeps.config.SweepConfig` of parsed arguments; bad input raises UsageError
     (or the library's own bad-input errors)."""
-    from numerics.subspaces import GENERAL_BRANCHES
+    from numerics.fixed_points.subspaces import GENERAL_BRANCHES
     from attnphase.sweeps.config import SweepConfig
 
     omegas = parse_range(args.omegas, "--omegas")

@@ -11,8 +11,8 @@ from attnphase.errors import UsageError
 from attnphase.options import (GRID_HELP, add_alias, add_json_option, add_model_options, add_precision_option,
                                check_not_input, check_output, failed, model_from_args, parse_list, parse_range,
                                positive_number, print_json, progress_bar)
-from numerics.channel_integrators import INTEGRATORS
-from numerics.subspaces import GENERAL_BRANCHES
+from numerics.channel.integrators import INTEGRATORS
+from numerics.fixed_points.subspaces import GENERAL_BRANCHES
 
 log = logging.getLogger(__name__)
 

@@ -24,8 +24,8 @@ WHATS = ("theory", "simulation", "both")
 def every_branch(spec) -> bool:
     """Whether a diagram of ``spec`` follows every branch of the model and locates every change of the
     global branch: wherever the line quadrature does not solve the paper's two branches (there the
-    diagram is theirs, :func:`numerics.channel_integrators.choose_integrator`)."""
-    from numerics.channel_integrators import choose_integrator
+    diagram is theirs, :func:`numerics.channel.integrators.choose_integrator`)."""
+    from numerics.channel.integrators import choose_integrator
 
     return {choose_integrator(spec, "auto", b) for b in THEORY_BRANCHES} != {"lines"}
 

@@ -126,7 +126,7 @@ def general_theory_points(rows: list) -> list:
     """The points of a general model's ``theory.csv``: at each ``(omega, alpha)`` the global branch
     (lowest training loss among the existing, converged branches) and its test error minus the
     linear baseline."""
-    from numerics.subspaces import GENERAL_BRANCHES
+    from numerics.fixed_points.subspaces import GENERAL_BRANCHES
 
     groups = defaultdict(dict)
     for r in rows:

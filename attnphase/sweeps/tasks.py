@@ -196,7 +196,7 @@ def _thresholds_job(payload: dict, api) -> dict:
 
 
 def _pair_thresholds(payload: dict, api, spec, rows) -> dict:
-    """The crossing of the paper's two branches (a :class:`numerics.thresholds.Thresholds`)."""
+    """The crossing of the paper's two branches (a :class:`numerics.thresholds.lines.Thresholds`)."""
     thr = {"alpha_l_branch": "", "alpha_l_at_jump": ""}
     # the column's own branch rows bracket the roots (at the sweep's precision)
     scan = None if rows is None else api.scan_curves_from_rows(rows)
@@ -223,7 +223,7 @@ def _pair_thresholds(payload: dict, api, spec, rows) -> dict:
 
 
 def _changes_of_global_branch(payload: dict, api, spec, branches, rows) -> dict:
-    """Every change of the global branch (a :class:`numerics.general_thresholds.GeneralThresholds`),
+    """Every change of the global branch (a :class:`numerics.thresholds.general.GeneralThresholds`),
     from the branch rows read back as fixed points (``api.from_row``)."""
     thr = {}
     scan = None

@@ -1,0 +1,30 @@
+"""The test error of the general model by randomised quasi-Monte Carlo (docs/theory.md, section 4.12).
+
+``(sigma^2 / 2) E |S(w) - T(h*)|_F^2`` with ``w_l = (P m)_l + zeta_l``: the generated
+``test_error_integrand_x`` at the nodes of its own scrambled Sobol rule (no prox, so it affords
+more points than the channel). The integrand is smooth, so the scrambled rule converges fast; the
+spread over the scramblings is the standard error.
+"""
+from __future__ import annotations
+
+from typing import Tuple
+
+import numpy as np
+
+from numerics.model.general import GeneralModel
+from numerics.matrix_overlaps import MatrixOverlaps
+from numerics.channel.qmc.nodes import GaussianNodes, preactivations
+
+
+def test_error_estimates(model: GeneralModel, ov: MatrixOverlaps, nodes: GaussianNodes) -> np.ndarray:
+    """The test error from each scrambling of ``nodes`` (``(R,)``)."""
+    zeta, hs, _ = preactivations(nodes, ov, model.spec.rho, model.positional_mean(ov.m))
+    with np.errstate(over="ignore", under="ignore"):
+        values = model.test_error_integrand(zeta, hs, ov.m)
+    return values.reshape(nodes.scrambles, nodes.points).mean(axis=1)
+
+
+def test_error(model: GeneralModel, ov: MatrixOverlaps, nodes: GaussianNodes) -> Tuple[float, float]:
+    """``(test error, its standard error)`` at ``ov``."""
+    per = test_error_estimates(model, ov, nodes)
+    return float(per.mean()), float(per.std(ddof=1) / np.sqrt(len(per)))

@@ -1,0 +1,358 @@
+"""Fixed points of the general model with the quasi-Monte Carlo channel, with error bars from
+independent scramblings (docs/numerics.md, section "The general model: QMC integrator").
+
+The map iterated is ``x -> gauge(prior_updates(channel(x)))`` on the free components of the branch's
+subspace (:mod:`numerics.fixed_points.subspaces`), with the overlaps canonically oriented (:mod:`numerics.fixed_points.gauge`)
+in the blocks of directions along whose rotations the iteration could drift (:func:`_drifting_blocks`),
+and solved by the generic Anderson solver (:mod:`numerics.solver.iteration`). Each scrambling ``j`` of the
+rule is a deterministic map ``F_j`` (fixed nodes) with its own fixed point ``x_j``: scrambling 0 is
+solved from the start, the others from ``x_0`` with its Anderson history (the maps differ by a
+nearly constant quadrature error, so each takes a few evaluations). The reported point is the
+fixed point of the pooled map (all ``R N`` nodes), polished from the mean ``x̄`` of the ``x_j`` by a
+few of its evaluations, with its conjugates, ``E[M]`` and dense prox check. The error of each field
+is one standard error: the spread of its ``R`` values at the ``x_j`` over ``sqrt(R)`` (the
+quadrature error propagated through the fixed point), plus the residual of the pooled map at the
+reported point times the field's scale.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from typing import Optional
+
+import numpy as np
+from scipy import stats
+
+from derivations import ModelSpec, packing
+
+from numerics.fixed_points.lines import BranchNotFound
+from numerics.fixed_points.gauge import alignment, canonical_rotation
+from numerics.model.general import GeneralModel, bind_general
+from numerics.matrix_overlaps import MatrixHats, MatrixOverlaps
+from numerics.overlaps import COLLAPSE
+from numerics.solver.iteration import solve_fixed_point
+from numerics.fixed_points.subspaces import BranchSubspace, branch_subspace
+from numerics.channel.qmc.channel import ChannelEstimate, QMCChannel
+from numerics.channel.qmc.nodes import gaussian_nodes
+from numerics.channel.qmc.precision import QMC_PRECISIONS, QMCPrecision
+from numerics.channel.qmc.test_error import test_error_estimates
+
+log = logging.getLogger(__name__)
+
+#: the Anderson solver's settings for every scrambling's solve
+DAMPING, ANDERSON, STALL_WINDOW = 0.5, 4, 20
+#: evaluations of the pooled map (all scramblings) that polish the mean of their fixed points
+POLISH = 8
+
+
+def default_start(spec: ModelSpec, subspace: BranchSubspace) -> MatrixOverlaps:
+    """A start on the subspace, with the orders of magnitude of docs/theory.md, section 3.8 for the
+    two-token rank-one model: ``q = 0.11, V = 12`` and a teacher overlap ``0.15`` on a semantic
+    direction (the ``i``-th semantic direction on teacher direction ``i``), ``q = 0.05, V = 14`` and
+    ``m = 0.25`` on a positional one (on positional direction ``i``), and the trivial branch's
+    ``q = 0.04, V = 25`` on a trivial one."""
+    L, r, t, k = spec.shape
+    values = {"semantic": (0.11, 12.0), "positional": (0.05, 14.0), "trivial": (0.04, 25.0)}
+    q = np.diag([values[role][0] for role in subspace.roles])
+    V = np.diag([values[role][1] for role in subspace.roles])
+    theta = np.zeros((r, t))
+    m = np.zeros((k, r))
+    semantic = [j for j, role in enumerate(subspace.roles) if role == "semantic"]
+    positional = [j for j, role in enumerate(subspace.roles) if role == "positional"]
+    for i, j in enumerate(semantic[:t]):
+        theta[j, i] = 0.15
+    for i, j in enumerate(positional[:k]):
+        m[i, j] = 0.25
+    return MatrixOverlaps(spec.shape, q=q, m=m, V=V, theta=theta)
+
+
+def _on_subspace(start: Optional[MatrixOverlaps], spec: ModelSpec, subspace: BranchSubspace) -> MatrixOverlaps:
+    """The start on the subspace: :func:`default_start` by default; a given start that is not on
+    it is first rotated (student and teacher) to the orientation nearest the default start, then
+    projected."""
+    template = default_start(spec, subspace)
+    if start is None:
+        return template
+    if not np.array_equal(subspace.project(start).pack(), start.pack()):
+        O, W = alignment(start, template, teacher=True)
+        start = start.rotated(O, W)
+    return subspace.isotropic(subspace.project(start))
+
+
+def _floor(ov: MatrixOverlaps, rho: float, free: np.ndarray) -> np.ndarray:
+    """The scale below which each free component's residual is absolute: a hundredth of the
+    geometric mean of the diagonal scales of its row and column (``sqrt(q_ii q_jj)`` for ``q``,
+    ``sqrt(q_jj)`` for ``m``, ``sqrt(q_ii rho)`` for ``theta``, ``sqrt(V_ii V_jj)`` for ``V``)."""
+
+    qd = np.maximum(np.abs(np.diag(ov.q)), 1e-6)
+    Vd = np.maximum(np.abs(np.diag(ov.V)), 1e-6)
+    out = []
+    for name in MatrixOverlaps.NAMES:
+        rows, cols, sym = packing.dimensions(name, ov.shape)
+        for i, j in packing.matrix_index(rows, cols, sym):
+            scale = {"q": lambda: np.sqrt(qd[i] * qd[j]), "V": lambda: np.sqrt(Vd[i] * Vd[j]),
+                     "m": lambda: np.sqrt(qd[j]), "theta": lambda: np.sqrt(qd[i] * rho)}[name]()
+            out.append(1e-2 * scale)
+    return np.array(out)[free]
+
+
+def _matrix_residual(image: MatrixOverlaps, ov: MatrixOverlaps) -> float:
+    """``max_X |X(image) - X(ov)|_F / |X(ov)|_F`` over the nonzero matrices ``X`` of the overlaps,
+    matrix by matrix (a component-wise relative residual would be dominated, near a symmetric
+    point, by components that are zero up to the quadrature noise). ``image`` is the map's own,
+    in the gauge of ``ov``: a point that the map sends to a rotated or sign-flipped copy of itself
+    is a cycle of the map, not a fixed point, and must not pass."""
+    out = 0.0
+    for name in MatrixOverlaps.NAMES:
+        size = np.linalg.norm(getattr(ov, name))
+        if size > 0:
+            out = max(out, float(np.linalg.norm(getattr(image, name) - getattr(ov, name)) / size))
+    return out
+
+
+def _drifting_blocks(subspace: BranchSubspace) -> tuple:
+    """The gauge blocks whose orientation the solver fixes: two or more directions that rotate into
+    each other, one of them positional (its column of ``m`` breaks the rotation symmetry, so the
+    iteration could drift along the orbit). A sign is left free, since fixing it would turn a
+    two-cycle ``x -> g x -> x`` of the map (``g`` a sign flip) into a fixed point of the oriented
+    map; a block of trivial directions is left free too, since its orbit is nearly isotropic and its
+    orientation would turn with the quadrature noise."""
+    return tuple(b for b in subspace.gauge_blocks()
+                 if len(b) >= 2 and any(subspace.roles[j] == "positional" for j in b))
+
+
+def _oriented(ov: MatrixOverlaps, subspace: BranchSubspace) -> MatrixOverlaps:
+    """``ov`` with the blocks of :func:`_drifting_blocks` in canonical orientation, the other
+    directions as they are."""
+    blocks = _drifting_blocks(subspace)
+    O = canonical_rotation(ov, blocks)
+    for j in set(range(ov.shape.r)) - {j for b in blocks for j in b}:
+        O[j, j] = 1.0
+    return ov.rotated(O)
+
+
+def prior_image(model: GeneralModel, subspace: BranchSubspace, hats: MatrixHats) -> MatrixOverlaps:
+    """The overlaps of the prior side from the conjugates ``hats``, projected onto the subspace and its
+    isotropic part (:meth:`~numerics.fixed_points.subspaces.BranchSubspace.isotropic`)."""
+    new = model.prior_updates(**subspace.isotropic(hats).matrices())
+    return subspace.isotropic(subspace.project(MatrixOverlaps(model.shape, **new)))
+
+
+class _Map:
+    """``x -> F_j(x)`` over the free components, for the scramblings ``scrambles`` of ``channel``;
+    remembers the channel estimate of the last evaluation."""
+
+    def __init__(self, model: GeneralModel, channel: QMCChannel, alpha: float, scrambles, gauge: bool,
+                 points: Optional[int] = None):
+        self.model, self.channel, self.alpha, self.scrambles, self.gauge = model, channel, alpha, scrambles, gauge
+        self.points = points
+        self.subspace = channel.subspace
+        self.free = self.subspace.free_mask(model.shape)
+        self.template = np.zeros(len(self.free))
+        self.evaluations = 0
+        self.last: Optional[tuple] = None
+
+    def overlaps(self, x_free) -> MatrixOverlaps:
+        x = self.template.copy()
+        x[self.free] = x_free
+        return MatrixOverlaps.unpack(self.model.shape, x)
+
+    def image(self, est: ChannelEstimate) -> MatrixOverlaps:
+        """The overlaps of the prior side from ``est``'s conjugates (:func:`prior_image`), oriented."""
+        ov = prior_image(self.model, self.subspace, est.hats)
+        return _oriented(ov, self.subspace) if self.gauge else ov
+
+    def __call__(self, x_free):
+        ov = self.overlaps(x_free)
+        est = self.channel.estimate(ov, self.alpha, self.scrambles, points=self.points)
+        self.evaluations += 1
+        self.last = (np.array(x_free, dtype=float), est)
+        return self.image(est).pack()[self.free]
+
+
+@dataclasses.dataclass(frozen=True)
+class ScrambleSolution:
+    """The fixed point of one scrambling's map."""
+
+    overlaps: MatrixOverlaps
+    estimate: ChannelEstimate
+    converged: bool
+    residual: float
+    iterations: int
+    evaluations: int
+    pairs: tuple
+
+
+def _solve_scramble(F: _Map, x0: np.ndarray, prec: QMCPrecision, floor: np.ndarray, history: tuple = ()
+                    ) -> ScrambleSolution:
+    res = solve_fixed_point(F, x0, tol=prec.tol, maxiter=prec.maxiter, damping=DAMPING, anderson=ANDERSON,
+                            floor=floor, history=history, stall_window=STALL_WINDOW)
+    if F.last is not None and np.array_equal(F.last[0], res.x):
+        est = F.last[1]
+    else:
+        est = F.channel.estimate(F.overlaps(res.x), F.alpha, F.scrambles, points=F.points)
+        F.evaluations += 1
+    converged = bool(res.converged or res.residual < prec.residual_tol)
+    return ScrambleSolution(F.overlaps(res.x), est, converged, float(res.residual), res.iterations, F.evaluations,
+                            res.pairs)
+
+
+def _fields(model: GeneralModel, alpha: float, ov: MatrixOverlaps, hats: MatrixHats, envelope: float,
+            test_nodes) -> dict:
+    """Every reported number at one point: packed overlaps and conjugates, invariants, test error
+    (its value from each scrambling of the test rule, averaged) and training loss."""
+    out = dict(ov.as_dict())
+    out.update(hats.as_dict())
+    for key, values in ov.invariants().items():
+        for i, v in enumerate(values):
+            out[f"{key}_{i + 1}"] = v
+    out["test_error"] = float(test_error_estimates(model, ov, test_nodes).mean())
+    out["train_loss"] = model.prior_free_energy(ov.matrices(), hats.matrices()) + alpha * envelope
+    return out
+
+
+def _collapsed(spec, alpha, subspace, prec, solution, defining, wall_time, model):
+    """The record of a solve that fell to a smaller branch (carried by :class:`BranchNotFound`): the
+    point reached, ``converged=False``, errors NaN, the reason in the diagnostics."""
+    from numerics.result import FixedPoint
+
+    ov, hats = solution.overlaps, solution.estimate.hats
+    values = dict(ov.as_dict(), **hats.as_dict())
+    reason = (f"{subspace.name} branch not found at alpha = {alpha:g}: the iteration fell to a smaller branch "
+              f"(defining overlap {defining:.1e} < {COLLAPSE:g})")
+    return FixedPoint(
+        alpha=float(alpha), branch=subspace.name, model=spec, precision=prec.name, integrator="qmc", overlaps=ov,
+        hats=hats, test_error=float("nan"), train_loss=float("nan"), converged=False, iterations=solution.iterations,
+        residual=solution.residual, error={k: float("nan") for k in values}, invariants=ov.invariants(),
+        diagnostics={"integrator": "qmc", "status": reason, "defining_overlap": defining}, wall_time=wall_time)
+
+
+def solve_qmc(spec: ModelSpec, alpha: float, branch: str = "semantic", precision: str = "fast",
+              start: Optional[MatrixOverlaps] = None, gauge: bool = True, subspace: Optional[BranchSubspace] = None,
+              model: Optional[GeneralModel] = None):
+    """The fixed point of ``branch`` at ``alpha`` with the QMC integrator, with error bars (module
+    docstring). Returns a :class:`~numerics.result.FixedPoint`.
+
+    ``start``: the overlaps to start from (projected onto the subspace); by default
+    :func:`default_start` (:func:`_on_subspace`). ``gauge``: compose the map with the canonical orientation (off only to
+    test what it does). ``subspace``: a subspace other than the named branch's."""
+    from numerics.result import FixedPoint
+
+    if not alpha > 0:
+        raise ValueError(f"alpha: must be > 0, got {alpha}")
+    prec = precision if isinstance(precision, QMCPrecision) else QMC_PRECISIONS[precision]
+    model = model or bind_general(spec)
+    subspace = subspace or branch_subspace(branch, spec.shape)
+    gauge = gauge and bool(_drifting_blocks(subspace))
+    t0 = time.perf_counter()
+    channel = QMCChannel(model, prec.rule, subspace)
+    start = _on_subspace(start, spec, subspace)
+    if gauge:
+        start = _oriented(start, subspace)
+    free = subspace.free_mask(model.shape)
+    floor = _floor(start, spec.rho, free)
+    R = prec.rule.scrambles
+    maps = [_Map(model, channel, alpha, [j], gauge) for j in range(R)]
+    # the approach on the first eighth of scrambling 0 (itself a scrambled Sobol rule): an eighth of
+    # the cost per evaluation, and its Anderson history seeds the solve on the whole scrambling
+    approach = _solve_scramble(_Map(model, channel, alpha, [0], gauge, points=max(prec.rule.points // 8, 256)),
+                               start.pack()[free], prec, floor)
+    defining = subspace.defining_overlap(approach.overlaps, spec.sigma)
+    if defining < COLLAPSE:
+        # the iteration fell to a smaller branch: reported as it is, not converged, without the
+        # cost of the other scramblings
+        log.info("alpha=%g %s: the approach collapsed (defining overlap %.2e)", alpha, subspace.name, defining)
+        point = _collapsed(spec, alpha, subspace, prec, approach, defining, time.perf_counter() - t0, model)
+        raise BranchNotFound(point.status, subspace.name, float(alpha), point)
+    first = _solve_scramble(maps[0], approach.overlaps.pack()[free], prec, floor, history=approach.pairs)
+    solutions = [first]
+    for j in range(1, R):
+        solutions.append(_solve_scramble(maps[j], first.overlaps.pack()[free], prec, floor, history=first.pairs))
+    # near a symmetric point the canonical orientation turns with the quadrature noise: the
+    # scramblings' fixed points are aligned with the first one before they are compared or averaged
+    blocks = subspace.gauge_blocks()
+    aligned = []
+    for s in solutions:
+        O, W = alignment(s.overlaps, first.overlaps, blocks)
+        aligned.append((s.overlaps.rotated(O, W), subspace.isotropic(s.estimate.hats.rotated(O, W)),
+                        s.estimate.mean_envelope))
+    xbar = np.mean([a[0].pack()[free] for a in aligned], axis=0)
+    # the pooled map's fixed point is x̄ to first order in the scramblings' spread only: at the
+    # spread of a fast rule (~1e-3) the remainder is a residual of ~1e-4, more than the rule's
+    # error on a large field, so x̄ is polished by a few evaluations of the pooled map
+    polish = _solve_scramble(_Map(model, channel, alpha, None, gauge), xbar, dataclasses.replace(prec, maxiter=POLISH),
+                             floor)
+    pooled = _Map(model, channel, alpha, None, gauge=False)
+    ov = polish.overlaps
+    ov = ov.rotated(*alignment(ov, first.overlaps, subspace.gauge_blocks()))
+    est = channel.estimate(ov, alpha, dense_check=True)
+    est = dataclasses.replace(est, hats=subspace.isotropic(est.hats))
+    residual = _matrix_residual(pooled.image(est), ov)
+
+    test_nodes = gaussian_nodes(model.shape, prec.rule.test_log2_points, prec.rule.test_scrambles,
+                                prec.rule.seed + 1)
+    value = _fields(model, alpha, ov, est.hats, est.mean_envelope, test_nodes)
+    per = [_fields(model, alpha, *a, test_nodes) for a in aligned]
+    t_factor = float(stats.t.ppf(0.975, R - 1))
+    # the residual's share of each field's error: residual x the size of its matrix (of the field
+    # itself for invariants, test error and training loss)
+    sizes = {n: np.linalg.norm(getattr(record, name)) for record in (ov, est.hats) for name in record.NAMES
+             for n in packing.names(name, spec.shape)}
+    # one standard error of the mean over the scramblings: the comparisons quote multiples of it
+    statistical = {key: float(np.std([p[key] for p in per], ddof=1)) / np.sqrt(R) for key in value}
+    error = {key: statistical[key] + residual * sizes.get(key, abs(value[key])) for key in value}
+    te = test_error_estimates(model, ov, test_nodes)
+    error["test_error"] += float(te.std(ddof=1)) / np.sqrt(len(te))
+    # the pooled map's residual at the mean of the scramblings' fixed points is of second order in
+    # their spread: it must be small against the quadrature error (or below the tolerance)
+    quadrature = max(np.sqrt(sum(statistical[n] ** 2 for n in packing.names(name, spec.shape)))
+                     / max(np.linalg.norm(getattr(ov, name)), 1e-300)
+                     for name in MatrixOverlaps.NAMES if np.linalg.norm(getattr(ov, name)) > 0)
+    converged = all(s.converged for s in solutions) and residual < max(prec.residual_tol, 0.25 * quadrature)
+    defining = subspace.defining_overlap(ov, spec.sigma)
+    # the branch counts as lost when its defining overlap is within the half-width of its 95% interval of zero
+    defining_error = t_factor * float(np.std([subspace.defining_overlap(a[0], spec.sigma) for a in aligned],
+                                             ddof=1)) / np.sqrt(R) if np.isfinite(defining) else 0.0
+    status = "converged" if converged else (
+        f"not converged: residual {residual:.2e} (accepted below {max(prec.residual_tol, 0.25 * quadrature):.2e}), "
+        f"scramblings converged {sum(s.converged for s in solutions)} of {R}")
+    lost = defining < COLLAPSE or defining <= defining_error
+    if lost:
+        # a branch whose defining overlap is zero within its error has not been found: the solve
+        # fell, or is falling, to a smaller branch
+        converged = False
+        status = (f"{subspace.name} branch not found at alpha = {alpha:g}: its defining overlap is "
+                  f"{defining:.2e} +- {defining_error:.1e}")
+    diagnostics = {
+        "integrator": "qmc",
+        "scramble_residuals": [s.residual for s in solutions],
+        "scramble_converged": [s.converged for s in solutions],
+        "scramble_evaluations": [s.evaluations for s in solutions],
+        # each scrambling's own fixed point, aligned with the reported one (numerics.branches.bifurcation
+        # differentiates each scrambling's map there)
+        "scramble_fixed_points": [a[0].pack().tolist() for a in aligned],
+        "map_evaluations": sum(s.evaluations for s in solutions) + 1 + approach.evaluations,
+        "pooled_evaluations": polish.evaluations + 1,
+        "full_searches": channel.full_searches,
+        "nodes": est.diagnostics["nodes"],
+        "max_prox_gradient": est.diagnostics["max_prox_gradient"],
+        "dense_nodes": est.diagnostics.get("dense_nodes"),
+        "dense_improved_fraction": est.diagnostics.get("dense_improved_fraction"),
+        "dense_missed_effect_over_se": est.diagnostics.get("dense_missed_effect_over_se", 0.0),
+        "mean_envelope": est.mean_envelope,
+        "other_form": {k: v.tolist() for k, v in est.other_forms.items()},
+        "conjugate_form": prec.rule.form,
+        "t_factor": t_factor,
+        "quadrature_relative_error": quadrature,
+        "defining_overlap": defining,
+        "status": status,
+    }
+    point = FixedPoint(
+        alpha=float(alpha), branch=subspace.name, model=spec, precision=prec.name, integrator="qmc",
+        overlaps=ov, hats=est.hats, test_error=value["test_error"], train_loss=value["train_loss"],
+        converged=bool(converged), iterations=sum(s.iterations for s in solutions), residual=residual,
+        error=error, invariants=ov.invariants(), diagnostics=diagnostics, wall_time=time.perf_counter() - t0)
+    if lost:
+        raise BranchNotFound(status, subspace.name, float(alpha), point)
+    return point

@@ -1,0 +1,151 @@
+"""The generated functions of a model of any shape ``(L, r, t, k)``, bound to its parameters,
+with arrays of nodes in and out (docs/theory.md, section 4).
+
+:class:`GeneralModel` is to the general model what :class:`~numerics.model.bound.BoundModel`
+is to the two-token rank-one one: it appends the parameter tuple and reshapes, and writes no
+equation. Per-node quantities are arrays with one row per node, packed by
+:mod:`derivations.packing`: ``h, w, zeta`` are ``(N, L r)`` (token by token), ``hs`` is
+``(N, L t)``; matrix order parameters are passed as numpy matrices and packed here.
+"""
+from __future__ import annotations
+
+import functools
+from typing import Dict, Tuple
+
+import numpy as np
+
+from derivations import ModelSpec, packing
+
+from numerics.solver_range import check_model_range
+
+
+def _columns(a: np.ndarray):
+    return tuple(np.asarray(a, dtype=float).T)
+
+
+class GeneralModel:
+    """Generated functions of ``spec`` (any shape), numpy backend, parameters bound."""
+
+    def __init__(self, spec: ModelSpec):
+        from derivations import generated_functions
+
+        check_model_range(spec)
+        self.spec = spec
+        self.shape = packing.as_shape(spec)
+        self.gm = generated_functions(spec)
+        self.params = self.gm.params(spec)
+        L, r, t, k = self.shape
+        self.n_h = L * r
+        self.n_hs = L * t
+        self.triu = np.triu_indices(self.n_h)
+        self.moment_names = self.gm.moment_names
+        self.conjugate_names = self.gm.conjugate_names
+        self.positions = np.array(spec.positions, dtype=float)
+
+    # ------------------------------------------------------------------ packing
+    def pack(self, name: str, matrix) -> Tuple[float, ...]:
+        return packing.pack(name, np.asarray(matrix, dtype=float), self.shape)
+
+    def unpack(self, name: str, values) -> np.ndarray:
+        return np.array(packing.unpack(name, list(values), self.shape), dtype=float)
+
+    def _call(self, name, *args):
+        # as numerics.model.bound: overflow and 0/0 give inf or nan, which the solver reports
+        # as its own error, instead of numpy warnings that quote the generated lines
+        with np.errstate(all="ignore"):
+            return getattr(self.gm, name)(*args, *self.params)
+
+    def _stack(self, out, n: int) -> np.ndarray:
+        """Outputs of a multi-output function as an ``(n, len(out))`` array (constants broadcast)."""
+        return np.stack([np.broadcast_to(np.asarray(o, dtype=float), (n,)) for o in out], axis=-1)
+
+    # ------------------------------------------------------------------ per node
+    def prox_newton(self, h, w, hs, V) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(objective (N,), gradient (N, L r), Hessian (N, L r, L r))`` of the prox objective."""
+        n = len(h)
+        out = self._call("prox_newton", *_columns(h), *_columns(w), *_columns(hs), *self.pack("V", V))
+        obj = np.broadcast_to(np.asarray(out[0], dtype=float), (n,))
+        grad = np.empty((n, self.n_h))
+        for i in range(self.n_h):
+            grad[:, i] = out[1 + i]
+        H = np.empty((n, self.n_h, self.n_h))
+        for e, (i, j) in enumerate(zip(*self.triu)):
+            H[:, i, j] = out[1 + self.n_h + e]
+            if i != j:
+                H[:, j, i] = H[:, i, j]
+        return obj, grad, H
+
+    def prox_objective(self, h, w, hs, V) -> np.ndarray:
+        out = self._call("prox_objective", *_columns(h), *_columns(w), *_columns(hs), *self.pack("V", V))
+        return np.broadcast_to(np.asarray(out, dtype=float), (len(h),))
+
+    def loss(self, h, hs) -> np.ndarray:
+        out = self._call("loss", *_columns(h), *_columns(hs))
+        return np.broadcast_to(np.asarray(out, dtype=float), (len(h),))
+
+    def teacher(self, hs) -> np.ndarray:
+        """The teacher's attention matrix ``T(h*)`` per node, row-major ``(N, L^2)``."""
+        return self._stack(self._call("teacher", *_columns(hs)), len(hs))
+
+    def positional_mean(self, m) -> np.ndarray:
+        """``P m`` packed like ``w`` (``(L r,)``)."""
+        return np.array([float(v) for v in self._call("positional_mean", *self.pack("m", m))])
+
+    def channel_moments(self, h, zeta, hs, m, V) -> np.ndarray:
+        """Per-node moments ``(N, len(moment_names))`` (:mod:`derivations.moments`), the last the envelope ``M``."""
+        out = self._call("channel_moments", *_columns(h), *_columns(zeta), *_columns(hs), *self.pack("m", m),
+                         *self.pack("V", V))
+        return self._stack(out, len(h))
+
+    def test_error_integrand(self, zeta, hs, m) -> np.ndarray:
+        out = self._call("test_error_integrand_x", *_columns(zeta), *_columns(hs), *self.pack("m", m))
+        return np.broadcast_to(np.asarray(out, dtype=float), (len(zeta),))
+
+    # ------------------------------------------------------------------ averaged
+    def conjugates_from_moments(self, alpha: float, means, q, theta) -> Dict[str, np.ndarray]:
+        """``{form: matrix}`` for each of ``codegen.CONJUGATE_FORMS`` from the averaged moments
+        ``means`` (without the envelope). ``means`` may be ``(n_moments - 1,)`` or
+        ``(R, n_moments - 1)``; each matrix then carries the leading ``R``."""
+        means = np.asarray(means, dtype=float)
+        lead = means.shape[:-1]
+        out = self._call("conjugates_from_moments", alpha, *np.moveaxis(means, -1, 0), *self.pack("q", q),
+                         *self.pack("theta", theta))
+        values = np.stack([np.broadcast_to(np.asarray(o, dtype=float), lead) for o in out], axis=-1)
+        from derivations.codegen import CONJUGATE_FORMS
+
+        forms, start = {}, 0
+        for form in CONJUGATE_FORMS:
+            base = form.split("_")[0]
+            size = len(packing.names(base, self.shape))
+            rows, cols, sym = packing.dimensions(base, self.shape)
+            block = values[..., start:start + size]
+            start += size
+            mat = np.zeros(lead + (rows, cols))
+            for c, (i, j) in enumerate(packing.matrix_index(rows, cols, sym)):
+                mat[..., i, j] = block[..., c]
+                if sym:
+                    mat[..., j, i] = block[..., c]
+            forms[form] = mat
+        return forms
+
+    def prior_updates(self, qhat, mhat, Vhat, thetahat) -> Dict[str, np.ndarray]:
+        """``{V, q, m, theta}`` from the conjugates (docs/theory.md, section 4.5)."""
+        out = [float(v) for v in self._call("prior_updates", *self.pack("qhat", qhat), *self.pack("mhat", mhat),
+                                            *self.pack("Vhat", Vhat), *self.pack("thetahat", thetahat))]
+        result, start = {}, 0
+        for name in ("V", "q", "m", "theta"):
+            size = len(packing.names(name, self.shape))
+            result[name] = self.unpack(name, out[start:start + size])
+            start += size
+        return result
+
+    def prior_free_energy(self, overlaps: dict, hats: dict) -> float:
+        """``F`` without ``alpha E[M]`` (docs/theory.md, section 4.4); ``overlaps``, ``hats``: name -> matrix."""
+        args = [v for name in packing.OVERLAPS for v in self.pack(name, overlaps[name])]
+        args += [v for name in packing.CONJUGATES for v in self.pack(name, hats[name])]
+        return float(self._call("prior_free_energy", *args))
+
+
+@functools.lru_cache(maxsize=16)
+def bind_general(spec: ModelSpec) -> GeneralModel:
+    return GeneralModel(spec)

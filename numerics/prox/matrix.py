@@ -1,0 +1,322 @@
+"""The global prox of the general model in ``R^{L r}`` (docs/theory.md, section 4.3).
+
+``prox(w, h*) = argmin_h 1/2 sum_l (h_l - w_l)^T V^{-1} (h_l - w_l) + l(h; h*)``. The loss is not
+convex, and the theory needs the global minimiser. Three facts make a multi-start search safe:
+
+* the global minimiser lies in the ellipsoid ``1/2 sum_l (h_l - w_l)^T V^{-1} (h_l - w_l) <=
+  l(w; h*)`` (the objective at ``h = w`` bounds the minimum);
+* ``l`` depends on ``h`` only through ``h h^T``, so ``-h`` and the single-direction flips ``h D``
+  (``D`` diagonal of signs) of a minimiser are natural starts for the competing minima;
+* the nodes of a quasi-Monte Carlo rule do not move between evaluations of the saddle-point map,
+  so each node's minimisers of the previous evaluation are starts within a Newton step or two of
+  this one's.
+
+:func:`saddle_free_newton` is the local solver, vectorised over nodes; :class:`GlobalProx` keeps
+the per-node warm starts and runs the search; :meth:`GlobalProx.dense_check` re-solves a subsample
+from many more starts and reports where a better minimum exists.
+"""
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from typing import Optional, Tuple
+
+import numpy as np
+
+from numerics.model.general import GeneralModel
+
+_STEPS = 0.5 ** np.arange(30)
+_STEP_BLOCKS = (_STEPS[1:5], _STEPS[5:12], _STEPS[12:])
+
+
+def _objective(model, h, w, hs, V):
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        return model.prox_objective(h, w, hs, V)
+
+
+def positive_definite(S: np.ndarray) -> np.ndarray:
+    """Which of the symmetric matrices ``S`` (a stack, ``N x n x n``) are positive definite: a
+    Cholesky factorisation vectorised over the stack, column by column, that records a
+    non-positive pivot per matrix (numpy's ``cholesky`` raises for the whole stack instead)."""
+    N, n, _ = S.shape
+    L = np.zeros_like(S)
+    ok = np.ones(N, dtype=bool)
+    for j in range(n):
+        pivot = S[:, j, j] - np.einsum("nk,nk->n", L[:, j, :j], L[:, j, :j])
+        ok &= pivot > 0
+        root = np.sqrt(np.where(ok, pivot, 1.0))
+        L[:, j, j] = root
+        L[:, j + 1:, j] = (S[:, j + 1:, j] - np.einsum("nik,nk->ni", L[:, j + 1:, :j], L[:, j, :j])) / root[:, None]
+    return ok
+
+
+def _directions(H: np.ndarray, g: np.ndarray, floor: float) -> Tuple[np.ndarray, np.ndarray]:
+    """Saddle-free Newton directions ``-U diag(1 / max(|lambda|, floor)) U^T g`` and which nodes'
+    Hessians exceed ``floor`` (``H - floor I`` positive definite).
+
+    Which ones are is decided by one batched Cholesky factorisation of ``H - floor I`` that reports
+    failure per matrix (:func:`positive_definite`). Those (the usual case near minima) take the
+    Newton step of ``H - floor I`` (a shift of a millionth of the smallest curvature ``1/V``) by a
+    batched solve, the others an eigendecomposition: a batched eigendecomposition costs 5-10 times
+    a solve for 4 x 4 to 6 x 6 matrices."""
+    n = H.shape[1]
+    shifted = H - floor * np.eye(n)
+    convex = positive_definite(shifted)
+    d = np.empty_like(g)
+    if convex.any():
+        d[convex] = -np.linalg.solve(shifted[convex], g[convex][..., None])[..., 0]
+    other = ~convex
+    if other.any():
+        lam, U = np.linalg.eigh(H[other])
+        coef = np.einsum("nji,nj->ni", U, g[other]) / np.maximum(np.abs(lam), floor)
+        d[other] = -np.einsum("nij,nj->ni", U, coef)
+    return d, convex
+
+
+def saddle_free_newton(model: GeneralModel, h, w, hs, V, tol: float = 1e-11, maxiter: int = 60,
+                       known: Optional[np.ndarray] = None, known_objective: Optional[np.ndarray] = None,
+                       capture: float = 1e-2, cap: Optional[int] = None
+                       ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Local minimisation of the prox objective from ``h``, vectorised over nodes (rows).
+
+    Each step is ``-U diag(1 / max(|lambda|, floor)) U^T g`` with ``H = U diag(lambda) U^T``: a
+    descent direction everywhere, which pushes away from saddles along negative curvature
+    (:func:`_directions`). Away from a strict minimum its length is chosen by Armijo backtracking
+    (step lengths tried in vectorised blocks). Returns ``(h, objective, gradient norm)``; the
+    gradient norm (max over components) reports nodes that did not reach ``tol`` in ``maxiter``
+    steps.
+
+    For a search of the lowest minimum, given ``known`` (``(N, L r)``) local minima per node and
+    their objectives ``known_objective``: a node whose iterate comes within ``capture`` (max norm)
+    of its known minimum stops (it converges to it); and with ``cap``, a node still above the
+    known objective after ``cap`` steps stops (every step descends, but a start that has not gone
+    below the known minimum in ``cap`` steps is in its basin or a higher one: the check of the
+    two-token rank-one quadrature makes the same cut, docs/numerics.md, section 3). Stopped nodes
+    report a NaN gradient norm.
+    """
+    h = np.array(h, dtype=float, copy=True)
+    n = len(h)
+    obj_out = np.full(n, np.nan)
+    gn_out = np.full(n, np.inf)
+    floor = 1e-6 / float(np.max(np.linalg.eigvalsh(np.atleast_2d(V))))
+    active = {"node": np.arange(n), "a": h, "b": np.asarray(w, dtype=float), "c": np.asarray(hs, dtype=float)}
+    if known is not None:
+        active["known"] = np.asarray(known, dtype=float)
+        active["known_obj"] = (np.full(n, np.inf) if known_objective is None
+                               else np.asarray(known_objective, dtype=float))
+
+    def finish(mask, f0, gn):
+        idx = active["node"][mask]
+        h[idx], obj_out[idx], gn_out[idx] = active["a"][mask], f0[mask], gn[mask]
+        keep = ~mask
+        for key in active:
+            active[key] = active[key][keep]
+        return keep
+
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        for it in range(maxiter + 1):
+            if active["node"].size == 0:
+                break
+            a, b, c = active["a"], active["b"], active["c"]
+            f0, g, H = model.prox_newton(a, b, c, V)
+            gn = np.max(np.abs(g), axis=1)
+            done = (gn < tol) | (it == maxiter) | ~np.isfinite(gn)
+            if known is not None:
+                stop = np.max(np.abs(a - active["known"]), axis=1) < capture
+                if cap is not None and it >= cap:
+                    stop |= f0 >= active["known_obj"]
+                gn = np.where(stop & ~done, np.nan, gn)
+                done |= stop
+            if done.any():
+                keep = finish(done, f0, gn)
+                if active["node"].size == 0:
+                    break
+                f0, g, H, gn = f0[keep], g[keep], H[keep], gn[keep]
+                a, b, c = active["a"], active["b"], active["c"]
+            d, convex = _directions(H, g, floor)
+            # a strict minimum close by: the full Newton step converges quadratically, no search
+            todo = np.nonzero(~convex | (np.max(np.abs(d), axis=1) > 1e-3))[0]
+            step = np.ones(len(a))
+            if todo.size:
+                slope = np.einsum("ni,ni->n", g[todo], d[todo])
+                trial = _objective(model, a[todo] + d[todo], b[todo], c[todo], V)
+                fail = np.nonzero(~(trial <= f0[todo] + 1e-4 * slope))[0]
+                for block in _STEP_BLOCKS:
+                    if fail.size == 0:
+                        break
+                    sel = todo[fail]
+                    k = len(block)
+                    trial = _objective(model, (a[sel][None] + block[:, None, None] * d[sel][None]).reshape(-1, a.shape[1]),
+                                       np.tile(b[sel], (k, 1)), np.tile(c[sel], (k, 1)), V).reshape(k, -1)
+                    ok = trial <= f0[sel][None] + 1e-4 * block[:, None] * slope[fail][None]
+                    accepted = ok.any(axis=0)
+                    step[sel] = np.where(accepted, block[np.argmax(ok, axis=0)], 0.0)
+                    fail = fail[~accepted]
+                if fail.size:
+                    # no decrease at any length: rounding hides it, and the node is as converged as
+                    # float64 can tell; it is finished where it is
+                    stuck = np.zeros(len(a), dtype=bool)
+                    stuck[todo[fail]] = True
+                    keep = finish(stuck, f0, gn)
+                    d, step = d[keep], step[keep]
+            active["a"] = active["a"] + step[:, None] * d
+    return h, obj_out, gn_out
+
+
+def ellipsoid_factor(model: GeneralModel, V) -> np.ndarray:
+    """``R`` (``L r x L r``) with ``1/2 sum_l (h_l - w_l)^T V^{-1} (h_l - w_l) = 1/2 |R^{-1}(h - w)|^2``:
+    ``I_L (x) V^{1/2}``, so ``h = w + sqrt(2 l(w)) R u`` with ``|u| <= 1`` fills the ellipsoid bound."""
+    lam, U = np.linalg.eigh(np.atleast_2d(V))
+    root = U @ np.diag(np.sqrt(np.maximum(lam, 0.0))) @ U.T
+    return np.kron(np.eye(model.shape.L), root)
+
+
+def sign_flips(L: int, r: int) -> np.ndarray:
+    """The ``2^r - 1`` non-trivial sign patterns of the student directions, as multipliers of a
+    packed ``h`` (``(2^r - 1, L r)``); the first is ``-1`` everywhere (the reflection)."""
+    patterns = [p for p in itertools.product((-1.0, 1.0), repeat=r) if any(x < 0 for x in p)]
+    patterns.sort(key=lambda p: -sum(x < 0 for x in p))
+    return np.array([np.tile(p, L) for p in patterns])
+
+
+@dataclasses.dataclass(frozen=True)
+class DenseCheck:
+    """The outcome of :meth:`GlobalProx.dense_check` on a subsample."""
+
+    nodes: int                 # subsample size
+    improved_fraction: float   # fraction of the subsample where a lower minimum was found
+    improved: np.ndarray       # node indices (into the full set) where it was
+    new_h: np.ndarray          # the better minimisers at those nodes
+
+
+class GlobalProx:
+    """The global prox on a fixed set of ``n_nodes`` nodes, with per-node warm starts.
+
+    A call minimises from the node's previous minimiser and its runner-up (a distinct local
+    minimum found last time), the sign flips of the previous minimiser (:func:`sign_flips`), and
+    in a full search also ``w`` and ``n_ellipsoid`` points in the ellipsoid bound (fixed random
+    directions and radii per node). The first call, with nothing to warm-start from, uses
+    ``first_ellipsoid`` points. The lowest objective wins; the second lowest distinct minimum is
+    kept as the runner-up.
+    """
+
+    def __init__(self, model: GeneralModel, n_nodes: int, n_ellipsoid: int = 2, first_ellipsoid: int = 8,
+                 tol: float = 1e-11):
+        self.model, self.n_nodes, self.tol = model, n_nodes, tol
+        self.n_ellipsoid, self.first_ellipsoid = n_ellipsoid, first_ellipsoid
+        self.best: Optional[np.ndarray] = None
+        self.second: Optional[np.ndarray] = None
+        self.flips = sign_flips(model.shape.L, model.shape.r)
+        self._directions = {}
+
+    def _ellipsoid_points(self, count: int, w, hs, V, idx, salt: int = 0) -> list:
+        """``count`` points per node in the ellipsoid bound. The directions and radii are drawn once:
+        per node of the whole set for the search (``salt = 0``), so that a node gets the same points
+        at every evaluation whichever subset it is solved in; per subsample for a dense check."""
+        if count == 0:
+            return []
+        size = self.n_nodes if salt == 0 else len(idx)
+        key = (count, salt) if salt == 0 else (count, salt, len(idx), hash(np.asarray(idx).tobytes()))
+        if key not in self._directions:
+            rng = np.random.default_rng([salt, count, size])
+            u = rng.standard_normal((count, size, self.model.n_h))
+            u /= np.linalg.norm(u, axis=-1, keepdims=True)
+            radius = rng.uniform(0.15, 1.0, size=(count, size, 1)) ** (1.0 / self.model.n_h)
+            self._directions[key] = u * radius
+        table = self._directions[key]
+        table = table[:, idx] if salt == 0 else table
+        R = ellipsoid_factor(self.model, V)
+        with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+            bound = np.sqrt(2.0 * np.maximum(self.model.loss(w, hs), 0.0))
+        return [w + bound[:, None] * (u @ R.T) for u in table]
+
+    def _minimise(self, starts, w, hs, V, known=None, known_objective=None, cap=None):
+        """Newton from ``starts``, a list of ``(rows, h0)``: starting points ``h0`` for the nodes
+        ``rows`` of ``w, hs`` (``None``: all). Returns per node (rows of ``w``) the lowest minimum,
+        its objective and gradient norm, and the runner-up (the lowest minimum at least 1e-3 away,
+        NaN where there is none). Starts stopped by ``known`` (:func:`saddle_free_newton`) do not
+        compete: the caller passes the known minima in as candidates."""
+        n = len(w)
+        rows = np.concatenate([np.arange(n) if r is None else r for r, _ in starts])
+        h0 = np.concatenate([h for _, h in starts])
+        kn = None if known is None else known[rows]
+        ko = None if known_objective is None else known_objective[rows]
+        h, obj, gn = saddle_free_newton(self.model, h0, w[rows], hs[rows], V, tol=self.tol, known=kn,
+                                        known_objective=ko, cap=cap)
+        obj = np.where(np.isfinite(obj) & ~np.isnan(gn), obj, np.inf)
+        return rows, h, obj, gn
+
+    @staticmethod
+    def _select(n, candidates):
+        """Per node of ``n``: the lowest of the ``candidates`` (tuples ``(rows, h, objective,
+        gradient norm)``), its objective and gradient norm, and the runner-up (the lowest candidate
+        at least 1e-3 away from it; NaN where there is none)."""
+        rows, h, obj, gn = (np.concatenate(x) for x in zip(*candidates))
+        order = np.lexsort((obj, rows))
+        rows, h, obj, gn = rows[order], h[order], obj[order], gn[order]
+        first = np.searchsorted(rows, np.arange(n))
+        if not np.array_equal(rows[first], np.arange(n)):
+            raise ValueError("a node without a candidate minimum")
+        best_h = h[first]
+        far = np.max(np.abs(h - best_h[rows]), axis=1) > 1e-3
+        far &= np.isfinite(obj)
+        runner = np.full_like(best_h, np.nan)
+        cand = np.nonzero(far)[0]
+        if cand.size:
+            # the first far candidate of each node in (node, objective) order is its lowest
+            node_of, first_of = np.unique(rows[cand], return_index=True)
+            runner[node_of] = h[cand[first_of]]
+        return best_h, obj[first], gn[first], runner
+
+    def __call__(self, w, hs, V, idx: Optional[np.ndarray] = None, full: bool = True, cap: int = 4):
+        """``(h, objective, gradient norm)`` at the nodes ``idx`` (default all), whose ``(w, h*)``
+        are the rows of ``w, hs``; updates the warm starts of those nodes.
+
+        Without warm starts (the first call): Newton from ``w``, then from its sign flips and
+        ``first_ellipsoid`` ellipsoid points, each stopped when it comes within reach of the
+        minimum found from ``w``. With warm starts, in two batches: first from the previous
+        minimiser, which converges in a step or two; then from the previous runner-up (where there
+        was one) and the sign flips of the previous minimiser, capped at ``cap`` steps unless below
+        the first batch's minimum, and with ``full`` also from ``w`` and ``n_ellipsoid`` ellipsoid
+        points, uncapped; every start of the second batch stops as soon as it comes within reach
+        of the first batch's minimum."""
+        idx = np.arange(self.n_nodes) if idx is None else np.asarray(idx)
+        n = len(idx)
+        if self.best is None:
+            self.best = np.full((self.n_nodes, self.model.n_h), np.nan)
+            self.second = np.full((self.n_nodes, self.model.n_h), np.nan)
+        if np.isnan(self.best[idx, 0]).any():
+            first = self._minimise([(None, w)], w, hs, V)
+            starts = [(None, w * f) for f in self.flips]
+            starts += [(None, p) for p in self._ellipsoid_points(self.first_ellipsoid, w, hs, V, idx)]
+            candidates = [first, self._minimise(starts, w, hs, V, known=first[1], known_objective=first[2])]
+        else:
+            prev = self.best[idx]
+            first = self._minimise([(None, prev)], w, hs, V)
+            _, h1, obj1, _ = first
+            runner = self.second[idx]
+            has = np.nonzero(~np.isnan(runner[:, 0]))[0]
+            light = [(has, runner[has])] + [(None, prev * f) for f in self.flips]
+            candidates = [first, self._minimise(light, w, hs, V, known=h1, known_objective=obj1, cap=cap)]
+            if full:
+                search = [(None, w)] + [(None, p) for p in self._ellipsoid_points(self.n_ellipsoid, w, hs, V, idx)]
+                candidates.append(self._minimise(search, w, hs, V, known=h1, known_objective=obj1))
+        best, obj, gn, runner = self._select(n, candidates)
+        self.best[idx], self.second[idx] = best, runner
+        return best, obj, gn
+
+    def dense_check(self, w, hs, V, idx, current_obj, n_starts: int = 48, salt: int = 1) -> DenseCheck:
+        """Re-solve the nodes ``idx`` (rows of ``w, hs``) from ``n_starts`` ellipsoid points, ``w``
+        and the sign flips of ``w`` and of the current minimiser; report those where the minimum is
+        lower than ``current_obj`` by more than rounding."""
+        starts = [(None, w)] + [(None, w * f) for f in self.flips] + [(None, self.best[idx] * f) for f in self.flips]
+        starts += [(None, p) for p in self._ellipsoid_points(n_starts, w, hs, V, idx, salt)]
+        h, obj, _, _ = self._select(len(idx), [self._minimise(starts, w, hs, V)])
+        better = obj < current_obj - 1e-10 * (1.0 + np.abs(current_obj))
+        return DenseCheck(len(idx), float(better.mean()) if len(idx) else 0.0, np.asarray(idx)[better], h[better])
+
+    def adopt(self, idx, h) -> None:
+        """Use ``h`` as the minimisers of the nodes ``idx`` (found by a dense check)."""
+        if len(idx):
+            self.second[idx] = self.best[idx]
+            self.best[idx] = h

@@ -1,0 +1,491 @@
+"""The thresholds of the general model (docs/theory.md, sections 3.4, 3.5 and 4.10).
+
+The branches are followed on a scan of ``alpha`` (:func:`numerics.fixed_points.general.follow_general`);
+at each scanned ``alpha`` the global minimum is the converged branch of lowest training loss ``F``.
+Wherever it changes between two scanned points, the change is located:
+
+* ``crossing``: both branches exist across the interval and ``F`` crosses; the root of
+  ``F_above - F_below`` by Brent's method (scipy), each value two fixed-point solves started from
+  the nearest solved point of the branch;
+* ``appearance`` / ``disappearance``: the branch global above the change does not exist at the lower
+  end (or the one global below does not exist at the upper end). The end of that branch is found by
+  bisection on whether its solve finds it; if it is already the lower one where it appears (or still
+  the lower one where it ends), the change is at that end, to the bisection's width; otherwise the
+  crossing lies between the end and the scan point and is found as above;
+* ``bifurcation``: the branch appears with the global one's ``F`` (within :data:`CONTINUOUS_GAP`
+  stated errors), growing out of it continuously; where its defining overlap is below the noise a
+  solve cannot tell it from the branch it grows out of, so the onset is extrapolated from ``d^2``
+  linear in ``alpha`` (:func:`pitchfork_onset`).
+
+``alpha_c`` is the first change (in the paper's model the one change, positional to semantic); every
+change is reported.
+``alpha_l`` is where the global minimum's test error falls below the linear baseline's: the root on
+the branch global there, or the ``alpha_c`` of a change where the test error jumps across it.
+
+Error bars. The stated errors of the QMC fixed points (docs/numerics.md, section 11) enter through
+the slope: ``delta alpha = sqrt(e_1^2 + e_2^2) / |d(F_1 - F_2)/d alpha|`` (for ``alpha_l`` the test
+error's errors and slope), plus the root finder's tolerance, which is set below that noise; an end of
+a branch is known to half the bisection's last interval.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import time
+from typing import Callable, Dict, List, Optional, Sequence
+
+import numpy as np
+from scipy.optimize import brentq
+
+from tidyio import finite_json, frame
+from derivations import ModelSpec, packing
+
+from numerics.fixed_points.general import follow_general, general_branches, solve_general
+from numerics.result import FixedPoint, mark_global_minima
+
+log = logging.getLogger(__name__)
+
+#: the smallest root-finding tolerance in alpha; below it the stated errors dominate anyway
+MIN_XTOL = 1e-4
+#: the width to which the end of a branch is located by bisection
+END_XTOL = 4e-3
+#: a branch that appears within this many stated errors of the global one's F bifurcates from it
+CONTINUOUS_GAP = 3.0
+#: an overlap this many scramblings' spreads above zero is resolved (fitted at an onset)
+RESOLVED = 3.0
+
+
+class GeneralThresholdError(RuntimeError):
+    """No threshold can be reported (no change of the global branch on the scan, or a solve that the
+    location needs failed); the message says which."""
+
+
+class NotConverged(GeneralThresholdError):
+    """A solve that a threshold needs did not converge (``point``: the failed fixed point)."""
+
+    def __init__(self, message, point):
+        super().__init__(message)
+        self.point = point
+
+
+@dataclasses.dataclass(frozen=True)
+class Transition:
+    """A change of the global minimum from branch ``below`` to branch ``above`` at ``alpha``."""
+
+    alpha: float
+    error: float
+    below: str
+    above: str
+    kind: str          # crossing | appearance | disappearance
+    bracket: tuple     # the scanned interval it was found in
+    details: dict
+
+    def to_dict(self) -> dict:
+        return {"alpha": self.alpha, "error": self.error, "below": self.below, "above": self.above,
+                "kind": self.kind, "bracket": list(self.bracket), "details": dict(self.details)}
+
+
+@dataclasses.dataclass(frozen=True)
+class GeneralThresholds:
+    transitions: tuple
+    alpha_l: float
+    alpha_l_error: float
+    alpha_l_status: str          # "ok" or why alpha_l is NaN
+    linear_test_error: float
+    linear_test_error_error: float
+    scan: tuple                  # FixedPoint of every branch and scanned alpha, global minima marked
+    precision: str
+    model: ModelSpec
+    wall_time: float
+    notes: tuple = ()
+
+    @property
+    def alpha_c(self) -> float:
+        return self.transitions[0].alpha if self.transitions else float("nan")
+
+    @property
+    def alpha_c_error(self) -> float:
+        return self.transitions[0].error if self.transitions else float("nan")
+
+    def global_branches(self) -> List[tuple]:
+        """``(alpha, branch)`` of the global minimum at each scanned alpha."""
+        return sorted((p.alpha, p.branch) for p in self.scan if p.global_minimum)
+
+    def to_dict(self) -> dict:
+        d = {"alpha_c": self.alpha_c, "alpha_c_error": self.alpha_c_error,
+             "transitions": [t.to_dict() for t in self.transitions],
+             "alpha_l": self.alpha_l, "alpha_l_error": self.alpha_l_error, "alpha_l_status": self.alpha_l_status,
+             "linear_test_error": self.linear_test_error, "linear_test_error_error": self.linear_test_error_error,
+             "global_minimum": [{"alpha": a, "branch": b} for a, b in self.global_branches()],
+             "scan": [{"alpha": p.alpha, "branch": p.branch, "status": p.status, "train_loss": p.train_loss,
+                       "train_loss_error": p.error.get("train_loss"), "test_error": p.test_error,
+                       "test_error_error": p.error.get("test_error"), "global_minimum": p.global_minimum,
+                       "invariants": p.invariants} for p in self.scan],
+             "notes": list(self.notes), "precision": self.precision, "model": self.model.to_dict(),
+             "wall_time": self.wall_time}
+        return finite_json(d)
+
+    def to_frame(self):
+        """One row per change of the global branch (``alpha``, ``error``, ``below``, ``above``,
+        ``kind``; one row of NaN where there is none), each with ``alpha_l``, the baseline, the
+        precision and the model's columns."""
+        common = {"alpha_l": self.alpha_l, "alpha_l_error": self.alpha_l_error, "alpha_l_status": self.alpha_l_status,
+                  "linear_test_error": self.linear_test_error,
+                  "linear_test_error_error": self.linear_test_error_error, "precision": self.precision,
+                  **self.model.to_columns()}
+        none = {"alpha": math.nan, "error": math.nan, "below": "", "above": "", "kind": ""}
+        return frame([{"alpha": t.alpha, "error": t.error, "below": t.below, "above": t.above, "kind": t.kind,
+                       **common} for t in self.transitions] or [{**none, **common}])
+
+
+class _Branch:
+    """The solved points of one branch, and solves at new alphas started from the nearest of them."""
+
+    def __init__(self, spec, name, precision, integrator, points: Sequence[FixedPoint], progress):
+        self.spec, self.name, self.precision, self.integrator = spec, name, precision, integrator
+        self.points = {p.alpha: p for p in points if p.converged and p.precision == precision}
+        # the scan's points at another precision: starts only
+        self.starts = {p.alpha: p.overlaps for p in points if p.converged}
+        self.progress = progress
+
+    def __contains__(self, alpha) -> bool:
+        """Whether the branch was found at ``alpha`` (on the scan, or by a solve)."""
+        return alpha in self.points or alpha in self.starts
+
+    def solve(self, alpha: float) -> Optional[FixedPoint]:
+        """The branch at ``alpha``, or None where it is not found; raises where a solve fails."""
+        from numerics.fixed_points.lines import BranchNotFound
+
+        if alpha in self.points:
+            return self.points[alpha]
+        starts = {**self.starts, **{a: p.overlaps for a, p in self.points.items()}}
+        start = starts[min(starts, key=lambda a: abs(a - alpha))] if starts else None
+        try:
+            try:
+                fp = solve_general(self.spec, alpha, self.name, self.precision, self.integrator, start=start)
+            except BranchNotFound:
+                if start is None:
+                    raise
+                fp = None
+            if (fp is None or not fp.converged) and start is not None:
+                # as in follow_general: from the nearest point the iteration may fall to a smaller
+                # branch or fail where the default start finds the branch
+                fp = solve_general(self.spec, alpha, self.name, self.precision, self.integrator)
+        except BranchNotFound as exc:
+            log.info("%s", exc)
+            return None
+        finally:
+            if self.progress:
+                self.progress(1)
+        if not fp.converged:
+            raise NotConverged(f"{self.name} branch at alpha = {alpha:g}: {fp.status}", fp)
+        self.points[alpha] = fp
+        return fp
+
+    def end(self, inside: float, outside: float) -> tuple:
+        """``(last alpha found, first alpha not found, note)`` between a point where the branch exists
+        and one where it does not, by bisection to :data:`END_XTOL`. Near its end a branch's solve may
+        not converge (the fixed point loses stability there); the bisection then stops and the end is
+        known to the interval reached, which the note says."""
+        while abs(outside - inside) > END_XTOL:
+            mid = 0.5 * (inside + outside)
+            try:
+                found = self.solve(mid) is not None
+            except NotConverged as exc:
+                note = f"stopped at a width of {abs(outside - inside):.2g}: {exc}"
+                log.info("%s end: %s", self.name, note)
+                return inside, outside, note
+            if found:
+                inside = mid
+            else:
+                outside = mid
+        return inside, outside, ""
+
+
+def _error(p: FixedPoint, field: str) -> float:
+    """The stated error of ``field`` at ``p``; NaN where the precision mode states none (the line
+    quadrature's draft mode), which makes the threshold's error NaN too."""
+    e = p.error.get(field)
+    return float(e) if e is not None else math.nan
+
+
+def _root(f, lo: float, hi: float, noise: Callable[[float], float]) -> tuple:
+    """The root of ``f`` in ``[lo, hi]`` (Brent) to a tolerance below its noise, with its error: the
+    noise in ``f`` over the slope at the root, plus the tolerance."""
+    f_lo, f_hi = f(lo), f(hi)
+    if not f_lo * f_hi <= 0:
+        # the scan's order of the branches is not the located one (a scan point that a solve missed)
+        raise GeneralThresholdError(f"no sign change on [{lo:g}, {hi:g}] ({f_lo:.3g}, {f_hi:.3g}) where the scan "
+                                    f"put one")
+    slope0 = (f_hi - f_lo) / (hi - lo)
+    n0 = noise(lo)
+    xtol = max(MIN_XTOL, 0.3 * n0 / abs(slope0)) if slope0 != 0 and math.isfinite(n0) else MIN_XTOL
+    seen = {lo: f_lo, hi: f_hi}
+
+    def g(a):
+        if a not in seen:
+            seen[a] = f(a)
+        return seen[a]
+
+    root = brentq(g, lo, hi, xtol=xtol, rtol=4 * np.finfo(float).eps, maxiter=40)
+    # the slope from the two solved points nearest the root
+    near = sorted(seen, key=lambda a: abs(a - root))[:2]
+    slope = (seen[near[0]] - seen[near[1]]) / (near[0] - near[1]) if near[0] != near[1] else slope0
+    slope = slope if slope != 0 else slope0
+    error = noise(root) / abs(slope) + xtol
+    return float(root), float(error), {"slope": float(slope), "xtol": float(xtol), "evaluations": len(seen)}
+
+
+def _nearest(branch: _Branch, alpha: float) -> FixedPoint:
+    return branch.points[min(branch.points, key=lambda a: abs(a - alpha))]
+
+
+def _crossing(lower: _Branch, upper: _Branch, lo: float, hi: float) -> tuple:
+    """Where ``F_upper - F_lower`` changes sign in ``[lo, hi]`` (both branches exist there)."""
+    def dF(a):
+        pl, pu = lower.solve(a), upper.solve(a)
+        if pl is None or pu is None:
+            raise GeneralThresholdError(f"{(lower if pl is None else upper).name} branch lost at alpha = {a:g} "
+                                        f"while locating its crossing in [{lo:g}, {hi:g}]")
+        return pu.train_loss - pl.train_loss
+
+    def noise(a):
+        return math.hypot(_error(_nearest(lower, a), "train_loss"), _error(_nearest(upper, a), "train_loss"))
+
+    return _root(dF, lo, hi, noise)
+
+
+def pitchfork_onset(alphas: Sequence[float], d: Sequence[float], d_error: Sequence[float]) -> tuple:
+    """``(alpha_s, error, three-point root)`` where an overlap ``d`` growing out of zero as
+    ``d^2 ~ alpha - alpha_s`` (a pitchfork) vanishes, from its values at ``alphas`` (nearest the
+    onset first; three or more). ``alpha_s`` is the root of the line through ``d^2`` at the nearest
+    two points (the least bent by the curvature of ``d^2``); its error is its change to the
+    least-squares line through the nearest three (the curvature's effect, larger over the longer
+    span) plus the stated error of ``d`` at the nearest point carried through the line.
+    NaN where ``d^2`` does not grow."""
+    a = np.asarray(alphas[:3], dtype=float)
+    d = np.asarray(d[:3], dtype=float)
+    slope3, icpt3 = np.polyfit(a, d**2, 1)
+    slope2, icpt2 = np.polyfit(a[:2], d[:2] ** 2, 1)
+    if not (slope3 > 0 and slope2 > 0) or not (a[0] < a[1]):
+        return math.nan, math.nan, math.nan
+    root3, root2 = -icpt3 / slope3, -icpt2 / slope2
+    # d^2 at the nearest point moved by its stated error moves the root by 2 d delta d / slope
+    noise = 2 * d[0] * float(d_error[0]) / slope2
+    return float(root2), float(abs(root3 - root2) + noise), float(root3)
+
+
+def _scramblings(precision: str) -> float:
+    """``sqrt(R)``: one scrambling's spread in stated errors (1 for the line quadrature's modes)."""
+    from numerics.channel.qmc.precision import QMC_PRECISIONS
+
+    mode = QMC_PRECISIONS.get(precision)
+    return math.sqrt(mode.rule.scrambles) if mode is not None else 1.0
+
+
+def _onset(branch: _Branch, missing: float, lowest: float) -> Optional[tuple]:
+    """``(alpha, error, details)`` of a continuous onset of ``branch`` (docs/theory.md, section 4.10)
+    from its defining overlap (:meth:`numerics.fixed_points.subspaces.BranchSubspace.defining_overlap`) at the three
+    solved points nearest the onset (:func:`pitchfork_onset`). None when fewer than three points, or a
+    root outside ``[lowest, first point found]`` by more than its error (a solve near the onset may
+    miss a branch whose overlap is below its noise, so the root may lie below ``missing``, and even
+    below the scanned point where the branch was not found)."""
+    from numerics.fixed_points.subspaces import branch_subspace
+
+    sub = branch_subspace(branch.name, branch.spec.shape)
+    sigma = branch.spec.sigma
+    key = "theta_singular_values_1" if branch.name in ("semantic", "mixed") else "m_singular_values_1"
+    scale = sigma**2 if key.startswith("theta") else 1.0
+
+    def overlap(a):
+        return sub.defining_overlap(branch.points[a].overlaps, sigma), _error(branch.points[a], key) / scale
+
+    # the overlap is a singular value, so each scrambling's own fixed point has it >= 0 and their mean is
+    # biased up by about one scrambling's spread (sqrt(R) stated errors), which the stated error does not
+    # carry: draft points next to an onset put it too low. Only points above RESOLVED such spreads are fitted.
+    spread = _scramblings(branch.precision)
+    alphas = sorted(a for a in branch.points
+                    if a > missing and overlap(a)[0] > RESOLVED * spread * overlap(a)[1])[:3]
+    if len(alphas) < 3:
+        return None
+    d, d_err = zip(*(overlap(a) for a in alphas))
+    root, error, three_point = pitchfork_onset(alphas, d, d_err)
+    if not lowest - error <= root <= alphas[0]:
+        return None
+    return root, error, {"onset_fit_alphas": list(alphas), "defining_overlap": list(d),
+                         "onset_three_point": three_point}
+
+
+def _gap_at_end(pa, pb) -> dict:
+    """``F_above - F_below`` at the last point where both exist next to a branch's end, in stated
+    errors: near zero where one branch bifurcates from the other (a continuous change)."""
+    if pa is None or pb is None:
+        return {}
+    gap = pa.train_loss - pb.train_loss
+    spread = math.hypot(_error(pa, "train_loss"), _error(pb, "train_loss"))
+    return {"train_loss_gap_at_end": gap, "train_loss_gap_at_end_in_errors": gap / spread if spread > 0 else math.nan}
+
+
+def _bifurcation(parent: _Branch, child: _Branch, a0: float, a1: float) -> Optional[Transition]:
+    """The birth of ``child`` out of ``parent`` in ``[a0, a1]``, located on the parent where the
+    multiplier of the child's new direction crosses 1 (:mod:`numerics.branches.bifurcation`): the root in alpha
+    (Brent, as :func:`_root`), its error the multiplier's stated error over its slope plus the
+    tolerance. None where this does not apply: the child's subspace does not contain the parent's,
+    the parent is not a QMC solution at both ends, the multiplier does not cross 1 there, or the child
+    is found below the crossing (it then does not grow out of the parent there)."""
+    from numerics.branches.bifurcation import embedding, growth_multiplier
+    from numerics.fixed_points.subspaces import branch_subspace
+
+    shape = packing.as_shape(parent.spec)
+    if embedding(branch_subspace(parent.name, shape), branch_subspace(child.name, shape)) is None:
+        return None
+    ends = [parent.solve(a0), parent.solve(a1)]
+    if any(p is None or p.integrator != "qmc" for p in ends):
+        return None
+    seen = {}
+
+    def multiplier(a):
+        if a not in seen:
+            p = parent.solve(a)
+            if p is None:
+                raise GeneralThresholdError(f"{parent.name} branch lost at alpha = {a:g} while locating the "
+                                            f"{child.name} branch's birth on it")
+            seen[a] = growth_multiplier(parent.spec, p, child.name, parent.precision)
+            log.info("%s at alpha = %g: multiplier of the %s direction %.5f +- %.1e", parent.name, a, child.name,
+                     seen[a].value, seen[a].error)
+        return seen[a]
+
+    g0, g1 = multiplier(a0).value - 1.0, multiplier(a1).value - 1.0
+    if not g0 < 0 < g1:
+        log.info("the %s direction's multiplier on %s does not cross 1 on [%g, %g] (%.4f, %.4f)", child.name,
+                 parent.name, a0, a1, g0 + 1, g1 + 1)
+        return None
+    root, error, details = _root(lambda a: multiplier(a).value - 1.0, a0, a1,
+                                 lambda a: seen[min(seen, key=lambda x: abs(x - a))].error)
+    # a child found below the crossing, beyond its error bar, coexists with the parent there (a fold,
+    # not a birth); nearer, a draft solve can find a child whose overlap is its noise (at 1.3 errors
+    # below a draft root it did). Where that lies below a0, the scan's a0 is the probe.
+    probe = root - 3.0 * error
+    try:
+        below = child.solve(probe) if probe > a0 else None
+        probe_note = ""
+    except NotConverged as exc:
+        # next to a birth the child's map barely contracts (its multiplier is near 1): a fast solve
+        # three errors below the root stopped at a residual of 9e-3; that is no evidence of a fold
+        below, probe_note = None, f"the probe did not converge: {exc}"
+    if below is not None:
+        log.info("%s found at alpha = %g, below the crossing %g: not a continuous birth", child.name, probe, root)
+        return None
+    details.update(method="multiplier on the parent", multipliers=[m.to_dict() for _, m in sorted(seen.items())],
+                   child_absent_at=max(probe, a0), probe_note=probe_note)
+    return Transition(root, error, parent.name, child.name, "bifurcation", (a0, a1), details)
+
+
+def _locate(below: _Branch, above: _Branch, a0: float, a1: float) -> Transition:
+    """The change of the global minimum from ``below`` (global at ``a0``) to ``above`` (at ``a1``)."""
+    kind, lo, hi, extra = "crossing", a0, a1, {}
+    if a0 not in above:
+        born = _bifurcation(below, above, a0, a1)
+        if born is not None:
+            return born
+        found, missing, note = above.end(a1, a0)
+        extra.update(above_appears_between=[missing, found], end_note=note)
+        pa, pb = above.solve(found), below.solve(found)
+        extra.update(_gap_at_end(pa, pb))
+        if abs(extra.get("train_loss_gap_at_end_in_errors", math.inf)) <= CONTINUOUS_GAP:
+            onset = _onset(above, missing, a0)
+            if onset is not None:
+                return Transition(onset[0], onset[1], below.name, above.name, "bifurcation", (a0, a1),
+                                  {**extra, **onset[2]})
+        if pb is None or pa.train_loss < pb.train_loss:
+            # already the lower one where it appears: the change is at its end
+            return Transition(0.5 * (found + missing), 0.5 * abs(found - missing), below.name, above.name,
+                              "appearance", (a0, a1), extra)
+        lo = found
+    if a1 not in below:
+        found, missing, note = below.end(a0, a1)
+        extra.update(below_ends_between=[found, missing], end_note=note)
+        pa, pb = above.solve(found), below.solve(found)
+        extra.update(_gap_at_end(pa, pb))
+        if pa is None or pb.train_loss < pa.train_loss:
+            return Transition(0.5 * (found + missing), 0.5 * abs(found - missing), below.name, above.name,
+                              "disappearance", (a0, a1), extra)
+        hi = found
+    alpha, error, details = _crossing(below, above, lo, hi)
+    return Transition(alpha, error, below.name, above.name, kind, (a0, a1), {**extra, **details})
+
+
+def _test_error_root(branch: _Branch, lo: float, hi: float, eps_lin: float, eps_err: float) -> tuple:
+    def g(a):
+        p = branch.solve(a)
+        if p is None:
+            raise GeneralThresholdError(f"{branch.name} branch lost at alpha = {a:g} while locating alpha_l")
+        return p.test_error - eps_lin
+
+    return _root(g, lo, hi, lambda a: math.hypot(_error(_nearest(branch, a), "test_error"), eps_err))
+
+
+def _alpha_l(branches: Dict[str, _Branch], globals_: list, transitions: list, eps_lin: float, eps_err: float,
+             scanned: Dict[tuple, FixedPoint]):
+    """``(alpha_l, error, status)`` (docs/theory.md, section 3.5); ``scanned``: the scan's point of
+    each ``(alpha, branch)``, whose test errors bracket the root."""
+    above = [(a, b, scanned[a, b].test_error > eps_lin) for a, b in globals_]
+    if not above[0][2]:
+        return math.nan, math.nan, (f"not bracketed: the global minimum ({above[0][1]}) is already below the linear "
+                                    f"baseline at the smallest scanned alpha, {above[0][0]:g}")
+    for (a0, b0, up0), (a1, b1, up1) in zip(above, above[1:]):
+        if not up0 or up1:
+            continue
+        if b0 == b1:
+            return (*_test_error_root(branches[b0], a0, a1, eps_lin, eps_err)[:2], "ok")
+        t = next(t for t in transitions if t.bracket == (a0, a1))
+        at = t.alpha
+        p0, p1 = branches[b0].solve(at), branches[b1].solve(at)
+        if p1 is not None and p1.test_error > eps_lin:
+            return (*_test_error_root(branches[b1], at, a1, eps_lin, eps_err)[:2], "ok")
+        if p0 is not None and p0.test_error < eps_lin:
+            return (*_test_error_root(branches[b0], a0, at, eps_lin, eps_err)[:2], "ok")
+        return at, t.error, "ok"   # the test error jumps across the baseline at the change
+    return math.nan, math.nan, (f"not bracketed: the global minimum never falls below the linear baseline on "
+                                f"alpha in [{above[0][0]:g}, {above[-1][0]:g}]")
+
+
+def general_thresholds(spec: ModelSpec, alphas: Sequence[float], precision: str = "draft",
+                       integrator: str = "auto", branches: Optional[Sequence[str]] = None,
+                       scan: Optional[Sequence[FixedPoint]] = None,
+                       progress: Optional[Callable[[int], None]] = None,
+                       scan_precision: str = "draft") -> GeneralThresholds:
+    """Every change of the global branch on ``alphas`` and ``alpha_l``, with error bars (module
+    docstring). ``scan``: the branches already solved on ``alphas`` (e.g. by ``attnphase curve``),
+    else they are followed here at ``scan_precision``; the changes and ``alpha_l`` are located at
+    ``precision``, from the scan's points (reused where they are at ``precision``).
+    ``progress(n)``: told the solves done."""
+    from numerics.baseline import linear_baseline
+
+    t0 = time.perf_counter()
+    names = tuple(branches or general_branches(spec))
+    alphas = sorted(float(a) for a in alphas)
+    if scan is None:
+        scan = [p for b in names for p in follow_general(spec, alphas, b, scan_precision, integrator,
+                                                         progress=(lambda _: progress(1)) if progress else None)]
+    scan = mark_global_minima([p for p in scan if p.branch in names])
+    by = {b: _Branch(spec, b, precision, integrator, [p for p in scan if p.branch == b], progress) for b in names}
+    notes = [f"{p.branch} at alpha = {p.alpha:g} did not converge ({p.status}); the global minimum there is "
+             f"the lowest of the converged branches" for p in scan if not p.converged]
+    globals_ = sorted((p.alpha, p.branch) for p in scan if p.global_minimum)
+    if not globals_:
+        raise GeneralThresholdError(f"no branch of {', '.join(names)} converged on the scan")
+    transitions = []
+    for (a0, b0), (a1, b1) in zip(globals_, globals_[1:]):
+        if b0 != b1:
+            log.info("global minimum %s at %g, %s at %g: locating the change", b0, a0, b1, a1)
+            transitions.append(_locate(by[b0], by[b1], a0, a1))
+    baseline = linear_baseline(spec)
+    eps_lin, eps_err = baseline.test_error, baseline.error
+    scanned = {(p.alpha, p.branch): p for p in scan}
+    alpha_l, alpha_l_error, status = _alpha_l(by, globals_, transitions, eps_lin, eps_err, scanned)
+    return GeneralThresholds(transitions=tuple(transitions), alpha_l=alpha_l, alpha_l_error=alpha_l_error,
+                             alpha_l_status=status, linear_test_error=eps_lin, linear_test_error_error=eps_err,
+                             scan=tuple(scan), precision=precision, model=spec,
+                             wall_time=time.perf_counter() - t0, notes=tuple(notes))
