@@ -36,6 +36,13 @@ def test_a_curve_that_does_not_turn_has_no_fold():
     assert curve.turns == () and curve.folds() == []
 
 
+def test_a_curve_whose_start_failed_has_no_fold():
+    """Where the start is not a fixed point the curve has no points (the end of the
+    positional branch at lam = 0.001 ended the curve command with an IndexError)."""
+    assert ArcCurve("positional", "alpha", (), "the start is not a fixed point", 0.5).folds() == []
+    assert _curve([0.5, 0.6], [0.3, 0.2]).folds() == []
+
+
 def _residual(spec, alpha, branch, point):
     """|x - F(x)| relative, over the branch's free overlaps, through the public map."""
     from numerics.model.bound import bind

@@ -83,6 +83,8 @@ class ArcCurve:
         overlap that vanishes at a turn is met there by its mirror branch: the branch ends by
         vanishing, not in a fold)."""
         out = []
+        if len(self.points) < 3:  # a turn needs a point on each side (none where the start failed)
+            return out
         y = np.array([[pt.parameter, *pt.overlaps.as_array()] for pt in self.points])
         s = np.concatenate([[0.0], np.cumsum(np.linalg.norm(np.diff(y / np.maximum(np.abs(y[0]), 1e-6), axis=0),
                                                               axis=1))])
