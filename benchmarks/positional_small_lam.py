@@ -24,7 +24,8 @@ Usage::
     python benchmarks/positional_small_lam.py residual --lam 0.001 --alpha 1.0 --q 0.107 --m 0.239
 
 Each prints one line per solve or start and a summary; the draft rule's map is smooth to about
-1e-6 relative, so Newton stops at a relative residual of 1e-6.
+1e-6 relative at ``lam = 0.01``, so Newton stops at a relative residual of 1e-6; at small ``lam`` it
+is not (docs/studies/positional_small_lam.md: use ``--precision fast`` there).
 """
 from __future__ import annotations
 
