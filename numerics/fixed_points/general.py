@@ -14,7 +14,7 @@ from typing import Optional, Sequence
 from derivations import ModelSpec
 
 from numerics.channel.integrators import choose_integrator
-from numerics.result import FixedPoint, as_matrices, mark_global_minima
+from numerics.result import FixedPoint, as_matrices
 from numerics.matrix_overlaps import MatrixOverlaps
 
 log = logging.getLogger(__name__)
@@ -50,23 +50,6 @@ def general_branches(spec: ModelSpec) -> tuple:
     from numerics.fixed_points.subspaces import GENERAL_BRANCHES
 
     return tuple(b for b in GENERAL_BRANCHES if b != "mixed" or spec.rank >= 2)
-
-
-def solve_all_general(spec: ModelSpec, alpha: float, precision: str = "fast", integrator: str = "auto",
-                      branches: Optional[Sequence[str]] = None) -> list:
-    """Every branch of ``branches`` (default :func:`general_branches`) found at ``alpha``, with
-    ``global_minimum`` on the lowest training loss among the converged ones. A branch whose solve
-    falls to a smaller one is absent at this alpha and left out; one that did not converge is
-    reported as it is."""
-    from numerics.fixed_points.lines import BranchNotFound
-
-    found = []
-    for branch in branches or general_branches(spec):
-        try:
-            found.append(solve_general(spec, alpha, branch, precision, integrator))
-        except BranchNotFound as exc:
-            log.info("%s", exc)
-    return mark_global_minima(found)
 
 
 def follow_general(spec: ModelSpec, alphas: Sequence[float], branch: str, precision: str = "fast",
