@@ -118,7 +118,7 @@ def test_the_onset_of_a_pitchfork_is_where_the_square_of_its_overlap_vanishes():
 
 
 def test_a_solve_that_raised_is_a_failed_point_of_its_alpha_not_a_lost_curve():
-    from numerics.fixed_points.general import mark_global_minima
+    from numerics.result import mark_global_minima
     from numerics.result import failed_point
 
     spec = ModelSpec(tokens=3)
