@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from derivations import ModelSpec
-from numerics.api import solve_general
+from numerics.api import solve
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -46,7 +46,7 @@ def main():
         for kw in (dict(tokens=3), dict(rank=2)):
             spec = ModelSpec(**kw)
             t0 = time.perf_counter()
-            fp = solve_general(spec, 2.0, "semantic", args.precision, integrator="qmc")
+            fp = solve(spec, 2.0, "semantic", args.precision, integrator="qmc")
             elapsed = time.perf_counter() - t0
             worst, field = max((v, k) for k, v in fp.relative_errors().items())
             rows.append((f"QMC fixed point {spec.shape[:3]} semantic alpha=2 ({args.precision})", elapsed, 300.0,

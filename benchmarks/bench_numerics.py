@@ -9,7 +9,7 @@ import argparse
 import time
 
 from derivations import ModelSpec
-from numerics.api import solve_branch, thresholds
+from numerics.api import solve, thresholds
 from numerics.overlaps import Overlaps
 
 
@@ -22,7 +22,7 @@ def main():
     rows = []
     warm = Overlaps(q=0.1148, m=0.0, V=12.67, theta=0.1582)
     t0 = time.perf_counter()
-    fp = solve_branch(spec, 2.0, "semantic", "fast", start=warm)
+    fp = solve(spec, 2.0, "semantic", "fast", start=warm)
     rows.append(("fixed point, fast, warm start (semantic, alpha=2)", time.perf_counter() - t0, 5.0,
                  f"q={fp.overlaps.q:.7f}+-{fp.error['q']:.1e} converged={fp.converged}"))
     modes = [] if args.skip_thresholds else ["fast"] + (["high"] if args.high else [])

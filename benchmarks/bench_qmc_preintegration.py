@@ -18,7 +18,7 @@ import time
 import numpy as np
 
 from derivations import ModelSpec
-from numerics.api import solve_general
+from numerics.api import solve
 from numerics.channel.integrators import LineChannel
 from numerics.model.general import bind_general
 from numerics.channel.qmc.channel import QMCChannel
@@ -53,7 +53,7 @@ def main():
     for case in args.cases.split(","):
         kw, branch = CASES[case]
         spec = ModelSpec(**kw)
-        ov = solve_general(spec, 2.0, branch, "draft", integrator="qmc").overlaps
+        ov = solve(spec, 2.0, branch, "draft", integrator="qmc").overlaps
         model, subspace = bind_general(spec), branch_subspace(branch, spec.shape)
         fine, t_fine, w_fine = evaluate(model, subspace, ov, QMCRule(log2_points=args.fine))
         names = fine.hats.component_names(spec.shape)

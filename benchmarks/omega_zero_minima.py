@@ -36,7 +36,7 @@ import scipy.optimize
 import torch
 
 from derivations import ModelSpec
-from numerics.api import BranchNotFound, solve_branch
+from numerics.api import BranchNotFound, solve
 from validation.simulate import (initial_Q, make_problem, risk_and_grad, summary_statistics, train)
 from validation.statistics import fit_finite_size
 
@@ -142,7 +142,7 @@ def theory_point(spec: ModelSpec, alpha: float, branch: str):
     key = (spec, alpha, branch)
     if key not in _THEORY:
         try:
-            _THEORY[key] = solve_branch(spec, alpha, branch, "fast")
+            _THEORY[key] = solve(spec, alpha, branch, "fast")
         except BranchNotFound:
             _THEORY[key] = None
     return _THEORY[key]

@@ -10,7 +10,7 @@ import time
 import numpy as np
 
 from derivations import ModelSpec
-from numerics.api import solve_general
+from numerics.api import solve
 from numerics.fixed_points.subspaces import GENERAL_BRANCHES
 
 CASES = [dict(), dict(tokens=3), dict(rank=2), dict(teacher_rank=2)]
@@ -31,7 +31,7 @@ def main():
             for alpha in (float(a) for a in args.alphas.split(",")):
                 t0 = time.perf_counter()
                 try:
-                    fp = solve_general(spec, alpha, branch, args.precision, integrator="qmc")
+                    fp = solve(spec, alpha, branch, args.precision, integrator="qmc")
                 except Exception as exc:  # a branch that does not exist there: say so and go on
                     print(f"{str(spec.shape):<28} {branch:<11} {alpha:5.2f} {type(exc).__name__}: {exc}")
                     continue

@@ -12,7 +12,7 @@ import time
 import numpy as np
 
 from derivations import ModelSpec, packing
-from numerics.api import solve_general
+from numerics.api import solve
 from numerics.model.general import bind_general
 from numerics.channel.qmc.channel import QMCChannel
 from numerics.channel.qmc.nodes import preactivations
@@ -30,7 +30,7 @@ def main():
     for kw, branch, alpha in POINTS:
         spec = ModelSpec(**kw)
         model = bind_general(spec)
-        fp = solve_general(spec, alpha, branch, "fast", integrator="qmc")
+        fp = solve(spec, alpha, branch, "fast", integrator="qmc")
         subspace = branch_subspace(branch, spec.shape)
         print(f"{spec.shape[:3]} {branch} alpha={alpha}: relative standard errors (Vhat, thetahat in dl | f form)")
         for m in (int(x) for x in args.log2.split(",")):

@@ -24,7 +24,7 @@ import numpy as np
 from numpy.polynomial.hermite_e import hermevander
 
 from derivations import ModelSpec
-from numerics.api import solve_general
+from numerics.api import solve
 from numerics.model.general import bind_general
 from numerics.prox.matrix import GlobalProx
 from numerics.channel.qmc.channel import QMCChannel
@@ -77,7 +77,7 @@ def main():
     args = ap.parse_args()
     kw, branch = CASES[args.case]
     spec = ModelSpec(**kw)
-    ov = solve_general(spec, 2.0, branch, "draft", integrator="qmc").overlaps
+    ov = solve(spec, 2.0, branch, "draft", integrator="qmc").overlaps
     model, subspace = bind_general(spec), branch_subspace(branch, spec.shape)
     rule = QMCRule(log2_points=args.log2_points)
     R, N = rule.scrambles, rule.points

@@ -11,7 +11,7 @@ import argparse
 import time
 
 from derivations import ModelSpec
-from numerics.api import solve_general
+from numerics.api import solve
 
 FIELDS = ("q", "m", "V", "theta", "qhat", "mhat", "Vhat", "thetahat", "test_error", "train_loss")
 
@@ -29,10 +29,10 @@ def main():
     for branch in args.branches.split(","):
         for alpha in (float(a) for a in args.alphas.split(",")):
             t0 = time.perf_counter()
-            lines = solve_general(spec, alpha, branch, "fast", integrator="lines")
+            lines = solve(spec, alpha, branch, "fast", integrator="lines")
             t_lines = time.perf_counter() - t0
             t0 = time.perf_counter()
-            qmc = solve_general(spec, alpha, branch, args.precision, integrator="qmc")
+            qmc = solve(spec, alpha, branch, args.precision, integrator="qmc")
             t_qmc = time.perf_counter() - t0
             for field in FIELDS:
                 a, b = lines.values[field], qmc.values[field]

@@ -23,7 +23,7 @@ import numpy as np
 
 from derivations import ModelSpec
 from numerics.fixed_points.lines import BranchNotFound
-from numerics.fixed_points.general import solve_general
+from numerics.fixed_points.solve import solve
 from numerics.matrix_overlaps import MatrixOverlaps
 from numerics.solver.iteration import SolverError
 
@@ -70,7 +70,7 @@ def main():
         for name, start in starts(spec, sizes, not args.no_gd):
             t0 = time.perf_counter()
             try:
-                fp = solve_general(spec, alpha, "positional", args.precision, integrator="qmc", start=start)
+                fp = solve(spec, alpha, "positional", args.precision, integrator="qmc", start=start)
                 inv = fp.overlaps.invariants()
                 outcome = ("positional" if fp.converged else f"not converged ({fp.status})",
                            inv["m_singular_values"][0], inv["q_eigenvalues"][0], fp.residual, fp.train_loss)

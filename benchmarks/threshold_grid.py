@@ -6,8 +6,8 @@ call of :func:`numerics.api.thresholds` and ends in one of
 
 * ``ok``: both thresholds with their error bars;
 * ``alpha_l beyond the scan``: ``alpha_c`` with its error bar, ``alpha_l`` not on the (extended) scan;
-* ``branch absent`` (:class:`~numerics.thresholds.lines.BranchAbsent`) or ``crossing beyond the scan``
-  (:class:`~numerics.thresholds.lines.CrossingBeyondScan`): no ``alpha_c``, with the reason;
+* ``branch absent`` (:class:`~numerics.thresholds.record.BranchAbsent`) or ``crossing beyond the scan``
+  (:class:`~numerics.thresholds.record.CrossingBeyondScan`): no ``alpha_c``, with the reason;
 * ``FAILED``: anything else (a solver failure): the case the grid exists to rule out.
 
 Resumable: each finished case is appended to ``DIR/threshold_grid.csv`` at once, and a rerun
@@ -35,7 +35,7 @@ import numpy as np
 
 from derivations import ModelSpec
 from numerics.api import thresholds
-from numerics.thresholds.lines import BranchAbsent, CrossingBeyondScan
+from numerics.thresholds.record import BranchAbsent, CrossingBeyondScan
 from tidyio import read_rows
 
 OMEGAS = tuple(round(0.05 * i, 2) for i in range(10))

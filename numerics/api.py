@@ -13,9 +13,9 @@ quasi-Monte Carlo elsewhere. That choice is the one place where the model's shap
 
 Exceptions: :class:`BranchNotFound` (a solve for a branch fell onto the trivial point),
 :class:`SolverError` (the solver failed), :class:`OutsideSolverRange` (``alpha`` or ``lam``
-outside the solvable range; a ``ValueError``), :class:`ThresholdError` (no threshold:
-:class:`BranchAbsent`, :class:`CrossingBeyondScan`), :class:`GeneralThresholdError` (no change of
-the global branch on the scan) and :class:`RootFindingError`.
+outside the solvable range; a ``ValueError``), :class:`ThresholdError` (no threshold, for a reason
+of the model: :class:`BranchAbsent`, :class:`CrossingBeyondScan`), :class:`ThresholdLocationError`
+(a solve that locating a threshold needs failed: a :class:`SolverError`) and :class:`RootFindingError`.
 """
 from __future__ import annotations
 
@@ -27,30 +27,24 @@ from derivations import ModelSpec
 from numerics.baseline import Baseline, linear_baseline, linear_baseline_mp
 from numerics.branches.follow import BranchCurve, follow_branch, is_on_branch
 from numerics.channel.integrators import IntegratorError, choose_integrator
-from numerics.fixed_points.lines import BranchNotFound, solve_branch
-from numerics.fixed_points.general import solve_general  # noqa: F401  (the QMC solve, by its name in benchmarks)
-from numerics.thresholds.general import GeneralThresholdError, GeneralThresholds, general_thresholds
+from numerics.branches.walk import walk_branch
+from numerics.fixed_points.lines import BranchNotFound
+from numerics.fixed_points.solve import branches, solve
 from numerics.matrix_overlaps import MatrixOverlaps
 from numerics.overlaps import BRANCHES, COMPETING_BRANCHES, HatOverlaps, Overlaps
 from numerics.precision import PRECISIONS
 from numerics.result import FixedPoint, as_matrices, failed_point, from_row, mark_global_minima
-from numerics.thresholds.lines import ThresholdError, Thresholds, scan_curves_from_rows
-from numerics.thresholds.lines import thresholds as _line_thresholds
+from numerics.thresholds.newton_pair import newton_thresholds, scan_curves_from_rows
+from numerics.thresholds.record import ThresholdError, ThresholdLocationError, Thresholds, Transition
+from numerics.thresholds.scan_changes import scan_thresholds
 
 __all__ = ["Baseline", "linear_baseline", "linear_baseline_mp", "BranchCurve", "is_on_branch", "BRANCHES",
            "PRECISIONS", "FixedPoint", "HatOverlaps", "Overlaps", "MatrixOverlaps", "BranchNotFound",
-           "IntegratorError", "ThresholdError", "Thresholds", "GeneralThresholdError", "GeneralThresholds",
+           "IntegratorError", "ThresholdError", "ThresholdLocationError", "Thresholds", "Transition",
            "scan_curves_from_rows", "from_row", "failed_point", "mark_global_minima", "branches", "integrator_for",
            "solve", "solve_all", "follow", "thresholds"]
 
 log = logging.getLogger(__name__)
-
-
-def branches(spec: ModelSpec) -> tuple:
-    """The branches of ``spec`` (:data:`numerics.fixed_points.subspaces.GENERAL_BRANCHES`; ``mixed`` needs rank >= 2)."""
-    from numerics.fixed_points.subspaces import GENERAL_BRANCHES
-
-    return tuple(b for b in GENERAL_BRANCHES if b != "mixed" or spec.rank >= 2)
 
 
 def integrator_for(spec: ModelSpec, names: Sequence[str], integrator: str = "auto") -> str:
@@ -58,30 +52,6 @@ def integrator_for(spec: ModelSpec, names: Sequence[str], integrator: str = "aut
     all of them; :class:`IntegratorError` for an integrator the model does not have)."""
     chosen = {choose_integrator(spec, integrator, b) for b in names}
     return "lines" if chosen == {"lines"} else "qmc"
-
-
-def _scalars(start) -> Optional[Overlaps]:
-    if start is None or isinstance(start, Overlaps):
-        return start
-    return Overlaps(*(float(getattr(start, n)[0, 0]) for n in ("q", "m", "V", "theta")))
-
-
-def solve(spec: ModelSpec, alpha: float, branch: str = "semantic", precision: str = "fast",
-          integrator: str = "auto", start=None, roles: Optional[Sequence[str]] = None,
-          gauge: bool = True) -> FixedPoint:
-    """The fixed point of ``branch`` at ``alpha``, with error estimates.
-
-    ``integrator``: ``auto`` (:func:`choose_integrator`), ``lines`` or ``qmc``. ``precision``: the
-    mode of that integrator (``numerics.precision.PRECISIONS`` or
-    ``numerics.channel.qmc.precision.QMC_PRECISIONS``). ``start``: overlaps to start from. ``roles``: the
-    student directions' roles of a subspace other than the named branch's (QMC,
-    :func:`numerics.fixed_points.subspaces.subspace_of_roles`). ``gauge``: fix the orientation at each QMC
-    iteration (off only to study what it does). Raises :class:`BranchNotFound` where the solve
-    falls onto a smaller branch."""
-    choice = choose_integrator(spec, "qmc" if roles is not None and integrator == "auto" else integrator, branch)
-    if choice == "lines":
-        return solve_branch(spec, alpha, branch, precision, start=_scalars(start))
-    return solve_general(spec, alpha, branch, precision, "qmc", start=start, roles=roles, gauge=gauge)
 
 
 def solve_all(spec: ModelSpec, alpha: float, precision: str = "fast", integrator: str = "auto",
@@ -108,17 +78,12 @@ def follow(spec: ModelSpec, alphas: Sequence[float], branch: str, precision: str
 
     The line quadrature (:func:`numerics.branches.follow.follow_branch`) solves from an anchor up and down
     the grid and bisects each end of the branch; the QMC integrator
-    (:func:`numerics.fixed_points.general.follow_general`) walks the grid, each solve started from
+    (:func:`numerics.branches.walk.walk_branch`) walks the grid, each solve started from
     the last point found, and keeps a solve that raised as a failed point. ``progress(x)`` is
     called as the points come (its argument is not to be relied on)."""
     if integrator_for(spec, (branch,), integrator) == "lines":
         return follow_branch(spec, alphas, branch, precision, progress=progress)
-    from numerics.fixed_points.general import follow_general
-
-    points = follow_general(spec, alphas, branch, precision, "qmc", progress=progress)
-    absent = sorted(set(map(float, alphas)) - {p.alpha for p in points})
-    note = f"{branch} branch not found at alpha = {', '.join(f'{a:g}' for a in absent)}" if absent else ""
-    return BranchCurve(branch, points, [], note=note)
+    return walk_branch(spec, alphas, branch, precision, "qmc", progress=progress)
 
 
 def thresholds(spec: ModelSpec, precision: str = "fast", alphas: Optional[Sequence[float]] = None,
@@ -135,10 +100,12 @@ def thresholds(spec: ModelSpec, precision: str = "fast", alphas: Optional[Sequen
 
     Where the line quadrature solves the two competing branches, no other set is asked and the scan
     (if given) is of its records, the crossing of their training losses is found by Newton's method
-    on the branches (:func:`numerics.thresholds.lines.thresholds`, a :class:`Thresholds` with the
-    spinodals; ``options`` go to it); otherwise every change of the global branch on the scan is located
-    (:func:`numerics.thresholds.general.general_thresholds`, a :class:`GeneralThresholds`;
-    ``progress(n)`` told the solves done)."""
+    on the branches (:func:`numerics.thresholds.newton_pair.newton_thresholds`, with the spinodals;
+    ``options`` go to it); otherwise every change of the global branch on the scan is located
+    (:func:`numerics.thresholds.scan_changes.scan_thresholds`, with the scanned points;
+    ``progress(n)`` told the solves done). Either way the record is one :class:`Thresholds`:
+    ``alpha_c`` the first of its ``transitions`` (NaN where the global branch does not change on
+    the scan), ``alpha_l`` NaN with its ``alpha_l_status`` where it is not bracketed."""
     compared = tuple(names or COMPETING_BRANCHES)
     matrices = scan is not None and any(not getattr(p, "scalar", True) for c in scan.values() for p in c.points)
     if (set(compared) == set(COMPETING_BRANCHES) and not matrices
@@ -147,7 +114,7 @@ def thresholds(spec: ModelSpec, precision: str = "fast", alphas: Optional[Sequen
         # is the root finder's own (as the phase diagram's threshold tasks have always run it)
         scan_range = {} if alphas is None or scan is not None else {
             "alpha_min": float(alphas[0]), "alpha_max": float(alphas[-1]), "n_scan": len(alphas)}
-        return _line_thresholds(spec, precision, progress=progress, scan_curves=scan, **scan_range, **options)
+        return newton_thresholds(spec, precision, progress=progress, scan_curves=scan, **scan_range, **options)
     compared = tuple(names or branches(spec))
     points = None
     if scan is not None:
@@ -158,4 +125,4 @@ def thresholds(spec: ModelSpec, precision: str = "fast", alphas: Optional[Sequen
             # another precision (the draft curves of ``attnphase run``) is solved again
             points = None
     alphas = [0.5 + 0.25 * i for i in range(9)] if alphas is None else alphas
-    return general_thresholds(spec, alphas, precision, integrator, compared, scan=points, progress=progress)
+    return scan_thresholds(spec, alphas, precision, integrator, compared, scan=points, progress=progress)

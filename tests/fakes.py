@@ -60,6 +60,9 @@ class FakeTheoryAPI:
     class ThresholdError(RuntimeError):
         pass
 
+    class ThresholdLocationError(RuntimeError):
+        pass
+
     SEM_START = 0.3
 
     @staticmethod
@@ -117,7 +120,7 @@ class FakeTheoryAPI:
         return self.pair_thresholds(spec, precision, scan)
 
     def pair_thresholds(self, spec, precision="fast", scan_curves=None):
-        from types import SimpleNamespace
+        from numerics.thresholds.record import Thresholds, Transition
 
         ac = self.alpha_c(spec.omega)
         if ac > 2.5:
@@ -131,15 +134,17 @@ class FakeTheoryAPI:
             al = float("nan")
         sp = [{"branch": "semantic", "alpha": self.SEM_START, "alpha_error": 1e-4, "side": "lower"},
               {"branch": "positional", "alpha": 2.0 + spec.omega, "alpha_error": 1e-4, "side": "upper"}]
-        d = {"alpha_c": ac, "alpha_c_error": 1e-4, "alpha_l": al, "alpha_l_error": 2e-4,
-             "linear_test_error": self.linear(spec.omega), "spinodals": sp}
-        return SimpleNamespace(**d, alpha_l_status=al_status, to_dict=lambda: dict(d))
+        return Thresholds(alpha_c=ac, alpha_c_error=1e-4, alpha_l=al, alpha_l_error=2e-4,
+                          linear_test_error=self.linear(spec.omega), linear_test_error_error=1e-9,
+                          precision=precision, model=spec, wall_time=0.0, alpha_l_status=al_status,
+                          transitions=(Transition(ac, 1e-4, "positional", "semantic", "crossing", (0.05, 2.5), {}),),
+                          spinodals=sp)
 
 
 class FakeGeneralTheoryAPI(FakeTheoryAPI):
     """:class:`FakeTheoryAPI` with the general model's functions, on real records
     (:class:`~numerics.result.FixedPoint`, whose rows are read back by the real
-    ``from_row``, and :class:`~numerics.thresholds.general.GeneralThresholds`).
+    ``from_row``, and :class:`~numerics.thresholds.record.Thresholds`).
 
     Toy physics with every kind of change of the global branch: positional below
     ``alpha_c(omega) = 0.8 + 2 omega`` (a crossing of the training losses), semantic above it; for
@@ -148,7 +153,7 @@ class FakeGeneralTheoryAPI(FakeTheoryAPI):
     ``alpha >= 0.3``. A non-converged semantic point at ``omega = 0.35``, ``alpha = 1.4`` (reported,
     never global)."""
 
-    from numerics.thresholds.general import GeneralThresholdError
+    from numerics.thresholds.record import ThresholdLocationError
 
     @staticmethod
     def mixed_start(omega):
@@ -186,14 +191,14 @@ class FakeGeneralTheoryAPI(FakeTheoryAPI):
 
     from numerics.branches.follow import BranchCurve
 
-    def follow_general(self, spec, alphas, branch, precision="fast", integrator="auto", progress=None):
+    def walk_branch(self, spec, alphas, branch, precision="fast", integrator="auto", progress=None):
         return [self.general_point(spec, a, branch, precision) for a in alphas if self.exists(spec, a, branch)]
 
     def follow(self, spec, alphas, branch, precision="fast", integrator="auto", progress=None):
         """Like ``numerics.api.follow``: the line model's toy curves, or the general toy's points."""
         if self.integrator_for(spec, (branch,), integrator) == "lines":
             return self.follow_branch(spec, alphas, branch, precision)
-        points = self.follow_general(spec, alphas, branch, precision)
+        points = self.walk_branch(spec, alphas, branch, precision)
         absent = sorted(set(map(float, alphas)) - {p.alpha for p in points})
         note = f"{branch} branch not found at alpha = {', '.join(f'{a:g}' for a in absent)}" if absent else ""
         return self.BranchCurve(branch, points, [], note=note)
@@ -212,21 +217,23 @@ class FakeGeneralTheoryAPI(FakeTheoryAPI):
         if set(names) == set(THEORY_BRANCHES) and self.integrator_for(spec, names, integrator) == "lines":
             return self.pair_thresholds(spec, precision, scan)
         points = None if scan is None else [p for c in scan.values() for p in c.points]
-        return self.general_thresholds(spec, alphas, precision, integrator, names, points)
+        return self.scan_thresholds(spec, alphas, precision, integrator, names, points)
 
-    def general_thresholds(self, spec, alphas, precision="draft", integrator="auto", branches=None, scan=None,
+    def scan_thresholds(self, spec, alphas, precision="draft", integrator="auto", branches=None, scan=None,
                            progress=None):
-        """Like ``numerics.thresholds.general.general_thresholds``: each change of the global branch
+        """Like ``numerics.thresholds.scan_changes.scan_thresholds``: each change of the global branch
         on the scan, at the toy's exact location."""
         from numerics.result import mark_global_minima
-        from numerics.thresholds.general import GeneralThresholds, Transition
+        from numerics.thresholds.record import Thresholds, Transition
 
         if scan is None:
-            scan = [p for b in branches for p in self.follow_general(spec, alphas, b, precision)]
+            scan = [p for b in branches for p in self.walk_branch(spec, alphas, b, precision)]
         scan = mark_global_minima([p for p in scan if p.branch in branches])
         globals_ = sorted((p.alpha, p.branch) for p in scan if p.global_minimum)
+        if not globals_ and not scan:
+            raise self.ThresholdError(f"no branch of {', '.join(branches)} was found on the scan")
         if not globals_:
-            raise self.GeneralThresholdError(f"no branch of {', '.join(branches)} converged on the scan")
+            raise self.ThresholdLocationError(f"no branch of {', '.join(branches)} converged on the scan")
         w, transitions = spec.omega, []
         for (a0, b0), (a1, b1) in zip(globals_, globals_[1:]):
             if b0 != b1:
@@ -236,11 +243,13 @@ class FakeGeneralTheoryAPI(FakeTheoryAPI):
         lin = self.linear(w)
         al = max(self.alpha_c(w), 0.004 / lin - 1.0)
         ok = al <= max(alphas)
-        return GeneralThresholds(transitions=tuple(transitions), alpha_l=al if ok else float("nan"),
-                                 alpha_l_error=2e-4 if ok else float("nan"),
-                                 alpha_l_status="ok" if ok else "not bracketed: beyond the scan",
-                                 linear_test_error=lin, linear_test_error_error=1e-9, scan=tuple(scan),
-                                 precision=precision, model=spec, wall_time=0.0)
+        first = transitions[0] if transitions else None
+        return Thresholds(alpha_c=first.alpha if first else float("nan"), alpha_c_error=first.error if first
+                          else float("nan"), transitions=tuple(transitions), alpha_l=al if ok else float("nan"),
+                          alpha_l_error=2e-4 if ok else float("nan"),
+                          alpha_l_status="ok" if ok else "not bracketed: beyond the scan",
+                          linear_test_error=lin, linear_test_error_error=1e-9, scan=tuple(scan),
+                          precision=precision, model=spec, wall_time=0.0)
 
 
 def fake_theory_task(payload: dict, delay: float = 0.0, fail_omegas: Sequence[float] = (),

@@ -276,7 +276,7 @@ def test_the_json_writer_never_writes_nan_and_says_why_a_value_is_null():
 def test_solve_json_holds_no_nan(capsys, monkeypatch):
     import numerics.api as api
 
-    monkeypatch.setattr(api, "solve_branch", lambda spec, alpha, branch, precision="fast", **_: fixed_point(
+    monkeypatch.setattr(api, "solve", lambda spec, alpha, branch, precision="fast", *_, **__: fixed_point(
         spec, alpha, branch, residual=float("nan"), error={"q": float("inf")}))
     status, out, err = run(["solve", "--alpha", "1", "--branch", "semantic", "--json"], capsys)
     got = strict_json(out)
@@ -324,7 +324,7 @@ def test_an_unusable_output_path_is_refused_before_any_work(argv, tmp_path, caps
     import numerics.api as api
     import validation.simulate as simulate
 
-    for name in ("follow_branch", "thresholds", "solve_branch"):
+    for name in ("follow_branch", "follow", "thresholds", "solve"):
         monkeypatch.setattr(api, name, raising(AssertionError("work started")))
     monkeypatch.setattr(simulate, "simulate", raising(AssertionError("work started")))
     (tmp_path / "folder").mkdir()
@@ -400,11 +400,11 @@ def test_degenerate_ranges_and_impossible_starts_are_refused_up_front(argv, flag
 
 @pytest.mark.parametrize("exc, expected", [
     ("numerics.solver.iteration.SolverError", "SolverError: boom"),
-    ("numerics.thresholds.lines.ThresholdError", "ThresholdError: boom"),
+    ("numerics.thresholds.record.ThresholdError", "ThresholdError: boom"),
     ("numerics.solver.root_finding.RootFindingError", "RootFindingError: boom"),
     ("numerics.fixed_points.lines.BranchLost", "BranchLost: boom"),
     ("numerics.fixed_points.lines.BranchNotFound", "BranchNotFound: boom"),
-    ("numerics.thresholds.lines.BranchAbsent", "BranchAbsent: boom"),
+    ("numerics.thresholds.record.BranchAbsent", "BranchAbsent: boom"),
     ("validation.simulate.SimulationDiverged", "SimulationDiverged: run 1 of seed 2 diverged at step 3"),
     ("OSError", "No space left on device: /x/curve.csv"),
     ("KeyError", "KeyError: 'boom' (a fault of the program; run with -v for the traceback)"),
@@ -466,7 +466,7 @@ def test_a_complete_run_says_so(tmp_path, capsys, monkeypatch):
 
     monkeypatch.setattr(api, "follow_branch", fake_follow_branch)
     found = types.SimpleNamespace(alpha_c=1.0, alpha_c_error=1e-4, alpha_l=1.2, alpha_l_error=1e-4, alpha_l_status="ok",
-                                  spinodals=[], to_dict=lambda: {"alpha_c": 1.0, "alpha_l": 1.2,
+                                  spinodals=[], transitions=("a crossing",), to_dict=lambda: {"alpha_c": 1.0, "alpha_l": 1.2,
                                                                  "alpha_l_error": float("nan")})
     monkeypatch.setattr(api, "thresholds", lambda spec, precision, alphas=None, integrator="auto", names=None, scan=None,
                         progress=None: found)
@@ -641,7 +641,7 @@ def test_library_warnings_are_one_summary_line_and_shown_with_v(capsys, monkeypa
     def noisy(*args, **kwargs):
         calls.append(1)
         for i in range(3):
-            logging.getLogger("numerics.thresholds.lines").warning("long warning %d: %s", i, "x" * 2000)
+            logging.getLogger("numerics.thresholds.newton_pair").warning("long warning %d: %s", i, "x" * 2000)
         warnings.warn(f"overflow encountered in exp (call {len(calls)})", RuntimeWarning)  # new text: shown again
         raise api.ThresholdError("alpha_c not bracketed")
 
@@ -762,7 +762,7 @@ def test_solve_prints_each_field_with_its_error_and_no_python_repr(capsys, monke
     import numerics.api as api
 
     errors = {name: 1e-8 for name in ("q", "V", "theta", "qhat", "Vhat", "thetahat", "test_error", "train_loss")}
-    monkeypatch.setattr(api, "solve_branch", lambda spec, alpha, branch, precision="fast", **_: fixed_point(
+    monkeypatch.setattr(api, "solve", lambda spec, alpha, branch, precision="fast", *_, **__: fixed_point(
         spec, alpha, branch, error=errors, precision="fast"))
     status, out, err = run(["solve", "--alpha", "1", "--branch", "semantic"], capsys)
     assert status == 0 and not err
@@ -811,7 +811,7 @@ def test_results_convert_to_data_frames():
 
     from numerics.branches.follow import BranchCurve
     from numerics.result import as_matrices
-    from numerics.thresholds.lines import Thresholds
+    from numerics.thresholds.record import Thresholds
 
     spec = ModelSpec()
     point = fixed_point(spec, 1.0, "semantic", error={"q": 1e-8})

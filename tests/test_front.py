@@ -86,14 +86,16 @@ def test_the_integrator_is_chosen_once_for_every_command():
 def test_follow_gives_one_curve_for_every_model(monkeypatch):
     """The QMC side of :func:`numerics.api.follow` is a :class:`BranchCurve` too, with a note on the
     alphas where the branch was not found."""
-    import numerics.fixed_points.general as general
+    import numerics.branches.walk as walk
 
     point = dataclasses.replace(as_matrices(scalar_point(ModelSpec(tokens=3))), integrator="qmc")
 
-    def follow_general(spec, alphas, branch, precision, integrator, progress=None):
-        return [dataclasses.replace(point, alpha=float(a)) for a in alphas if a >= 1.0]
+    def solve(spec, alpha, branch, precision, integrator, start=None):
+        if alpha < 1.0:
+            raise api.BranchNotFound("fell onto the trivial point", branch, alpha)
+        return dataclasses.replace(point, alpha=float(alpha))
 
-    monkeypatch.setattr(general, "follow_general", follow_general)
+    monkeypatch.setattr(walk, "solve", solve)
     curve = api.follow(ModelSpec(tokens=3), [0.5, 1.0, 1.5], "semantic", "draft")
     assert isinstance(curve, api.BranchCurve) and [p.alpha for p in curve.points] == [1.0, 1.5]
     assert curve.spinodals == [] and curve.note == "semantic branch not found at alpha = 0.5"

@@ -1,4 +1,4 @@
-"""The thresholds and the linear baseline of the general model (numerics.thresholds.general,
+"""The thresholds and the linear baseline of the general model (numerics.thresholds.scan_changes,
 numerics.baseline), checked on the two-token rank-one model, where the general path and the
 special one compute the same functions."""
 from __future__ import annotations
@@ -12,9 +12,9 @@ import numerics.baseline as baseline_module
 from attnphase import cli
 from derivations import ModelSpec
 from numerics.baseline import linear_baseline
-from numerics.fixed_points.general import solve_general
-from numerics.result import from_row
-from numerics.thresholds.general import general_thresholds
+from numerics.fixed_points.solve import solve
+from numerics.result import as_matrices, from_row
+from numerics.thresholds.scan_changes import scan_thresholds
 from tidyio import read_rows, write_rows
 
 
@@ -38,7 +38,7 @@ def test_the_scrambled_sobol_baseline_agrees_with_the_tensor_rule(monkeypatch):
 
 
 def test_a_fixed_point_reads_back_from_its_curve_row(tmp_path):
-    fp = solve_general(ModelSpec(), 1.5, "semantic", "fast", "lines")
+    fp = as_matrices(solve(ModelSpec(), 1.5, "semantic", "fast", "lines"))
     path = tmp_path / "curve.csv"
     write_rows(str(path), [fp.to_row()])
     back = from_row(read_rows(str(path))[0])
@@ -51,30 +51,30 @@ def test_a_fixed_point_reads_back_from_its_curve_row(tmp_path):
 
 def test_the_global_branch_changes_where_the_training_losses_cross():
     spec = ModelSpec()
-    th = general_thresholds(spec, [1.0, 1.5], "draft", "lines", ("semantic", "positional"))
+    th = scan_thresholds(spec, [1.0, 1.5], "draft", "lines", ("semantic", "positional"))
     assert [(t.below, t.above, t.kind) for t in th.transitions] == [("positional", "semantic", "crossing")]
     a = th.alpha_c
     assert 1.0 < a < 1.5
     # the definition: F_sem - F_pos changes sign across alpha_c
     signs = []
     for x in (a - 2e-3, a + 2e-3):
-        sem, pos = (solve_general(spec, x, b, "draft", "lines") for b in ("semantic", "positional"))
+        sem, pos = (solve(spec, x, b, "draft", "lines") for b in ("semantic", "positional"))
         signs.append(sem.train_loss - pos.train_loss)
     assert signs[0] > 0 > signs[1]
     # alpha_l: the semantic test error meets the baseline on the scan
     assert th.alpha_l_status == "ok" and a <= th.alpha_l < 1.5
-    sem = solve_general(spec, th.alpha_l, "semantic", "draft", "lines")
+    sem = solve(spec, th.alpha_l, "semantic", "draft", "lines")
     assert sem.test_error == pytest.approx(th.linear_test_error, rel=1e-4)
 
 
 @pytest.mark.slow
 def test_the_general_path_finds_the_thresholds_of_the_special_one():
     # the same functions (line quadrature, draft rules), two root finders
-    from numerics.thresholds.lines import thresholds
+    from numerics.thresholds.newton_pair import newton_thresholds
 
     spec = ModelSpec()
-    special = thresholds(spec, "draft", alpha_min=1.0, alpha_max=1.75, n_scan=4)
-    general = general_thresholds(spec, [1.0, 1.25, 1.5, 1.75], "draft", "lines", ("semantic", "positional"))
+    special = newton_thresholds(spec, "draft", alpha_min=1.0, alpha_max=1.75, n_scan=4)
+    general = scan_thresholds(spec, [1.0, 1.25, 1.5, 1.75], "draft", "lines", ("semantic", "positional"))
     assert general.alpha_c == pytest.approx(special.alpha_c, abs=1e-5)
     assert general.alpha_l == pytest.approx(special.alpha_l, abs=1e-5)
     assert math.isnan(general.alpha_c_error)  # draft line solves state no errors
@@ -104,7 +104,7 @@ def test_run_of_the_general_path_writes_curve_thresholds_and_figure(tmp_path, ca
 
 
 def test_the_onset_of_a_pitchfork_is_where_the_square_of_its_overlap_vanishes():
-    from numerics.thresholds.general import pitchfork_onset
+    from numerics.thresholds.scan_changes import pitchfork_onset
 
     alphas = [0.55, 0.6, 0.7]
     exact = [0.3 * math.sqrt(a - 0.52) for a in alphas]
@@ -155,7 +155,7 @@ def test_the_isotropic_part_is_the_average_over_rotations_of_the_trivial_block()
 def test_the_rank_two_trivial_branch_converges_on_its_isotropic_point():
     # two trivial directions rotate into each other: without the reduction the pooled map's residual
     # stayed at 1e-2 (the scramblings' noise anisotropy, turned by their alignment)
-    fp = solve_general(ModelSpec(rank=2), 2.0, "trivial", "draft")
+    fp = solve(ModelSpec(rank=2), 2.0, "trivial", "draft")
     assert fp.converged, fp.status
     q = fp.overlaps.q
     assert q[0, 1] == 0 and q[0, 0] == q[1, 1] > 0
@@ -178,10 +178,10 @@ def test_the_mixed_branch_is_born_where_the_old_extrapolation_put_it():
     # the birth located on the positional branch (the multiplier of the semantic direction crosses 1)
     # against the onset extrapolated from the mixed branch's own overlap, within their errors
     from numerics.branches.bifurcation import growth_multiplier
-    from numerics.thresholds.general import pitchfork_onset
+    from numerics.thresholds.scan_changes import pitchfork_onset
 
     spec = ModelSpec(rank=2, omega=0.3)
-    lo, hi = (growth_multiplier(spec, solve_general(spec, a, "positional", "draft"), "mixed", "draft")
+    lo, hi = (growth_multiplier(spec, solve(spec, a, "positional", "draft"), "mixed", "draft")
               for a in (0.45, 0.7))
     assert lo.value + 3 * lo.error < 1 < hi.value - 3 * hi.error
     assert lo.step_change < 0.1 * lo.statistical  # the likelihood-ratio difference is smooth
@@ -189,7 +189,7 @@ def test_the_mixed_branch_is_born_where_the_old_extrapolation_put_it():
     birth = lo.alpha + (1 - lo.value) / slope
     birth_error = max(lo.error, hi.error) / slope
     alphas = [0.7, 0.8, 0.9]
-    points = [solve_general(spec, a, "mixed", "draft") for a in alphas]
+    points = [solve(spec, a, "mixed", "draft") for a in alphas]
     d = [p.invariants["theta_singular_values"][0] / spec.sigma**2 for p in points]
     d_error = [p.error["theta_singular_values_1"] / spec.sigma**2 for p in points]
     onset, onset_error, _ = pitchfork_onset(alphas, d, d_error)

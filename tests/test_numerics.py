@@ -295,7 +295,7 @@ def test_thresholds_without_a_branch_exit_1_with_one_line(monkeypatch, capsys):
     branch) gets exit status 1 and the reason, not a traceback; JSON keeps the baseline."""
     from attnphase.cli import main
     from numerics import api
-    from numerics.thresholds.lines import ThresholdError
+    from numerics.thresholds.record import ThresholdError
 
     def no_branch(spec, precision, progress=None):
         raise ThresholdError("alpha_c: the positional branch was not found on alpha in [0.5, 2.5]")
@@ -330,7 +330,7 @@ def test_run_draws_the_trivial_branch_when_a_branch_is_missing(monkeypatch, tmp_
     from numerics.branches.follow import BranchCurve
     from numerics.result import FixedPoint
     from numerics.overlaps import HatOverlaps
-    from numerics.thresholds.lines import ThresholdError
+    from numerics.thresholds.record import ThresholdError
 
     spec = ModelSpec(attention="linear")
     followed = []
@@ -705,10 +705,10 @@ def test_alpha_l_off_the_scan_keeps_alpha_c_and_the_scan_is_extended_to_it():
     omega = 0.3 by ending the scan at 1.4, between alpha_c ~ 1.25 and alpha_l ~ 1.49:
     without the extension alpha_c is still found and alpha_l is NaN with the reason; with
     it (the default) the scan is continued above 1.4 and alpha_l is found there."""
-    from numerics.thresholds.lines import thresholds
+    from numerics.thresholds.newton_pair import newton_thresholds
 
-    short = thresholds(SPEC, "draft", alpha_min=0.9, alpha_max=1.4, n_scan=6, extend=False)
-    extended = thresholds(SPEC, "draft", alpha_min=0.9, alpha_max=1.4, n_scan=6)
+    short = newton_thresholds(SPEC, "draft", alpha_min=0.9, alpha_max=1.4, n_scan=6, extend=False)
+    extended = newton_thresholds(SPEC, "draft", alpha_min=0.9, alpha_max=1.4, n_scan=6)
     assert short.alpha_l_status.startswith("not bracketed") and "[0.9, 1.4]" in short.alpha_l_status
     assert np.isnan(short.alpha_l) and short.to_dict()["alpha_l"] is None
     assert extended.alpha_l_status == "ok" and 1.4 < extended.alpha_l < 1.7

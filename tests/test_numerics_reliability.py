@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from derivations import ModelSpec
-from numerics.api import BranchNotFound, FixedPoint, Overlaps, solve_all, solve_branch
+from numerics.api import BranchNotFound, FixedPoint, Overlaps, solve, solve_all
 from numerics.precision import PRECISIONS
 from numerics.result import CONVERGED, NON_FINITE, NOT_CONVERGED, UNRESOLVED, assess
 from numerics.solver.root_finding import NoRootInRange, RootFindingError, UndefinedAt, safeguarded_newton, safeguarded_secant
@@ -28,7 +28,7 @@ def test_a_semantic_solve_below_its_spinodal_raises_with_the_trivial_point():
     """Below the semantic spinodal (~0.51) the semantic solve falls onto theta = 0: that is
     the trivial point, reported as such, not a semantic result."""
     with pytest.raises(BranchNotFound) as caught:
-        solve_branch(SPEC, 0.3, "semantic", "draft", start=SEMANTIC_START)
+        solve(SPEC, 0.3, "semantic", "draft", start=SEMANTIC_START)
     exc = caught.value
     assert str(exc).startswith("semantic branch not found at alpha = 0.3: the solve fell to the trivial point")
     assert exc.branch == "semantic" and exc.alpha == 0.3
@@ -51,12 +51,12 @@ def test_solve_all_leaves_out_a_branch_not_found_and_keeps_a_failed_one(monkeypa
         error: dict = dataclasses.field(default_factory=dict)
         diagnostics: dict = dataclasses.field(default_factory=dict)
 
-    def fake(spec, alpha, branch, precision, start=None):
+    def fake(spec, alpha, branch, precision, integrator="auto", start=None):
         if branch == "semantic":
             raise BranchNotFound("semantic branch not found at alpha = 0.3", branch, alpha)
         return Point(alpha, branch, converged=branch == "trivial")
 
-    monkeypatch.setattr(api, "solve_branch", fake)
+    monkeypatch.setattr(api, "solve", fake)
     points = solve_all(SPEC, 0.3, "draft")
     assert [p.branch for p in points] == ["positional", "trivial"]
     assert [p.global_minimum for p in points] == [False, True]
@@ -149,11 +149,11 @@ def test_a_solve_branch_out_of_budget_is_reported_not_converged_with_its_residua
 def test_alpha_and_lam_outside_the_solvable_range_are_refused_at_once():
     t0 = time.perf_counter()
     with pytest.raises(OutsideSolverRange) as caught:
-        solve_branch(SPEC, 1e9, "semantic", "draft")
+        solve(SPEC, 1e9, "semantic", "draft")
     assert caught.value.parameter == "alpha" and f"alpha <= {ALPHA_MAX:g}" in str(caught.value)
     assert isinstance(caught.value, ValueError)
     with pytest.raises(OutsideSolverRange) as caught:
-        solve_branch(ModelSpec(lam=0.0), 0.5, "positional", "draft")
+        solve(ModelSpec(lam=0.0), 0.5, "positional", "draft")
     assert caught.value.parameter == "lam" and "lam > 0" in str(caught.value)
     assert time.perf_counter() - t0 < 1.0
 
@@ -210,7 +210,7 @@ def test_a_draft_solve_stalled_at_the_noise_floor_is_converged():
     """At omega = 0 the draft semantic solve at alpha = 2 stalls near 4e-7, below draft's
     acceptance tolerance 1e-5 but above its solver tolerance 1e-8: a converged solve at that
     precision, said so in the diagnostics."""
-    fp = solve_branch(ModelSpec(omega=0.0), 2.0, "semantic", "draft")
+    fp = solve(ModelSpec(omega=0.0), 2.0, "semantic", "draft")
     assert fp.converged and fp.status == CONVERGED
     assert fp.residual < PRECISIONS["draft"].residual_tol
     if fp.residual > PRECISIONS["draft"].tol:
@@ -218,7 +218,7 @@ def test_a_draft_solve_stalled_at_the_noise_floor_is_converged():
 
 
 def test_fixed_point_to_dict_is_json_safe_for_non_finite_values():
-    base = solve_branch(SPEC, 2.0, "semantic", "draft", start=Overlaps(q=0.115, m=0.0, V=12.7, theta=0.158))
+    base = solve(SPEC, 2.0, "semantic", "draft", start=Overlaps(q=0.115, m=0.0, V=12.7, theta=0.158))
     broken = dataclasses.replace(base, test_error=math.nan, status=NON_FINITE, converged=False)
     d = broken.to_dict()
     assert d["test_error"] is None and d["null_reasons"]["test_error"] == "not finite (nan)"
@@ -248,7 +248,7 @@ def test_a_branch_the_solver_failed_to_find_is_a_failure_not_an_absence(monkeypa
     """The thresholds need both branches: a branch whose every anchor attempt fell onto the
     trivial point is absent (BranchAbsent, a reason); one where the solver failed is a
     SolverError, even after the scan is extended on both sides."""
-    from numerics.thresholds import lines as th
+    from numerics.thresholds import newton_pair as th
     from numerics.branches.follow import BranchCurve
     from numerics.solver.iteration import SolverError
 
@@ -264,10 +264,10 @@ def test_a_branch_the_solver_failed_to_find_is_a_failure_not_an_absence(monkeypa
 
     monkeypatch.setattr(th, "follow_branch", fake_follow("the solver failed at every anchor (stalled)"))
     with pytest.raises(SolverError, match="the solver failed at every anchor"):
-        th.thresholds(SPEC, "draft")
+        th.newton_thresholds(SPEC, "draft")
     monkeypatch.setattr(th, "follow_branch", fake_follow(""))
     with pytest.raises(th.BranchAbsent, match="positional branch was not found on alpha in"):
-        th.thresholds(SPEC, "draft")
+        th.newton_thresholds(SPEC, "draft")
 
 
 @pytest.mark.parametrize("residual, absent", [(0.6, True), (3e-3, False)])
@@ -292,9 +292,9 @@ def test_a_start_that_wanders_far_from_any_fixed_point_does_not_hide_an_absence(
                                                "positional": Overlaps(q=0.05, m=0.259, V=14.0, theta=0.0)})
     if absent:
         with pytest.raises(BranchNotFound, match="wandered far from any fixed point"):
-            solve_branch(SPEC, 1.0, "positional", "draft")
+            solve(SPEC, 1.0, "positional", "draft")
     else:
-        fp = solve_branch(SPEC, 1.0, "positional", "draft")
+        fp = solve(SPEC, 1.0, "positional", "draft")
         assert not fp.converged and fp.status == NOT_CONVERGED
 
 

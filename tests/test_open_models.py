@@ -227,21 +227,21 @@ def _assert_same_point(a, b, scale, names=("q", "m", "V", "theta")):
 @pytest.mark.slow
 @pytest.mark.parametrize("beta", [2.0, 0.5])
 def test_inverse_temperature_is_the_papers_model_at_lam_over_beta_in_theory(beta):
-    from numerics.api import solve_branch
+    from numerics.api import solve
 
-    hot = solve_branch(ModelSpec(beta=beta), 1.0, "semantic", "fast")
-    paper = solve_branch(ModelSpec(lam=0.01 / beta), 1.0, "semantic", "fast")
+    hot = solve(ModelSpec(beta=beta), 1.0, "semantic", "fast")
+    paper = solve(ModelSpec(lam=0.01 / beta), 1.0, "semantic", "fast")
     assert hot.converged and paper.converged
     _assert_same_point(hot, paper, {"q": beta, "V": beta, "m": math.sqrt(beta), "theta": math.sqrt(beta)})
 
 
 @pytest.mark.slow
 def test_softmax_typed_as_an_expression_and_as_the_teacher_solve_to_the_builtins_point():
-    from numerics.api import solve_branch
+    from numerics.api import solve
 
-    named = solve_branch(ModelSpec(), 1.0, "semantic", "fast")
+    named = solve(ModelSpec(), 1.0, "semantic", "fast")
     for spec in (ModelSpec(attention=SOFTMAX_STABLE), ModelSpec(teacher=SOFTMAX_TEXT)):
-        typed = solve_branch(spec, 1.0, "semantic", "fast")
+        typed = solve(spec, 1.0, "semantic", "fast")
         assert typed.converged
         _assert_same_point(typed, named, {})
 

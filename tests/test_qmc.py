@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from derivations import ModelSpec, packing
-from numerics.api import solve_general
+from numerics.api import solve
 from numerics.channel.integrators import IntegratorError, LineChannel, choose_integrator
 from numerics.fixed_points.lines import BranchNotFound
 from numerics.fixed_points.gauge import alignment, canonical
@@ -250,8 +250,8 @@ COMPARED = ("q", "m", "V", "theta", "qhat", "mhat", "Vhat", "thetahat", "test_er
 
 
 def compare_with_lines(spec, alpha, branch, precision, max_relative):
-    lines = solve_general(spec, alpha, branch, "fast", integrator="lines")
-    qmc = solve_general(spec, alpha, branch, precision, integrator="qmc")
+    lines = solve(spec, alpha, branch, "fast", integrator="lines")
+    qmc = solve(spec, alpha, branch, precision, integrator="qmc")
     assert lines.converged and qmc.converged
     assert qmc.diagnostics["dense_improved_fraction"] == 0.0
     for field in COMPARED:
@@ -287,8 +287,8 @@ def test_a_rotated_start_ends_on_the_same_invariants():
     rng = np.random.default_rng(6)
     start = MatrixOverlaps(spec.shape, q=np.diag([0.09, 0.03]), m=np.zeros((1, 2)), V=np.diag([17.0, 37.0]),
                            theta=np.array([[0.13], [0.0]]))
-    plain = solve_general(spec, 2.0, "semantic", TINY, integrator="qmc", start=start)
-    rotated = solve_general(spec, 2.0, "semantic", TINY, integrator="qmc",
+    plain = solve(spec, 2.0, "semantic", TINY, integrator="qmc", start=start)
+    rotated = solve(spec, 2.0, "semantic", TINY, integrator="qmc",
                             start=start.rotated(random_rotation(2, rng), -np.eye(1)))
     assert plain.converged and rotated.converged
     for key, values in plain.invariants.items():
@@ -305,7 +305,7 @@ def test_a_converged_point_solves_the_prior_equations_in_its_own_gauge(branch):
     training loss), and those must not pass. The semantic solve converges (the check is not vacuous)."""
     spec = ModelSpec(tokens=3)
     try:
-        fp = solve_general(spec, 2.0, branch, TINY)
+        fp = solve(spec, 2.0, branch, TINY)
     except BranchNotFound as exc:  # the positional solve may fall to the trivial point: absent, not wrong
         assert branch == "positional" and exc.point.overlaps.m.any()
         return
@@ -327,7 +327,7 @@ def test_integrator_choice_and_the_general_record():
         choose_integrator(ModelSpec(rank=2), "lines")
     with pytest.raises(IntegratorError, match="unknown"):
         choose_integrator(ModelSpec(), "cubature")
-    fp = solve_general(ModelSpec(tokens=3), 2.0, "semantic", TINY)
+    fp = solve(ModelSpec(tokens=3), 2.0, "semantic", TINY)
     assert fp.integrator == "qmc" and fp.converged
     d = json.loads(json.dumps(fp.to_dict()))
     assert d["q"] == [[fp.overlaps.q[0, 0]]] and d["m"] == fp.overlaps.m.tolist()
@@ -349,11 +349,11 @@ def test_a_singular_covariance_fails_loudly():
 
 
 def test_the_continuation_retries_a_point_that_fails_from_the_previous_one(monkeypatch):
-    """follow_general: a solve started from the previous point that does not converge, or does not
+    """walk_branch: a solve started from the previous point that does not converge, or does not
     find the branch, is solved again from the default start (and replaced if that converges); a branch
     not found from either is left out and the next alpha starts afresh (the solver is replaced by a
     fake that records its starts)."""
-    import numerics.fixed_points.general as general
+    import numerics.branches.walk as walk
 
     calls = []
 
@@ -364,9 +364,9 @@ def test_the_continuation_retries_a_point_that_fails_from_the_previous_one(monke
         converged = start is None or alpha != 2.0
         return dataclasses.replace(record, alpha=alpha, converged=converged)
 
-    record = solve_general(ModelSpec(), 2.0, "semantic", "draft")
-    monkeypatch.setattr(general, "solve_general", fake)
-    points = general.follow_general(ModelSpec(), [1.0, 2.0, 3.0, 4.0], "semantic")
+    record = solve(ModelSpec(), 2.0, "semantic", "draft")
+    monkeypatch.setattr(walk, "solve", fake)
+    points = walk.walk_branch(ModelSpec(), [1.0, 2.0, 3.0, 4.0], "semantic").points
     assert calls == [(1.0, False), (2.0, True), (2.0, False), (3.0, True), (3.0, False), (4.0, False)]
     assert [(p.alpha, p.converged) for p in points] == [(1.0, True), (2.0, True), (4.0, True)]
 

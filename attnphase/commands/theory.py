@@ -362,24 +362,20 @@ def _read_scan(path, spec, precision) -> list:
 
 
 def _print_thresholds(th) -> None:
-    """The thresholds as a person reads them: ``alpha_c`` of the paper's two branches (with the
-    spinodals), or every change of the global branch."""
-    if not hasattr(th, "transitions"):
-        print(f"alpha_c = {th.alpha_c:.8f} +- {th.alpha_c_error:.1e}")
-        if th.alpha_l_status == "ok":
-            print(f"alpha_l = {th.alpha_l:.8f} +- {th.alpha_l_error:.1e}")
-        else:
-            print(f"alpha_l: {th.alpha_l_status}")
-        print(f"linear baseline test error = {th.linear_test_error:.12g}")
-        for sp in th.spinodals:
-            print(_spinodal_line(sp))
-        return
-    print("global minimum: " + ", ".join(f"{b} at {a:g}" for a, b in th.global_branches()))
+    """The thresholds as a person reads them: the global branch along the scan (where it was
+    scanned), every change of it (``alpha_c`` the first), ``alpha_l``, the baseline, the spinodals
+    and the notes."""
+    glob = th.global_branches()
+    if glob:
+        print("global minimum: " + ", ".join(f"{b} at {a:g}" for a, b in glob))
     for t in th.transitions:
-        print(f"alpha_c = {t.alpha:.6f} {_pm(t.error)}   {t.below} -> {t.above} ({t.kind})")
-    print(f"alpha_l = {th.alpha_l:.6f} {_pm(th.alpha_l_error)}" if th.alpha_l_status == "ok"
+        print(f"alpha_c = {t.alpha:.8f} {_pm(t.error)}   {t.below} -> {t.above} ({t.kind})")
+    print(f"alpha_l = {th.alpha_l:.8f} {_pm(th.alpha_l_error)}" if th.alpha_l_status == "ok"
           else f"alpha_l: {th.alpha_l_status}")
-    print(f"linear baseline test error = {th.linear_test_error:.10g} +- {th.linear_test_error_error:.1e}")
+    print(f"linear baseline test error = {th.linear_test_error:.12g}"
+          + (f" +- {th.linear_test_error_error:.1e}" if th.linear_test_error_error > 0 else ""))
+    for sp in th.spinodals:
+        print(_spinodal_line(sp))
     for n in th.notes:
         print(f"note: {n}")
 
@@ -391,7 +387,7 @@ def _pm(error: float) -> str:
 def _threshold_failure(th, alphas):
     """Why thresholds ``th`` are not a complete result (``None`` if they are): no change of the
     global branch on the scan, or ``alpha_l`` not found."""
-    if hasattr(th, "transitions") and not th.transitions:
+    if not th.transitions:
         return (f"the global minimum does not change branch on alpha in [{min(alphas):g}, {max(alphas):g}] "
                 f"({th.global_branches()[0][1]} throughout)")
     return None if th.alpha_l_status == "ok" else f"alpha_l {th.alpha_l_status}"
@@ -405,7 +401,7 @@ def _threshold_dict(th) -> dict:
 
 
 def cmd_thresholds(args) -> int:
-    from numerics.api import (COMPETING_BRANCHES, BranchCurve, GeneralThresholdError, ThresholdError, branches,
+    from numerics.api import (COMPETING_BRANCHES, BranchCurve, ThresholdError, ThresholdLocationError, branches,
                               linear_baseline, thresholds)
 
     spec = model_from_args(args)
@@ -436,10 +432,10 @@ def cmd_thresholds(args) -> int:
             print_json({"alpha_c": None, "alpha_c_error": None, "alpha_l": None, "alpha_l_error": None,
                         "linear_test_error": linear_baseline(spec).test_error, "error": str(exc)})
         return failed("thresholds", str(exc))
-    except GeneralThresholdError as exc:
+    except ThresholdLocationError as exc:
         return failed("thresholds", str(exc))
     if args.json:
-        print_json(th.to_dict() if hasattr(th, "transitions") else _threshold_dict(th))
+        print_json(_threshold_dict(th))
     else:
         _print_thresholds(th)
         print(f"wall time {th.wall_time:.1f} s")
@@ -451,7 +447,7 @@ def cmd_run(args) -> int:
     """The main job: the branches compared along the grid at draft precision (``curve.csv`` and its
     figure), the linear baseline, and the thresholds at ``--precision`` from the same branches, into
     ``summary.json``."""
-    from numerics.api import COMPETING_BRANCHES, GeneralThresholdError, ThresholdError, branches, linear_baseline, \
+    from numerics.api import COMPETING_BRANCHES, ThresholdError, ThresholdLocationError, branches, linear_baseline, \
         thresholds
     from tidyio import folder_summary, write_rows
 
@@ -487,7 +483,7 @@ def cmd_run(args) -> int:
             with progress_bar(desc="thresholds", unit="solve") as bar:
                 th = thresholds(spec, args.precision, alphas, args.integrator, scan=curves, progress=_reporter(bar))
             error = _threshold_failure(th, alphas)
-        except (ThresholdError, GeneralThresholdError) as exc:
+        except (ThresholdError, ThresholdLocationError) as exc:
             error = f"thresholds: {exc}"
         summary.update(_run_summary(th, error, baseline, curves) if pair else
                        {k: v for k, v in (th.to_dict() if th else {}).items() if k not in ("scan", "model")})

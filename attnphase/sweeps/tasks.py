@@ -96,11 +96,10 @@ def theory_task(payload: dict, api=None) -> dict:
     * ``"branch"``: follow ``payload["branch"]`` along the ``alpha`` grid by continuation;
       returns ``{"rows": [...]}``, one row per grid ``alpha``, with the linear baseline and
       the spinodals met on the way;
-    * ``"thresholds"``: ``alpha_c``, ``alpha_l`` and the spinodals by root-finding; returns
-      ``{"thresholds": {...}}``. ``ThresholdError`` (not bracketed) gives NaN and its message.
-      For the general model: every change of the global branch (``transitions``, JSON),
-      ``alpha_c`` the first of them, and ``alpha_l``; ``GeneralThresholdError`` gives NaN
-      and its message.
+    * ``"thresholds"``: ``alpha_c``, ``alpha_l``, every change of the global branch
+      (``transitions``, JSON; ``alpha_c`` the first of them) and the spinodals where the line
+      quadrature locates them; returns ``{"thresholds": {...}}``. No threshold gives NaN and
+      its reason (:func:`_thresholds_job`).
 
     The two branch jobs are independent, so a branch that cannot be found does not lose
     the other, and a column's work spreads over several workers. The thresholds job
@@ -177,74 +176,41 @@ def _curve_spinodal_columns(spinodals: list) -> dict:
 
 
 def _thresholds_job(payload: dict, api) -> dict:
-    """The column's thresholds (``api.thresholds``) from its branch rows (``payload["branch_rows"]``;
-    without them the branches are followed here): ``alpha_c``, ``alpha_l`` with their errors; for
-    the paper's two branches the spinodals, otherwise every change of the global branch
-    (``transitions``, JSON) and the global branch at each grid ``alpha`` (``global_minimum``, JSON).
-    No threshold gives NaN and the reason."""
+    """The column's thresholds (``api.thresholds``, one :class:`numerics.thresholds.record.Thresholds`
+    for every model) from its branch rows (``payload["branch_rows"]``; without them the branches are
+    followed here): ``alpha_c``, ``alpha_l`` with their errors, the branch and whether at the jump
+    ``alpha_l`` was found (Newton's method on the paper's pair), the spinodals (the line
+    quadrature's), every change of the global branch (``transitions``, JSON; ``alpha_c`` the first)
+    and the global branch at each scanned ``alpha`` (``global_minimum``, JSON; the scan method's).
+    No threshold gives NaN and the reason (``threshold_status``: ``not_bracketed`` for a reason of
+    the model, ``solver_failed`` where a solve the location needs failed)."""
     spec, branches = payload["spec"], tuple(payload.get("branches") or THEORY_BRANCHES)
     lin, lin_err = _baseline(api, spec)
     thr = {k: float("nan") for k in THRESHOLD_COLUMNS[2:6]}
     thr.update(linear_test_error=lin, linear_test_error_error=lin_err)
     rows = payload.get("branch_rows")
     thr["bracket_source"] = "own scan" if rows is None else "branch rows"
-    if _scalars(api, spec, branches) and set(branches) <= set(THEORY_BRANCHES):
-        thr.update(_pair_thresholds(payload, api, spec, rows))
-    else:
-        thr.update(_changes_of_global_branch(payload, api, spec, branches, rows))
-    return {"thresholds": thr}
-
-
-def _pair_thresholds(payload: dict, api, spec, rows) -> dict:
-    """The crossing of the paper's two branches (a :class:`numerics.thresholds.lines.Thresholds`)."""
-    thr = {"alpha_l_branch": "", "alpha_l_at_jump": ""}
-    # the column's own branch rows bracket the roots (at the sweep's precision)
-    scan = None if rows is None else api.scan_curves_from_rows(rows)
+    pair = _scalars(api, spec, branches) and set(branches) <= set(THEORY_BRANCHES)
+    transitions, glob, notes, spinodals, fine = [], [], (), [], {}
     try:
-        # without rows the root finder brackets on its own default scan, as ``attnphase thresholds`` does
-        th = api.thresholds(spec, payload["precision"], scan=scan)
+        if pair:
+            # the column's own branch rows bracket the roots (at the sweep's precision); without
+            # them the root finder brackets on its own default scan, as ``attnphase thresholds`` does
+            scan = None if rows is None else api.scan_curves_from_rows(rows)
+            th = api.thresholds(spec, payload["precision"], scan=scan)
+        else:
+            th = api.thresholds(spec, payload["precision"], payload["alphas"], names=branches,
+                                scan=None if rows is None else _matrix_scan(api, rows, branches))
     except api.ThresholdError as exc:
-        status, message, spinodals = "not_bracketed", str(exc), []
-    else:
-        status, message = "ok", ""
-        for k in THRESHOLD_COLUMNS[2:6]:
-            thr[k] = float(getattr(th, k))
-        spinodals = [dict(sp) for sp in getattr(th, "spinodals", [])]
-        al_status = getattr(th, "alpha_l_status", "ok")
-        if al_status != "ok":  # alpha_c found, alpha_l off the scan: a result, as below
-            status, message = "alpha_l_not_bracketed", f"alpha_l {al_status}"
-        fine = (getattr(th, "details", None) or {}).get("fine", {})
-        thr["alpha_l_branch"] = fine.get("branch_l", "")
-        thr["alpha_l_at_jump"] = fine.get("at_jump", "")
-    thr.update(_spinodal_columns(spinodals))
-    thr["spinodals"] = json_text(spinodals, indent=None)
-    thr["threshold_status"], thr["threshold_message"] = status, message
-    return thr
-
-
-def _changes_of_global_branch(payload: dict, api, spec, branches, rows) -> dict:
-    """Every change of the global branch (a :class:`numerics.thresholds.general.GeneralThresholds`),
-    from the branch rows read back as fixed points (``api.from_row``)."""
-    thr = {}
-    scan = None
-    if rows is not None:
-        # in the order of the branches, not of the file (the order the tasks finished in): of two
-        # branches with equal training losses the global minimum is then the same in every run
-        rows = sorted((r for r in rows if is_true(r.get("exists"))),
-                      key=lambda r: (branches.index(r["branch"]), number(r["alpha"])))
-        points = [api.from_row(r) for r in rows]
-        scan = {b: api.BranchCurve(b, [p for p in points if p.branch == b], []) for b in branches}
-    transitions, glob, notes = [], [], ()
-    try:
-        th = api.thresholds(spec, payload["precision"], payload["alphas"], names=branches, scan=scan)
-    except api.GeneralThresholdError as exc:
         status, message = "not_bracketed", str(exc)
+    except api.ThresholdLocationError as exc:
+        status, message = "solver_failed", str(exc)
     else:
         for k in THRESHOLD_COLUMNS[2:6]:
             thr[k] = float(getattr(th, k))
         transitions = [t.to_dict() for t in th.transitions]
         glob = [{"alpha": a, "branch": b} for a, b in th.global_branches()]
-        notes = th.notes
+        notes, spinodals, fine = th.notes, [dict(sp) for sp in th.spinodals], th.details.get("fine", {})
         status, message = "ok", ""
         if not transitions:
             status = "not_bracketed"
@@ -252,14 +218,26 @@ def _changes_of_global_branch(payload: dict, api, spec, branches, rows) -> dict:
                        f"{max(payload['alphas']):g}] ({glob[0]['branch']} throughout)")
             if th.alpha_l_status != "ok":
                 message += f"; alpha_l {th.alpha_l_status}"
-        elif th.alpha_l_status != "ok":
+        elif th.alpha_l_status != "ok":  # alpha_c found, alpha_l off the scan: a result
             status, message = "alpha_l_not_bracketed", f"alpha_l {th.alpha_l_status}"
     first = transitions[0] if transitions else {}
-    thr.update(alpha_c_below=first.get("below", ""), alpha_c_above=first.get("above", ""),
-               alpha_c_kind=first.get("kind", ""), transitions=json_text(transitions, indent=None),
-               global_minimum=json_text(glob, indent=None), threshold_notes="; ".join(notes),
-               threshold_status=status, threshold_message=message)
-    return thr
+    thr.update(alpha_l_branch=fine.get("branch_l", ""), alpha_l_at_jump=fine.get("at_jump", ""))
+    thr.update(_spinodal_columns(spinodals))
+    thr.update(spinodals=json_text(spinodals, indent=None), alpha_c_below=first.get("below", ""),
+               alpha_c_above=first.get("above", ""), alpha_c_kind=first.get("kind", ""),
+               transitions=json_text(transitions, indent=None), global_minimum=json_text(glob, indent=None),
+               threshold_notes="; ".join(notes), threshold_status=status, threshold_message=message)
+    return {"thresholds": thr}
+
+
+def _matrix_scan(api, rows: list, branches: tuple) -> dict:
+    """``{branch: BranchCurve}`` of the branch rows read back as fixed points (``api.from_row``), in
+    the order of the branches, not of the file (the order the tasks finished in): of two branches
+    with equal training losses the global minimum is then the same in every run."""
+    rows = sorted((r for r in rows if is_true(r.get("exists"))),
+                  key=lambda r: (branches.index(r["branch"]), number(r["alpha"])))
+    points = [api.from_row(r) for r in rows]
+    return {b: api.BranchCurve(b, [p for p in points if p.branch == b], []) for b in branches}
 
 
 def _spinodal_columns(spinodals: list) -> dict:

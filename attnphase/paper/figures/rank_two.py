@@ -1,7 +1,7 @@
 """Figure 9: a rank-two student (``Q`` of shape ``d x 2``, docs/theory.md, section 4) trained by
 gradient descent from random starts, against ``alpha``, three ways: the authors' runs (their
 stored means, ``attnphase/paper/authors_data/``), our simulator, and our theory's rank-two
-branches (``numerics.api.follow_general``, draft QMC, at the plan's few ``rank_two_theory_alphas``).
+branches (``numerics.api.follow``, draft QMC, at the plan's few ``rank_two_theory_alphas``).
 
 The per-column overlaps (the larger and the smaller ``|m|`` and ``theta / sigma^2`` over the two
 columns, as the paper's appendix reports them) are not invariant under rotations of the columns

@@ -1,4 +1,5 @@
-"""The thresholds of docs/theory.md, sections 3.4-3.6.
+"""The thresholds of the paper's two competing branches by Newton's method on the line quadrature
+(docs/theory.md, sections 3.4-3.6), into the one record :class:`~numerics.thresholds.record.Thresholds`.
 
 * ``alpha_c``: the training losses of the positional and semantic branches
   cross. At a fixed point ``F`` is stationary in all eight order parameters, so
@@ -21,7 +22,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 import time
 from typing import Callable, Optional
 
@@ -39,72 +39,14 @@ from numerics.solver.iteration import Budget, SolverError
 from numerics.model.bound import bind
 from numerics.overlaps import COMPETING_BRANCHES, Overlaps
 from numerics.result import NO_ESTIMATE
-from tidyio import finite_json, frame
+from numerics.thresholds.record import BranchAbsent, CrossingBeyondScan, ThresholdError, Thresholds, Transition
 from numerics.model.saddle_point import free_energy, test_error
 
 log = logging.getLogger(__name__)
 
 
-class ThresholdError(RuntimeError):
-    """There is no threshold to report, for a reason of the model (a subclass says which);
-    a failure of the solver is a :class:`~numerics.solver.iteration.SolverError` instead."""
-
-
-class BranchAbsent(ThresholdError):
-    """A branch that the threshold needs does not exist on the scanned range (or where the
-    other one does); the message gives its spinodal or what every start gave."""
-
-
-class CrossingBeyondScan(ThresholdError):
-    """Both branches exist, but the crossing is not on the scanned range, extended where
-    the crossing lay beyond it; the message gives the range."""
-
-
 class OffBranch(UndefinedAt):
     """A threshold solve fell onto the trivial point: the branch does not exist at that alpha."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Thresholds:
-    alpha_c: float
-    alpha_c_error: float
-    alpha_l: float
-    alpha_l_error: float
-    linear_test_error: float
-    linear_test_error_error: float
-    spinodals: list
-    precision: str
-    model: ModelSpec
-    wall_time: float
-    details: dict
-    alpha_l_status: str = "ok"   # otherwise why alpha_l is NaN (alpha_c is still valid)
-
-    def to_dict(self) -> dict:
-        """The record as a JSON-safe dict: a number that is not finite is ``None``, and
-        ``null_reasons`` says why for each (``alpha_l``: its status; errors: no estimate in
-        a one-rule precision)."""
-        d = dataclasses.asdict(self)
-        d["model"] = self.model.to_dict()
-        reasons = {"alpha_l": self.alpha_l_status, "alpha_l_error": self.alpha_l_status}
-        if PRECISIONS[self.precision].rule == PRECISIONS[self.precision].check_rule:
-            reasons.update(alpha_c_error=NO_ESTIMATE, alpha_l_error=NO_ESTIMATE)
-        return finite_json(d, reasons)
-
-    def to_row(self) -> dict:
-        """A flat record: the thresholds with their errors, the baseline, each spinodal as
-        ``spinodal_<branch>_<side>`` (and ``_error``), precision, and the model's columns."""
-        row = {k: getattr(self, k) for k in ("alpha_c", "alpha_c_error", "alpha_l", "alpha_l_error", "alpha_l_status",
-                                             "linear_test_error", "linear_test_error_error", "precision",
-                                             "wall_time")}
-        for s in self.spinodals:
-            name = f"spinodal_{s['branch']}" + (f"_{s['side']}" if s.get("side") else "")
-            row.update({name: s["alpha"], f"{name}_error": s.get("alpha_error", math.nan)})
-        row.update(self.model.to_columns())
-        return row
-
-    def to_frame(self):
-        """:meth:`to_row` as a one-row pandas DataFrame."""
-        return frame([self.to_row()])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -384,7 +326,7 @@ def _no_crossing(curves: dict, by: dict, common: list, dF: list, scanned: tuple)
                               f"({len(common)} points): the crossing lies {beyond} the scan")
 
 
-def thresholds(spec: ModelSpec, precision: str = "fast", alpha_min: float = 0.5, alpha_max: float = 2.5,
+def newton_thresholds(spec: ModelSpec, precision: str = "fast", alpha_min: float = 0.5, alpha_max: float = 2.5,
                n_scan: int = 9, xtol: Optional[float] = None, progress: Optional[Callable[[str], None]] = None,
                scan_curves: Optional[dict] = None, extend: bool = True) -> Thresholds:
     """``alpha_c`` and ``alpha_l`` with error estimates, the linear baseline and the spinodals.
@@ -579,11 +521,14 @@ def thresholds(spec: ModelSpec, precision: str = "fast", alpha_min: float = 0.5,
         al_err = (abs(results["fine"]["alpha_l"] - results["coarse"]["alpha_l"]) + fine["alpha_l_step"] + xtol
                   + al_err_quad)
     spinodals = curves["semantic"].spinodals + curves["positional"].spinodals
+    below, above = ("positional", "semantic") if dF[i + 1] > 0 else ("semantic", "positional")
+    crossing = Transition(fine["alpha_c"], ac_err, below, above, "crossing", (a_lo, a_hi), {})
     return Thresholds(
         alpha_c=fine["alpha_c"], alpha_c_error=ac_err, alpha_l=fine["alpha_l"], alpha_l_error=al_err,
         linear_test_error=eps_lin, linear_test_error_error=baseline.error, spinodals=spinodals,
         precision=precision, model=spec, wall_time=time.perf_counter() - t0,
         details={**results, "alpha_l_quadrature_error": al_err_quad, "bracket": [a_lo, a_hi], "xtol": xtol,
                  "scanned": list(scanned)},
-        alpha_l_status=alpha_l_status,
+        alpha_l_status=alpha_l_status, transitions=(crossing,),
+        error_reasons={"alpha_c_error": NO_ESTIMATE, "alpha_l_error": NO_ESTIMATE} if single else {},
     )

@@ -1,6 +1,7 @@
-"""The thresholds of the general model (docs/theory.md, sections 3.4, 3.5 and 4.10).
+"""The thresholds of any model located on a scan of its branches (docs/theory.md, sections 3.4, 3.5
+and 4.10), into the one record :class:`~numerics.thresholds.record.Thresholds`.
 
-The branches are followed on a scan of ``alpha`` (:func:`numerics.fixed_points.general.follow_general`);
+The branches are followed on a scan of ``alpha`` (:func:`numerics.branches.walk.walk_branch`);
 at each scanned ``alpha`` the global minimum is the converged branch of lowest training loss ``F``.
 Wherever it changes between two scanned points, the change is located:
 
@@ -29,20 +30,21 @@ a branch is known to half the bisection's last interval.
 """
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
 import time
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, Optional, Sequence
 
 import numpy as np
 from scipy.optimize import brentq
 
-from tidyio import finite_json, frame
 from derivations import ModelSpec, packing
 
-from numerics.fixed_points.general import follow_general, general_branches, solve_general
-from numerics.result import FixedPoint, mark_global_minima
+from numerics.branches.walk import walk_branch
+from numerics.fixed_points.solve import branches as model_branches
+from numerics.fixed_points.solve import solve
+from numerics.result import FixedPoint, as_matrices, mark_global_minima
+from numerics.thresholds.record import NotConverged, ThresholdError, ThresholdLocationError, Thresholds, Transition
 
 log = logging.getLogger(__name__)
 
@@ -54,89 +56,6 @@ END_XTOL = 4e-3
 CONTINUOUS_GAP = 3.0
 #: an overlap this many scramblings' spreads above zero is resolved (fitted at an onset)
 RESOLVED = 3.0
-
-
-class GeneralThresholdError(RuntimeError):
-    """No threshold can be reported (no change of the global branch on the scan, or a solve that the
-    location needs failed); the message says which."""
-
-
-class NotConverged(GeneralThresholdError):
-    """A solve that a threshold needs did not converge (``point``: the failed fixed point)."""
-
-    def __init__(self, message, point):
-        super().__init__(message)
-        self.point = point
-
-
-@dataclasses.dataclass(frozen=True)
-class Transition:
-    """A change of the global minimum from branch ``below`` to branch ``above`` at ``alpha``."""
-
-    alpha: float
-    error: float
-    below: str
-    above: str
-    kind: str          # crossing | appearance | disappearance
-    bracket: tuple     # the scanned interval it was found in
-    details: dict
-
-    def to_dict(self) -> dict:
-        return {"alpha": self.alpha, "error": self.error, "below": self.below, "above": self.above,
-                "kind": self.kind, "bracket": list(self.bracket), "details": dict(self.details)}
-
-
-@dataclasses.dataclass(frozen=True)
-class GeneralThresholds:
-    transitions: tuple
-    alpha_l: float
-    alpha_l_error: float
-    alpha_l_status: str          # "ok" or why alpha_l is NaN
-    linear_test_error: float
-    linear_test_error_error: float
-    scan: tuple                  # FixedPoint of every branch and scanned alpha, global minima marked
-    precision: str
-    model: ModelSpec
-    wall_time: float
-    notes: tuple = ()
-
-    @property
-    def alpha_c(self) -> float:
-        return self.transitions[0].alpha if self.transitions else float("nan")
-
-    @property
-    def alpha_c_error(self) -> float:
-        return self.transitions[0].error if self.transitions else float("nan")
-
-    def global_branches(self) -> List[tuple]:
-        """``(alpha, branch)`` of the global minimum at each scanned alpha."""
-        return sorted((p.alpha, p.branch) for p in self.scan if p.global_minimum)
-
-    def to_dict(self) -> dict:
-        d = {"alpha_c": self.alpha_c, "alpha_c_error": self.alpha_c_error,
-             "transitions": [t.to_dict() for t in self.transitions],
-             "alpha_l": self.alpha_l, "alpha_l_error": self.alpha_l_error, "alpha_l_status": self.alpha_l_status,
-             "linear_test_error": self.linear_test_error, "linear_test_error_error": self.linear_test_error_error,
-             "global_minimum": [{"alpha": a, "branch": b} for a, b in self.global_branches()],
-             "scan": [{"alpha": p.alpha, "branch": p.branch, "status": p.status, "train_loss": p.train_loss,
-                       "train_loss_error": p.error.get("train_loss"), "test_error": p.test_error,
-                       "test_error_error": p.error.get("test_error"), "global_minimum": p.global_minimum,
-                       "invariants": p.invariants} for p in self.scan],
-             "notes": list(self.notes), "precision": self.precision, "model": self.model.to_dict(),
-             "wall_time": self.wall_time}
-        return finite_json(d)
-
-    def to_frame(self):
-        """One row per change of the global branch (``alpha``, ``error``, ``below``, ``above``,
-        ``kind``; one row of NaN where there is none), each with ``alpha_l``, the baseline, the
-        precision and the model's columns."""
-        common = {"alpha_l": self.alpha_l, "alpha_l_error": self.alpha_l_error, "alpha_l_status": self.alpha_l_status,
-                  "linear_test_error": self.linear_test_error,
-                  "linear_test_error_error": self.linear_test_error_error, "precision": self.precision,
-                  **self.model.to_columns()}
-        none = {"alpha": math.nan, "error": math.nan, "below": "", "above": "", "kind": ""}
-        return frame([{"alpha": t.alpha, "error": t.error, "below": t.below, "above": t.above, "kind": t.kind,
-                       **common} for t in self.transitions] or [{**none, **common}])
 
 
 class _Branch:
@@ -163,15 +82,15 @@ class _Branch:
         start = starts[min(starts, key=lambda a: abs(a - alpha))] if starts else None
         try:
             try:
-                fp = solve_general(self.spec, alpha, self.name, self.precision, self.integrator, start=start)
+                fp = as_matrices(solve(self.spec, alpha, self.name, self.precision, self.integrator, start=start))
             except BranchNotFound:
                 if start is None:
                     raise
                 fp = None
             if (fp is None or not fp.converged) and start is not None:
-                # as in follow_general: from the nearest point the iteration may fall to a smaller
+                # as in walk_branch: from the nearest point the iteration may fall to a smaller
                 # branch or fail where the default start finds the branch
-                fp = solve_general(self.spec, alpha, self.name, self.precision, self.integrator)
+                fp = as_matrices(solve(self.spec, alpha, self.name, self.precision, self.integrator))
         except BranchNotFound as exc:
             log.info("%s", exc)
             return None
@@ -216,7 +135,7 @@ def _root(f, lo: float, hi: float, noise: Callable[[float], float]) -> tuple:
     f_lo, f_hi = f(lo), f(hi)
     if not f_lo * f_hi <= 0:
         # the scan's order of the branches is not the located one (a scan point that a solve missed)
-        raise GeneralThresholdError(f"no sign change on [{lo:g}, {hi:g}] ({f_lo:.3g}, {f_hi:.3g}) where the scan "
+        raise ThresholdLocationError(f"no sign change on [{lo:g}, {hi:g}] ({f_lo:.3g}, {f_hi:.3g}) where the scan "
                                     f"put one")
     slope0 = (f_hi - f_lo) / (hi - lo)
     n0 = noise(lo)
@@ -246,7 +165,7 @@ def _crossing(lower: _Branch, upper: _Branch, lo: float, hi: float) -> tuple:
     def dF(a):
         pl, pu = lower.solve(a), upper.solve(a)
         if pl is None or pu is None:
-            raise GeneralThresholdError(f"{(lower if pl is None else upper).name} branch lost at alpha = {a:g} "
+            raise ThresholdLocationError(f"{(lower if pl is None else upper).name} branch lost at alpha = {a:g} "
                                         f"while locating its crossing in [{lo:g}, {hi:g}]")
         return pu.train_loss - pl.train_loss
 
@@ -349,7 +268,7 @@ def _bifurcation(parent: _Branch, child: _Branch, a0: float, a1: float) -> Optio
         if a not in seen:
             p = parent.solve(a)
             if p is None:
-                raise GeneralThresholdError(f"{parent.name} branch lost at alpha = {a:g} while locating the "
+                raise ThresholdLocationError(f"{parent.name} branch lost at alpha = {a:g} while locating the "
                                             f"{child.name} branch's birth on it")
             seen[a] = growth_multiplier(parent.spec, p, child.name, parent.precision)
             log.info("%s at alpha = %g: multiplier of the %s direction %.5f +- %.1e", parent.name, a, child.name,
@@ -420,7 +339,7 @@ def _test_error_root(branch: _Branch, lo: float, hi: float, eps_lin: float, eps_
     def g(a):
         p = branch.solve(a)
         if p is None:
-            raise GeneralThresholdError(f"{branch.name} branch lost at alpha = {a:g} while locating alpha_l")
+            raise ThresholdLocationError(f"{branch.name} branch lost at alpha = {a:g} while locating alpha_l")
         return p.test_error - eps_lin
 
     return _root(g, lo, hi, lambda a: math.hypot(_error(_nearest(branch, a), "test_error"), eps_err))
@@ -451,11 +370,11 @@ def _alpha_l(branches: Dict[str, _Branch], globals_: list, transitions: list, ep
                                 f"alpha in [{above[0][0]:g}, {above[-1][0]:g}]")
 
 
-def general_thresholds(spec: ModelSpec, alphas: Sequence[float], precision: str = "draft",
+def scan_thresholds(spec: ModelSpec, alphas: Sequence[float], precision: str = "draft",
                        integrator: str = "auto", branches: Optional[Sequence[str]] = None,
                        scan: Optional[Sequence[FixedPoint]] = None,
                        progress: Optional[Callable[[int], None]] = None,
-                       scan_precision: str = "draft") -> GeneralThresholds:
+                       scan_precision: str = "draft") -> Thresholds:
     """Every change of the global branch on ``alphas`` and ``alpha_l``, with error bars (module
     docstring). ``scan``: the branches already solved on ``alphas`` (e.g. by ``attnphase curve``),
     else they are followed here at ``scan_precision``; the changes and ``alpha_l`` are located at
@@ -464,18 +383,21 @@ def general_thresholds(spec: ModelSpec, alphas: Sequence[float], precision: str 
     from numerics.baseline import linear_baseline
 
     t0 = time.perf_counter()
-    names = tuple(branches or general_branches(spec))
+    names = tuple(branches or model_branches(spec))
     alphas = sorted(float(a) for a in alphas)
     if scan is None:
-        scan = [p for b in names for p in follow_general(spec, alphas, b, scan_precision, integrator,
-                                                         progress=(lambda _: progress(1)) if progress else None)]
+        scan = [p for b in names for p in walk_branch(spec, alphas, b, scan_precision, integrator,
+                                                      progress=(lambda _: progress(1)) if progress else None).points]
     scan = mark_global_minima([p for p in scan if p.branch in names])
     by = {b: _Branch(spec, b, precision, integrator, [p for p in scan if p.branch == b], progress) for b in names}
     notes = [f"{p.branch} at alpha = {p.alpha:g} did not converge ({p.status}); the global minimum there is "
              f"the lowest of the converged branches" for p in scan if not p.converged]
     globals_ = sorted((p.alpha, p.branch) for p in scan if p.global_minimum)
+    if not globals_ and not scan:
+        # every solve fell onto a smaller branch: none of them exists here, a fact of the model
+        raise ThresholdError(f"no branch of {', '.join(names)} was found on the scan")
     if not globals_:
-        raise GeneralThresholdError(f"no branch of {', '.join(names)} converged on the scan")
+        raise ThresholdLocationError(f"no branch of {', '.join(names)} converged on the scan")
     transitions = []
     for (a0, b0), (a1, b1) in zip(globals_, globals_[1:]):
         if b0 != b1:
@@ -485,7 +407,9 @@ def general_thresholds(spec: ModelSpec, alphas: Sequence[float], precision: str 
     eps_lin, eps_err = baseline.test_error, baseline.error
     scanned = {(p.alpha, p.branch): p for p in scan}
     alpha_l, alpha_l_error, status = _alpha_l(by, globals_, transitions, eps_lin, eps_err, scanned)
-    return GeneralThresholds(transitions=tuple(transitions), alpha_l=alpha_l, alpha_l_error=alpha_l_error,
-                             alpha_l_status=status, linear_test_error=eps_lin, linear_test_error_error=eps_err,
-                             scan=tuple(scan), precision=precision, model=spec,
-                             wall_time=time.perf_counter() - t0, notes=tuple(notes))
+    first = transitions[0] if transitions else None
+    return Thresholds(alpha_c=first.alpha if first else math.nan, alpha_c_error=first.error if first else math.nan,
+                      alpha_l=alpha_l, alpha_l_error=alpha_l_error, alpha_l_status=status,
+                      linear_test_error=eps_lin, linear_test_error_error=eps_err, precision=precision, model=spec,
+                      wall_time=time.perf_counter() - t0, transitions=tuple(transitions), scan=tuple(scan),
+                      notes=tuple(notes))
