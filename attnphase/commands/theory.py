@@ -368,10 +368,7 @@ def _print_thresholds(th) -> None:
     glob = th.global_branches()
     if glob:
         print("global minimum: " + ", ".join(f"{b} at {a:g}" for a, b in glob))
-    for t in th.transitions:
-        print(f"alpha_c = {t.alpha:.8f} {_pm(t.error)}   {t.below} -> {t.above} ({t.kind})")
-    print(f"alpha_l = {th.alpha_l:.8f} {_pm(th.alpha_l_error)}" if th.alpha_l_status == "ok"
-          else f"alpha_l: {th.alpha_l_status}")
+    _print_threshold_values(th)
     print(f"linear baseline test error = {th.linear_test_error:.12g}"
           + (f" +- {th.linear_test_error_error:.1e}" if th.linear_test_error_error > 0 else ""))
     for sp in th.spinodals:
@@ -380,8 +377,25 @@ def _print_thresholds(th) -> None:
         print(f"note: {n}")
 
 
+def _print_threshold_values(th) -> None:
+    """Every change of the global branch (``alpha_c`` the first) and ``alpha_l``, one line each."""
+    for t in th.transitions:
+        print(f"alpha_c = {_threshold_text(t.alpha, t.error)}   {t.below} -> {t.above} ({t.kind})")
+    print(f"alpha_l = {_threshold_text(th.alpha_l, th.alpha_l_error)}" if th.alpha_l_status == "ok"
+          else f"alpha_l: {th.alpha_l_status}")
+
+
 def _pm(error: float) -> str:
     return f"+- {error:.1e}" if math.isfinite(error) else "(no error stated at this precision)"
+
+
+def _threshold_text(value: float, error: float) -> str:
+    """``value +- error`` with the value to the error's second significant digit (8 decimals where
+    no error is stated)."""
+    if not (math.isfinite(error) and error > 0):
+        return f"{value:.8f} {_pm(error)}"
+    decimals = min(10, max(3, 2 - math.floor(math.log10(error))))
+    return f"{value:.{decimals}f} {_pm(error)}"
 
 
 def _threshold_failure(th, alphas):
@@ -495,16 +509,9 @@ def cmd_run(args) -> int:
         print_json(summary)
     else:
         print(_points_table([p for p in points if p.global_minimum]))
-        if th is not None and pair:
-            print(f"alpha_c = {th.alpha_c:.8f} +- {th.alpha_c_error:.1e}   " +
-                  (f"alpha_l = {th.alpha_l:.8f} +- {th.alpha_l_error:.1e}" if th.alpha_l_status == "ok"
-                   else f"alpha_l: {th.alpha_l_status}"))
+        if th is not None:
+            _print_threshold_values(th)
             print(f"linear baseline test error = {baseline.test_error:.10g}")
-        elif th is not None:
-            for t in th.transitions:
-                print(f"alpha_c = {t.alpha:.6f} {_pm(t.error)}   {t.below} -> {t.above} ({t.kind})")
-            if th.alpha_l_status == "ok":
-                print(f"alpha_l = {th.alpha_l:.6f} {_pm(th.alpha_l_error)}")
         print(f"wrote {csv_path}, {os.path.join(args.out, 'summary.json')}, {', '.join(summary['figures'])}")
         print(f"wall time {summary['wall_time']:.1f} s")
     return failed("run", f"{error} (summary.json marks the folder incomplete)") if error else 0
