@@ -27,7 +27,7 @@ def _save(fig, stem):
 
 #: talk size: every text of a curve figure at least this many points
 TALK_FONT = 13
-BRANCH_COLOURS = {"semantic": "tab:blue", "positional": "tab:orange", "trivial": "tab:gray"}
+BRANCH_COLOURS = {"semantic": "tab:blue", "positional": "tab:orange", "trivial": "tab:gray", "mixed": "tab:purple"}
 TALK_RC = {"font.size": TALK_FONT, "axes.titlesize": TALK_FONT, "axes.labelsize": TALK_FONT + 1,
            "legend.fontsize": TALK_FONT, "xtick.labelsize": TALK_FONT, "ytick.labelsize": TALK_FONT,
            "figure.titlesize": TALK_FONT + 1, "lines.linewidth": 2}
@@ -45,16 +45,21 @@ def _talk_size(draw):
     return drawn
 
 
+def _converged(r) -> bool:
+    return str(r.get("converged", "True")) == "True"
+
+
 def grid_thresholds(rows, linear_test_error: float) -> dict:
     """``alpha_c`` and ``alpha_l`` read off a curve's grid by linear interpolation (no error
-    estimate; ``attnphase thresholds`` computes them): where the training losses of the
-    positional and semantic branches cross, and where the global minimum's test error first
-    falls below the linear baseline. NaN where the grid shows no crossing."""
+    estimate; ``attnphase thresholds`` computes them): where the global minimum first changes
+    branch (the root of the two branches' training-loss difference between the grid points, or
+    their midpoint where one of them is missing at either), and where the global minimum's test
+    error first falls below the linear baseline. NaN where the grid shows neither."""
     import math
 
     by = {}
     for r in rows:
-        if str(r.get("converged", "True")) == "True":
+        if _converged(r):
             by.setdefault(float(r["alpha"]), {})[r["branch"]] = r
 
     def first_root(points):
@@ -63,42 +68,67 @@ def grid_thresholds(rows, linear_test_error: float) -> dict:
                 return a0 + (a1 - a0) * f0 / (f0 - f1)
         return math.nan
 
-    both = sorted((a, float(b["positional"]["train_loss"]) - float(b["semantic"]["train_loss"]))
-                  for a, b in by.items() if {"semantic", "positional"} <= b.keys())
-    glob = sorted((a, float(r["test_error"]) - linear_test_error) for a, b in by.items() for r in b.values()
-                  if str(r.get("global_minimum")) == "True")
-    return {"alpha_c": first_root(both), "alpha_l": first_root(glob)}
+    glob_rows = sorted((a, r) for a, b in by.items() for r in b.values() if str(r.get("global_minimum")) == "True")
+    alpha_c = math.nan
+    for (a0, r0), (a1, r1) in zip(glob_rows, glob_rows[1:]):
+        if r0["branch"] != r1["branch"]:
+            pair = (r0["branch"], r1["branch"])
+            if all(set(pair) <= by[a].keys() for a in (a0, a1)):
+                alpha_c = first_root([(a, float(by[a][pair[0]]["train_loss"]) - float(by[a][pair[1]]["train_loss"]))
+                                      for a in (a0, a1)])
+            if math.isnan(alpha_c):
+                alpha_c = 0.5 * (a0 + a1)
+            break
+    glob = [(a, float(r["test_error"]) - linear_test_error) for a, r in glob_rows]
+    return {"alpha_c": alpha_c, "alpha_l": first_root(glob)}
+
+
+#: the overlap that defines each branch, drawn over sigma^2 (the trivial branch: q)
+DEFINING = {"semantic": ("theta",), "positional": ("m",), "trivial": ("q",), "mixed": ("theta", "m")}
+_INVARIANT = {"theta": "theta_singular_values_1", "m": "m_singular_values_1", "q": "q_eigenvalues_1"}
+_SYMBOL = {"theta": r"\theta", "m": "m", "q": "q"}
+
+
+def _overlap(r, name: str) -> float:
+    """The largest invariant of an overlap (its largest singular value, or eigenvalue for ``q``)
+    in a row of matrix overlaps; the absolute scalar in a row of the line quadrature's."""
+    key = _INVARIANT[name]
+    return float(r[key]) if str(r.get(key, "")) != "" else abs(float(r[name]))
 
 
 @_talk_size
 def plot_curves(rows, linear_test_error, marks, stem):
-    """The branches against alpha (the paper's Figure-2-like panel): the defining overlap of each
-    branch and the test error, the global minimum dotted bold, the linear baseline, ``alpha_c``,
-    ``alpha_l`` and the spinodals from ``marks`` (a dict: ``alpha_c``, ``alpha_l`` with their
-    ``_error``, ``spinodals`` as the branches report them, and ``grid``: true where the thresholds
-    are read off the grid, :func:`grid_thresholds`). One legend below the panels; every text at
+    """The branches of any model against alpha (the paper's Figure-2-like panel): the defining
+    overlap of each branch over ``sigma^2`` (the largest singular value; the mixed branch both of
+    its overlaps, ``m`` dashed) and the test error with its stated error, the global minimum
+    dotted bold, the linear baseline, ``alpha_c``, ``alpha_l`` and the spinodals from ``marks``
+    (a dict: ``alpha_c``, ``alpha_l`` with their ``_error``, ``spinodals`` as the branches report
+    them, and ``grid``: true where the thresholds are read off the grid, :func:`grid_thresholds`).
+    Points that did not converge are not drawn. One legend below the panels; every text at
     least :data:`TALK_FONT` points."""
     import math
 
     sigma2 = float(rows[0]["sigma"]) ** 2 if rows else 1.0
     fig, axes = plt.subplots(1, 2, figsize=(12, 5.6))
     for branch, colour in BRANCH_COLOURS.items():
-        pts = sorted((r for r in rows if r["branch"] == branch), key=lambda r: float(r["alpha"]))
+        pts = sorted((r for r in rows if r["branch"] == branch and _converged(r)), key=lambda r: float(r["alpha"]))
         if not pts:
             continue
         a = [float(r["alpha"]) for r in pts]
         glob = [str(r["global_minimum"]) == "True" for r in pts]
-        # the trivial branch has m = theta = 0: its overlap panel shows q / sigma^2 instead
-        key = {"semantic": "theta", "positional": "m", "trivial": "q"}[branch]
-        label = {"semantic": r"semantic ($\theta/\sigma^2$)", "positional": r"positional ($m/\sigma^2$)",
-                 "trivial": r"trivial ($q/\sigma^2$)"}[branch]
-        over = [abs(float(r[key])) / sigma2 for r in pts]
         test = [float(r["test_error"]) for r in pts]
-        axes[0].plot(a, over, color=colour, lw=2, label=label)
-        axes[1].plot(a, test, color=colour, lw=2)
-        for ax, ys in ((axes[0], over), (axes[1], test)):
+        series = [(axes[1], test, "-", None)]
+        for i, name in enumerate(DEFINING[branch]):
+            series.append((axes[0], [_overlap(r, name) / sigma2 for r in pts], "-" if i == 0 else "--",
+                           f"{branch} (${_SYMBOL[name]}/\\sigma^2$)"))
+        for ax, ys, style, label in series:
+            ax.plot(a, ys, style, color=colour, lw=2, label=label)
             ax.plot([x for x, g in zip(a, glob) if g], [y for y, g in zip(ys, glob) if g], "o", ms=6,
                     color=colour)
+        errors = [float(r.get("test_error_error") or "nan") for r in pts]
+        if any(math.isfinite(e) and e > 0 for e in errors):
+            axes[1].errorbar(a, test, [e if math.isfinite(e) else 0.0 for e in errors], fmt="none", ecolor=colour,
+                             lw=0.8)
     axes[1].axhline(linear_test_error, color="k", ls="--", lw=1.5, label="linear baseline")
     axes[0].plot([], [], "o", color="0.3", ms=6, label="global minimum")
     how = " (grid)" if marks.get("grid") else ""
@@ -123,7 +153,8 @@ def plot_curves(rows, linear_test_error, marks, stem):
     axes[0].set_ylabel("defining overlap")
     axes[1].set_ylabel("test error")
     m = rows[0] if rows else {}
-    fig.suptitle(f"{m.get('attention')} attention, omega = {m.get('omega')}, sigma = {m.get('sigma')}, "
+    shape = "" if not m.get("tokens") else f"L = {m.get('tokens')}, r = {m.get('rank')}, t = {m.get('teacher_rank')}, "
+    fig.suptitle(f"{shape}{m.get('attention')} attention, omega = {m.get('omega')}, sigma = {m.get('sigma')}, "
                  f"lam = {m.get('lam')}")
     _one_legend(fig, axes, bottom=0.2)
     return _save(fig, stem)
@@ -225,40 +256,3 @@ def plot_curve_files(paths, stem, default_model=None, labels=None):
             name += "'"
         curves[name] = (rows, linear_baseline(model).test_error)
     return plot_model_comparison(curves, stem)
-
-
-@_talk_size
-def plot_general_curve(rows, stem):
-    """Branches of the general model against alpha, from the rows of
-    :meth:`~numerics.result.FixedPoint.to_row`: the largest singular value of
-    ``theta / sigma^2`` and of ``m``, the eigenvalues of ``q``, and the test error with its stated
-    error (dots: the global minimum). Points that did not converge are not drawn."""
-    sigma2 = float(rows[0]["sigma"]) ** 2 if rows else 1.0
-    colours = {"semantic": "tab:blue", "positional": "tab:orange", "trivial": "tab:gray", "mixed": "tab:purple"}
-    fig, axes = plt.subplots(1, 4, figsize=(20, 6))
-    for branch, colour in colours.items():
-        pts = sorted((r for r in rows if r["branch"] == branch and str(r["converged"]) == "True"),
-                     key=lambda r: float(r["alpha"]))
-        if not pts:
-            continue
-        a = [float(r["alpha"]) for r in pts]
-        glob = [str(r["global_minimum"]) == "True" for r in pts]
-        q_keys = sorted(k for k in pts[0] if k.startswith("q_eigenvalues_") and not k.endswith("_error"))
-        series = [(axes[0], [float(r["theta_singular_values_1"]) / sigma2 for r in pts], "-"),
-                  (axes[1], [float(r["m_singular_values_1"]) for r in pts], "-"),
-                  (axes[3], [float(r["test_error"]) for r in pts], "-")]
-        series += [(axes[2], [float(r[k]) for r in pts], "-" if i == 0 else "--") for i, k in enumerate(q_keys)]
-        for ax, ys, style in series:
-            ax.plot(a, ys, style, color=colour, lw=1, label=branch if style == "-" else None)
-            ax.plot([x for x, g in zip(a, glob) if g], [y for y, g in zip(ys, glob) if g], "o", ms=3, color=colour)
-        axes[3].errorbar(a, [float(r["test_error"]) for r in pts], [float(r["test_error_error"]) for r in pts],
-                         fmt="none", ecolor=colour, lw=0.8)
-    for ax, label in zip(axes, (r"largest singular value of $\theta/\sigma^2$", "largest singular value of $m$",
-                                r"eigenvalues of $q$ (dashed: smaller)", "test error")):
-        ax.set_xlabel(r"$\alpha$")
-        ax.set_ylabel(label)
-    m = rows[0] if rows else {}
-    fig.suptitle(f"L={m.get('tokens')}, r={m.get('rank')}, t={m.get('teacher_rank')}, omega={m.get('omega')}, "
-                 f"sigma={m.get('sigma')}, lam={m.get('lam')} (dots: global minimum)")
-    _one_legend(fig, axes, bottom=0.14, ncol=4)
-    return _save(fig, stem)

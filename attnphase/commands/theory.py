@@ -252,16 +252,12 @@ def _marked(curves) -> list:
     return mark_global_minima([p for c in curves.values() for p in c.points])
 
 
-def _curve_figures(args, spec, points, rows, spinodals, compare) -> list:
-    """``curve --figure``: the line quadrature's overlaps against alpha with the thresholds read off
-    the grid (beside ``--compare`` files if given), or the gauge invariants of matrix overlaps."""
+def _curve_figures(args, spec, rows, spinodals, compare) -> list:
+    """``curve --figure``: each branch's defining overlap and test error against alpha with the
+    thresholds read off the grid (beside ``--compare`` files if given, the line quadrature's)."""
     stem = os.path.splitext(args.out)[0]
     if not rows:
         return []
-    if not all(p.scalar for p in points):
-        from attnphase.figures import plot_general_curve
-
-        return plot_general_curve(rows, stem)
     if compare:
         from attnphase.figures import plot_curve_files
 
@@ -307,7 +303,7 @@ def cmd_curve(args) -> int:
     write_rows(args.out, rows)
     spin = [s for c in curves.values() for s in c.spinodals]
     notes = [c.note for c in curves.values() if c.note]
-    figures = _curve_figures(args, spec, points, rows, spin, compare) if args.figure else []
+    figures = _curve_figures(args, spec, rows, spin, compare) if args.figure else []
     if args.json:
         print_json({"csv": args.out, "rows": len(rows), "spinodals": spin, "notes": notes, "figures": figures})
     else:
@@ -501,7 +497,7 @@ def cmd_run(args) -> int:
             error = f"thresholds: {exc}"
         summary.update(_run_summary(th, error, baseline, curves) if pair else
                        {k: v for k, v in (th.to_dict() if th else {}).items() if k not in ("scan", "model")})
-        summary["figures"] = _run_figures(points, rows, baseline, summary, args.out)
+        summary["figures"] = _run_figures(rows, baseline, summary, args.out)
         summary["wall_time"] = time.perf_counter() - t0
         if error:
             summary.update(status="incomplete", error=error)
@@ -531,16 +527,11 @@ def _run_summary(th, error, baseline, curves) -> dict:
             "thresholds": th_dict}
 
 
-def _run_figures(points, rows, baseline, summary, out) -> list:
-    """``run``'s figure: the line quadrature's overlaps with the thresholds, or the invariants."""
-    stem = os.path.join(out, "branches")
-    if all(p.scalar for p in points):
-        from attnphase.figures import plot_curves
+def _run_figures(rows, baseline, summary, out) -> list:
+    """``run``'s figure: each branch's defining overlap and test error, with the thresholds."""
+    from attnphase.figures import plot_curves
 
-        return plot_curves(rows, baseline.test_error, summary, stem)
-    from attnphase.figures import plot_general_curve
-
-    return plot_general_curve(rows, stem) if rows else []
+    return plot_curves(rows, baseline.test_error, summary, os.path.join(out, "branches")) if rows else []
 
 
 def _spinodal_line(sp: dict) -> str:
