@@ -30,3 +30,17 @@ def test_example_runs_in_its_quick_mode(script):
     assert proc.returncode == 0, proc.stderr[-2000:]
     for line in EXPECTED[script]:
         assert line in proc.stdout, (line, proc.stdout)
+
+
+def test_the_readme_python_block_runs_and_prints_what_the_readme_says():
+    """The README's Python block, run as written: it exits 0 and prints the fixed point the text
+    below it quotes."""
+    text = (ROOT / "README.md").read_text()
+    blocks = text.split("```python\n")[1:]
+    assert blocks, "the README has no Python block"
+    for block in blocks:
+        code = block.split("```", 1)[0]
+        proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "q = 0.114817, m = 0, V = 12.6684, theta = 0.158159" in proc.stdout
+    assert "q = 0.114817, m = 0, V = 12.6684, theta = 0.158159" in text
