@@ -19,14 +19,14 @@ own path reads the same in both.
 
 A change may alter an output on purpose; each such alteration is listed in
 :data:`EXPECTED_CHANGES` (file, what changed, why), applied to the *before* side, and
-everything else is still compared exactly. Today's list: the model's CSV columns are
-those of ``ModelSpec.to_columns`` (``A11..A22`` for ``a11..a22``, and the structure
-``tokens, rank, teacher_rank, rho, P11, P21`` in the curve CSVs; ``P11, P21`` for the
-JSON ``positions`` cell of the sweep rows), a sweep row where a branch does not exist
-holds the whole model and the precision (``sigma``, ``lam``, ``attention``, ``teacher``,
-``regulariser`` and ``precision`` were empty there), and the sweep's settings hash
-covers the task function's module, which moved from ``numerics.phase`` to
-``attnphase.sweeps.tasks``.
+everything else is still compared exactly. Today's list (before: the code before the one
+thresholds record): the thresholds record of every model lists every change of the global
+branch, so ``thresholds --json`` and ``run``'s ``summary.json`` gain ``transitions``,
+``global_minimum``, ``scan`` and ``notes``, and a sweep's ``thresholds.csv`` gains the first
+change's ``alpha_c_below``, ``alpha_c_above``, ``alpha_c_kind`` and the JSON cells ``transitions``,
+``global_minimum`` with ``threshold_notes`` (new keys: their values are shown, not compared, as
+the old side has none); ``run`` prints each threshold on its own line with the value to its
+error's second digit (its numbers are compared in ``summary.json``, at full precision).
 """
 from __future__ import annotations
 
@@ -73,11 +73,9 @@ def produce(out: pathlib.Path, python: str, tree: str) -> None:
         print(f"{name}: exit {proc.returncode} in {time.perf_counter() - t0:.1f} s", flush=True)
 
 
-#: the model columns ``ModelSpec.to_columns`` adds to a curve row of the default model
-#: (two tokens, ranks one, ``P = [[1], [-1]]``, ``rho = sigma^2 = 0.25``), as CSV text
-_DEFAULT_STRUCTURE = {"tokens": "2", "rank": "1", "teacher_rank": "1", "rho": "0.25", "P11": "1.0", "P21": "-1.0"}
-_LOWER_A = {"a11": "A11", "a12": "A12", "a21": "A21", "a22": "A22"}
-_POSITIONS = {"positions": ("[[1.0], [-1.0]]", {"P11": "1.0", "P21": "-1.0"})}
+#: the lines of a text output that a change reformats (their numbers are compared elsewhere)
+_THRESHOLD_LINES = ("alpha_c =", "alpha_l =", "alpha_l:")
+_NEW_THRESHOLD_KEYS = ("transitions", "global_minimum", "scan", "notes")
 
 #: file -> the alterations of its rows (CSV) or entries (JSON) that are expected:
 #: ``rename`` {old: new} (same value), ``add`` {column: value}, ``drop`` {column: the
@@ -85,27 +83,27 @@ _POSITIONS = {"positions": ("[[1.0], [-1.0]]", {"P11": "1.0", "P21": "-1.0"})}
 #: ``fill`` (a condition {column: value} and {column: value}: where the condition
 #: holds, the columns, empty before, have these values after), ``split`` {column: (old value,
 #: {new column: value})}, ``changed`` (keys, or dotted JSON paths, present on both
-#: sides whose values may differ), ``value`` {dotted path: the value it must have after}.
+#: sides whose values may differ), ``value`` {dotted path: the value it must have after},
+#: ``new`` (keys, dotted JSON paths or columns absent before: taken from after, and printed),
+#: ``reformatted`` (prefixes of text lines dropped on both sides).
 EXPECTED_CHANGES = {
-    # FixedPoint.to_row writes the model through ModelSpec.to_columns
-    "curve.csv": {"rename": _LOWER_A, "add": _DEFAULT_STRUCTURE},
-    "run/curve.csv": {"rename": _LOWER_A, "add": _DEFAULT_STRUCTURE},
-    # the sweep rows held the model twice (to_row's a11.. and the sweep's A11..); positions
-    # was a JSON cell; the settings hash covers the task's module (now attnphase.sweeps.tasks)
-    "pd/theory.csv": {"drop": {"a11": "A11", "a12": "A12", "a21": "A21", "a22": "A22"}, "split": _POSITIONS,
-                      "fill": ({"exists": "False"}, {"sigma": "0.5", "lam": "0.01", "attention": "softmax",
-                                                     "teacher": "softmax", "regulariser": "ridge",
-                                                     "precision": "fast"}),
-                      "changed": ("settings_hash",)},
-    "pd/thresholds.csv": {"split": _POSITIONS, "changed": ("settings_hash",)},
-    "pd/manifest.json": {"changed": ("sections.theory.hash", "sections.theory.settings.task"),
-                         "value": {"sections.theory.settings.task": "attnphase.sweeps.tasks.theory_task"}},
+    "thresholds.stdout": {"new": _NEW_THRESHOLD_KEYS},
+    "run/summary.json": {"new": tuple(f"thresholds.{k}" for k in _NEW_THRESHOLD_KEYS)},
+    "pd/thresholds.csv": {"new": ("alpha_c_below", "alpha_c_above", "alpha_c_kind", "transitions",
+                                  "global_minimum", "threshold_notes")},
+    "run.stdout": {"reformatted": _THRESHOLD_LINES},
 }
 
 
 def _expected_row(before: dict, after: dict, change: dict, where: str) -> dict:
     """``before`` with the expected alterations applied (``after`` supplies what may differ)."""
     row = dict(before)
+    for column in change.get("new", ()):
+        if column in row:
+            raise ValueError(f"{where}: {column} was there before")
+        if column in after:
+            row[column] = after[column]
+            print(f"  new in {where}: {column} = {after[column]!r}"[:300])
     for old, new in change.get("rename", {}).items():
         row[new] = row.pop(old)
     row.update(change.get("add", {}))
@@ -142,10 +140,21 @@ def _expected(rel: str, before, after):
     change = EXPECTED_CHANGES.get(str(rel))
     if change is None:
         return before
+    if "reformatted" in change:
+        keep = [line for line in after if not line.startswith(change["reformatted"])]
+        after[:] = keep
+        return [line for line in before if not line.startswith(change["reformatted"])]
     if isinstance(before, list) and isinstance(after, list):
         return [_expected_row(b, a, change, f"{rel} row {i}") if isinstance(b, dict) and isinstance(a, dict) else b
                 for i, (b, a) in enumerate(zip(before, after))] + before[len(after):]
     before = json.loads(json.dumps(before))
+    for dotted in change.get("new", ()):
+        b_parent, key = _path(before, dotted)
+        a_parent, _ = _path(after, dotted)
+        if key in b_parent:
+            raise ValueError(f"{rel}: {dotted} was there before")
+        b_parent[key] = a_parent[key]
+        print(f"  new in {rel}: {dotted} = {a_parent[key]!r}"[:300])
     for dotted in change.get("changed", ()):
         b_parent, key = _path(before, dotted)
         a_parent, _ = _path(after, dotted)
