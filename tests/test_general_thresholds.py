@@ -194,3 +194,23 @@ def test_the_mixed_branch_is_born_where_the_old_extrapolation_put_it():
     d_error = [p.error["theta_singular_values_1"] / spec.sigma**2 for p in points]
     onset, onset_error, _ = pitchfork_onset(alphas, d, d_error)
     assert abs(birth - onset) < 3 * math.hypot(birth_error, onset_error)
+
+
+def test_no_branch_on_the_scan_is_an_absence_and_no_converged_point_a_solver_failure():
+    """A scan on which every solve fell onto a smaller branch holds no point: no threshold, for a
+    reason of the model (ThresholdError). A scan whose points exist but none converged is a failure
+    of the solver (ThresholdLocationError, a SolverError), never reported as an absence."""
+    import dataclasses
+
+    from numerics.solver.iteration import SolverError
+    from numerics.thresholds.record import ThresholdError, ThresholdLocationError
+    from tests.fakes import FakeGeneralTheoryAPI
+
+    spec = ModelSpec(tokens=3)
+    with pytest.raises(ThresholdError, match="no branch of semantic was found on the scan"):
+        scan_thresholds(spec, [1.0, 2.0], "draft", "qmc", ("semantic",), scan=[])
+    stuck = [dataclasses.replace(FakeGeneralTheoryAPI().general_point(spec, a, "semantic", "draft"), converged=False,
+                                 status="max_iterations") for a in (1.0, 2.0)]
+    with pytest.raises(ThresholdLocationError, match="no branch of semantic converged on the scan") as caught:
+        scan_thresholds(spec, [1.0, 2.0], "draft", "qmc", ("semantic",), scan=stuck)
+    assert isinstance(caught.value, SolverError) and not isinstance(caught.value, ThresholdError)
