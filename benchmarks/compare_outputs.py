@@ -25,7 +25,8 @@ branch, so ``thresholds --json`` and ``run``'s ``summary.json`` gain ``transitio
 ``global_minimum``, ``scan`` and ``notes``, and a sweep's ``thresholds.csv`` gains the first
 change's ``alpha_c_below``, ``alpha_c_above``, ``alpha_c_kind`` and the JSON cells ``transitions``,
 ``global_minimum`` with ``threshold_notes`` (new keys: their values are shown, not compared, as
-the old side has none); ``run`` prints each threshold on its own line with the value to its
+the old side has none), and a diagram's ``theory_points.csv``, now derived for every model by one
+function, gains the global minimum's ``global_train_loss``; ``run`` prints each threshold on its own line with the value to its
 error's second digit (its numbers are compared in ``summary.json``, at full precision).
 """
 from __future__ import annotations
@@ -92,6 +93,7 @@ EXPECTED_CHANGES = {
     "pd/thresholds.csv": {"new": ("alpha_c_below", "alpha_c_above", "alpha_c_kind", "transitions",
                                   "global_minimum", "threshold_notes")},
     "run.stdout": {"reformatted": _THRESHOLD_LINES},
+    "pd/theory_points.csv": {"new": ("global_train_loss",)},
 }
 
 

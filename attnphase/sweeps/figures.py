@@ -102,30 +102,17 @@ def _combine(omega, alpha, source, tl_sem, tl_pos, err_sem, err_pos, te, lin, te
             "linear_test_error": lin, "test_error_diff": gte - lin, "test_error_diff_error": gerr + lin_err}
 
 
-def _general_rows(rows: list) -> bool:
-    """Whether theory rows are of a diagram of every branch (the model of their columns is one whose
-    two competing branches the line quadrature does not solve, as
-    :attr:`attnphase.sweeps.config.SweepConfig.general`); rows without the model's columns are the
-    paper's model's."""
-    from derivations.spec import ModelSpec
-
-    from .config import every_branch
-
-    try:
-        spec = ModelSpec.from_columns(rows[0])
-    except (KeyError, ValueError):
-        return False
-    return every_branch(spec)
-
-
 def _usable(r: Optional[dict]) -> bool:
     return r is not None and is_true(r.get("exists", "True")) and is_true(r.get("converged", "True"))
 
 
-def general_theory_points(rows: list) -> list:
-    """The points of a general model's ``theory.csv``: at each ``(omega, alpha)`` the global branch
-    (lowest training loss among the existing, converged branches) and its test error minus the
-    linear baseline."""
+def theory_points(rows: list) -> list:
+    """The points of a diagram's ``theory.csv``, for every model: at each ``(omega, alpha)`` the
+    global branch (lowest training loss among the existing, converged branches; of two equal ones
+    the first in the order of the branches), its training loss and its test error minus the linear
+    baseline (with their errors), and each branch's training loss (``train_loss_<branch>``); where the
+    branches are the paper's two competing ones, also their difference ``train_loss_diff``
+    (positional - semantic) with its error, which the first map then shows."""
     from numerics.fixed_points.subspaces import GENERAL_BRANCHES
 
     groups = defaultdict(dict)
@@ -133,20 +120,29 @@ def general_theory_points(rows: list) -> list:
         groups[(number(r["omega"]), number(r["alpha"]))][r["branch"]] = r
     present = {r["branch"] for r in rows}
     branches = [b for b in GENERAL_BRANCHES if b in present] + sorted(present - set(GENERAL_BRANCHES))
-    missing = sum(b not in by for by in groups.values() for b in branches)
-    if missing:
-        log.warning("%d of the %d (omega, alpha, branch) rows of the grid are missing", missing,
-                    len(groups) * len(branches))
+    pair = set(branches) == set(COMPETING_BRANCHES)
+    omegas, alphas = {w for w, _ in groups}, {a for _, a in groups}
+    missing = sum(b not in groups.get((w, a), {}) for w in omegas for a in alphas for b in branches)
+    if missing:  # a sweep writes every grid point of every branch, existing or not
+        log.warning("%d of the %d (omega, alpha, branch) rows of the grid are missing; their points are drawn grey",
+                    missing, len(omegas) * len(alphas) * len(branches))
     const = _constant_columns(rows, skip=("task", "omega", "alpha", "branch"))
     keep = {k: v for k, v in const.items() if _is_model_column(k) or k in _CONTEXT_THEORY}
     out = []
     for (w, a), by in sorted(groups.items()):
-        # in the order of the branches: of two equal training losses the first branch is global
-        losses = {b: number(by[b].get("train_loss")) for b in branches if _usable(by.get(b))}
+        usable = {b: by[b] for b in branches if _usable(by.get(b))}
+        losses = {b: number(r.get("train_loss")) for b, r in usable.items()}
         losses = {b: v for b, v in losses.items() if math.isfinite(v)}
         lin_row = next(iter(by.values()))
         lin, lin_err = number(lin_row.get("linear_test_error")), _zero_nan(number(lin_row.get("linear_test_error_error")))
         p = {"omega": w, "alpha": a, "source": "theory"}
+        p.update({f"train_loss_{b}": losses.get(b, math.nan) for b in branches})
+        if pair:
+            def loss_error(b):
+                return _zero_nan(number(usable[b].get("train_loss_error"))) if b in usable else 0.0
+
+            p.update(train_loss_diff=p["train_loss_positional"] - p["train_loss_semantic"],
+                     train_loss_diff_error=loss_error("semantic") + loss_error("positional"))
         if losses:
             g = min(losses, key=losses.get)
             gte, gerr = number(by[g].get("test_error")), _zero_nan(number(by[g].get("test_error_error")))
@@ -154,40 +150,6 @@ def general_theory_points(rows: list) -> list:
             g, gte, gerr = "", math.nan, math.nan
         p.update(global_branch=g, global_train_loss=losses.get(g, math.nan), global_test_error=gte,
                  linear_test_error=lin, test_error_diff=gte - lin, test_error_diff_error=gerr + lin_err)
-        p.update({f"train_loss_{b}": losses.get(b, math.nan) for b in branches})
-        p.update(keep)
-        out.append(p)
-    return out
-
-
-def theory_points(rows: list) -> list:
-    if _general_rows(rows):
-        return general_theory_points(rows)
-    groups = defaultdict(dict)
-    for r in rows:
-        groups[(number(r["omega"]), number(r["alpha"]))][r["branch"]] = r
-    omegas, alphas = {w for w, _ in groups}, {a for _, a in groups}
-    missing = sum(b not in groups.get((w, a), {}) for w in omegas for a in alphas for b in COMPETING_BRANCHES)
-    if missing:  # a sweep writes every grid point of both branches, existing or not
-        log.warning("%d of the %d (omega, alpha, branch) rows of the grid are missing; their points are drawn grey",
-                    missing, len(omegas) * len(alphas) * len(COMPETING_BRANCHES))
-    const = _constant_columns(rows, skip=("task", "omega", "alpha", "branch"))
-    keep = {k: v for k, v in const.items() if _is_model_column(k) or k in _CONTEXT_THEORY}
-    out = []
-    for (w, a), by in sorted(groups.items()):
-        def val(b, k):
-            r = by.get(b)
-            if r is None or not is_true(r.get("exists", "True")) or not is_true(r.get("converged", "True")):
-                return math.nan
-            return number(r.get(k))
-
-        lin_row = next(iter(by.values()))
-        p = _combine(w, a, "theory", val("semantic", "train_loss"), val("positional", "train_loss"),
-                     _zero_nan(val("semantic", "train_loss_error")), _zero_nan(val("positional", "train_loss_error")),
-                     {b: val(b, "test_error") for b in COMPETING_BRANCHES},
-                     number(lin_row.get("linear_test_error")),
-                     {b: _zero_nan(val(b, "test_error_error")) for b in COMPETING_BRANCHES},
-                     _zero_nan(number(lin_row.get("linear_test_error_error"))))
         p.update(keep)
         out.append(p)
     return out
@@ -368,8 +330,8 @@ def _title(points: list) -> str:
 
 
 def _is_general_points(points: list) -> bool:
-    """Points of the general model (:func:`general_theory_points`): a global branch among several,
-    no two-branch training-loss difference."""
+    """Points of a diagram of more than the paper's two branches (:func:`theory_points`): a global
+    branch among several, no two-branch training-loss difference."""
     return "train_loss_diff" not in points[0]
 
 
