@@ -41,8 +41,9 @@ import subprocess
 import sys
 import time
 
+#: (``row_check`` is a checksum over the row's cells, its timings among them)
 TIME_KEYS = {"wall_time", "task_wall_time", "train_time", "step_time", "compute_wall_time", "created",
-             "run_started", "figures", "environment", "out", "curve_csv", "csv"}
+             "run_started", "figures", "environment", "out", "curve_csv", "csv", "row_check"}
 
 
 def commands(out: pathlib.Path) -> dict:
