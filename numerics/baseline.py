@@ -20,90 +20,68 @@ from numpy.polynomial.hermite_e import hermegauss
 
 from derivations import ModelSpec
 
-from numerics.model.bound import bind
+from numerics.model.general import bind_general
 
 
 @dataclasses.dataclass(frozen=True)
 class Baseline:
     test_error: float
-    error: float          # |value(n) - value(n + 16)|, the float64 rule's error estimate
+    error: float          # the change to the coarser rule (tensor) or the scramblings' standard error (Sobol)
     B: tuple              # B* = E[T], row-major
-
-
-def teacher_moments(spec: ModelSpec, n: int):
-    """``(E[T], E|T|_F^2)`` over ``h* ~ N(0, rho I_2)`` by an ``n x n`` Gauss-Hermite rule
-    (``E[T]`` row-major)."""
-    model = bind(spec)
-    x, w = hermegauss(n)
-    w = w / np.sqrt(2 * np.pi)
-    e1, e2 = (a.ravel() for a in np.meshgrid(x, x, indexing="ij"))
-    weight = np.outer(w, w).ravel()
-    s = np.sqrt(spec.rho)
-    T = np.array(model.teacher(s * e1, s * e2))  # (4, nodes)
-    B = T @ weight
-    ET2 = float(np.dot((T**2).sum(axis=0), weight))
-    return B, ET2
 
 
 #: the largest ``L t`` integrated by a tensor Gauss-Hermite rule (rules of RULES_BY_DIMENSION)
 MAX_TENSOR_DIMENSION = 3
+#: the two tensor rules per dimension: the value is the finer one's, the error their difference
 RULES_BY_DIMENSION = {1: (48, 64), 2: (48, 64), 3: (32, 40)}
 #: scrambled Sobol points (log2) and scramblings above it
 QMC_LOG2_POINTS, QMC_SCRAMBLES = 16, 8
 
 
-def _general_moments(spec: ModelSpec, hs: np.ndarray, weight: np.ndarray):
-    """``(E[T], E|T|_F^2)`` from the general model's teacher at nodes ``hs`` (``(N, L t)``)."""
-    from numerics.model.general import bind_general
-
+def _moments(spec: ModelSpec, hs: np.ndarray, weight: np.ndarray):
+    """``(E[T], E|T|_F^2)`` from the model's teacher at nodes ``hs`` (``(N, L t)``)."""
     T = bind_general(spec).teacher(hs)
     return T.T @ weight, float(np.dot((T**2).sum(axis=1), weight))
 
 
-def _general_baseline(spec: ModelSpec) -> Baseline:
-    """The baseline of a model of any shape (module docstring)."""
+def teacher_moments(spec: ModelSpec, n: int):
+    """``(E[T], E|T|_F^2)`` over ``h* ~ N(0, rho I_{L t})`` by the ``n``-point Gauss-Hermite rule
+    in each of the ``L t`` directions (``E[T]`` row-major)."""
     dim = spec.tokens * spec.teacher_rank
-    s = np.sqrt(spec.rho)
+    x, w = hermegauss(n)
+    w = w / np.sqrt(2 * np.pi)
+    hs = np.sqrt(spec.rho) * np.stack([g.ravel() for g in np.meshgrid(*([x] * dim), indexing="ij")], axis=1)
+    weight = np.prod(np.stack([g.ravel() for g in np.meshgrid(*([w] * dim), indexing="ij")]), axis=0)
+    return _moments(spec, hs, weight)
+
+
+def _test_error(spec: ModelSpec, B: np.ndarray, ET2: float) -> float:
+    return 0.5 * spec.sigma**2 * (ET2 - float(np.dot(B, B)))
+
+
+@functools.lru_cache(maxsize=64)
+def linear_baseline(spec: ModelSpec) -> Baseline:
+    """Float64 linear-baseline test error of a model of any shape, with an error estimate (module
+    docstring): the finer of two tensor rules and their difference up to
+    :data:`MAX_TENSOR_DIMENSION` Gaussian variables, scrambled Sobol points above."""
+    dim = spec.tokens * spec.teacher_rank
     if dim <= MAX_TENSOR_DIMENSION:
-        values = []
-        for n in RULES_BY_DIMENSION[dim]:
-            x, w = hermegauss(n)
-            w = w / np.sqrt(2 * np.pi)
-            grids = np.meshgrid(*([x] * dim), indexing="ij")
-            hs = s * np.stack([g.ravel() for g in grids], axis=1)
-            weight = np.prod(np.stack([g.ravel() for g in np.meshgrid(*([w] * dim), indexing="ij")]), axis=0)
-            B, ET2 = _general_moments(spec, hs, weight)
-            values.append((0.5 * spec.sigma**2 * (ET2 - float(np.dot(B, B))), B))
-        (v, _), (v2, B) = values
-        return Baseline(test_error=v2, error=abs(v2 - v), B=tuple(float(b) for b in B))
+        coarse, fine = (teacher_moments(spec, n) for n in RULES_BY_DIMENSION[dim])
+        value = _test_error(spec, *fine)
+        return Baseline(test_error=value, error=abs(value - _test_error(spec, *coarse)),
+                        B=tuple(float(b) for b in fine[0]))
     from scipy.stats import norm, qmc
 
     estimates, Bs = [], []
     for seed in range(QMC_SCRAMBLES):
         u = qmc.Sobol(dim, scramble=True, seed=seed).random_base2(QMC_LOG2_POINTS)
-        hs = s * norm.ppf(u)
-        weight = np.full(len(hs), 1.0 / len(hs))
-        B, ET2 = _general_moments(spec, hs, weight)
+        B, ET2 = _moments(spec, np.sqrt(spec.rho) * norm.ppf(u), np.full(len(u), 1.0 / len(u)))
         Bs.append(B)
-        estimates.append(0.5 * spec.sigma**2 * (ET2 - float(np.dot(B, B))))
+        estimates.append(_test_error(spec, B, ET2))
     # |B|^2 of one scrambling's mean is biased by its variance; the spread over scramblings bounds it
     value = float(np.mean(estimates))
     error = float(np.std(estimates, ddof=1) / np.sqrt(len(estimates)))
     return Baseline(test_error=value, error=error, B=tuple(float(b) for b in np.mean(Bs, axis=0)))
-
-
-@functools.lru_cache(maxsize=64)
-def linear_baseline(spec: ModelSpec, n: int = 48) -> Baseline:
-    """Float64 linear-baseline test error with an error estimate from a finer rule (any shape:
-    :func:`_general_baseline` for all but the two-token rank-one model)."""
-    if not spec.is_two_token_rank_one:
-        return _general_baseline(spec)
-    values = []
-    for k in (n, n + 16):
-        B, ET2 = teacher_moments(spec, k)
-        values.append((0.5 * spec.sigma**2 * (ET2 - float(np.dot(B, B))), B))
-    (v, B), (v2, _) = values
-    return Baseline(test_error=v2, error=abs(v2 - v), B=tuple(float(b) for b in B))
 
 
 def linear_baseline_mp(spec: ModelSpec, dps: int = 30, n_start: int = 60, n_step: int = 40, n_max: int = 400):

@@ -19,8 +19,7 @@ from tidyio import read_rows, write_rows
 
 
 def test_a_rank_two_student_has_the_baseline_of_its_teacher():
-    # the baseline depends on the teacher only: the general rule at (2, 2, 1) equals the
-    # two-token rule of the default model
+    # the baseline depends on the teacher only: a rank-2 student has the default model's
     default, rank2 = linear_baseline(ModelSpec()), linear_baseline(ModelSpec(rank=2))
     assert rank2.test_error == pytest.approx(default.test_error, rel=1e-12)
     assert rank2.B == pytest.approx(default.B, rel=1e-12)

@@ -38,9 +38,17 @@ class GeneralModel:
         self.n_h = L * r
         self.n_hs = L * t
         self.triu = np.triu_indices(self.n_h)
-        self.moment_names = self.gm.moment_names
-        self.conjugate_names = self.gm.conjugate_names
         self.positions = np.array(spec.positions, dtype=float)
+
+    # the names are read from the derivation, which imports SymPy: only where they are asked
+    # (the integrator), not where a teacher is evaluated (the linear baseline)
+    @functools.cached_property
+    def moment_names(self) -> Tuple[str, ...]:
+        return self.gm.moment_names
+
+    @functools.cached_property
+    def conjugate_names(self) -> Tuple[str, ...]:
+        return self.gm.conjugate_names
 
     # ------------------------------------------------------------------ packing
     def pack(self, name: str, matrix) -> Tuple[float, ...]:
