@@ -27,7 +27,8 @@ change's ``alpha_c_below``, ``alpha_c_above``, ``alpha_c_kind`` and the JSON cel
 ``global_minimum`` with ``threshold_notes`` (new keys: their values are shown, not compared, as
 the old side has none), and a diagram's ``theory_points.csv``, now derived for every model by one
 function, gains the global minimum's ``global_train_loss``; ``run`` prints each threshold on its own line with the value to its
-error's second digit (its numbers are compared in ``summary.json``, at full precision).
+error's second digit (its numbers are compared in ``summary.json``, at full precision), and
+``summary.json``, one shape for every model, names the ``branches`` it followed.
 """
 from __future__ import annotations
 
@@ -90,7 +91,7 @@ _NEW_THRESHOLD_KEYS = ("transitions", "global_minimum", "scan", "notes")
 #: ``reformatted`` (prefixes of text lines dropped on both sides).
 EXPECTED_CHANGES = {
     "thresholds.stdout": {"new": _NEW_THRESHOLD_KEYS},
-    "run/summary.json": {"new": tuple(f"thresholds.{k}" for k in _NEW_THRESHOLD_KEYS)},
+    "run/summary.json": {"new": ("branches",) + tuple(f"thresholds.{k}" for k in _NEW_THRESHOLD_KEYS)},
     "pd/thresholds.csv": {"new": ("alpha_c_below", "alpha_c_above", "alpha_c_kind", "transitions",
                                   "global_minimum", "threshold_notes")},
     "run.stdout": {"reformatted": _THRESHOLD_LINES},

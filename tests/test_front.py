@@ -117,7 +117,10 @@ def test_run_and_thresholds_of_a_general_model_take_the_same_path(monkeypatch, t
     assert main(["run", "--tokens", "3", "--alphas", "0.5:2.5:5", "--out", str(tmp_path), "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["branches"] == ["semantic", "positional", "trivial"] and summary["status"] == "complete"
-    assert [(t["below"], t["above"]) for t in summary["transitions"]] == [("positional", "semantic")]
+    # the summary's shape is the default model's: the thresholds on top, their whole record nested
+    assert {"alpha_c", "alpha_c_error", "alpha_l", "alpha_l_error", "linear_test_error", "spinodals",
+            "thresholds"} <= set(summary)
+    assert [(t["below"], t["above"]) for t in summary["thresholds"]["transitions"]] == [("positional", "semantic")]
     rows = read_rows(tmp_path / "curve.csv")
     assert {r["integrator"] for r in rows} == {"qmc"} and (tmp_path / "branches.png").exists()
     assert main(["thresholds", "--tokens", "3", "--alphas", "0.5:2.5:5", "--json"]) == 0

@@ -97,7 +97,7 @@ def test_run_of_the_general_path_writes_curve_thresholds_and_figure(tmp_path, ca
     summary = json.loads(capsys.readouterr().out)
     assert code == 0, summary.get("error")
     assert summary["status"] == "complete"
-    assert [(t["below"], t["above"]) for t in summary["transitions"]] == [("positional", "semantic")]
+    assert [(t["below"], t["above"]) for t in summary["thresholds"]["transitions"]] == [("positional", "semantic")]
     assert 1.0 < summary["alpha_c"] < 1.5 and summary["alpha_c_error"] > 0
     assert (out / "curve.csv").exists() and all(Path(f).exists() for f in summary["figures"])
 

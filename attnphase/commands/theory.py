@@ -471,10 +471,8 @@ def cmd_run(args) -> int:
         _check_branches(spec, args, names)
     t0 = time.perf_counter()
     csv_path = os.path.join(args.out, "curve.csv")
-    summary = {"model": spec.to_dict(), "curve_csv": csv_path, "curve_precision": "draft",
+    summary = {"model": spec.to_dict(), "branches": list(names), "curve_csv": csv_path, "curve_precision": "draft",
                "threshold_precision": args.precision}
-    if not pair:
-        summary["branches"] = list(names)
     # summary.json says "incomplete" from the start until every file is written (a crash, a
     # failure or Ctrl-C leaves it so, with the error)
     with folder_summary(os.path.join(args.out, "summary.json"), summary):
@@ -495,8 +493,7 @@ def cmd_run(args) -> int:
             error = _threshold_failure(th, alphas)
         except (ThresholdError, ThresholdLocationError) as exc:
             error = f"thresholds: {exc}"
-        summary.update(_run_summary(th, error, baseline, curves) if pair else
-                       {k: v for k, v in (th.to_dict() if th else {}).items() if k not in ("scan", "model")})
+        summary.update(_run_summary(th, error, baseline, curves))
         summary["figures"] = _run_figures(rows, baseline, summary, args.out)
         summary["wall_time"] = time.perf_counter() - t0
         if error:
@@ -514,7 +511,7 @@ def cmd_run(args) -> int:
 
 
 def _run_summary(th, error, baseline, curves) -> dict:
-    """``run``'s summary of the paper's two branches: ``alpha_c``, ``alpha_l`` (``None`` where not
+    """``run``'s summary, the same for every model: ``alpha_c``, ``alpha_l`` (``None`` where not
     found), the baseline, the spinodals and the thresholds' own record."""
     if th is None:
         th_dict = {"error": error.split(": ", 1)[-1]}
