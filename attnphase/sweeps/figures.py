@@ -87,19 +87,22 @@ def _constant_columns(rows: list, skip: Sequence[str]) -> dict:
     return out
 
 
-def _combine(omega, alpha, source, tl_sem, tl_pos, err_sem, err_pos, te, lin, te_err, lin_err) -> dict:
-    """One derived point from per-branch values (NaN for a missing branch)."""
-    avail = {b: (tl, te[b], te_err[b]) for b, tl in (("semantic", tl_sem), ("positional", tl_pos))
-             if math.isfinite(tl)}
-    if avail:
-        g = min(avail, key=lambda b: avail[b][0])
-        gte, gerr = avail[g][1], avail[g][2]
-    else:
-        g, gte, gerr = "", math.nan, math.nan
-    return {"omega": omega, "alpha": alpha, "source": source, "train_loss_semantic": tl_sem,
-            "train_loss_positional": tl_pos, "train_loss_diff": tl_pos - tl_sem,
-            "train_loss_diff_error": err_sem + err_pos, "global_branch": g, "global_test_error": gte,
-            "linear_test_error": lin, "test_error_diff": gte - lin, "test_error_diff_error": gerr + lin_err}
+def _point(omega, alpha, source: str, branches: Sequence[str], values: dict, lin: float, lin_err: float) -> dict:
+    """One derived point from the values of each usable branch (or start), ``{branch: (train_loss,
+    train_loss_error, test_error, test_error_error)}`` with finite training losses: each branch's
+    training loss (NaN where it has none), the paper's pair's difference where ``branches`` are those
+    two, and the global one (lowest training loss; of two equal ones the first in ``branches``)
+    with its test error minus the linear baseline."""
+    p = {"omega": omega, "alpha": alpha, "source": source}
+    p.update({f"train_loss_{b}": values[b][0] if b in values else math.nan for b in branches})
+    if set(branches) == set(COMPETING_BRANCHES):
+        p.update(train_loss_diff=p["train_loss_positional"] - p["train_loss_semantic"],
+                 train_loss_diff_error=sum(_zero_nan(values[b][1]) for b in COMPETING_BRANCHES if b in values))
+    g = min((b for b in branches if b in values), key=lambda b: values[b][0], default="")
+    _, _, gte, gerr = values.get(g, (math.nan, 0.0, math.nan, math.nan))
+    p.update(global_branch=g, global_train_loss=values[g][0] if g else math.nan, global_test_error=gte,
+             linear_test_error=lin, test_error_diff=gte - lin, test_error_diff_error=_zero_nan(gerr) + lin_err)
+    return p
 
 
 def _usable(r: Optional[dict]) -> bool:
@@ -120,7 +123,6 @@ def theory_points(rows: list) -> list:
         groups[(number(r["omega"]), number(r["alpha"]))][r["branch"]] = r
     present = {r["branch"] for r in rows}
     branches = [b for b in GENERAL_BRANCHES if b in present] + sorted(present - set(GENERAL_BRANCHES))
-    pair = set(branches) == set(COMPETING_BRANCHES)
     omegas, alphas = {w for w, _ in groups}, {a for _, a in groups}
     missing = sum(b not in groups.get((w, a), {}) for w in omegas for a in alphas for b in branches)
     if missing:  # a sweep writes every grid point of every branch, existing or not
@@ -130,28 +132,12 @@ def theory_points(rows: list) -> list:
     keep = {k: v for k, v in const.items() if _is_model_column(k) or k in _CONTEXT_THEORY}
     out = []
     for (w, a), by in sorted(groups.items()):
-        usable = {b: by[b] for b in branches if _usable(by.get(b))}
-        losses = {b: number(r.get("train_loss")) for b, r in usable.items()}
-        losses = {b: v for b, v in losses.items() if math.isfinite(v)}
+        values = {b: tuple(number(r.get(k)) for k in ("train_loss", "train_loss_error", "test_error", "test_error_error"))
+                  for b, r in by.items() if b in branches and _usable(r)}
+        values = {b: v for b, v in values.items() if math.isfinite(v[0])}
         lin_row = next(iter(by.values()))
         lin, lin_err = number(lin_row.get("linear_test_error")), _zero_nan(number(lin_row.get("linear_test_error_error")))
-        p = {"omega": w, "alpha": a, "source": "theory"}
-        p.update({f"train_loss_{b}": losses.get(b, math.nan) for b in branches})
-        if pair:
-            def loss_error(b):
-                return _zero_nan(number(usable[b].get("train_loss_error"))) if b in usable else 0.0
-
-            p.update(train_loss_diff=p["train_loss_positional"] - p["train_loss_semantic"],
-                     train_loss_diff_error=loss_error("semantic") + loss_error("positional"))
-        if losses:
-            g = min(losses, key=losses.get)
-            gte, gerr = number(by[g].get("test_error")), _zero_nan(number(by[g].get("test_error_error")))
-        else:
-            g, gte, gerr = "", math.nan, math.nan
-        p.update(global_branch=g, global_train_loss=losses.get(g, math.nan), global_test_error=gte,
-                 linear_test_error=lin, test_error_diff=gte - lin, test_error_diff_error=gerr + lin_err)
-        p.update(keep)
-        out.append(p)
+        out.append({**_point(w, a, "theory", branches, values, lin, lin_err), **keep})
     return out
 
 
@@ -172,33 +158,39 @@ def _zero_nan(x: float) -> float:
 
 
 def simulation_points(rows: list) -> list:
+    """The points of a diagram's ``simulation.csv``, as :func:`theory_points` with each start
+    started on a branch (``init``) in place of the branch: its runs' mean training loss and test
+    error with their standard errors, the global start the one of lowest mean training loss, the
+    baseline the runs' own. Runs from other starts (``random``) are left out: they are on no
+    known branch."""
+    from numerics.fixed_points.subspaces import GENERAL_BRANCHES
+
     groups = defaultdict(lambda: defaultdict(list))
     for r in rows:
         groups[(number(r["omega"]), number(r["alpha"]))][r["init"]].append(r)
+    present = {r["init"] for r in rows}
+    inits = [b for b in GENERAL_BRANCHES if b in present]
     const = _constant_columns(rows, skip=("task", "omega", "alpha", "init", "run_index"))
     keep = {k: v for k, v in const.items() if _is_model_column(k) or k in _CONTEXT_SIM}
     out = []
     for (w, a), by in sorted(groups.items()):
-        def stat(b, k):
-            vals = np.array([number(r.get(k)) for r in by.get(b, [])], dtype=float)
-            vals = vals[np.isfinite(vals)]
-            if vals.size == 0:
-                return math.nan, math.nan
-            sem = float(vals.std(ddof=1) / math.sqrt(vals.size)) if vals.size > 1 else 0.0
-            return float(vals.mean()), sem
-
-        lin_vals = np.array([number(r.get("linear_test_error")) for b in by for r in by[b]], dtype=float)
-        lin_vals = lin_vals[np.isfinite(lin_vals)]
-        lin = float(lin_vals.mean()) if lin_vals.size else math.nan
-        lin_err = float(lin_vals.std(ddof=1) / math.sqrt(lin_vals.size)) if lin_vals.size > 1 else 0.0
-        (ts, es), (tp, ep) = stat("semantic", "train_loss"), stat("positional", "train_loss")
-        te = {b: stat(b, "test_error") for b in COMPETING_BRANCHES}
-        p = _combine(w, a, "simulation", ts, tp, _zero_nan(es), _zero_nan(ep), {b: te[b][0] for b in te},
-                     lin, {b: _zero_nan(te[b][1]) for b in te}, lin_err)
+        values = {b: (*_mean_sem(by[b], "train_loss"), *_mean_sem(by[b], "test_error")) for b in inits if b in by}
+        values = {b: v for b, v in values.items() if math.isfinite(v[0])}
+        lin, lin_err = _mean_sem([r for b in by for r in by[b]], "linear_test_error")
+        p = _point(w, a, "simulation", inits, values, lin, _zero_nan(lin_err))
         p["n_runs"] = sum(len(v) for v in by.values())
-        p.update(keep)
-        out.append(p)
+        out.append({**p, **keep})
     return out
+
+
+def _mean_sem(runs: list, key: str) -> tuple:
+    """Mean and standard error of ``key`` over the runs where it is finite (NaN, NaN if none; error 0
+    for one run)."""
+    vals = np.array([number(r.get(key)) for r in runs], dtype=float)
+    vals = vals[np.isfinite(vals)]
+    if vals.size == 0:
+        return math.nan, math.nan
+    return float(vals.mean()), float(vals.std(ddof=1) / math.sqrt(vals.size)) if vals.size > 1 else 0.0
 
 
 def read_diagram_file(path) -> list:
