@@ -329,8 +329,8 @@ def kill_fake_sweep_when(ready: Callable[[], bool], argv: Sequence[str], env: di
         proc.wait(timeout=30)
 
 
-class FakeGeneralTheory:
-    """A test double of ``numerics.api.solve_general`` for validation: closed-form invariants per
+class FakeInvariantSolve:
+    """A test double of ``numerics.api.solve`` for validation: closed-form invariants per
     branch (a :class:`~numerics.result.FixedPoint`'s ``invariants``, ``test_error``,
     ``train_loss``, ``error``, ``converged``, ``status``), every stated error ``error`` (absolute),
     the branches in ``absent`` raising :class:`numerics.fixed_points.lines.BranchNotFound`. ``calls``

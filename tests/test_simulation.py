@@ -218,13 +218,13 @@ def test_cli_simulate_json():
 def _fake_theory(**values):
     base = dict(q=0.1, m=0.0, V=1.0, theta=0.15, test_error=0.0014, train_loss=0.0036, converged=True)
 
-    def solve_branch(spec, alpha, branch, precision="fast"):
+    def solve(spec, alpha, branch, precision="fast"):
         v = dict(base, **values)
         if branch == "positional":
             v.update(m=0.25, theta=0.0, test_error=0.0035)
         return types.SimpleNamespace(**v)
 
-    return theory_cache.Theory(solve_branch, lambda spec: types.SimpleNamespace(test_error=0.002))
+    return theory_cache.Theory(solve, lambda spec: types.SimpleNamespace(test_error=0.002))
 
 
 def _fake_result(alpha, init, k=5, seed=0):
@@ -308,12 +308,12 @@ def test_crossing_alpha_and_finite_size_fit():
 
 
 def test_theory_crossing_skips_missing_branch():
-    def solve_branch(spec, alpha, branch, precision="fast"):
+    def solve(spec, alpha, branch, precision="fast"):
         if alpha < 0.6:
             raise RuntimeError("below the spinodal")
         return types.SimpleNamespace(test_error=0.003 - 0.001 * alpha, converged=True)
 
-    theory = theory_cache.Theory(solve_branch, lambda spec: types.SimpleNamespace(test_error=0.002))
+    theory = theory_cache.Theory(solve, lambda spec: types.SimpleNamespace(test_error=0.002))
     assert theory_cache.theory_crossing(theory, SPEC, np.linspace(0.5, 2.0, 7)) == pytest.approx(1.0, abs=2e-3)
     assert theory_cache.theory_crossing(theory, SPEC, [0.5, 0.8, 1.4], refine=False) == pytest.approx(1.0)
 
@@ -321,22 +321,22 @@ def test_theory_crossing_skips_missing_branch():
 def test_memoized_theory_solves_each_point_once(tmp_path):
     calls = []
 
-    def solve_branch(spec, alpha, branch, precision="fast"):
+    def solve(spec, alpha, branch, precision="fast"):
         calls.append((alpha, branch))
         if alpha < 0.6:
             raise RuntimeError("below the spinodal")
         return types.SimpleNamespace(q=0.1, m=0.0, V=2.0, theta=0.1, test_error=0.001, train_loss=0.002,
                                      converged=True)
 
-    raw = theory_cache.Theory(solve_branch, lambda spec: types.SimpleNamespace(test_error=0.002))
+    raw = theory_cache.Theory(solve, lambda spec: types.SimpleNamespace(test_error=0.002))
     # in memory; on disk (first fills the folder); on disk again: every solve is a hit
     for cache_dir, expected_calls in ((None, 2), (str(tmp_path), 2), (str(tmp_path), 0)):
         calls.clear()
         theory = theory_cache.memoized(raw, cache_dir)
         for _ in range(3):
-            assert theory.solve_branch(SPEC, 1.0, "semantic").theta == 0.1
+            assert theory.solve(SPEC, 1.0, "semantic").theta == 0.1
             with pytest.raises(RuntimeError, match="spinodal"):
-                theory.solve_branch(SPEC, 0.5, "semantic")
+                theory.solve(SPEC, 0.5, "semantic")
         assert len(calls) == expected_calls
 
 

@@ -1,6 +1,6 @@
 """``attnphase validate`` for the general model (docs/theory.md, section 4): branch of each run from its
 invariants, z-scores with the theory's stated error, the theory's global minimum, the d-scan, and the
-two-token rank-one model's rows as they were."""
+two-token rank-one model's rows from its signed overlaps."""
 from __future__ import annotations
 
 import json
@@ -14,7 +14,7 @@ import pytest
 from derivations.spec import ModelSpec
 from numerics.fixed_points.lines import BranchNotFound
 from tidyio import read_rows
-from tests.fakes import FakeGeneralTheory
+from tests.fakes import FakeInvariantSolve
 from validation import runs, statistics, theory_cache
 from validation.simulate import simulate
 
@@ -31,8 +31,8 @@ def _linear(spec):
 
 
 def _theory(error=1e-4, absent=()):
-    fake = FakeGeneralTheory(error, absent)
-    return theory_cache.Theory(None, _linear, "draft", fake), fake
+    fake = FakeInvariantSolve(error, absent)
+    return theory_cache.Theory(fake, _linear, "draft"), fake
 
 
 def _run(q=(0.1, 0.05), m=0.0, theta=0.0, te=0.0014, tl=0.0030):
@@ -118,8 +118,67 @@ def test_general_solves_are_memoized_on_disk_absent_branches_included(tmp_path):
         assert point["values"]["theta_sv_1"] == 0.15 and point["errors"]["theta_sv_1"] == 1e-4
         assert not theory_cache.general_point(memo, RANK2, 1.0, "mixed")["present"]
         with pytest.raises(BranchNotFound):
-            memo.solve_general(RANK2, 1.0, "mixed", precision="draft")
+            memo.solve(RANK2, 1.0, "mixed", precision="draft")
     assert sorted(fake.calls) == [(1.0, "mixed", "draft"), (1.0, "semantic", "draft")]
+
+
+def _fixed_point(spec, alpha, branch, precision):
+    """As ``numerics.api.solve``: a :class:`~numerics.result.FixedPoint` with scalar overlaps for the
+    two-token rank-one model, matrix ones (the mixed branch of ``FakeInvariantSolve``) for rank 2."""
+    from numerics.matrix_overlaps import MatrixHats, MatrixOverlaps
+    from numerics.overlaps import HatOverlaps, Overlaps
+    from numerics.result import FixedPoint
+
+    if spec == ModelSpec():
+        overlaps, hats = Overlaps(q=0.1, m=0.0, V=5.0, theta=0.15), HatOverlaps(1.0, 0.0, 0.5, 0.0)
+        error = {"q": 1e-4, "m": 1e-4, "V": 1e-4, "theta": 2e-4}
+    else:
+        overlaps = MatrixOverlaps(spec.shape, q=np.diag([0.1, 0.06]), m=[[0.0, 0.25]], V=np.eye(2),
+                                  theta=[[0.15], [0.0]])
+        hats = MatrixHats(spec.shape, qhat=np.eye(2), mhat=[[0.0, 0.0]], Vhat=np.eye(2), thetahat=[[0.0], [0.0]])
+        error = {"q_eigenvalues_1": 1e-4, "q_eigenvalues_2": 1e-4, "m_singular_values_1": 3e-4,
+                 "theta_singular_values_1": 2e-4}
+    return FixedPoint(alpha=alpha, branch=branch, overlaps=overlaps, hats=hats, test_error=0.0014, train_loss=0.0028,
+                      converged=True, iterations=5, residual=1e-12, error=dict(error, test_error=1e-5, train_loss=1e-5),
+                      diagnostics={}, model=spec, precision=precision, wall_time=0.01)
+
+
+def test_one_memoized_theory_serves_the_scalar_and_the_invariant_comparisons(tmp_path):
+    """One solver for every model (``numerics.api.solve``), one memo: a two-token rank-one point is
+    compared through its signed scalar overlaps, a rank-2 point through its invariants with their
+    stated errors, from the same remembered solves, in the validate that solved them and in a
+    repeated one that reads them from disk."""
+    calls = []
+
+    def solve(spec, alpha, branch, precision="fast"):
+        calls.append((spec.rank, branch))
+        return _fixed_point(spec, alpha, branch, precision)
+
+    theory = theory_cache.Theory(solve, _linear, "draft")
+    sign = np.array([1.0, -1.0, 1.0, -1.0])
+    theta = sign * (0.6 + np.array([1e-3, -2e-3, 0.0, 1e-3]))
+    paper = _result([{"test_error": 0.0014, "train_loss": 0.0028, "q": 0.1, "m_signed": m, "m": abs(m),
+                      "theta_over_sigma2_signed": th, "theta_over_sigma2": abs(th), "linear_test_error": 0.002}
+                     for th, m in zip(theta, [0.01, -0.02, 0.0, 0.01])], spec=ModelSpec())
+    rank2 = _result([_run(m=0.25 + x, theta=0.6, q=(0.1, 0.06), tl=0.0028) for x in (-1e-3, 0.0, 1e-3)])
+    for _ in range(2):  # a fresh memo reading the same folder: no solve again
+        memo = theory_cache.memoized(theory, str(tmp_path))
+        scalar = {r["quantity"]: r for r in statistics.compare(paper, ModelSpec(), memo)}
+        assert set(scalar) == set(theory_cache.QUANTITIES) and {r["branch"] for r in scalar.values()} == {"semantic"}
+        assert scalar["theta_over_sigma2"]["theory"] == pytest.approx(0.6) and scalar["q"]["theory"] == 0.1
+        assert scalar["theta_over_sigma2"]["sim_mean"] == pytest.approx(0.6)  # sign-fixed, not |theta|
+        assert all(r["theory_error"] == 0 and r["theory_on_branch"] is True for r in scalar.values())
+        invariant = {r["quantity"]: r for r in statistics.compare(rank2, RANK2, memo)}
+        assert {r["branch"] for r in invariant.values()} == {"mixed"}
+        assert {q: r["theory"] for q, r in invariant.items()} == pytest.approx(
+            {"q_eig_1": 0.1, "q_eig_2": 0.06, "m_sv_1": 0.25, "theta_sv_1": 0.15, "test_error": 0.0014,
+             "train_loss": 0.0028})
+        assert invariant["m_sv_1"]["theory_error"] == 3e-4 and invariant["theta_sv_1"]["theory_error"] == 2e-4
+        # the scalar model's remembered solve holds its invariants too: the invariant view reads it
+        point = theory_cache.general_point(memo, ModelSpec(), 1.0, "semantic")
+        assert point["values"]["theta_sv_1"] == pytest.approx(0.15) and point["errors"]["theta_sv_1"] == 2e-4
+    assert calls == [(1, "semantic"), (2, "mixed")]
+    assert len(list(tmp_path.glob("theory_*.json"))) == 2
 
 
 # --------------------------------------------------------------------------- run_validate, d-scan
@@ -229,9 +288,9 @@ def test_the_two_token_models_rows_follow_from_the_runs(tmp_path):
 def test_cli_validate_rank2_with_a_fake_general_theory(tmp_path, capsys, monkeypatch):
     from attnphase.cli import main
 
-    fake = FakeGeneralTheory(absent=("semantic",))
+    fake = FakeInvariantSolve(absent=("semantic",))
     monkeypatch.setattr(theory_cache, "default_theory", lambda precision: theory_cache.Theory(
-        None, _linear, precision, fake))
+        fake, _linear, precision))
     status = main(["validate", "--rank", "2", "--inits", "mixed,random", "--alphas", "1", "--d", "60", "--seeds",
                    "2", "--steps", "20", "--n-test", "50", "--curve-points", "0", "--tolerance", "1e9", "--out",
                    str(tmp_path)])

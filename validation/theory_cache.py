@@ -1,18 +1,23 @@
-"""The theory as simulations meet it: two callables, memoised in memory and on disk.
+"""The theory as simulations meet it: one solver, memoised in memory and on disk, read in two views.
 
-A :class:`Theory` holds ``solve_branch(spec, alpha, branch, precision)`` (an object with
-``q, m, V, theta, test_error, train_loss, converged``, flat or under ``overlaps``),
-``linear_baseline(spec)`` (an object with ``test_error``) and, for the general model of
-docs/theory.md, section 4, ``solve_general(spec, alpha, branch, precision)`` (an object with
-``invariants``, ``test_error``, ``train_loss``, ``error``, ``converged`` and ``status``, as
-:class:`numerics.result.FixedPoint`; it raises
-:class:`numerics.fixed_points.lines.BranchNotFound` where the branch does not exist).
-:func:`default_theory` gives ``numerics.api``'s; tests pass fakes. :func:`memoized` remembers
-every solve (they take minutes), so an interrupted or repeated ``validate`` does not solve again.
+A :class:`Theory` holds ``solve(spec, alpha, branch, precision)``, as :func:`numerics.api.solve`
+for every model: an object with ``test_error``, ``train_loss``, ``converged`` and, where the
+solution has them, the scalar overlaps ``q, m, V, theta`` of the two-token rank-one model (flat or
+under ``overlaps``), the ``invariants`` of docs/theory.md, section 4.9, the stated errors
+``error`` and ``status`` (as :class:`numerics.result.FixedPoint`); it raises
+:class:`numerics.fixed_points.lines.BranchNotFound` where the branch does not exist. Beside it,
+``linear_baseline(spec)`` (an object with ``test_error``). :func:`default_theory` gives
+``numerics.api``'s; tests pass fakes. :func:`memoized` remembers every solve (they take minutes),
+so an interrupted or repeated ``validate`` does not solve again.
 
-The general model is compared through the invariants of docs/theory.md, section 4.9: the theory's
-``q_eigenvalues``, ``m_singular_values`` and ``theta_singular_values`` are the simulation's
-``q_eig_j``, ``m_sv_j`` and ``theta_sv_j`` (:data:`INVARIANT_KEYS`).
+A solution is read in one of two views, because the statistics that compare it with simulations
+differ on purpose (``validation.statistics``, "Branch and sign conventions"):
+
+* the signed scalar overlaps of the two-token rank-one model, better statistics there than
+  invariants (:func:`theory_point`, :func:`theory_curves`, :func:`theory_crossing`);
+* the invariants, for any model: the theory's ``q_eigenvalues``, ``m_singular_values`` and
+  ``theta_singular_values`` are the simulation's ``q_eig_j``, ``m_sv_j`` and ``theta_sv_j``
+  (:data:`INVARIANT_KEYS`; :func:`general_point`, :func:`general_branches_at`, :func:`general_theory_curves`).
 """
 from __future__ import annotations
 
@@ -21,7 +26,9 @@ import hashlib
 import json
 import logging
 import math
+import numbers
 import os
+import types
 from typing import Callable, Dict, List, Optional, Sequence
 
 from numerics.fixed_points.lines import BranchNotFound
@@ -40,133 +47,49 @@ INVARIANT_KEYS = {"q_eigenvalues": "q_eig", "m_singular_values": "m_sv", "theta_
 GENERAL_OUTPUTS = ("test_error", "train_loss")
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class Theory:
-    """The two theory callables (see the module docstring)."""
+    """The theory's solver and linear baseline, and the precision validation solves at (see the
+    module docstring)."""
 
-    solve_branch: Callable
+    solve: Callable
     linear_baseline: Callable
     precision: str = "fast"
-    solve_general: Optional[Callable] = None
 
 
-_SOLUTION_FIELDS = ("q", "m", "V", "theta", "test_error", "train_loss", "converged")
+#: the fields every remembered solve holds
+_CORE = ("test_error", "train_loss", "converged")
+#: the scalar overlaps of the two-token rank-one model
+_SCALARS = ("q", "m", "V", "theta")
+#: the fields of a remembered solve, each where the solution has it (:func:`_record`)
+_FIELDS = _CORE + _SCALARS + ("invariants", "error", "status", "overlaps")
 
 
-def _flat_solution(sol) -> dict:
-    def get(name):  # flat attributes (numerics.api contract), or an ``overlaps`` object
-        return getattr(sol, name) if hasattr(sol, name) else getattr(sol.overlaps, name)
-
-    out = {k: float(get(k)) for k in _SOLUTION_FIELDS if k != "converged"}
-    out["converged"] = bool(sol.converged)
-    return out
+def _overlap(sol, name):
+    """An overlap of a solution: a flat attribute (as the fakes of tests have), or one of its
+    ``overlaps`` (as :class:`numerics.result.FixedPoint` has); None where it has neither."""
+    value = getattr(sol, name, None)
+    return getattr(getattr(sol, "overlaps", None), name, None) if value is None else value
 
 
-def _memo_on_disk(compute: Callable, decode: Callable, cache_dir: Optional[str], prefix: str, fields: Sequence[str],
-                  failure: str, kind: Optional[str] = None, remember_absent: bool = False) -> Callable:
-    """``compute(spec, alpha, branch, precision)`` (a JSON-ready dict of ``fields``) remembered per
-    ``(spec, alpha, branch, precision)`` in memory and, with ``cache_dir``, as checksummed JSON
-    ``<prefix>_<key>.json``. A raised exception is remembered as ``{failure: message}`` (with
-    ``remember_absent``, :class:`BranchNotFound` as ``{"absent": message}``); ``decode(stored, key)``
-    turns a stored dict back into the result or the exception to raise. A file that does not read
-    back whole as the solve of its key is moved aside (with a warning) and the point solved again."""
-    solves = {}
-
-    def path_of(key):
-        blob = {"model": key[0].to_dict(), "alpha": key[1], "branch": key[2], "precision": key[3]}
-        if kind:
-            blob["kind"] = kind
-        digest = hashlib.sha256(json.dumps(blob, sort_keys=True).encode()).hexdigest()[:16]
-        return os.path.join(cache_dir, f"{prefix}_{digest}.json")
-
-    def read(key):
-        path = path_of(key)
-        if not os.path.exists(path):
-            return None
-        try:
-            stored = read_checked_json(path)
-            if not (isinstance(stored, dict) and stored.get("branch") == key[2] and stored.get("alpha") == key[1]
-                    and (failure in stored or "absent" in stored or all(k in stored for k in fields))):
-                raise UnreadableFile(f"{path}: not the solve of alpha = {key[1]:g}, {key[2]}")
-        except UnreadableFile as exc:
-            move_aside(path, f"unreadable cached theory solve ({exc}); solving again")
-            return None
-        return decode(stored, key)
-
-    def solve(spec, alpha, branch, precision="fast"):
-        key = (spec, round(float(alpha), 12), branch, precision)
-        if key not in solves and cache_dir:
-            found = read(key)
-            if found is not None:
-                solves[key] = found
-        if key not in solves:
-            try:
-                stored = compute(spec, alpha, branch, precision)
-            except BranchNotFound as exc:
-                stored = {"absent": str(exc)} if remember_absent else {failure: f"{type(exc).__name__}: {exc}"}
-            except Exception as exc:
-                stored = {failure: f"{type(exc).__name__}: {exc}"}
-            solves[key] = decode(stored, key)
-            if cache_dir:
-                write_checked_json(path_of(key), {**stored, "alpha": key[1], "branch": branch, "precision": precision})
-        if isinstance(solves[key], Exception):
-            raise solves[key]
-        return solves[key]
-
-    return solve
-
-
-def memoized(theory: Theory, cache_dir: Optional[str] = None) -> Theory:
-    """The same theory, remembering each ``(spec, alpha, branch, precision)`` solve (solves take
-    minutes). With ``cache_dir``, solves are also kept on disk as JSON, so an interrupted or
-    repeated ``validate`` does not solve again; hits return a namespace with the fields of
-    the ``solve_branch`` contract (of ``solve_general``: those of :data:`_GENERAL_FIELDS`; a
-    branch that does not exist is remembered as absent and :class:`BranchNotFound` raised again)."""
-    import types
-
-    def decode(stored, key):
-        if "error" in stored:
-            return RuntimeError(stored["error"])
-        return types.SimpleNamespace(**{k: stored[k] for k in _SOLUTION_FIELDS})
-
-    def decode_general(stored, key):
-        if "absent" in stored:
-            return BranchNotFound(stored["absent"], key[2], key[1])
-        if "failure" in stored:
-            return RuntimeError(stored["failure"])
-        return types.SimpleNamespace(**{k: stored[k] for k in _GENERAL_FIELDS + ("overlaps",) if k in stored})
-
-    solve_branch = _memo_on_disk(
-        lambda spec, alpha, branch, precision: _flat_solution(theory.solve_branch(spec, alpha, branch,
-                                                                                  precision=precision)),
-        decode, cache_dir, "theory", _SOLUTION_FIELDS, "error")
-    general = None
-    if theory.solve_general is not None:
-        general = _memo_on_disk(
-            lambda spec, alpha, branch, precision: _general_record(theory.solve_general(spec, alpha, branch,
-                                                                                        precision=precision)),
-            decode_general, cache_dir, "general", _GENERAL_FIELDS, "failure", kind="general", remember_absent=True)
-    baselines = {}
-
-    def linear_baseline(spec):
-        if spec not in baselines:
-            baselines[spec] = theory.linear_baseline(spec)
-        return baselines[spec]
-
-    return Theory(solve_branch, linear_baseline, theory.precision, general)
-
-
-_GENERAL_FIELDS = ("invariants", "test_error", "train_loss", "error", "converged", "status")
-
-
-def _general_record(fp) -> dict:
-    """The fields of a general fixed point that validation reads, JSON-ready (plus the overlap
-    matrices, for per-column values)."""
-    out = {"invariants": {k: [float(x) for x in v] for k, v in fp.invariants.items()},
-           "test_error": float(fp.test_error), "train_loss": float(fp.train_loss),
-           "error": {k: float(v) for k, v in _stated(fp).items()}, "converged": bool(fp.converged),
-           "status": str(fp.status)}
-    overlaps = fp.matrix_overlaps() if hasattr(fp, "matrix_overlaps") else getattr(fp, "overlaps", None)
+def _record(sol) -> dict:
+    """The fields of a solution that validation reads, JSON-ready: :data:`_CORE`, and each of the
+    others that it has: the overlaps that are numbers (the two-token rank-one model's scalars; a
+    general model's are matrices), ``invariants``, the stated errors with the invariants'
+    (:func:`_stated`), ``status`` and the overlap matrices as nested lists (``overlaps``)."""
+    out = {"test_error": float(sol.test_error), "train_loss": float(sol.train_loss),
+           "converged": bool(sol.converged)}
+    for name in _SCALARS:
+        value = _overlap(sol, name)
+        if isinstance(value, numbers.Real):
+            out[name] = float(value)
+    if getattr(sol, "invariants", None) is not None:
+        out["invariants"] = {k: [float(x) for x in v] for k, v in sol.invariants.items()}
+    if hasattr(sol, "error"):
+        out["error"] = {k: float(v) for k, v in _stated(sol).items()}
+    if hasattr(sol, "status"):
+        out["status"] = str(sol.status)
+    overlaps = sol.matrix_overlaps() if hasattr(sol, "matrix_overlaps") else getattr(sol, "overlaps", None)
     if overlaps is not None and hasattr(overlaps, "nested"):
         out["overlaps"] = overlaps.nested()
     return out
@@ -180,21 +103,99 @@ def _stated(sol) -> dict:
     return stated
 
 
+def _decode(stored: dict, key):
+    """A remembered solve: a namespace of its :data:`_FIELDS`, or the exception to raise again."""
+    if "absent" in stored:
+        return BranchNotFound(stored["absent"], key[2], key[1])
+    if "failure" in stored:
+        return RuntimeError(stored["failure"])
+    return types.SimpleNamespace(**{k: v for k, v in stored.items() if k in _FIELDS})
+
+
+def _memo_on_disk(compute: Callable, cache_dir: Optional[str]) -> Callable:
+    """``compute(spec, alpha, branch, precision)`` remembered per ``(spec, alpha, branch,
+    precision)`` in memory and, with ``cache_dir``, as checksummed JSON ``theory_<key>.json``
+    (:func:`_record`). A branch that does not exist (:class:`BranchNotFound`) is remembered as
+    ``{"absent": message}`` and raised again as such; any other exception as ``{"failure":
+    message}``, raised again as :class:`RuntimeError`. A file that does not read back whole as the
+    solve of its key is moved aside (with a warning) and the point solved again."""
+    solves = {}
+
+    def path_of(key):
+        blob = {"model": key[0].to_dict(), "alpha": key[1], "branch": key[2], "precision": key[3]}
+        digest = hashlib.sha256(json.dumps(blob, sort_keys=True).encode()).hexdigest()[:16]
+        return os.path.join(cache_dir, f"theory_{digest}.json")
+
+    def read(key):
+        path = path_of(key)
+        if not os.path.exists(path):
+            return None
+        try:
+            stored = read_checked_json(path)
+            if not (isinstance(stored, dict) and stored.get("branch") == key[2] and stored.get("alpha") == key[1]
+                    and ("failure" in stored or "absent" in stored or all(k in stored for k in _CORE))):
+                raise UnreadableFile(f"{path}: not the solve of alpha = {key[1]:g}, {key[2]}")
+        except UnreadableFile as exc:
+            move_aside(path, f"unreadable cached theory solve ({exc}); solving again")
+            return None
+        return _decode(stored, key)
+
+    def solve(spec, alpha, branch, precision="fast"):
+        key = (spec, round(float(alpha), 12), branch, precision)
+        if key not in solves and cache_dir:
+            found = read(key)
+            if found is not None:
+                solves[key] = found
+        if key not in solves:
+            try:
+                stored = _record(compute(spec, alpha, branch, precision=precision))
+            except BranchNotFound as exc:
+                stored = {"absent": str(exc)}
+            except Exception as exc:
+                stored = {"failure": f"{type(exc).__name__}: {exc}"}
+            solves[key] = _decode(stored, key)
+            if cache_dir:
+                write_checked_json(path_of(key), {**stored, "alpha": key[1], "branch": branch, "precision": precision})
+        if isinstance(solves[key], Exception):
+            raise solves[key]
+        return solves[key]
+
+    return solve
+
+
+def memoized(theory: Theory, cache_dir: Optional[str] = None) -> Theory:
+    """The same theory, remembering each ``(spec, alpha, branch, precision)`` solve (solves take
+    minutes) and each model's linear baseline. With ``cache_dir``, solves are also kept on disk as
+    JSON, so an interrupted or repeated ``validate`` does not solve again; a remembered solve is a
+    namespace of the fields the solution had (:func:`_record`), and a branch that does not exist
+    raises :class:`BranchNotFound` again (:func:`_memo_on_disk`)."""
+    baselines = {}
+
+    def linear_baseline(spec):
+        if spec not in baselines:
+            baselines[spec] = theory.linear_baseline(spec)
+        return baselines[spec]
+
+    return Theory(_memo_on_disk(theory.solve, cache_dir), linear_baseline, theory.precision)
+
+
 def default_theory(precision: str = "fast") -> Theory:
-    """``numerics.api``'s one solver (for the scalars of the paper's model and for the invariants of
-    any model) and linear baseline."""
+    """``numerics.api``'s one solver (for every model, and both views) and linear baseline."""
     from numerics.api import linear_baseline, solve
 
-    return Theory(solve, linear_baseline, precision, solve)
+    return Theory(solve, linear_baseline, precision)
+
+
+# --------------------------------------------------------------------------- invariants (any model)
 
 
 def general_point(theory: Theory, spec, alpha: float, branch: str) -> Dict:
-    """The general theory on ``branch`` at ``alpha`` in the simulation's names: ``values`` and
-    ``errors`` (stated, absolute; 0 where none is stated) keyed ``q_eig_1``, ``m_sv_1``, ...,
-    ``test_error``, ``train_loss``; ``converged``, ``status``; ``present`` False (and no values)
-    where the branch does not exist at ``alpha`` (:class:`BranchNotFound`)."""
+    """The theory on ``branch`` at ``alpha`` in the simulation's names: ``values`` and ``errors``
+    (stated, absolute; 0 where none is stated) keyed ``q_eig_1``, ``m_sv_1``, ..., ``test_error``,
+    ``train_loss``; ``converged``, ``status``; ``present`` False (and no values) where the branch
+    does not exist at ``alpha`` (:class:`BranchNotFound`)."""
     try:
-        sol = theory.solve_general(spec, alpha, branch, precision=theory.precision)
+        sol = theory.solve(spec, alpha, branch, precision=theory.precision)
     except BranchNotFound as exc:
         log.info("theory: no %s branch at alpha=%g (%s)", branch, alpha, exc)
         return {"present": False, "converged": False, "status": f"absent: {exc}", "values": {}, "errors": {}}
@@ -221,9 +222,9 @@ def _stated_error(value) -> float:
 
 
 def general_branches_at(theory: Theory, spec, alpha: float) -> Dict[str, dict]:
-    """:func:`general_point` of every branch of ``spec`` (``numerics.api.branches``) at ``alpha``, and
-    which of the present, converged ones has the lowest training loss (``"global"``; None when none
-    has converged)."""
+    """:func:`general_point` of every branch of ``spec`` (``numerics.api.branches``) at ``alpha``,
+    and which of the present, converged ones has the lowest training loss (``"global"``; None when
+    none has converged)."""
     from numerics.api import branches
 
     points = {b: general_point(theory, spec, alpha, b) for b in branches(spec)}
@@ -251,14 +252,13 @@ def general_theory_curves(theory: Theory, spec, alphas: Sequence[float]) -> List
     return rows
 
 
+# --------------------------------------------------------------------------- signed scalar overlaps (two-token model)
+
+
 def theory_point(theory: Theory, spec, alpha: float, branch: str) -> Dict[str, float]:
     """Theory values of :data:`QUANTITIES` on ``branch`` (main order parameter positive)."""
-    sol = theory.solve_branch(spec, alpha, branch, precision=theory.precision)
-
-    def get(name):  # flat attributes (numerics.api), or an ``overlaps`` object
-        return float(getattr(sol, name) if hasattr(sol, name) else getattr(sol.overlaps, name))
-
-    th, m = get("theta") / spec.sigma ** 2, get("m")
+    sol = theory.solve(spec, alpha, branch, precision=theory.precision)
+    th, m = float(_overlap(sol, "theta")) / spec.sigma ** 2, float(_overlap(sol, "m"))
     if branch == "semantic":
         th = abs(th)
     elif branch == "positional":
@@ -268,7 +268,7 @@ def theory_point(theory: Theory, spec, alpha: float, branch: str) -> Dict[str, f
     if not on_branch:
         log.warning("theory: the %s solve at alpha=%g left its branch (m=%g, theta/sigma^2=%g)", branch, alpha, m, th)
     return {"test_error": float(sol.test_error), "train_loss": float(sol.train_loss),
-            "theta_over_sigma2": th, "m": m, "q": get("q"), "converged": bool(sol.converged),
+            "theta_over_sigma2": th, "m": m, "q": float(_overlap(sol, "q")), "converged": bool(sol.converged),
             "on_branch": bool(on_branch)}
 
 
@@ -285,7 +285,7 @@ def theory_crossing(theory: Theory, spec, alphas: Sequence[float], refine: bool 
     lin = float(theory.linear_baseline(spec).test_error)
 
     def f(alpha):
-        sol = theory.solve_branch(spec, float(alpha), "semantic", precision=theory.precision)
+        sol = theory.solve(spec, float(alpha), "semantic", precision=theory.precision)
         return float(sol.test_error) - lin if sol.converged else float("nan")
 
     grid, vals = [], []
