@@ -110,13 +110,13 @@ def test_a_branch_the_theory_does_not_have_gives_rows_without_z_and_is_unmatched
 # --------------------------------------------------------------------------- memo on disk
 
 
-def test_general_solves_are_memoized_on_disk_absent_branches_included(tmp_path):
+def test_invariant_solves_are_memoized_on_disk_absent_branches_included(tmp_path):
     th, fake = _theory(absent=("mixed",))
     for _ in range(2):  # a second validate: a fresh memo reading the same folder
         memo = theory_cache.memoized(th, str(tmp_path))
-        point = theory_cache.general_point(memo, RANK2, 1.0, "semantic")
+        point = theory_cache.invariant_point(memo, RANK2, 1.0, "semantic")
         assert point["values"]["theta_sv_1"] == 0.15 and point["errors"]["theta_sv_1"] == 1e-4
-        assert not theory_cache.general_point(memo, RANK2, 1.0, "mixed")["present"]
+        assert not theory_cache.invariant_point(memo, RANK2, 1.0, "mixed")["present"]
         with pytest.raises(BranchNotFound):
             memo.solve(RANK2, 1.0, "mixed", precision="draft")
     assert sorted(fake.calls) == [(1.0, "mixed", "draft"), (1.0, "semantic", "draft")]
@@ -175,7 +175,7 @@ def test_one_memoized_theory_serves_the_scalar_and_the_invariant_comparisons(tmp
              "train_loss": 0.0028})
         assert invariant["m_sv_1"]["theory_error"] == 3e-4 and invariant["theta_sv_1"]["theory_error"] == 2e-4
         # the scalar model's remembered solve holds its invariants too: the invariant view reads it
-        point = theory_cache.general_point(memo, ModelSpec(), 1.0, "semantic")
+        point = theory_cache.invariant_point(memo, ModelSpec(), 1.0, "semantic")
         assert point["values"]["theta_sv_1"] == pytest.approx(0.15) and point["errors"]["theta_sv_1"] == 2e-4
     assert calls == [(1, "semantic"), (2, "mixed")]
     assert len(list(tmp_path.glob("theory_*.json"))) == 2

@@ -20,8 +20,8 @@ from tidyio import (UnreadableFile, atomic_write_text, folder_summary, move_asid
 from .figures import plot_dscan, plot_validate
 from .statistics import (branch_groups, compare, crossing_alpha, csv_fields, failing, fit_finite_size, linear_rows,
                          linear_theory, unmatched)
-from .theory_cache import (Theory, general_branches_at, general_point, general_theory_curves, memoized,
-                           theory_crossing, theory_curves, theory_point)
+from .theory_cache import (Theory, branches_at, invariant_curves, invariant_point, memoized, theory_crossing,
+                           theory_curves, theory_point)
 
 log = logging.getLogger(__name__)
 
@@ -99,8 +99,10 @@ def run_validate(spec, alphas: Sequence[float], inits: Sequence[str], d: int, si
                 rows += compare(results[(alpha, init)], spec, theory)
             rows += linear_rows(results[(alpha, inits[0])], theory)
         write_csv(os.path.join(out, "validate.csv"), rows, csv_fields(spec))
-        general = not spec.is_two_token_rank_one
-        if general and theory is not None:
+        # the two-token rank-one model is read through its signed scalar overlaps, any other through
+        # its invariants (validation.statistics, "Branch and sign conventions")
+        scalar = spec.is_two_token_rank_one
+        if not scalar and theory is not None:
             summary["global_minimum"] = global_minimum_report(results, alphas, inits, spec, theory)
         grid = sorted(set(float(a) for a in alphas))
         if theory is not None and curve_points > 0:
@@ -111,10 +113,10 @@ def run_validate(spec, alphas: Sequence[float], inits: Sequence[str], d: int, si
             summary["crossing"] = crossing_alpha(alphas, [[r["test_error"] for r in rs] for rs in sem],
                                                  [[r["linear_test_error"] for r in rs] for rs in sem],
                                                  rng=np.random.default_rng(sim_kwargs.get("seed", 0)))
-            if theory is not None and not general:
+            if theory is not None and scalar:
                 summary["crossing"]["theory_alpha_semantic_vs_linear"] = theory_crossing(theory, spec, grid)
         if theory is not None:
-            curves = general_theory_curves(theory, spec, grid) if general else theory_curves(theory, spec, grid)
+            curves = theory_curves(theory, spec, grid) if scalar else invariant_curves(theory, spec, grid)
             write_csv(os.path.join(out, "theory_curves.csv"), curves,
                       ("branch", "alpha", "quantity", "value", "converged"))
         fails = failing(rows, tolerance)
@@ -134,7 +136,7 @@ def global_minimum_report(results: dict, alphas: Sequence[float], inits: Sequenc
     (``theory_global``, None when no branch converged), and how many runs reached it."""
     report = []
     for alpha in alphas:
-        at = general_branches_at(theory, spec, alpha)
+        at = branches_at(theory, spec, alpha)
         theory_losses = {b: ({"train_loss": p["values"]["train_loss"], "train_loss_error": p["errors"]["train_loss"],
                               "converged": p["converged"]} if p["present"] else {"absent": True})
                          for b, p in at["branches"].items()}
@@ -169,7 +171,7 @@ def _dscan_theory(theory: Optional[Theory], spec, alpha: float, branch: str, qty
         return (float("nan") if th is None else th), 0.0
     if spec.is_two_token_rank_one:
         return theory_point(theory, spec, alpha, branch)[qty], 0.0
-    point = general_point(theory, spec, alpha, branch)
+    point = invariant_point(theory, spec, alpha, branch)
     if not (point["present"] and point["converged"]) or qty not in point["values"]:
         return float("nan"), 0.0
     return point["values"][qty], point["errors"][qty]

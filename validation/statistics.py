@@ -4,9 +4,9 @@
   tidy rows ``(alpha, init, branch, quantity, sim_mean, sim_std, sim_sem, theory,
   theory_error, z, p_value)`` with ``z = (sim_mean - theory) / sqrt(sim_sem^2 +
   theory_error^2)``; :func:`failing` picks the rows whose ``|z|`` exceeds a tolerance.
-  The two-token rank-one model is compared through its overlaps (below); any other
+  The two-token rank-one model is compared through its signed overlaps (below); any other
   model (docs/theory.md, section 4) through its invariants, run by run
-  (:func:`compare_general_point`).
+  (:func:`compare_invariants`); :func:`compare` picks the one of the model.
 * :func:`crossing_alpha` estimates where the semantic-start test error crosses the
   linear baseline, with a bootstrap over seeds.
 * :func:`fit_finite_size` fits ``a + b/d`` to a finite-size scan.
@@ -54,7 +54,7 @@ import numpy as np
 
 from derivations.spec import ModelSpec
 
-from .theory_cache import GENERAL_OUTPUTS, INVARIANT_KEYS, QUANTITIES, Theory, general_point, theory_point
+from .theory_cache import INVARIANT_KEYS, OUTPUTS, QUANTITIES, Theory, invariant_point, theory_point
 
 
 log = logging.getLogger(__name__)
@@ -163,12 +163,12 @@ def run_branch(run: dict, spec: ModelSpec, d: int) -> str:
     return "semantic" if semantic else "positional" if positional else "trivial"
 
 
-def general_quantities(run: dict) -> List[str]:
-    """The quantities of a general run compared with the theory: the invariants (in record
-    order), then :data:`GENERAL_OUTPUTS`."""
+def invariant_quantities(run: dict) -> List[str]:
+    """The quantities of a run compared with the theory's invariants: the invariants (in record
+    order), then :data:`validation.theory_cache.OUTPUTS`."""
     prefixes = tuple(INVARIANT_KEYS.values())
     return [k for k in run if k.rsplit("_", 1)[0] in prefixes and k.rsplit("_", 1)[-1].isdigit()] + \
-        list(GENERAL_OUTPUTS)
+        list(OUTPUTS)
 
 
 def branch_groups(result: dict) -> Dict[str, List[dict]]:
@@ -183,16 +183,17 @@ def branch_groups(result: dict) -> Dict[str, List[dict]]:
     return {b: groups[b] for b in GENERAL_BRANCHES if b in groups}
 
 
-def compare_general_point(result: dict, spec, theory: Optional[Theory]) -> List[dict]:
-    """Rows comparing one simulated point of the general model with the theory: per branch the
-    runs ended on (:func:`branch_groups`), per invariant and output, with the theory's stated
-    error in the z-score. A branch the theory does not have at that alpha gives rows without a
+def compare_invariants(result: dict, spec, theory: Optional[Theory]) -> List[dict]:
+    """Rows comparing one simulated point of the general model with the theory's invariants
+    (:func:`validation.theory_cache.invariant_point`): per branch the runs ended on
+    (:func:`branch_groups`), per invariant and output, with the theory's stated error in the
+    z-score. A branch the theory does not have at that alpha gives rows without a
     z-score and ``theory_on_branch`` False (see :func:`unmatched`)."""
     rows = []
     for branch, group in branch_groups(result).items():
-        th = general_point(theory, spec, result["alpha"], branch) if theory is not None else None
+        th = invariant_point(theory, spec, result["alpha"], branch) if theory is not None else None
         usable = th is not None and th["present"] and th["converged"]
-        for qty in general_quantities(group[0]):
+        for qty in invariant_quantities(group[0]):
             values = np.array([run[qty] for run in group], dtype=float)
             theory_value = th["values"].get(qty) if usable else None
             row = {"alpha": result["alpha"], "init": result["init"], "branch": branch, "quantity": qty,
@@ -204,10 +205,11 @@ def compare_general_point(result: dict, spec, theory: Optional[Theory]) -> List[
 
 
 def compare(result: dict, spec, theory: Optional[Theory]) -> List[dict]:
-    """:func:`compare_point` for the two-token rank-one model, :func:`compare_general_point` otherwise."""
+    """:func:`compare_point` for the two-token rank-one model (its signed overlaps, the module
+    docstring), :func:`compare_invariants` otherwise."""
     if spec.is_two_token_rank_one:
         return compare_point(result, spec, theory)
-    return compare_general_point(result, spec, theory)
+    return compare_invariants(result, spec, theory)
 
 
 def linear_theory(theory: Optional[Theory], spec) -> Optional[float]:

@@ -17,7 +17,7 @@ differ on purpose (``validation.statistics``, "Branch and sign conventions"):
   invariants (:func:`theory_point`, :func:`theory_curves`, :func:`theory_crossing`);
 * the invariants, for any model: the theory's ``q_eigenvalues``, ``m_singular_values`` and
   ``theta_singular_values`` are the simulation's ``q_eig_j``, ``m_sv_j`` and ``theta_sv_j``
-  (:data:`INVARIANT_KEYS`; :func:`general_point`, :func:`general_branches_at`, :func:`general_theory_curves`).
+  (:data:`INVARIANT_KEYS`; :func:`invariant_point`, :func:`branches_at`, :func:`invariant_curves`).
 """
 from __future__ import annotations
 
@@ -43,8 +43,8 @@ ON_BRANCH_CUT = 1e-3  # theory: |theta|/sigma^2 (semantic) or |m| (positional) a
 #: the theory's invariant (``FixedPoint.invariants`` key) -> the simulation record's prefix
 #: (``validation.simulate.summary_statistics``): component ``j`` is ``<prefix>_<j>`` in both
 INVARIANT_KEYS = {"q_eigenvalues": "q_eig", "m_singular_values": "m_sv", "theta_singular_values": "theta_sv"}
-#: the general model's scalar outputs compared beside the invariants
-GENERAL_OUTPUTS = ("test_error", "train_loss")
+#: the scalar outputs compared beside the invariants
+OUTPUTS = ("test_error", "train_loss")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -186,10 +186,27 @@ def default_theory(precision: str = "fast") -> Theory:
     return Theory(solve, linear_baseline, precision)
 
 
+def _curve_rows(branches: Sequence[str], alphas: Sequence[float], values_at: Callable) -> List[dict]:
+    """Tidy rows ``(branch, alpha, quantity, value, converged)`` of ``values_at(alpha, branch)``
+    (``(values by quantity, converged)``); a point whose solve raises is skipped (a branch can stop
+    existing, at a spinodal)."""
+    rows = []
+    for branch in branches:
+        for alpha in alphas:
+            try:
+                values, converged = values_at(float(alpha), branch)
+            except Exception as exc:
+                log.warning("theory %s alpha=%g failed: %s", branch, alpha, exc)
+                continue
+            rows += [{"branch": branch, "alpha": float(alpha), "quantity": qty, "value": value,
+                      "converged": converged} for qty, value in values.items()]
+    return rows
+
+
 # --------------------------------------------------------------------------- invariants (any model)
 
 
-def general_point(theory: Theory, spec, alpha: float, branch: str) -> Dict:
+def invariant_point(theory: Theory, spec, alpha: float, branch: str) -> Dict:
     """The theory on ``branch`` at ``alpha`` in the simulation's names: ``values`` and ``errors``
     (stated, absolute; 0 where none is stated) keyed ``q_eig_1``, ``m_sv_1``, ..., ``test_error``,
     ``train_loss``; ``converged``, ``status``; ``present`` False (and no values) where the branch
@@ -205,7 +222,7 @@ def general_point(theory: Theory, spec, alpha: float, branch: str) -> Dict:
         for j, v in enumerate(sol.invariants.get(key, ()), 1):
             values[f"{prefix}_{j}"] = float(v)
             errors[f"{prefix}_{j}"] = _stated_error(stated.get(f"{key}_{j}"))
-    for key in GENERAL_OUTPUTS:
+    for key in OUTPUTS:
         values[key] = float(getattr(sol, key))
         errors[key] = _stated_error(stated.get(key))
     return {"present": True, "converged": bool(sol.converged), "status": str(sol.status), "values": values,
@@ -221,35 +238,28 @@ def _stated_error(value) -> float:
     return abs(x) if math.isfinite(x) else 0.0
 
 
-def general_branches_at(theory: Theory, spec, alpha: float) -> Dict[str, dict]:
-    """:func:`general_point` of every branch of ``spec`` (``numerics.api.branches``) at ``alpha``,
+def branches_at(theory: Theory, spec, alpha: float) -> Dict[str, dict]:
+    """:func:`invariant_point` of every branch of ``spec`` (``numerics.api.branches``) at ``alpha``,
     and which of the present, converged ones has the lowest training loss (``"global"``; None when
     none has converged)."""
     from numerics.api import branches
 
-    points = {b: general_point(theory, spec, alpha, b) for b in branches(spec)}
+    points = {b: invariant_point(theory, spec, alpha, b) for b in branches(spec)}
     found = {b: p for b, p in points.items() if p["present"] and p["converged"]}
     best = min(found, key=lambda b: found[b]["values"]["train_loss"], default=None)
     return {"branches": points, "global": best}
 
 
-def general_theory_curves(theory: Theory, spec, alphas: Sequence[float]) -> List[dict]:
-    """Tidy rows ``(branch, alpha, quantity, value, converged)`` of every branch of the general
-    model (absent branches and failed solves are skipped)."""
+def invariant_curves(theory: Theory, spec, alphas: Sequence[float]) -> List[dict]:
+    """Tidy rows ``(branch, alpha, quantity, value, converged)`` of :func:`invariant_point` on every
+    branch of ``spec`` (absent branches and failed solves are skipped)."""
     from numerics.api import branches
 
-    rows = []
-    for branch in branches(spec):
-        for alpha in alphas:
-            try:
-                tp = general_point(theory, spec, float(alpha), branch)
-            except Exception as exc:
-                log.warning("theory %s alpha=%g failed: %s", branch, alpha, exc)
-                continue
-            for qty, value in tp["values"].items():
-                rows.append({"branch": branch, "alpha": float(alpha), "quantity": qty, "value": value,
-                             "converged": tp["converged"]})
-    return rows
+    def values_at(alpha, branch):
+        point = invariant_point(theory, spec, alpha, branch)
+        return point["values"], point["converged"]
+
+    return _curve_rows(branches(spec), alphas, values_at)
 
 
 # --------------------------------------------------------------------------- signed scalar overlaps (two-token model)
@@ -311,19 +321,15 @@ def theory_crossing(theory: Theory, spec, alphas: Sequence[float], refine: bool 
 
 
 def theory_curves(theory: Theory, spec, alphas: Sequence[float], branches=COMPETING_BRANCHES) -> List[dict]:
-    """Tidy rows ``(branch, alpha, quantity, value, converged)``; points whose solve raises are skipped."""
-    rows = []
+    """Tidy rows ``(branch, alpha, quantity, value, converged)`` of :func:`theory_point` (converged:
+    and on its branch) and of the linear baseline; points whose solve raises are skipped."""
     lin = float(theory.linear_baseline(spec).test_error)
-    for branch in branches:
-        for alpha in alphas:
-            try:
-                tp = theory_point(theory, spec, float(alpha), branch)
-            except Exception as exc:  # a branch can stop existing (spinodal)
-                log.warning("theory %s alpha=%g failed: %s", branch, alpha, exc)
-                continue
-            for qty in QUANTITIES:
-                rows.append({"branch": branch, "alpha": float(alpha), "quantity": qty, "value": tp[qty],
-                             "converged": tp["converged"] and tp["on_branch"]})
+
+    def values_at(alpha, branch):
+        point = theory_point(theory, spec, alpha, branch)
+        return {qty: point[qty] for qty in QUANTITIES}, point["converged"] and point["on_branch"]
+
+    rows = _curve_rows(branches, alphas, values_at)
     for alpha in alphas:
         rows.append({"branch": "linear", "alpha": float(alpha), "quantity": "test_error", "value": lin,
                      "converged": True})
