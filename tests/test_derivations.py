@@ -7,7 +7,6 @@ with a fixed Gauss-Hermite quadrature.
 from __future__ import annotations
 
 import inspect
-import itertools
 import math
 import time
 

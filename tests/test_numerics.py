@@ -332,7 +332,6 @@ def test_run_draws_the_trivial_branch_when_a_branch_is_missing(monkeypatch, tmp_
     from numerics.overlaps import HatOverlaps
     from numerics.thresholds.record import ThresholdError
 
-    spec = ModelSpec(attention="linear")
     followed = []
 
     def follow(spec_, alphas, branch, precision="fast", progress=None, **kw):

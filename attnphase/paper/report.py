@@ -15,7 +15,7 @@ import json
 import logging
 import math
 from pathlib import Path
-from typing import Iterable, Optional
+from typing import Optional
 
 from tidyio import (atomic_write_text, from_json, number, read_table, render_csv, write_json)
 

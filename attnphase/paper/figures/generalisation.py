@@ -13,7 +13,7 @@ from tidyio import number
 from attnphase.sweeps.grid import fmt
 
 from ..plan import INFORMED, default_model, model_label
-from ..tables import (Data, baseline_rows, gd_rows, key_number, row, theory_rows, theory_value, threshold_rows)
+from ..tables import (Data, baseline_rows, gd_rows, key_number, theory_rows, theory_value, threshold_rows)
 from . import FigureSpec
 from .drawing import (baseline_line, finish_axes, gd_points, new_figure, theory_curves, threshold_lines)
 
