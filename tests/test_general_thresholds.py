@@ -195,6 +195,22 @@ def test_the_mixed_branch_is_born_where_the_old_extrapolation_put_it():
     assert abs(birth - onset) < 3 * math.hypot(birth_error, onset_error)
 
 
+@pytest.mark.slow
+def test_a_birth_is_located_on_the_parent_where_the_coarse_rule_orders_the_child_wrongly():
+    # at omega = 0 the draft scan finds the mixed branch at alpha = 0.5 and puts it 5e-8 above the
+    # positional one (the global minimum there on the scan), where fast precision puts it 2e-6 below
+    # (docs/phase_diagram.md, "The rank-2 diagram"): the change is the birth, located on the
+    # positional branch from the last scanned point without the mixed one, below 0.5
+    from numerics.thresholds.scan_changes import scan_thresholds
+
+    spec = ModelSpec(rank=2, omega=0.0)
+    th = scan_thresholds(spec, [0.25, 0.5, 0.75], "draft", branches=("positional", "mixed"))
+    first = th.transitions[0]
+    assert (first.below, first.above, first.kind) == ("positional", "mixed", "bifurcation")
+    assert first.details["method"] == "multiplier on the parent"
+    assert 0.25 < th.alpha_c < 0.5 and th.alpha_c_error < 0.1
+
+
 def test_no_branch_on_the_scan_is_an_absence_and_no_converged_point_a_solver_failure():
     """A scan on which every solve fell onto a smaller branch holds no point: no threshold, for a
     reason of the model (ThresholdError). A scan whose points exist but none converged is a failure
