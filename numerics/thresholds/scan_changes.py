@@ -308,18 +308,16 @@ def _locate(below: _Branch, above: _Branch, a0: float, a1: float, before: Option
     """The change of the global minimum from ``below`` (global at ``a0``) to ``above`` (at ``a1``).
     ``before``: the scanned alpha below ``a0`` nearest to it where ``above`` was not found."""
     kind, lo, hi, extra = "crossing", a0, a1, {}
-    if a0 in above and before is not None:
-        # next to a continuous birth the child's F differs from its parent's by O(d^4) in its new
-        # overlap d, below a coarse rule's error, which may order them wrongly at a0 (at omega = 0 a
-        # rank-2 draft scan put the mixed point 5e-8 above the positional one where fast puts it 2e-6
-        # below): the birth is looked for on the parent from the last point without the child
-        born = _bifurcation(below, above, before, a1)
+    if before is not None or a0 not in above:
+        # the birth is looked for on the parent from the last scanned point without the child, even
+        # where the child is found at a0 or its solve there did not converge: next to a continuous
+        # birth the child's F differs from its parent's by O(d^4) in its new overlap d, below a coarse
+        # rule's error, which may order them wrongly at a0 (at omega = 0 a rank-2 draft scan put the
+        # mixed point 5e-8 above the positional one where fast puts it 2e-6 below)
+        born = _bifurcation(below, above, a0 if before is None else before, a1)
         if born is not None:
             return born
     if a0 not in above:
-        born = _bifurcation(below, above, a0, a1)
-        if born is not None:
-            return born
         found, missing, note = above.end(a1, a0)
         extra.update(above_appears_between=[missing, found], end_note=note)
         pa, pb = above.solve(found), below.solve(found)
