@@ -166,7 +166,7 @@ class FakeGeneralTheoryAPI(FakeTheoryAPI):
             return spec.rank >= 2 and a >= self.mixed_start(spec.omega)
         return True
 
-    def general_point(self, spec, a, branch, precision):
+    def fixed_point(self, spec, a, branch, precision):
         from numerics.result import FixedPoint as FixedPoint
         from numerics.matrix_overlaps import MatrixHats, MatrixOverlaps
 
@@ -192,7 +192,7 @@ class FakeGeneralTheoryAPI(FakeTheoryAPI):
     from numerics.branches.follow import BranchCurve
 
     def walk_branch(self, spec, alphas, branch, precision="fast", integrator="auto", progress=None):
-        return [self.general_point(spec, a, branch, precision) for a in alphas if self.exists(spec, a, branch)]
+        return [self.fixed_point(spec, a, branch, precision) for a in alphas if self.exists(spec, a, branch)]
 
     def follow(self, spec, alphas, branch, precision="fast", integrator="auto", progress=None):
         """Like ``numerics.api.follow``: the line model's toy curves, or the general toy's points."""

@@ -224,7 +224,7 @@ def test_no_branch_on_the_scan_is_an_absence_and_no_converged_point_a_solver_fai
     spec = ModelSpec(tokens=3)
     with pytest.raises(ThresholdError, match="no branch of semantic was found on the scan"):
         scan_thresholds(spec, [1.0, 2.0], "draft", "qmc", ("semantic",), scan=[])
-    stuck = [dataclasses.replace(FakeGeneralTheoryAPI().general_point(spec, a, "semantic", "draft"), converged=False,
+    stuck = [dataclasses.replace(FakeGeneralTheoryAPI().fixed_point(spec, a, "semantic", "draft"), converged=False,
                                  status="max_iterations") for a in (1.0, 2.0)]
     with pytest.raises(ThresholdLocationError, match="no branch of semantic converged on the scan") as caught:
         scan_thresholds(spec, [1.0, 2.0], "draft", "qmc", ("semantic",), scan=stuck)

@@ -131,7 +131,7 @@ def test_rank_two_rows_thresholds_points_and_figure(client, tmp_path):
     # a row read back is the fixed point the task wrote
     row = next(r for r in rows if r["branch"] == "mixed" and r["omega"] == "0.0" and r["alpha"] == "2.2")
     fp = from_row(row)
-    expected = FakeGeneralTheoryAPI().general_point(RANK_TWO.replace(omega=0.0), 2.2, "mixed", "fast")
+    expected = FakeGeneralTheoryAPI().fixed_point(RANK_TWO.replace(omega=0.0), 2.2, "mixed", "fast")
     assert fp.values == expected.values and fp.model == expected.model and fp.converged
     _, thr = read_csv_rows(tmp_path / THRESHOLDS_CSV)
     by_omega = {r["omega"]: r for r in thr}
