@@ -14,10 +14,10 @@ Wherever it changes between two scanned points, the change is located:
   the lower one where it ends), the change is at that end, to the bisection's width; otherwise the
   crossing lies between the end and the scan point and is found as above;
 * ``bifurcation``: the branch grows continuously out of the global one, born where the multiplier
-  of its new direction on the parent crosses 1 (:func:`_bifurcation`); looked for first where the
-  branch is absent at the lower end, and also where it is found there but was absent at the scanned
-  point before (next to a birth the two ``F`` differ by less than a coarse rule's error, which can
-  order them wrongly). Where that does not apply but the branch appears with the global one's ``F``
+  of its new direction on the parent crosses 1 (:func:`_bifurcation`); looked for first, from the
+  last scanned point without the branch (also where the branch is found at the lower end or its
+  solve there did not converge: next to a birth the two ``F`` differ by less than a coarse rule's
+  error, which can order them wrongly). Where that does not apply but the branch appears with the global one's ``F``
   (within :data:`CONTINUOUS_GAP` stated errors), its defining overlap is below the noise next to the
   onset, so the onset is extrapolated from ``d^2`` linear in ``alpha`` (:func:`pitchfork_onset`).
 
@@ -304,17 +304,12 @@ def _bifurcation(parent: _Branch, child: _Branch, a0: float, a1: float) -> Optio
     return Transition(root, error, parent.name, child.name, "bifurcation", (a0, a1), details)
 
 
-def _locate(below: _Branch, above: _Branch, a0: float, a1: float, before: Optional[float] = None) -> Transition:
+def _locate(below: _Branch, above: _Branch, a0: float, a1: float, birth_from: Optional[float] = None) -> Transition:
     """The change of the global minimum from ``below`` (global at ``a0``) to ``above`` (at ``a1``).
-    ``before``: the scanned alpha below ``a0`` nearest to it where ``above`` was not found."""
+    ``birth_from``: where the birth of ``above`` on ``below`` is looked for from (None: it is not)."""
     kind, lo, hi, extra = "crossing", a0, a1, {}
-    if before is not None or a0 not in above:
-        # the birth is looked for on the parent from the last scanned point without the child, even
-        # where the child is found at a0 or its solve there did not converge: next to a continuous
-        # birth the child's F differs from its parent's by O(d^4) in its new overlap d, below a coarse
-        # rule's error, which may order them wrongly at a0 (at omega = 0 a rank-2 draft scan put the
-        # mixed point 5e-8 above the positional one where fast puts it 2e-6 below)
-        born = _bifurcation(below, above, a0 if before is None else before, a1)
+    if birth_from is not None:
+        born = _bifurcation(below, above, birth_from, a1)
         if born is not None:
             return born
     if a0 not in above:
@@ -412,8 +407,14 @@ def scan_thresholds(spec: ModelSpec, alphas: Sequence[float], precision: str = "
     for (a0, b0), (a1, b1) in zip(globals_, globals_[1:]):
         if b0 != b1:
             log.info("global minimum %s at %g, %s at %g: locating the change", b0, a0, b1, a1)
-            before = max((a for a, _ in globals_ if a < a0 and a not in by[b1]), default=None)
-            transitions.append(_locate(by[b0], by[b1], a0, a1, before))
+            # a birth is looked for from the last scanned point below a0 without the child, even
+            # where the child is found at a0 or its solve there did not converge: next to a continuous
+            # birth the child's F differs from its parent's by O(d^4) in its new overlap d, below a
+            # coarse rule's error, which may order them wrongly at a0 (at omega = 0 a rank-2 draft scan
+            # put the mixed point 5e-8 above the positional one where fast puts it 2e-6 below)
+            birth_from = max((a for a, _ in globals_ if a < a0 and a not in by[b1]),
+                             default=None if a0 in by[b1] else a0)
+            transitions.append(_locate(by[b0], by[b1], a0, a1, birth_from))
     baseline = linear_baseline(spec)
     eps_lin, eps_err = baseline.test_error, baseline.error
     scanned = {(p.alpha, p.branch): p for p in scan}
