@@ -19,6 +19,12 @@ from derivations import ModelSpec, packing
 from numerics.solver_range import check_model_range
 
 
+#: nodes per call of a generated per-node function: its few hundred temporaries then stay in the
+#: processor's cache (at 4096 nodes a prox Newton step of the (3, 1, 1) and (2, 2, 1) models costs
+#: 0.55-0.6 of one call on 32768 nodes; ``python benchmarks/bench_node_blocks.py``)
+NODE_BLOCK = 4096
+
+
 def _columns(a: np.ndarray):
     return tuple(np.asarray(a, dtype=float).T)
 
@@ -63,6 +69,20 @@ class GeneralModel:
         with np.errstate(all="ignore"):
             return getattr(self.gm, name)(*args, *self.params)
 
+    def _per_node(self, name, columns, *rest):
+        """``name`` on the node arrays ``columns`` (each ``(N,)``) and the scalars ``rest``, evaluated
+        in blocks of :data:`NODE_BLOCK` nodes; each output broadcast to ``(N,)`` (one array, or a list
+        for a function of several outputs)."""
+        n = len(columns[0]) if columns else 0
+        if n <= NODE_BLOCK:
+            out = self._call(name, *columns, *rest)
+            return ([np.broadcast_to(np.asarray(o, dtype=float), (n,)) for o in out] if isinstance(out, (list, tuple))
+                    else np.broadcast_to(np.asarray(out, dtype=float), (n,)))
+        parts = [self._per_node(name, [c[i:i + NODE_BLOCK] for c in columns], *rest) for i in range(0, n, NODE_BLOCK)]
+        if isinstance(parts[0], list):
+            return [np.concatenate(block) for block in zip(*parts)]
+        return np.concatenate(parts)
+
     def _stack(self, out, n: int) -> np.ndarray:
         """Outputs of a multi-output function as an ``(n, len(out))`` array (constants broadcast)."""
         return np.stack([np.broadcast_to(np.asarray(o, dtype=float), (n,)) for o in out], axis=-1)
@@ -71,8 +91,8 @@ class GeneralModel:
     def prox_newton(self, h, w, hs, V) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(objective (N,), gradient (N, L r), Hessian (N, L r, L r))`` of the prox objective."""
         n = len(h)
-        out = self._call("prox_newton", *_columns(h), *_columns(w), *_columns(hs), *self.pack("V", V))
-        obj = np.broadcast_to(np.asarray(out[0], dtype=float), (n,))
+        out = self._per_node("prox_newton", _columns(h) + _columns(w) + _columns(hs), *self.pack("V", V))
+        obj = out[0]
         grad = np.empty((n, self.n_h))
         for i in range(self.n_h):
             grad[:, i] = out[1 + i]
@@ -84,12 +104,10 @@ class GeneralModel:
         return obj, grad, H
 
     def prox_objective(self, h, w, hs, V) -> np.ndarray:
-        out = self._call("prox_objective", *_columns(h), *_columns(w), *_columns(hs), *self.pack("V", V))
-        return np.broadcast_to(np.asarray(out, dtype=float), (len(h),))
+        return self._per_node("prox_objective", _columns(h) + _columns(w) + _columns(hs), *self.pack("V", V))
 
     def loss(self, h, hs) -> np.ndarray:
-        out = self._call("loss", *_columns(h), *_columns(hs))
-        return np.broadcast_to(np.asarray(out, dtype=float), (len(h),))
+        return self._per_node("loss", _columns(h) + _columns(hs))
 
     def teacher(self, hs) -> np.ndarray:
         """The teacher's attention matrix ``T(h*)`` per node, row-major ``(N, L^2)``."""
@@ -101,13 +119,12 @@ class GeneralModel:
 
     def channel_moments(self, h, zeta, hs, m, V) -> np.ndarray:
         """Per-node moments ``(N, len(moment_names))`` (:mod:`derivations.moments`), the last the envelope ``M``."""
-        out = self._call("channel_moments", *_columns(h), *_columns(zeta), *_columns(hs), *self.pack("m", m),
-                         *self.pack("V", V))
-        return self._stack(out, len(h))
+        out = self._per_node("channel_moments", _columns(h) + _columns(zeta) + _columns(hs), *self.pack("m", m),
+                             *self.pack("V", V))
+        return np.stack(out, axis=-1)
 
     def test_error_integrand(self, zeta, hs, m) -> np.ndarray:
-        out = self._call("test_error_integrand_x", *_columns(zeta), *_columns(hs), *self.pack("m", m))
-        return np.broadcast_to(np.asarray(out, dtype=float), (len(zeta),))
+        return self._per_node("test_error_integrand_x", _columns(zeta) + _columns(hs), *self.pack("m", m))
 
     # ------------------------------------------------------------------ averaged
     def conjugates_from_moments(self, alpha: float, means, q, theta) -> Dict[str, np.ndarray]:
