@@ -92,7 +92,8 @@ def thresholds(spec: ModelSpec, precision: str = "fast", alphas: Optional[Sequen
     """Where the global minimum changes branch (``alpha_c``) and where it beats the linear
     baseline (``alpha_l``), with error bars.
 
-    ``alphas``: the bracketing scan (default 0.5..2.5 in 9 points); ``scan``: ``{branch:
+    ``alphas``: the bracketing scan (default 0.5..2.5 in 9 points), extended where the change or
+    ``alpha_l`` lies beyond it unless ``scan`` is given; ``scan``: ``{branch:
     BranchCurve}`` already followed on it (e.g. by :func:`follow`), not solved again where it is
     at ``precision`` (the line root finder refines a draft scan itself); ``names``:
     the branches compared (default the model's competing pair where the line quadrature solves
@@ -125,4 +126,7 @@ def thresholds(spec: ModelSpec, precision: str = "fast", alphas: Optional[Sequen
             # another precision (the draft curves of ``attnphase run``) is solved again
             points = None
     alphas = [0.5 + 0.25 * i for i in range(9)] if alphas is None else alphas
-    return scan_thresholds(spec, alphas, precision, integrator, compared, scan=points, progress=progress)
+    # a scan solved here is extended where the change or alpha_l lies beyond it, as the line
+    # quadrature's is; a given scan is the range asked for
+    return scan_thresholds(spec, alphas, precision, integrator, compared, scan=points, progress=progress,
+                           extend=scan is None)

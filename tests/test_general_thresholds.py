@@ -67,6 +67,25 @@ def test_the_global_branch_changes_where_the_training_losses_cross():
 
 
 @pytest.mark.slow
+def test_a_scan_above_the_change_is_extended_down_to_it_and_says_so():
+    """The global branch is semantic on [1.5, 2]: the change lies below the scan. Extended (one
+    point at a time below it), the scan finds it where a scan around it does; not extended, it
+    finds none."""
+    spec = ModelSpec()
+    pair = ("semantic", "positional")
+    short = scan_thresholds(spec, [1.5, 2.0], "draft", "lines", pair)
+    assert not short.transitions and {b for _, b in short.global_branches()} == {"semantic"}
+    extended = scan_thresholds(spec, [1.5, 2.0], "draft", "lines", pair, extend=True)
+    assert [(t.below, t.above) for t in extended.transitions] == [("positional", "semantic")]
+    lowest = extended.global_branches()[0]
+    assert lowest[1] == "positional" and lowest[0] == pytest.approx(1.2)  # the first point below, 0.8 x 1.5
+    assert any(n.startswith("extended the scan to alpha in [1.2, 2]") for n in extended.notes)
+    around = scan_thresholds(spec, [1.0, 1.5], "draft", "lines", pair)
+    assert extended.alpha_c == pytest.approx(around.alpha_c, abs=1e-5)
+    assert extended.alpha_l == pytest.approx(around.alpha_l, abs=1e-5)
+
+
+@pytest.mark.slow
 def test_the_general_path_finds_the_thresholds_of_the_special_one():
     # the same functions (line quadrature, draft rules), two root finders
     from numerics.thresholds.newton_pair import newton_thresholds

@@ -76,8 +76,8 @@ def register(sub):
                                    "every change of the global branch) and alpha_l (the global minimiser beats "
                                    "the linear baseline) with error estimates, and the spinodals. Cost on 2 "
                                    "cores: about 50 s (fast), about 5 minutes (high). " + GENERAL_COST)
-    _alphas_option(p, "0.5:2.5:9", "the bracketing scan, both branches in draft precision; widen it for models "
-                                   "whose transition lies elsewhere")
+    _alphas_option(p, "0.5:2.5:9", "the bracketing scan, the branches in draft precision, extended where the "
+                                   "change or alpha_l lies beyond it")
     p.add_argument("--branches", default="",
                    help="general model: the branches compared (comma-separated; default every branch of the model)")
     p.add_argument("--scan", default="", metavar="CSV",
@@ -398,7 +398,9 @@ def _threshold_failure(th, alphas):
     """Why thresholds ``th`` are not a complete result (``None`` if they are): no change of the
     global branch on the scan, or ``alpha_l`` not found."""
     if not th.transitions:
-        return (f"the global minimum does not change branch on alpha in [{min(alphas):g}, {max(alphas):g}] "
+        # the range scanned, which the thresholds may have extended beyond the one asked for
+        alphas = [p.alpha for p in th.scan] or alphas
+        return (f"the global minimum does not change branch on alpha in [{min(alphas):.4g}, {max(alphas):.4g}] "
                 f"({th.global_branches()[0][1]} throughout)")
     return None if th.alpha_l_status == "ok" else f"alpha_l {th.alpha_l_status}"
 

@@ -22,7 +22,11 @@ Wherever it changes between two scanned points, the change is located:
   onset, so the onset is extrapolated from ``d^2`` linear in ``alpha`` (:func:`pitchfork_onset`).
 
 ``alpha_c`` is the first change (in the paper's model the one change, positional to semantic); every
-change is reported.
+change is reported. A scan solved here (not given) is extended where it shows no change, one point
+at a time on the geometric grids of :mod:`~numerics.thresholds.newton_pair`: first below it, unless the
+global branch at its lower end is the trivial one (nothing is born below that), then above it, and
+above it too while the global minimum's test error stays above the linear baseline's (``alpha_l``
+beyond it); each extension is noted in the record.
 ``alpha_l`` is where the global minimum's test error falls below the linear baseline's: the root on
 the branch global there, or the ``alpha_c`` of a change where the test error jumps across it.
 
@@ -47,6 +51,7 @@ from numerics.branches.walk import walk_branch
 from numerics.fixed_points.solve import branches as model_branches
 from numerics.fixed_points.solve import solve
 from numerics.result import FixedPoint, as_matrices, mark_global_minima
+from numerics.thresholds.newton_pair import EXTEND_DOWN, EXTEND_UP
 from numerics.thresholds.record import NotConverged, ThresholdError, ThresholdLocationError, Thresholds, Transition
 
 log = logging.getLogger(__name__)
@@ -253,9 +258,10 @@ def _bifurcation(parent: _Branch, child: _Branch, a0: float, a1: float) -> Optio
     """The birth of ``child`` out of ``parent`` in ``[a0, a1]``, located on the parent where the
     multiplier of the child's new direction crosses 1 (:mod:`numerics.branches.bifurcation`): the root in alpha
     (Brent, as :func:`_root`), its error the multiplier's stated error over its slope plus the
-    tolerance. None where this does not apply: the child's subspace does not contain the parent's,
-    the parent is not a QMC solution at both ends, the multiplier does not cross 1 there, or the child
-    is found below the crossing (it then does not grow out of the parent there)."""
+    tolerance. Where the multiplier is above 1 at ``a0`` already, the bracket is looked for a few
+    steps below it. None where this does not apply: the child's subspace does not contain the
+    parent's, the parent is not a QMC solution at both ends, the multiplier does not cross 1 there, or
+    the child is found below the crossing (it then does not grow out of the parent there)."""
     from numerics.branches.bifurcation import embedding, growth_multiplier
     from numerics.fixed_points.subspaces import branch_subspace
 
@@ -279,6 +285,19 @@ def _bifurcation(parent: _Branch, child: _Branch, a0: float, a1: float) -> Optio
         return seen[a]
 
     g0, g1 = multiplier(a0).value - 1.0, multiplier(a1).value - 1.0
+    if g1 > 0 <= g0:
+        # the multiplier is above 1 already at a0 (the child's draft solve there, falling to the
+        # parent, hid a birth just below): the bracket is looked for below a0 on the parent, on the
+        # first steps of the downward extension grid
+        for f in EXTEND_DOWN[:3]:
+            try:
+                if parent.solve(a0 * f) is None:
+                    break
+            except NotConverged:
+                break
+            a1, g1, a0, g0 = a0, g0, a0 * f, multiplier(a0 * f).value - 1.0
+            if g0 < 0:
+                break
     if not g0 < 0 < g1:
         log.info("the %s direction's multiplier on %s does not cross 1 on [%g, %g] (%.4f, %.4f)", child.name,
                  parent.name, a0, a1, g0 + 1, g1 + 1)
@@ -375,14 +394,50 @@ def _alpha_l(branches: Dict[str, _Branch], globals_: list, transitions: list, ep
                                 f"alpha in [{above[0][0]:g}, {above[-1][0]:g}]")
 
 
+def _global_branches(scan: Sequence[FixedPoint]) -> list:
+    """``(alpha, branch, test error)`` of the global minimum at each scanned ``alpha``."""
+    return sorted((p.alpha, p.branch, p.test_error) for p in mark_global_minima(list(scan)) if p.global_minimum)
+
+
+def _extend(walk: Callable[[float], list], scan: list, alphas: Sequence[float], eps_lin: float) -> tuple:
+    """The scan extended beyond ``alphas`` where it shows no change of the global branch, or (above)
+    where the global minimum's test error has not fallen below ``eps_lin`` (module docstring);
+    ``walk(alpha)`` solves every branch at one new ``alpha``. Returns ``(scan, notes)``."""
+    lo, hi = min(alphas), max(alphas)
+    scan, added = list(scan), []
+
+    def changes(g):
+        return any(b0 != b1 for (_, b0, _), (_, b1, _) in zip(g, g[1:]))
+
+    g = _global_branches(scan)
+    for f in EXTEND_DOWN:
+        if not g or changes(g) or g[0][1] == "trivial":
+            break
+        added.append(lo * f)
+        scan += walk(lo * f)
+        g = _global_branches(scan)
+    for f in EXTEND_UP:
+        if not g or (changes(g) and g[-1][2] <= eps_lin):
+            break
+        added.append(hi * f)
+        scan += walk(hi * f)
+        g = _global_branches(scan)
+    notes = []
+    if added:
+        notes.append(f"extended the scan to alpha in [{min(lo, *added):.4g}, {max(hi, *added):.4g}]")
+        log.info("%s", notes[0])
+    return scan, notes
+
+
 def scan_thresholds(spec: ModelSpec, alphas: Sequence[float], precision: str = "draft",
                        integrator: str = "auto", branches: Optional[Sequence[str]] = None,
                        scan: Optional[Sequence[FixedPoint]] = None,
                        progress: Optional[Callable[[int], None]] = None,
-                       scan_precision: str = "draft") -> Thresholds:
+                       scan_precision: str = "draft", extend: bool = False) -> Thresholds:
     """Every change of the global branch on ``alphas`` and ``alpha_l``, with error bars (module
     docstring). ``scan``: the branches already solved on ``alphas`` (e.g. by ``attnphase curve``),
-    else they are followed here at ``scan_precision``; the changes and ``alpha_l`` are located at
+    else they are followed here at ``scan_precision``, and with ``extend`` the scan is extended
+    where the change or ``alpha_l`` lies beyond it; the changes and ``alpha_l`` are located at
     ``precision``, from the scan's points (reused where they are at ``precision``).
     ``progress(n)``: told the solves done."""
     from numerics.baseline import linear_baseline
@@ -390,13 +445,21 @@ def scan_thresholds(spec: ModelSpec, alphas: Sequence[float], precision: str = "
     t0 = time.perf_counter()
     names = tuple(branches or model_branches(spec))
     alphas = sorted(float(a) for a in alphas)
+    baseline = linear_baseline(spec)
+    eps_lin, eps_err = baseline.test_error, baseline.error
+    extension_notes = []
     if scan is None:
-        scan = [p for b in names for p in walk_branch(spec, alphas, b, scan_precision, integrator,
-                                                      progress=(lambda _: progress(1)) if progress else None).points]
+        def walk(grid):
+            return [p for b in names for p in walk_branch(spec, grid, b, scan_precision, integrator,
+                                                          progress=(lambda _: progress(1)) if progress else None).points]
+
+        scan = walk(alphas)
+        if extend:
+            scan, extension_notes = _extend(lambda a: walk([a]), scan, alphas, eps_lin)
     scan = mark_global_minima([p for p in scan if p.branch in names])
     by = {b: _Branch(spec, b, precision, integrator, [p for p in scan if p.branch == b], progress) for b in names}
-    notes = [f"{p.branch} at alpha = {p.alpha:g} did not converge ({p.status}); the global minimum there is "
-             f"the lowest of the converged branches" for p in scan if not p.converged]
+    notes = extension_notes + [f"{p.branch} at alpha = {p.alpha:g} did not converge ({p.status}); the global minimum "
+                               f"there is the lowest of the converged branches" for p in scan if not p.converged]
     globals_ = sorted((p.alpha, p.branch) for p in scan if p.global_minimum)
     if not globals_ and not scan:
         # every solve fell onto a smaller branch: none of them exists here, a fact of the model
@@ -415,8 +478,6 @@ def scan_thresholds(spec: ModelSpec, alphas: Sequence[float], precision: str = "
             birth_from = max((a for a, _ in globals_ if a < a0 and a not in by[b1]),
                              default=None if a0 in by[b1] else a0)
             transitions.append(_locate(by[b0], by[b1], a0, a1, birth_from))
-    baseline = linear_baseline(spec)
-    eps_lin, eps_err = baseline.test_error, baseline.error
     scanned = {(p.alpha, p.branch): p for p in scan}
     alpha_l, alpha_l_error, status = _alpha_l(by, globals_, transitions, eps_lin, eps_err, scanned)
     first = transitions[0] if transitions else None
