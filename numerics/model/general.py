@@ -20,8 +20,8 @@ from numerics.solver_range import check_model_range
 
 
 #: nodes per call of a generated per-node function: its few hundred temporaries then stay in the
-#: processor's cache (at 4096 nodes a prox Newton step of the (3, 1, 1) and (2, 2, 1) models costs
-#: 0.55-0.6 of one call on 32768 nodes; ``python benchmarks/bench_node_blocks.py``)
+#: processor's cache (a fast (3, 1, 1) or (2, 2, 1) fixed point costs 0.77-0.89 of the CPU time of
+#: calls on whole 32768-node scramblings; ``python benchmarks/bench_node_blocks.py``)
 NODE_BLOCK = 4096
 
 
@@ -83,10 +83,6 @@ class GeneralModel:
             return [np.concatenate(block) for block in zip(*parts)]
         return np.concatenate(parts)
 
-    def _stack(self, out, n: int) -> np.ndarray:
-        """Outputs of a multi-output function as an ``(n, len(out))`` array (constants broadcast)."""
-        return np.stack([np.broadcast_to(np.asarray(o, dtype=float), (n,)) for o in out], axis=-1)
-
     # ------------------------------------------------------------------ per node
     def prox_newton(self, h, w, hs, V) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(objective (N,), gradient (N, L r), Hessian (N, L r, L r))`` of the prox objective."""
@@ -111,7 +107,7 @@ class GeneralModel:
 
     def teacher(self, hs) -> np.ndarray:
         """The teacher's attention matrix ``T(h*)`` per node, row-major ``(N, L^2)``."""
-        return self._stack(self._call("teacher", *_columns(hs)), len(hs))
+        return np.stack(self._per_node("teacher", _columns(hs)), axis=-1)
 
     def positional_mean(self, m) -> np.ndarray:
         """``P m`` packed like ``w`` (``(L r,)``)."""

@@ -399,10 +399,10 @@ def _global_branches(scan: Sequence[FixedPoint]) -> list:
     return sorted((p.alpha, p.branch, p.test_error) for p in mark_global_minima(list(scan)) if p.global_minimum)
 
 
-def _extend(walk: Callable[[float], list], scan: list, alphas: Sequence[float], eps_lin: float) -> tuple:
+def _extend(walk: Callable[[list], list], scan: list, alphas: Sequence[float], eps_lin: float) -> tuple:
     """The scan extended beyond ``alphas`` where it shows no change of the global branch, or (above)
     where the global minimum's test error has not fallen below ``eps_lin`` (module docstring);
-    ``walk(alpha)`` solves every branch at one new ``alpha``. Returns ``(scan, notes)``."""
+    ``walk(grid)`` solves every branch on ``grid``. Returns ``(scan, notes)``."""
     lo, hi = min(alphas), max(alphas)
     scan, added = list(scan), []
 
@@ -414,13 +414,13 @@ def _extend(walk: Callable[[float], list], scan: list, alphas: Sequence[float], 
         if not g or changes(g) or g[0][1] == "trivial":
             break
         added.append(lo * f)
-        scan += walk(lo * f)
+        scan += walk([lo * f])
         g = _global_branches(scan)
     for f in EXTEND_UP:
         if not g or (changes(g) and g[-1][2] <= eps_lin):
             break
         added.append(hi * f)
-        scan += walk(hi * f)
+        scan += walk([hi * f])
         g = _global_branches(scan)
     notes = []
     if added:
@@ -455,12 +455,12 @@ def scan_thresholds(spec: ModelSpec, alphas: Sequence[float], precision: str = "
 
         scan = walk(alphas)
         if extend:
-            scan, extension_notes = _extend(lambda a: walk([a]), scan, alphas, eps_lin)
+            scan, extension_notes = _extend(walk, scan, alphas, eps_lin)
     scan = mark_global_minima([p for p in scan if p.branch in names])
     by = {b: _Branch(spec, b, precision, integrator, [p for p in scan if p.branch == b], progress) for b in names}
     notes = extension_notes + [f"{p.branch} at alpha = {p.alpha:g} did not converge ({p.status}); the global minimum "
                                f"there is the lowest of the converged branches" for p in scan if not p.converged]
-    globals_ = sorted((p.alpha, p.branch) for p in scan if p.global_minimum)
+    globals_ = [(a, b) for a, b, _ in _global_branches(scan)]
     if not globals_ and not scan:
         # every solve fell onto a smaller branch: none of them exists here, a fact of the model
         raise ThresholdError(f"no branch of {', '.join(names)} was found on the scan")
