@@ -152,6 +152,7 @@ def finished_tasks(out: Path) -> int:
     return len(keys)
 
 
+@pytest.mark.slow  # about 45 s; the sweeps' own resume is tested by default in test_sweeps
 def test_a_killed_run_resumes_to_the_report_and_rows_of_an_uninterrupted_one(tiny, client, tmp_path, capsys):
     out = tmp_path / "killed"
     script = tmp_path / "killed_run.py"

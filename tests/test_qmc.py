@@ -177,7 +177,8 @@ def test_global_prox_is_never_worse_than_a_dense_search():
 # the integrator's conjugates: dF = 0 against its own E[M]
 # ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize("shape", [(3, 1, 1, 3), (2, 2, 1, 1)])
+# the rank-2 shape takes about 30 s; slow, to keep the default suite's time
+@pytest.mark.parametrize("shape", [(3, 1, 1, 3), pytest.param((2, 2, 1, 1), marks=pytest.mark.slow)])
 def test_conjugates_are_dF_zero_against_finite_differences_of_the_integrators_envelope(shape):
     """F = prior_free_energy(overlaps, hats) + alpha E[M](overlaps), with E[M] the integrator's own
     estimate on its fixed nodes (common random numbers) and the hats of the same nodes at the point.
