@@ -386,3 +386,16 @@ def test_positive_definite_agrees_with_the_smallest_eigenvalue():
         got = positive_definite(S)
         assert 0 < got.sum() < len(got)
         np.testing.assert_array_equal(got[clear], smallest[clear] > 0)
+
+
+def test_the_approach_alone_settles_on_the_branch_it_starts_on():
+    # the cheap first stage of a solve (an eighth of one scrambling), which tests below a birth
+    # whether the child is reached at all: from a point of the branch it stays there
+    from numerics.fixed_points.qmc import approach_qmc
+
+    spec = ModelSpec(omega=0.3, tokens=3)
+    fp = solve(spec, 0.4, "semantic", "draft")
+    reach = approach_qmc(spec, 0.4, "semantic", "fast", start=fp.overlaps)
+    assert reach.converged and not reach.collapsed
+    defining = branch_subspace("semantic", spec.shape).defining_overlap(fp.overlaps, spec.sigma)
+    assert reach.defining == pytest.approx(defining, rel=0.05)

@@ -228,6 +228,59 @@ def _collapsed(spec, alpha, subspace, prec, solution, defining, wall_time, model
         diagnostics={"integrator": "qmc", "status": reason, "defining_overlap": defining}, wall_time=wall_time)
 
 
+@dataclasses.dataclass(frozen=True)
+class Approach:
+    """The first stage of :func:`solve_qmc` alone: the iteration on the first eighth of scrambling 0
+    from a start. ``defining``: the branch's defining overlap where it ended; ``collapsed``: below
+    :data:`~numerics.overlaps.COLLAPSE` (the iteration fell to a smaller branch)."""
+
+    overlaps: MatrixOverlaps
+    converged: bool
+    residual: float
+    iterations: int
+    defining: float
+
+    @property
+    def collapsed(self) -> bool:
+        return self.defining < COLLAPSE
+
+
+class _Setting:
+    """What a solve at one point shares: the model, the channel on the branch's subspace, the
+    oriented start and the floor of the free components."""
+
+    def __init__(self, spec, alpha, branch, precision, start, gauge, subspace, model):
+        if not alpha > 0:
+            raise ValueError(f"alpha: must be > 0, got {alpha}")
+        self.spec, self.alpha = spec, alpha
+        self.prec = precision if isinstance(precision, QMCPrecision) else QMC_PRECISIONS[precision]
+        self.model = model or bind_general(spec)
+        self.subspace = subspace or branch_subspace(branch, spec.shape)
+        self.gauge = gauge and bool(_drifting_blocks(self.subspace))
+        self.channel = QMCChannel(self.model, self.prec.rule, self.subspace)
+        start = _on_subspace(start, spec, self.subspace)
+        self.start = _oriented(start, self.subspace) if self.gauge else start
+        self.free = self.subspace.free_mask(self.model.shape)
+        self.floor = _floor(self.start, spec.rho, self.free)
+
+    def approach(self) -> ScrambleSolution:
+        # on the first eighth of scrambling 0 (itself a scrambled Sobol rule): an eighth of the
+        # cost per evaluation, and its Anderson history seeds the solve on the whole scrambling
+        F = _Map(self.model, self.channel, self.alpha, [0], self.gauge, points=max(self.prec.rule.points // 8, 256))
+        return _solve_scramble(F, self.start.pack()[self.free], self.prec, self.floor)
+
+
+def approach_qmc(spec: ModelSpec, alpha: float, branch: str = "semantic", precision: str = "fast",
+                 start: Optional[MatrixOverlaps] = None) -> Approach:
+    """Where the iteration of ``branch``'s map from ``start`` goes on an eighth of one scrambling of
+    ``precision``'s rule (the first stage of :func:`solve_qmc`, about a fiftieth of its cost): a test
+    of whether the branch is reached from there at all. Its values have no error bars."""
+    setting = _Setting(spec, alpha, branch, precision, start, True, None, None)
+    a = setting.approach()
+    return Approach(a.overlaps, a.converged, a.residual, a.iterations,
+                    setting.subspace.defining_overlap(a.overlaps, spec.sigma))
+
+
 def solve_qmc(spec: ModelSpec, alpha: float, branch: str = "semantic", precision: str = "fast",
               start: Optional[MatrixOverlaps] = None, gauge: bool = True, subspace: Optional[BranchSubspace] = None,
               model: Optional[GeneralModel] = None):
@@ -239,25 +292,13 @@ def solve_qmc(spec: ModelSpec, alpha: float, branch: str = "semantic", precision
     test what it does). ``subspace``: a subspace other than the named branch's."""
     from numerics.result import FixedPoint
 
-    if not alpha > 0:
-        raise ValueError(f"alpha: must be > 0, got {alpha}")
-    prec = precision if isinstance(precision, QMCPrecision) else QMC_PRECISIONS[precision]
-    model = model or bind_general(spec)
-    subspace = subspace or branch_subspace(branch, spec.shape)
-    gauge = gauge and bool(_drifting_blocks(subspace))
     t0 = time.perf_counter()
-    channel = QMCChannel(model, prec.rule, subspace)
-    start = _on_subspace(start, spec, subspace)
-    if gauge:
-        start = _oriented(start, subspace)
-    free = subspace.free_mask(model.shape)
-    floor = _floor(start, spec.rho, free)
+    setting = _Setting(spec, alpha, branch, precision, start, gauge, subspace, model)
+    prec, model, subspace, gauge = setting.prec, setting.model, setting.subspace, setting.gauge
+    channel, free, floor = setting.channel, setting.free, setting.floor
     R = prec.rule.scrambles
     maps = [_Map(model, channel, alpha, [j], gauge) for j in range(R)]
-    # the approach on the first eighth of scrambling 0 (itself a scrambled Sobol rule): an eighth of
-    # the cost per evaluation, and its Anderson history seeds the solve on the whole scrambling
-    approach = _solve_scramble(_Map(model, channel, alpha, [0], gauge, points=max(prec.rule.points // 8, 256)),
-                               start.pack()[free], prec, floor)
+    approach = setting.approach()
     defining = subspace.defining_overlap(approach.overlaps, spec.sigma)
     if defining < COLLAPSE:
         # the iteration fell to a smaller branch: reported as it is, not converged, without the

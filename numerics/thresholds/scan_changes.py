@@ -110,6 +110,30 @@ class _Branch:
         self.points[alpha] = fp
         return fp
 
+    def reached(self, alpha: float) -> tuple:
+        """``(found, note)``: whether the branch is found at ``alpha``, tested first by the cheap
+        approach of a QMC solve (:func:`~numerics.fixed_points.qmc.approach_qmc`) from the nearest
+        point found: where that falls to a smaller branch the branch is not found; where it does not
+        converge, ``(None, note)``; where it settles off the smaller branch, by the whole solve."""
+        from numerics.fixed_points.qmc import approach_qmc
+
+        starts = {**self.starts, **{a: p.overlaps for a, p in self.points.items()}}
+        start = starts[min(starts, key=lambda a: abs(a - alpha))] if starts else None
+        reach = approach_qmc(self.spec, alpha, self.name, self.precision, start=start)
+        log.info("%s at alpha = %g from the nearest point: approach %s (defining overlap %.2e, residual %.1e)",
+                 self.name, alpha, "collapsed" if reach.collapsed else ("settled" if reach.converged else
+                                                                        "did not settle"),
+                 reach.defining, reach.residual)
+        if reach.collapsed:
+            return False, ""
+        if not reach.converged:
+            return None, (f"the approach from the nearest point did not settle in {reach.iterations} iterations "
+                          f"(residual {reach.residual:.1e}, defining overlap {reach.defining:.2e})")
+        try:
+            return self.solve(alpha) is not None, ""
+        except NotConverged as exc:
+            return None, f"the probe did not converge: {exc}"
+
     def end(self, inside: float, outside: float) -> tuple:
         """``(last alpha found, first alpha not found, note)`` between a point where the branch exists
         and one where it does not, by bisection to :data:`END_XTOL`. Near its end a branch's solve may
@@ -308,14 +332,11 @@ def _bifurcation(parent: _Branch, child: _Branch, a0: float, a1: float) -> Optio
     # not a birth); nearer, a draft solve can find a child whose overlap is its noise (at 1.3 errors
     # below a draft root it did). Where that lies below a0, the scan's a0 is the probe.
     probe = root - 3.0 * error
-    try:
-        below = child.solve(probe) if probe > a0 else None
-        probe_note = ""
-    except NotConverged as exc:
-        # next to a birth the child's map barely contracts (its multiplier is near 1): a fast solve
-        # three errors below the root stopped at a residual of 9e-3; that is no evidence of a fold
-        below, probe_note = None, f"the probe did not converge: {exc}"
-    if below is not None:
+    # next to a birth the child's map barely contracts (its multiplier is near 1): a whole fast solve
+    # there ran every scrambling to its iteration limit (minutes) and ended unconverged, no evidence
+    # either way; the approach alone (seconds) says whether the iteration settles on the child at all
+    found, probe_note = child.reached(probe) if probe > a0 else (False, "")
+    if found:
         log.info("%s found at alpha = %g, below the crossing %g: not a continuous birth", child.name, probe, root)
         return None
     details.update(method="multiplier on the parent", multipliers=[m.to_dict() for _, m in sorted(seen.items())],
