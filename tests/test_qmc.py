@@ -399,3 +399,22 @@ def test_the_approach_alone_settles_on_the_branch_it_starts_on():
     assert reach.converged and not reach.collapsed
     defining = branch_subspace("semantic", spec.shape).defining_overlap(fp.overlaps, spec.sigma)
     assert reach.defining == pytest.approx(defining, rel=0.05)
+
+
+def test_a_fixed_point_that_repels_the_iteration_is_reached_by_the_root_finder():
+    # the three-token trivial branch at alpha = 6.225, from its point at alpha = 2: the map's
+    # Jacobian there has an eigenvalue near -4, and the damped Anderson iteration left the domain
+    # (V < 0)
+    from numerics.fixed_points.qmc import _Map, _Setting
+
+    spec = ModelSpec(omega=0.3, tokens=3)
+    alpha = 6.225
+    far = solve(spec, 2.0, "trivial", "draft")
+    fp = solve(spec, alpha, "trivial", "draft", start=far.overlaps)
+    assert fp.converged
+    setting = _Setting(spec, alpha, "trivial", "draft", fp.overlaps, True, None, None)
+    F = _Map(setting.model, setting.channel, alpha, None, setting.gauge)
+    x = fp.overlaps.pack()[setting.free]
+    J = np.column_stack([(F(x + h) - F(x - h)) / (2 * h[j]) for j, h in enumerate(np.diag(1e-4 * np.abs(x)))])
+    assert np.min(np.linalg.eigvals(J).real) < -2  # repelling: out of the damped iteration's reach
+    assert np.allclose(F(x), x, rtol=1e-3)

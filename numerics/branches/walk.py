@@ -22,15 +22,16 @@ log = logging.getLogger(__name__)
 
 
 def walk_branch(spec: ModelSpec, alphas: Sequence[float], branch: str, precision: str = "fast",
-                integrator: str = "auto", progress=None) -> BranchCurve:
+                integrator: str = "auto", progress=None, start=None) -> BranchCurve:
     """``branch`` along ``alphas`` by continuation, as a :class:`BranchCurve` of matrix records
     (:func:`~numerics.result.as_matrices`; no spinodals, a note on where it was not found): each
     solve starts from the last point found on the branch; a solve from the previous point that does not converge, or falls to a smaller
     branch, is retried once from the default start. Alphas where the branch is not found (:class:`~numerics.fixed_points.lines.BranchNotFound`)
     are left out, and the next one starts afresh; a solve that raises :class:`~numerics.solver.iteration.SolverError`
     is kept as a failed point (:func:`~numerics.result.failed_point`). ``progress(alpha)`` is
-    called after each alpha."""
-    points, start = [], None
+    called after each alpha. ``start``: the overlaps the first solve starts from (a point of the
+    branch near the grid; default: the default start)."""
+    points = []
     for alpha in alphas:
         try:
             try:

@@ -420,10 +420,11 @@ def _global_branches(scan: Sequence[FixedPoint]) -> list:
     return sorted((p.alpha, p.branch, p.test_error) for p in mark_global_minima(list(scan)) if p.global_minimum)
 
 
-def _extend(walk: Callable[[list], list], scan: list, alphas: Sequence[float], eps_lin: float) -> tuple:
+def _extend(walk: Callable[[list, list], list], scan: list, alphas: Sequence[float], eps_lin: float) -> tuple:
     """The scan extended beyond ``alphas`` where it shows no change of the global branch, or (above)
     where the global minimum's test error has not fallen below ``eps_lin`` (module docstring);
-    ``walk(grid)`` solves every branch on ``grid``. Returns ``(scan, notes)``."""
+    ``walk(grid, known)`` solves every branch on ``grid``, each from its point in ``known`` nearest
+    the grid. Returns ``(scan, notes)``."""
     lo, hi = min(alphas), max(alphas)
     scan, added = list(scan), []
 
@@ -435,13 +436,13 @@ def _extend(walk: Callable[[list], list], scan: list, alphas: Sequence[float], e
         if not g or changes(g) or g[0][1] == "trivial":
             break
         added.append(lo * f)
-        scan += walk([lo * f])
+        scan += walk([lo * f], scan)
         g = _global_branches(scan)
     for f in EXTEND_UP:
         if not g or (changes(g) and g[-1][2] <= eps_lin):
             break
         added.append(hi * f)
-        scan += walk([hi * f])
+        scan += walk([hi * f], scan)
         g = _global_branches(scan)
     notes = []
     if added:
@@ -470,9 +471,16 @@ def scan_thresholds(spec: ModelSpec, alphas: Sequence[float], precision: str = "
     eps_lin, eps_err = baseline.test_error, baseline.error
     extension_notes = []
     if scan is None:
-        def walk(grid):
+        def walk(grid, known=()):
+            # each branch from its known point nearest the grid: from the default start the
+            # three-token trivial branch is not reached above alpha = 3, from its neighbour it is
+            def start(b):
+                near = [p for p in known if p.branch == b and p.converged]
+                return min(near, key=lambda p: abs(p.alpha - grid[0])).overlaps if near else None
+
             return [p for b in names for p in walk_branch(spec, grid, b, scan_precision, integrator,
-                                                          progress=(lambda _: progress(1)) if progress else None).points]
+                                                          progress=(lambda _: progress(1)) if progress else None,
+                                                          start=start(b)).points]
 
         scan = walk(alphas)
         if extend:
