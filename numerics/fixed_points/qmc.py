@@ -44,7 +44,7 @@ log = logging.getLogger(__name__)
 DAMPING, ANDERSON, STALL_WINDOW = 0.5, 4, 20
 #: evaluations of the pooled map (all scramblings) that polish the mean of their fixed points
 POLISH = 8
-#: evaluations of the root finder where the iteration stops short of a fixed point
+#: evaluations of the root finder where the iteration leaves the map's domain
 ROOT_EVALUATIONS = 40
 
 
@@ -191,24 +191,18 @@ def _solve_scramble(F: _Map, x0: np.ndarray, prec: QMCPrecision, floor: np.ndarr
     try:
         res = solve_fixed_point(F, x0, tol=prec.tol, maxiter=prec.maxiter, damping=DAMPING, anderson=ANDERSON,
                                 floor=floor, history=history, stall_window=STALL_WINDOW)
-        failure = "" if res.converged or res.residual < prec.residual_tol else res.stopped
     except SolverError as exc:
-        res, failure, raised = None, str(exc), exc
-    if failure:
         # the damped Anderson iteration does not reach a fixed point where the map's Jacobian has an
         # eigenvalue far below -1 (the three-token trivial branch above alpha = 3: -3.3 to -3.8; its
-        # iterates left the domain); the root finder reaches it whatever the eigenvalues
-        log.info("alpha=%g %s: the iteration stopped (%s); root finder from its start", F.alpha,
-                 F.subspace.name, failure)
+        # iterates left the domain); the root finder reaches it whatever the eigenvalues. (A solve
+        # that only stalls or runs out of iterations is not retried: near a birth that would add up
+        # to ROOT_EVALUATIONS evaluations to every scrambling.)
+        log.info("alpha=%g %s: %s; root finder from the start", F.alpha, F.subspace.name, exc)
         try:
-            root = root_fixed_point(F, x0, tol=prec.tol, accept_tol=prec.residual_tol,
-                                    max_evaluations=ROOT_EVALUATIONS, floor=floor)
+            res = root_fixed_point(F, x0, tol=prec.tol, accept_tol=prec.residual_tol,
+                                   max_evaluations=ROOT_EVALUATIONS, floor=floor)
         except OUTSIDE_DOMAIN:
-            if res is None:
-                raise raised
-            root = res
-        if res is None or root.converged or root.residual < res.residual:
-            res = root
+            raise exc from None
     if F.last is not None and np.array_equal(F.last[0], res.x):
         est = F.last[1]
     else:

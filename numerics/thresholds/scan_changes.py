@@ -37,6 +37,7 @@ a branch is known to half the bisection's last interval.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import time
@@ -62,6 +63,10 @@ MIN_XTOL = 1e-4
 END_XTOL = 4e-3
 #: a branch that appears within this many stated errors of the global one's F bifurcates from it
 CONTINUOUS_GAP = 3.0
+#: the iterations per scrambling of the probe for a child below a birth's crossing: next to a birth
+#: the child's map barely contracts, and a whole fast solve there ran every scrambling to its limit
+#: (60, minutes) to end unconverged
+PROBE_MAXITER = 15
 #: an overlap this many scramblings' spreads above zero is resolved (fitted at an onset)
 RESOLVED = 3.0
 
@@ -111,10 +116,13 @@ class _Branch:
         return fp
 
     def reached(self, alpha: float) -> tuple:
-        """``(found, note)``: whether the branch is found at ``alpha``, tested first by the cheap
-        approach of a QMC solve (:func:`~numerics.fixed_points.qmc.approach_qmc`) from the nearest
-        point found: where that falls to a smaller branch the branch is not found; where it does not
-        converge, ``(None, note)``; where it settles off the smaller branch, by the whole solve."""
+        """``(found, note)``: whether the branch is found at ``alpha`` from its nearest point, tested
+        first by the approach of a QMC solve alone (:func:`~numerics.fixed_points.qmc.approach_qmc`):
+        where that falls to a smaller branch it is not found; otherwise by a solve of at most
+        :data:`PROBE_MAXITER` iterations per scrambling, found where it converges and ``(None, note)``
+        where it does not."""
+        from numerics.channel.qmc.precision import QMC_PRECISIONS
+        from numerics.fixed_points.lines import BranchNotFound
         from numerics.fixed_points.qmc import approach_qmc
 
         starts = {**self.starts, **{a: p.overlaps for a, p in self.points.items()}}
@@ -126,13 +134,18 @@ class _Branch:
                  reach.defining, reach.residual)
         if reach.collapsed:
             return False, ""
-        if not reach.converged:
-            return None, (f"the approach from the nearest point did not settle in {reach.iterations} iterations "
-                          f"(residual {reach.residual:.1e}, defining overlap {reach.defining:.2e})")
+        capped = dataclasses.replace(QMC_PRECISIONS[self.precision], maxiter=PROBE_MAXITER)
         try:
-            return self.solve(alpha) is not None, ""
-        except NotConverged as exc:
-            return None, f"the probe did not converge: {exc}"
+            fp = solve(self.spec, alpha, self.name, capped, "qmc", start=start)
+        except BranchNotFound as exc:
+            log.info("%s", exc)
+            return False, ""
+        finally:
+            if self.progress:
+                self.progress(1)
+        if not fp.converged:
+            return None, f"the probe did not converge in {PROBE_MAXITER} iterations per scrambling: {fp.status}"
+        return True, ""
 
     def end(self, inside: float, outside: float) -> tuple:
         """``(last alpha found, first alpha not found, note)`` between a point where the branch exists
@@ -332,9 +345,9 @@ def _bifurcation(parent: _Branch, child: _Branch, a0: float, a1: float) -> Optio
     # not a birth); nearer, a draft solve can find a child whose overlap is its noise (at 1.3 errors
     # below a draft root it did). Where that lies below a0, the scan's a0 is the probe.
     probe = root - 3.0 * error
-    # next to a birth the child's map barely contracts (its multiplier is near 1): a whole fast solve
-    # there ran every scrambling to its iteration limit (minutes) and ended unconverged, no evidence
-    # either way; the approach alone (seconds) says whether the iteration settles on the child at all
+    # next to a birth the child's map barely contracts (its multiplier is near 1) and each scrambling
+    # sees its own birth, a spread of the root's error apart: an unconverged probe is no evidence
+    # either way, and its cost is capped (_Branch.reached)
     found, probe_note = child.reached(probe) if probe > a0 else (False, "")
     if found:
         log.info("%s found at alpha = %g, below the crossing %g: not a continuous birth", child.name, probe, root)
