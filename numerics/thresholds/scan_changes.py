@@ -118,9 +118,9 @@ class _Branch:
     def reached(self, alpha: float) -> tuple:
         """``(found, note)``: whether the branch is found at ``alpha`` from its nearest point, tested
         first by the approach of a QMC solve alone (:func:`~numerics.fixed_points.qmc.approach_qmc`):
-        where that falls to a smaller branch it is not found; otherwise by a solve of at most
-        :data:`PROBE_MAXITER` iterations per scrambling, found where it converges and ``(None, note)``
-        where it does not."""
+        where that falls to a smaller branch it is not found, where it does not settle ``(None,
+        note)``; where it settles, by a solve of at most :data:`PROBE_MAXITER` iterations per
+        scrambling, found where it converges and ``(None, note)`` where it does not."""
         from numerics.channel.qmc.precision import QMC_PRECISIONS
         from numerics.fixed_points.lines import BranchNotFound
         from numerics.fixed_points.qmc import approach_qmc
@@ -134,6 +134,11 @@ class _Branch:
                  reach.defining, reach.residual)
         if reach.collapsed:
             return False, ""
+        if not reach.converged:
+            # a whole solve would not settle either, at a higher cost: with the cap below, at fast
+            # precision one scrambling of the three-token child took 22-66 s and ended unconverged
+            return None, (f"the approach from the nearest point did not settle in {reach.iterations} iterations "
+                          f"(residual {reach.residual:.1e}, defining overlap {reach.defining:.2e})")
         capped = dataclasses.replace(QMC_PRECISIONS[self.precision], maxiter=PROBE_MAXITER)
         try:
             fp = solve(self.spec, alpha, self.name, capped, "qmc", start=start)
