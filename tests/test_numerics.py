@@ -180,6 +180,7 @@ def test_solve_branch_result_object():
     json.dumps(d, allow_nan=False)
 
 
+@pytest.mark.slow  # about 22 s; the softmax's searched start is tested by default
 def test_linear_attention_is_solved_from_a_searched_start():
     """Linear attention (``S = h h^T``) has its loss concave around ``h = 0``: from the
     softmax model's default start the map sends ``V`` below zero and the solve fails.
@@ -251,6 +252,7 @@ def test_small_alpha_tends_to_uniform_attention(model):
     assert v_gaps[1] < 0.5 * v_gaps[0]  # measured: ~sqrt(alpha)
 
 
+@pytest.mark.slow  # about 23 s (the mpmath quadrature at 20 digits)
 def test_linear_baseline_float64_agrees_with_mpmath():
     b = linear_baseline(SPEC)
     value, n = linear_baseline_mp(SPEC, dps=20)
