@@ -403,8 +403,8 @@ def test_the_approach_alone_settles_on_the_branch_it_starts_on():
 
 def test_a_fixed_point_that_repels_the_iteration_is_reached_by_the_root_finder():
     # the three-token trivial branch at alpha = 6.225, from its point at alpha = 2: the map's
-    # Jacobian there has an eigenvalue near -4, and the damped Anderson iteration left the domain
-    # (V < 0)
+    # Jacobian there has an eigenvalue below -2 (-3.8 at alpha = 4), and the damped Anderson
+    # iteration left the domain (V < 0)
     from numerics.fixed_points.qmc import _Map, _Setting
 
     spec = ModelSpec(omega=0.3, tokens=3)

@@ -85,14 +85,18 @@ class _Branch:
         """Whether the branch was found at ``alpha`` (on the scan, or by a solve)."""
         return alpha in self.points or alpha in self.starts
 
+    def _nearest_start(self, alpha: float):
+        """The overlaps of the branch's point nearest ``alpha`` (solved here or on the scan); None if none."""
+        starts = {**self.starts, **{a: p.overlaps for a, p in self.points.items()}}
+        return starts[min(starts, key=lambda a: abs(a - alpha))] if starts else None
+
     def solve(self, alpha: float) -> Optional[FixedPoint]:
         """The branch at ``alpha``, or None where it is not found; raises where a solve fails."""
         from numerics.fixed_points.lines import BranchNotFound
 
         if alpha in self.points:
             return self.points[alpha]
-        starts = {**self.starts, **{a: p.overlaps for a, p in self.points.items()}}
-        start = starts[min(starts, key=lambda a: abs(a - alpha))] if starts else None
+        start = self._nearest_start(alpha)
         try:
             try:
                 fp = as_matrices(solve(self.spec, alpha, self.name, self.precision, self.integrator, start=start))
@@ -125,8 +129,7 @@ class _Branch:
         from numerics.fixed_points.lines import BranchNotFound
         from numerics.fixed_points.qmc import approach_qmc
 
-        starts = {**self.starts, **{a: p.overlaps for a, p in self.points.items()}}
-        start = starts[min(starts, key=lambda a: abs(a - alpha))] if starts else None
+        start = self._nearest_start(alpha)
         reach = approach_qmc(self.spec, alpha, self.name, self.precision, start=start)
         log.info("%s at alpha = %g from the nearest point: approach %s (defining overlap %.2e, residual %.1e)",
                  self.name, alpha, "collapsed" if reach.collapsed else ("settled" if reach.converged else
