@@ -143,12 +143,13 @@ def prior_image(model: GeneralModel, subspace: BranchSubspace, hats: MatrixHats)
 
 class _Map:
     """``x -> F_j(x)`` over the free components, for the scramblings ``scrambles`` of ``channel``;
-    remembers the channel estimate of the last evaluation."""
+    remembers the channel estimate of the last evaluation. ``dense_check``: passed to every
+    :meth:`QMCChannel.estimate <numerics.channel.qmc.channel.QMCChannel.estimate>`."""
 
     def __init__(self, model: GeneralModel, channel: QMCChannel, alpha: float, scrambles, gauge: bool,
-                 points: Optional[int] = None):
+                 points: Optional[int] = None, dense_check: Optional[bool] = None):
         self.model, self.channel, self.alpha, self.scrambles, self.gauge = model, channel, alpha, scrambles, gauge
-        self.points = points
+        self.points, self.dense_check = points, dense_check
         self.subspace = channel.subspace
         self.free = self.subspace.free_mask(model.shape)
         self.template = np.zeros(len(self.free))
@@ -165,10 +166,13 @@ class _Map:
         ov = prior_image(self.model, self.subspace, est.hats)
         return _oriented(ov, self.subspace) if self.gauge else ov
 
-    def __call__(self, x_free):
-        ov = self.overlaps(x_free)
-        est = self.channel.estimate(ov, self.alpha, self.scrambles, points=self.points)
+    def estimate(self, x_free) -> ChannelEstimate:
         self.evaluations += 1
+        return self.channel.estimate(self.overlaps(x_free), self.alpha, self.scrambles, self.dense_check,
+                                     points=self.points)
+
+    def __call__(self, x_free):
+        est = self.estimate(x_free)
         self.last = (np.array(x_free, dtype=float), est)
         return self.image(est).pack()[self.free]
 
@@ -206,23 +210,23 @@ def _solve_scramble(F: _Map, x0: np.ndarray, prec: QMCPrecision, floor: np.ndarr
     if F.last is not None and np.array_equal(F.last[0], res.x):
         est = F.last[1]
     else:
-        est = F.channel.estimate(F.overlaps(res.x), F.alpha, F.scrambles, points=F.points)
-        F.evaluations += 1
+        est = F.estimate(res.x)
     converged = bool(res.converged or res.residual < prec.residual_tol)
     return ScrambleSolution(F.overlaps(res.x), est, converged, float(res.residual), res.iterations, F.evaluations,
                             res.pairs)
 
 
 def _fields(model: GeneralModel, alpha: float, ov: MatrixOverlaps, hats: MatrixHats, envelope: float,
-            test_nodes) -> dict:
+            test_nodes, test_points: Optional[int] = None) -> dict:
     """Every reported number at one point: packed overlaps and conjugates, invariants, test error
-    (its value from each scrambling of the test rule, averaged) and training loss."""
+    (its value from each scrambling of the test rule, or of its first ``test_points``, averaged)
+    and training loss."""
     out = dict(ov.as_dict())
     out.update(hats.as_dict())
     for key, values in ov.invariants().items():
         for i, v in enumerate(values):
             out[f"{key}_{i + 1}"] = v
-    out["test_error"] = float(test_error_estimates(model, ov, test_nodes).mean())
+    out["test_error"] = float(test_error_estimates(model, ov, test_nodes, test_points).mean())
     out["train_loss"] = model.prior_free_energy(ov.matrices(), hats.matrices()) + alpha * envelope
     return out
 
@@ -337,19 +341,28 @@ def solve_qmc(spec: ModelSpec, alpha: float, branch: str = "semantic", precision
     # the pooled map's fixed point is x̄ to first order in the scramblings' spread only: at the
     # spread of a fast rule (~1e-3) the remainder is a residual of ~1e-4, more than the rule's
     # error on a large field, so x̄ is polished by a few evaluations of the pooled map
-    polish = _solve_scramble(_Map(model, channel, alpha, None, gauge), xbar, dataclasses.replace(prec, maxiter=POLISH),
-                             floor)
+    # every pooled evaluation runs the dense check, so that the last one is the reported estimate
+    # (another evaluation at the same point would cost as much as the polish's own)
+    polish = _solve_scramble(_Map(model, channel, alpha, None, gauge, dense_check=True), xbar,
+                             dataclasses.replace(prec, maxiter=POLISH), floor)
     pooled = _Map(model, channel, alpha, None, gauge=False)
-    ov = polish.overlaps
-    ov = ov.rotated(*alignment(ov, first.overlaps, subspace.gauge_blocks()))
-    est = channel.estimate(ov, alpha, dense_check=True)
+    ov, est, pooled_evaluations = polish.overlaps, polish.estimate, polish.evaluations
+    O, W = alignment(ov, first.overlaps, subspace.gauge_blocks())
+    if not (np.array_equal(O, np.eye(len(O))) and np.array_equal(W, np.eye(len(W)))):
+        # the nodes are not invariant under the rotation: the channel is evaluated at the point reported
+        ov = ov.rotated(O, W)
+        est = channel.estimate(ov, alpha, dense_check=True)
+        pooled_evaluations += 1
     est = dataclasses.replace(est, hats=subspace.isotropic(est.hats))
     residual = _matrix_residual(pooled.image(est), ov)
 
     test_nodes = gaussian_nodes(model.shape, prec.rule.test_log2_points, prec.rule.test_scrambles,
                                 prec.rule.seed + 1)
     value = _fields(model, alpha, ov, est.hats, est.mean_envelope, test_nodes)
-    per = [_fields(model, alpha, *a, test_nodes) for a in aligned]
+    # the scramblings' spread of the test error is that of their overlaps, measured on common test
+    # nodes: the prefix of the test rule as long as a scrambling of the channel's rule suffices
+    # for it (the integrand is smooth in the overlaps), the whole rule for the reported value only
+    per = [_fields(model, alpha, *a, test_nodes, prec.rule.points) for a in aligned]
     t_factor = float(stats.t.ppf(0.975, R - 1))
     # the residual's share of each field's error: residual x the size of its matrix (of the field
     # itself for invariants, test error and training loss)
@@ -388,8 +401,8 @@ def solve_qmc(spec: ModelSpec, alpha: float, branch: str = "semantic", precision
         # each scrambling's own fixed point, aligned with the reported one (numerics.branches.bifurcation
         # differentiates each scrambling's map there)
         "scramble_fixed_points": [a[0].pack().tolist() for a in aligned],
-        "map_evaluations": sum(s.evaluations for s in solutions) + 1 + approach.evaluations,
-        "pooled_evaluations": polish.evaluations + 1,
+        "map_evaluations": sum(s.evaluations for s in solutions) + approach.evaluations,
+        "pooled_evaluations": pooled_evaluations,
         "full_searches": channel.full_searches,
         "nodes": est.diagnostics["nodes"],
         "max_prox_gradient": est.diagnostics["max_prox_gradient"],

@@ -35,9 +35,16 @@ def _objective(model, h, w, hs, V):
 
 
 def positive_definite(S: np.ndarray) -> np.ndarray:
-    """Which of the symmetric matrices ``S`` (a stack, ``N x n x n``) are positive definite: a
-    Cholesky factorisation vectorised over the stack, column by column, that records a
-    non-positive pivot per matrix (numpy's ``cholesky`` raises for the whole stack instead)."""
+    """Which of the symmetric matrices ``S`` (a stack, ``N x n x n``) are positive definite
+    (:func:`cholesky_factors`)."""
+    return cholesky_factors(S)[1]
+
+
+def cholesky_factors(S: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """``(L, ok)``: a Cholesky factorisation ``S = L L^T`` of the symmetric matrices ``S`` (a stack,
+    ``N x n x n``) vectorised over the stack, column by column, and which of them are positive
+    definite (a non-positive pivot recorded per matrix, where numpy's ``cholesky`` raises for the
+    whole stack; ``L`` is meaningless where ``ok`` is False)."""
     N, n, _ = S.shape
     L = np.zeros_like(S)
     ok = np.ones(N, dtype=bool)
@@ -47,7 +54,20 @@ def positive_definite(S: np.ndarray) -> np.ndarray:
         root = np.sqrt(np.where(ok, pivot, 1.0))
         L[:, j, j] = root
         L[:, j + 1:, j] = (S[:, j + 1:, j] - np.einsum("nik,nk->ni", L[:, j + 1:, :j], L[:, j, :j])) / root[:, None]
-    return ok
+    return L, ok
+
+
+def cholesky_solve(L: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``x`` with ``L L^T x = b`` for a stack of lower-triangular factors ``L`` (``N x n x n``) and
+    right-hand sides ``b`` (``N x n``): forward then back substitution, vectorised over the stack."""
+    n = b.shape[1]
+    y = np.empty_like(b)
+    for i in range(n):
+        y[:, i] = (b[:, i] - np.einsum("nk,nk->n", L[:, i, :i], y[:, :i])) / L[:, i, i]
+    x = np.empty_like(b)
+    for i in reversed(range(n)):
+        x[:, i] = (y[:, i] - np.einsum("nk,nk->n", L[:, i + 1:, i], x[:, i + 1:])) / L[:, i, i]
+    return x
 
 
 def _directions(H: np.ndarray, g: np.ndarray, floor: float) -> Tuple[np.ndarray, np.ndarray]:
@@ -55,16 +75,16 @@ def _directions(H: np.ndarray, g: np.ndarray, floor: float) -> Tuple[np.ndarray,
     Hessians exceed ``floor`` (``H - floor I`` positive definite).
 
     Which ones are is decided by one batched Cholesky factorisation of ``H - floor I`` that reports
-    failure per matrix (:func:`positive_definite`). Those (the usual case near minima) take the
-    Newton step of ``H - floor I`` (a shift of a millionth of the smallest curvature ``1/V``) by a
-    batched solve, the others an eigendecomposition: a batched eigendecomposition costs 5-10 times
-    a solve for 4 x 4 to 6 x 6 matrices."""
+    failure per matrix (:func:`cholesky_factors`). Those (the usual case near minima) take the
+    Newton step of ``H - floor I`` (a shift of a millionth of the smallest curvature ``1/V``) from
+    that factorisation, the others an eigendecomposition: a batched eigendecomposition costs 5-10
+    times a solve for 4 x 4 to 6 x 6 matrices."""
     n = H.shape[1]
     shifted = H - floor * np.eye(n)
-    convex = positive_definite(shifted)
+    factors, convex = cholesky_factors(shifted)
     d = np.empty_like(g)
     if convex.any():
-        d[convex] = -np.linalg.solve(shifted[convex], g[convex][..., None])[..., 0]
+        d[convex] = -cholesky_solve(factors[convex], g[convex])
     other = ~convex
     if other.any():
         lam, U = np.linalg.eigh(H[other])

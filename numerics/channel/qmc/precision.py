@@ -27,7 +27,7 @@ class QMCPrecision:
 QMC_PRECISIONS = {
     "draft": QMCPrecision("draft", QMCRule(log2_points=11, scrambles=4, test_log2_points=12, test_scrambles=4,
                                            dense_nodes=512), 1e-4, 1e-3),
-    "fast": QMCPrecision("fast", QMCRule(log2_points=15, scrambles=8, test_log2_points=16, test_scrambles=8),
+    "fast": QMCPrecision("fast", QMCRule(log2_points=15, scrambles=8, test_log2_points=18, test_scrambles=8),
                          1e-5, 1e-4),
     "high": QMCPrecision("high", QMCRule(log2_points=18, scrambles=8, test_log2_points=18, test_scrambles=8,
                                          dense_nodes=8192), 1e-6, 1e-5),

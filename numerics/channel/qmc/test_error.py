@@ -7,7 +7,7 @@ spread over the scramblings is the standard error.
 """
 from __future__ import annotations
 
-from typing import Tuple
+from typing import Optional, Tuple
 
 import numpy as np
 
@@ -16,12 +16,16 @@ from numerics.matrix_overlaps import MatrixOverlaps
 from numerics.channel.qmc.nodes import GaussianNodes, preactivations
 
 
-def test_error_estimates(model: GeneralModel, ov: MatrixOverlaps, nodes: GaussianNodes) -> np.ndarray:
-    """The test error from each scrambling of ``nodes`` (``(R,)``)."""
-    zeta, hs, _ = preactivations(nodes, ov, model.spec.rho, model.positional_mean(ov.m))
+def test_error_estimates(model: GeneralModel, ov: MatrixOverlaps, nodes: GaussianNodes,
+                         points: Optional[int] = None) -> np.ndarray:
+    """The test error from each scrambling of ``nodes`` (``(R,)``); ``points``: from the first
+    ``points`` (a power of two) of each, itself a scrambled Sobol rule."""
+    n = nodes.points if points is None else min(points, nodes.points)
+    rows = np.concatenate([nodes.rows(j)[:n] for j in range(nodes.scrambles)])
+    zeta, hs, _ = preactivations(nodes, ov, model.spec.rho, model.positional_mean(ov.m), rows)
     with np.errstate(over="ignore", under="ignore"):
         values = model.test_error_integrand(zeta, hs, ov.m)
-    return values.reshape(nodes.scrambles, nodes.points).mean(axis=1)
+    return values.reshape(nodes.scrambles, n).mean(axis=1)
 
 
 def test_error(model: GeneralModel, ov: MatrixOverlaps, nodes: GaussianNodes) -> Tuple[float, float]:
