@@ -88,7 +88,7 @@ def follow(spec: ModelSpec, alphas: Sequence[float], branch: str, precision: str
 
 def thresholds(spec: ModelSpec, precision: str = "fast", alphas: Optional[Sequence[float]] = None,
                integrator: str = "auto", names: Optional[Sequence[str]] = None, scan: Optional[dict] = None,
-               progress=None, **options):
+               progress=None, mapper=None, **options):
     """Where the global minimum changes branch (``alpha_c``) and where it beats the linear
     baseline (``alpha_l``), with error bars.
 
@@ -104,7 +104,9 @@ def thresholds(spec: ModelSpec, precision: str = "fast", alphas: Optional[Sequen
     on the branches (:func:`numerics.thresholds.newton_pair.newton_thresholds`, with the spinodals;
     ``options`` go to it); otherwise every change of the global branch on the scan is located
     (:func:`numerics.thresholds.scan_changes.scan_thresholds`, with the scanned points;
-    ``progress(n)`` told the solves done). Either way the record is one :class:`Thresholds`:
+    ``progress(n)`` told the solves done; ``mapper(function, items)`` runs the branches' walks, on
+    workers if it chooses, see :func:`~numerics.thresholds.scan_changes.scan_thresholds`). Either way
+    the record is one :class:`Thresholds`:
     ``alpha_c`` the first of its ``transitions`` (NaN where the global branch does not change on
     the scan), ``alpha_l`` NaN with its ``alpha_l_status`` where it is not bracketed."""
     compared = tuple(names or COMPETING_BRANCHES)
@@ -129,4 +131,4 @@ def thresholds(spec: ModelSpec, precision: str = "fast", alphas: Optional[Sequen
     # a scan solved here is extended where the change or alpha_l lies beyond it, as the line
     # quadrature's is; a given scan is the range asked for
     return scan_thresholds(spec, alphas, precision, integrator, compared, scan=points, progress=progress,
-                           extend=scan is None)
+                           extend=scan is None, mapper=mapper)

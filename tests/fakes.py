@@ -116,7 +116,7 @@ class FakeTheoryAPI:
                 for b in THEORY_BRANCHES}
 
     def thresholds(self, spec, precision="fast", alphas=None, integrator="auto", names=None, scan=None,
-                   progress=None):
+                   progress=None, mapper=None):
         return self.pair_thresholds(spec, precision, scan)
 
     def pair_thresholds(self, spec, precision="fast", scan_curves=None):
@@ -210,7 +210,7 @@ class FakeGeneralTheoryAPI(FakeTheoryAPI):
         return from_row(row)
 
     def thresholds(self, spec, precision="fast", alphas=None, integrator="auto", names=None, scan=None,
-                   progress=None):
+                   progress=None, mapper=None):
         """Like ``numerics.api.thresholds``: the pair's toy thresholds for the line model's two
         branches, else every change of the global branch."""
         names = tuple(names or THEORY_BRANCHES)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import numerics.baseline as baseline_module
@@ -48,9 +49,21 @@ def test_a_fixed_point_reads_back_from_its_curve_row(tmp_path):
     assert back.error["q"] == fp.error["q"] and "test" not in back.error
 
 
-def test_the_global_branch_changes_where_the_training_losses_cross():
+def test_the_global_branch_changes_where_the_training_losses_cross(capsys):
+    # the branches are walked side by side on (in-process) Dask workers, as --workers does
+    from distributed import Client, LocalCluster
+
     spec = ModelSpec()
-    th = scan_thresholds(spec, [1.0, 1.5], "draft", "lines", ("semantic", "positional"))
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster, \
+            Client(cluster) as client:
+        calls = []
+
+        def mapper(function, items):
+            calls.append(len(items))
+            return client.gather(client.map(function, list(items), pure=False))
+
+        th = scan_thresholds(spec, [1.0, 1.5], "draft", "lines", ("semantic", "positional"), mapper=mapper)
+    assert calls == [2]
     assert [(t.below, t.above, t.kind) for t in th.transitions] == [("positional", "semantic", "crossing")]
     a = th.alpha_c
     assert 1.0 < a < 1.5
@@ -64,6 +77,8 @@ def test_the_global_branch_changes_where_the_training_losses_cross():
     assert th.alpha_l_status == "ok" and a <= th.alpha_l < 1.5
     sem = solve(spec, th.alpha_l, "semantic", "draft", "lines")
     assert sem.test_error == pytest.approx(th.linear_test_error, rel=1e-4)
+    assert cli.main(["thresholds", "--tokens", "3", "--workers", "0"]) == 2
+    assert "--workers: must be >= 1" in capsys.readouterr().err
 
 
 @pytest.mark.slow
@@ -135,6 +150,30 @@ def test_the_onset_of_a_pitchfork_is_where_the_square_of_its_overlap_vanishes():
     assert math.isnan(pitchfork_onset(alphas, exact[::-1], [0.0] * 3)[0])  # not growing: no onset
 
 
+def test_a_root_is_located_to_its_noise_and_no_further():
+    """On a line ``1.7 (a - r)`` plus a bounded deterministic noise (at most the stated noise), the
+    root finder stops at the first point where the value is zero within its noise, and the root it
+    reports from there lies within its stated error of the true one; without noise it is Brent's."""
+    from numerics.thresholds.scan_changes import root_within_noise
+
+    r, slope = 0.314611, 1.7
+    for noise in (5e-4, 1e-3, 3e-3):
+        for phase in np.linspace(0.0, 6.0, 7):
+            calls = []
+
+            def f(a):
+                calls.append(a)
+                return slope * (a - r) + noise * math.sin(4000.0 * a + phase)
+
+            root, error, details = root_within_noise(f, 0.256, 0.32, lambda a: noise)
+            assert abs(root - r) <= error, (noise, phase, root, error)
+            assert error < 2.5 * noise / slope
+            assert len(calls) <= 5 and "stopped_within_noise_at" in details
+    root, error, details = root_within_noise(lambda a: slope * (a - r) * (1 + a), 0.256, 0.32, lambda a: 0.0)
+    assert root == pytest.approx(r, abs=2e-4) and abs(root - r) <= error
+    assert "stopped_within_noise_at" not in details
+
+
 def test_a_solve_that_raised_is_a_failed_point_of_its_alpha_not_a_lost_curve():
     from numerics.result import mark_global_minima
     from numerics.result import failed_point
@@ -189,6 +228,25 @@ def test_a_parent_is_embedded_in_the_branch_that_grows_out_of_it():
     assert embedding(branch_subspace("semantic", shape), mixed) == (0, 1)
     assert embedding(branch_subspace("mixed", shape), branch_subspace("positional", shape)) is None
     assert embedding(branch_subspace("trivial", (3, 1, 1, 1)), branch_subspace("semantic", (3, 1, 1, 1))) == (0,)
+
+
+def test_a_multiplier_computed_scrambling_by_scrambling_elsewhere_is_the_same():
+    """Each scrambling's multiplier is a function of its (picklable) arguments alone: computed in
+    reverse order through a pickle round trip, as a worker would, it is the same to the bit."""
+    import pickle
+
+    from numerics.branches.bifurcation import growth_multiplier
+
+    spec = ModelSpec(tokens=3, omega=0.3)
+    parent = solve(spec, 0.3, "trivial", "draft")
+    here = growth_multiplier(spec, parent, "semantic", "draft")
+
+    def elsewhere(function, items):
+        shipped = pickle.loads(pickle.dumps((function, list(items))))
+        return [shipped[0](item) for item in shipped[1][::-1]][::-1]
+
+    there = growth_multiplier(spec, parent, "semantic", "draft", mapper=elsewhere)
+    assert there == here and 0.5 < here.value < 1.5
 
 
 @pytest.mark.slow

@@ -1,6 +1,7 @@
 """``attnphase solve | curve | thresholds | run``: the theory from the command line."""
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
@@ -8,9 +9,9 @@ import sys
 import time
 
 from attnphase.errors import UsageError
-from attnphase.options import (GRID_HELP, add_alias, add_json_option, add_model_options, add_precision_option,
-                               check_not_input, check_output, failed, model_from_args, parse_list, parse_range,
-                               positive_number, print_json, progress_bar)
+from attnphase.options import (GRID_HELP, add_alias, add_dask_options, add_json_option, add_model_options,
+                               add_precision_option, check_dask_options, check_not_input, check_output, failed,
+                               model_from_args, parse_list, parse_range, positive_number, print_json, progress_bar)
 from numerics.channel.integrators import INTEGRATORS
 from numerics.fixed_points.subspaces import GENERAL_BRANCHES
 
@@ -86,6 +87,9 @@ def register(sub):
                         "the scan)")
     _common(p)
     _integrator_option(p)
+    g = add_dask_options(p)
+    g.description = ("general model: the branches of the scan are walked side by side on the workers (one "
+                     "worker: one after another here, without Dask)")
     p.set_defaults(func=cmd_thresholds)
 
     p = sub.add_parser("run", help="the main job: branches, baseline, thresholds and the figure, into --out",
@@ -412,11 +416,30 @@ def _threshold_dict(th) -> dict:
     return d
 
 
+@contextlib.contextmanager
+def _branch_mapper(args, n_branches: int):
+    """``mapper(function, items)`` on Dask workers for the branches' walks of a scan, or None (one
+    after another here) with one worker or one branch."""
+    from attnphase.sweeps.runner import default_workers, open_client
+
+    workers = args.workers or min(default_workers(), n_branches)
+    if not args.scheduler and (workers < 2 or n_branches < 2):
+        yield None
+        return
+    with open_client(args.scheduler, workers, n_tasks=n_branches) as client:
+        def mapper(function, items):
+            return client.gather(client.map(function, list(items), pure=False))
+
+        yield mapper
+
+
 def cmd_thresholds(args) -> int:
+    from attnphase.sweeps import SweepError
     from numerics.api import (COMPETING_BRANCHES, BranchCurve, ThresholdError, ThresholdLocationError, branches,
                               linear_baseline, thresholds)
 
     spec = model_from_args(args)
+    check_dask_options(args)
     names = parse_list(args.branches, "--branches", choices=GENERAL_BRANCHES, allow_empty=True)
     if args.scan and not os.path.isfile(args.scan):
         raise UsageError(f"--scan: no such file: {args.scan}")
@@ -435,8 +458,11 @@ def cmd_thresholds(args) -> int:
         scan = {b: BranchCurve(b, [p for p in points if p.branch == b], []) for b in dict.fromkeys(
             p.branch for p in points)}
     try:
-        with progress_bar(desc="thresholds", unit="solve") as bar:
-            th = thresholds(spec, args.precision, alphas, args.integrator, names, scan=scan, progress=_reporter(bar))
+        # the line quadrature's pair and a given scan walk no branches
+        walks = 0 if pair or scan is not None else len(names)
+        with progress_bar(desc="thresholds", unit="solve") as bar, _branch_mapper(args, walks) as mapper:
+            th = thresholds(spec, args.precision, alphas, args.integrator, names, scan=scan, progress=_reporter(bar),
+                            mapper=mapper)
     except ThresholdError as exc:
         # e.g. linear attention: no positional branch, so no alpha_c. Exit status 1 and
         # one line, not a traceback; JSON keeps the baseline, which exists regardless
@@ -444,7 +470,7 @@ def cmd_thresholds(args) -> int:
             print_json({"alpha_c": None, "alpha_c_error": None, "alpha_l": None, "alpha_l_error": None,
                         "linear_test_error": linear_baseline(spec).test_error, "error": str(exc)})
         return failed("thresholds", str(exc))
-    except ThresholdLocationError as exc:
+    except (ThresholdLocationError, SweepError) as exc:
         return failed("thresholds", str(exc))
     if args.json:
         print_json(_threshold_dict(th))

@@ -26,6 +26,7 @@ error their spread over ``sqrt(R)`` plus the change of the mean when the step is
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 from typing import Optional, Tuple
 
@@ -104,20 +105,65 @@ def _reported(forms: dict, form: str) -> dict:
             "thetahat": forms["thetahat" + suffix]}
 
 
-def growth_multiplier(spec: ModelSpec, parent_point, child: str, precision: str, step: float = STEP
-                      ) -> GrowthMultiplier:
+def _scramble_multipliers(spec: ModelSpec, alpha: float, child: str, precision: str, new: tuple, names: tuple,
+                          direction: tuple, steps: tuple, item: tuple) -> list:
+    """The multiplier of scrambling ``j`` at its point ``ov0`` (``item``) at each relative step of
+    ``steps`` (:func:`growth_multiplier`; a function of its arguments alone, for a mapper)."""
+    from numerics.matrix_overlaps import MatrixHats
+    from numerics.channel.qmc.channel import QMCChannel
+    from numerics.channel.qmc.nodes import preactivations
+    from numerics.channel.qmc.precision import QMC_PRECISIONS
+    from numerics.fixed_points.qmc import prior_image
+
+    j, ov0 = item
+    shape = ov0.shape
+    model = bind_general(spec)
+    rule = QMC_PRECISIONS[precision].rule
+    child_sub = branch_subspace(child, shape)
+    channel = QMCChannel(model, rule, child_sub)
+    new = list(new)
+    channel.estimate(ov0, alpha, [j], dense_check=True)  # the global prox minima at the point
+    rows = channel.nodes.rows(j)
+    _, hs, w = preactivations(channel.nodes, ov0, spec.rho, model.positional_mean(ov0.m), rows)
+    hmin = channel.prox(w, hs, ov0.V, rows, full=False)[0]
+    base = _log_density(model, ov0, w, hs)
+    x0 = ov0.pack()
+
+    def image_at(ov):
+        weight = np.exp(_log_density(model, ov, w, hs) - base)
+        moments = model.channel_moments(hmin, w - model.positional_mean(ov.m)[None, :], hs, ov.m, ov.V)
+        moments[:, channel.odd] = 0.0
+        means = weight @ moments / weight.sum()
+        forms = model.conjugates_from_moments(alpha, means[:-1], ov.q, ov.theta)
+        hats = child_sub.project(MatrixHats(shape, **_reported(forms, rule.form)))
+        return prior_image(model, child_sub, hats).pack()[new]
+
+    out = []
+    for h in steps:
+        J = np.empty((len(new), len(new)))
+        for c, component in enumerate(new):
+            d = direction[component]
+            dx = np.zeros_like(x0)
+            dx[component] = h * float(np.sqrt(ov0.q[d, d] * (spec.rho if names[c].startswith("theta") else 1.0)))
+            J[:, c] = (image_at(MatrixOverlaps.unpack(shape, x0 + dx))
+                       - image_at(MatrixOverlaps.unpack(shape, x0 - dx))) / (2 * dx[component])
+        ev = np.linalg.eigvals(J)
+        out.append(float(ev[np.argmax(ev.real)].real))
+    return out
+
+
+def growth_multiplier(spec: ModelSpec, parent_point, child: str, precision: str, step: float = STEP,
+                      mapper=None) -> GrowthMultiplier:
     """The multiplier of the child branch ``child``'s new direction at ``parent_point`` (a QMC
     :class:`~numerics.result.FixedPoint` of the parent branch).
 
     The derivative is taken with the nodes fixed in ``(w, h*)`` (the prox minima do not move, so
     the difference is smooth): a change of the new components reweights the nodes by the ratio of
     the Gaussian densities (self-normalised per scrambling) and enters the moments and the
-    conjugates where they depend on ``m``, ``q`` and ``theta`` explicitly."""
-    from numerics.matrix_overlaps import MatrixHats
-    from numerics.channel.qmc.channel import QMCChannel
-    from numerics.channel.qmc.nodes import preactivations
+    conjugates where they depend on ``m``, ``q`` and ``theta`` explicitly. ``mapper(function,
+    items)``: how the scramblings, independent of each other, are computed (default one after
+    another here; a Dask client's ``map`` on workers)."""
     from numerics.channel.qmc.precision import QMC_PRECISIONS
-    from numerics.fixed_points.qmc import prior_image
 
     shape = parent_point.overlaps.shape
     parent_sub = branch_subspace(parent_point.branch, shape)
@@ -126,9 +172,7 @@ def growth_multiplier(spec: ModelSpec, parent_point, child: str, precision: str,
     if perm is None:
         raise ValueError(f"the {child} branch's subspace does not contain the {parent_point.branch} branch's")
     O = _permutation_matrix(perm)
-    model = bind_general(spec)
     rule = QMC_PRECISIONS[precision].rule
-    channel = QMCChannel(model, rule, child_sub)
     alpha = parent_point.alpha
     free = child_sub.free_mask(shape)
     ones = parent_sub.project(MatrixOverlaps.unpack(shape, np.ones(len(free))))
@@ -142,40 +186,10 @@ def growth_multiplier(spec: ModelSpec, parent_point, child: str, precision: str,
     direction = [i if name == "theta" else j for name in MatrixOverlaps.NAMES
                  for i, j in packing.matrix_index(*packing.dimensions(name, shape))]
 
-    def multipliers(j: int, steps) -> list:
-        """The multiplier of scrambling ``j`` at each relative step of ``steps``."""
-        ov0 = at[j]
-        channel.estimate(ov0, alpha, [j], dense_check=True)  # the global prox minima at the point
-        rows = channel.nodes.rows(j)
-        _, hs, w = preactivations(channel.nodes, ov0, spec.rho, model.positional_mean(ov0.m), rows)
-        hmin = channel.prox(w, hs, ov0.V, rows, full=False)[0]
-        base = _log_density(model, ov0, w, hs)
-        x0 = ov0.pack()
-
-        def image_at(ov):
-            weight = np.exp(_log_density(model, ov, w, hs) - base)
-            moments = model.channel_moments(hmin, w - model.positional_mean(ov.m)[None, :], hs, ov.m, ov.V)
-            moments[:, channel.odd] = 0.0
-            means = weight @ moments / weight.sum()
-            forms = model.conjugates_from_moments(alpha, means[:-1], ov.q, ov.theta)
-            hats = child_sub.project(MatrixHats(shape, **_reported(forms, rule.form)))
-            return prior_image(model, child_sub, hats).pack()[new]
-
-        out = []
-        for h in steps:
-            J = np.empty((len(new), len(new)))
-            for c, component in enumerate(new):
-                d = direction[component]
-                dx = np.zeros_like(x0)
-                dx[component] = h * float(np.sqrt(ov0.q[d, d] * (spec.rho if names[c].startswith("theta") else 1.0)))
-                J[:, c] = (image_at(MatrixOverlaps.unpack(shape, x0 + dx))
-                           - image_at(MatrixOverlaps.unpack(shape, x0 - dx))) / (2 * dx[component])
-            ev = np.linalg.eigvals(J)
-            out.append(float(ev[np.argmax(ev.real)].real))
-        return out
-
     R = rule.scrambles
-    per, coarse = np.array([multipliers(j, (step, 4 * step)) for j in range(R)]).T
+    task = functools.partial(_scramble_multipliers, spec, alpha, child, precision, tuple(int(c) for c in new), names,
+                             tuple(direction), (step, 4 * step))
+    per, coarse = np.array(list((mapper or map)(task, [(j, at[j]) for j in range(R)]))).T
     statistical = float(per.std(ddof=1) / np.sqrt(R))
     step_change = float(abs(coarse.mean() - per.mean()))
     return GrowthMultiplier(float(alpha), float(per.mean()), statistical + step_change, statistical,

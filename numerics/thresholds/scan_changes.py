@@ -38,6 +38,7 @@ a branch is known to half the bisection's last interval.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import math
 import time
@@ -72,10 +73,12 @@ RESOLVED = 3.0
 
 
 class _Branch:
-    """The solved points of one branch, and solves at new alphas started from the nearest of them."""
+    """The solved points of one branch, and solves at new alphas started from the nearest of them;
+    ``mapper``: the scan's (:func:`scan_thresholds`), for the multipliers of a birth on it."""
 
-    def __init__(self, spec, name, precision, integrator, points: Sequence[FixedPoint], progress):
+    def __init__(self, spec, name, precision, integrator, points: Sequence[FixedPoint], progress, mapper=None):
         self.spec, self.name, self.precision, self.integrator = spec, name, precision, integrator
+        self.mapper = mapper
         self.points = {p.alpha: p for p in points if p.converged and p.precision == precision}
         # the scan's points at another precision: starts only
         self.starts = {p.alpha: p.overlaps for p in points if p.converged}
@@ -182,9 +185,24 @@ def _error(p: FixedPoint, field: str) -> float:
     return float(e) if e is not None else math.nan
 
 
-def _root(f, lo: float, hi: float, noise: Callable[[float], float]) -> tuple:
-    """The root of ``f`` in ``[lo, hi]`` (Brent) to a tolerance below its noise, with its error: the
-    noise in ``f`` over the slope at the root, plus the tolerance."""
+class _ZeroWithinNoise(Exception):
+    """``f`` at ``at``, inside the bracket, is zero within its noise: the root finder stops there."""
+
+    def __init__(self, at: float):
+        super().__init__(at)
+        self.at = at
+
+
+def root_within_noise(f, lo: float, hi: float, noise: Callable[[float], float]) -> tuple:
+    """The root of ``f`` in ``[lo, hi]`` with its error.
+
+    Brent's method to a tolerance below the noise; its error is the noise in ``f`` over the slope at
+    the root, plus the tolerance. It stops early at a point ``a`` inside the bracket where ``|f(a)|``
+    is within the noise there, as further evaluations could only move the root within its error:
+    the root is then ``a - f(a) / s``, with ``s`` the secant to the nearest point where ``f`` has the
+    other sign, and its error ``noise(a) / |s|`` plus ``|f(a)|`` times the secant's own error
+    (the two points' noises in quadrature over their distance) over ``s^2``. The line's curvature
+    enters at second order in a distance below ``noise / |s|`` and is left out."""
     f_lo, f_hi = f(lo), f(hi)
     if not f_lo * f_hi <= 0:
         # the scan's order of the branches is not the located one (a scan point that a solve missed)
@@ -198,9 +216,20 @@ def _root(f, lo: float, hi: float, noise: Callable[[float], float]) -> tuple:
     def g(a):
         if a not in seen:
             seen[a] = f(a)
+            if abs(seen[a]) <= noise(a):
+                raise _ZeroWithinNoise(a)
         return seen[a]
 
-    root = brentq(g, lo, hi, xtol=xtol, rtol=4 * np.finfo(float).eps, maxiter=40)
+    try:
+        root = brentq(g, lo, hi, xtol=xtol, rtol=4 * np.finfo(float).eps, maxiter=40)
+    except _ZeroWithinNoise as stop:
+        a, fa = stop.at, seen[stop.at]
+        other = min((x for x in seen if x != a and seen[x] * fa <= 0 and seen[x] != 0), key=lambda x: abs(x - a))
+        slope = (seen[other] - fa) / (other - a)
+        slope_error = math.hypot(noise(a), noise(other)) / abs(other - a)
+        error = noise(a) / abs(slope) + abs(fa) * slope_error / slope**2
+        return float(a - fa / slope), float(error), {"slope": float(slope), "xtol": float(xtol),
+                                                     "evaluations": len(seen), "stopped_within_noise_at": float(a)}
     # the slope from the two solved points nearest the root
     near = sorted(seen, key=lambda a: abs(a - root))[:2]
     slope = (seen[near[0]] - seen[near[1]]) / (near[0] - near[1]) if near[0] != near[1] else slope0
@@ -225,7 +254,7 @@ def _crossing(lower: _Branch, upper: _Branch, lo: float, hi: float) -> tuple:
     def noise(a):
         return math.hypot(_error(_nearest(lower, a), "train_loss"), _error(_nearest(upper, a), "train_loss"))
 
-    return _root(dF, lo, hi, noise)
+    return root_within_noise(dF, lo, hi, noise)
 
 
 def pitchfork_onset(alphas: Sequence[float], d: Sequence[float], d_error: Sequence[float]) -> tuple:
@@ -302,7 +331,7 @@ def _gap_at_end(pa, pb) -> dict:
 def _bifurcation(parent: _Branch, child: _Branch, a0: float, a1: float) -> Optional[Transition]:
     """The birth of ``child`` out of ``parent`` in ``[a0, a1]``, located on the parent where the
     multiplier of the child's new direction crosses 1 (:mod:`numerics.branches.bifurcation`): the root in alpha
-    (Brent, as :func:`_root`), its error the multiplier's stated error over its slope plus the
+    (Brent, as :func:`root_within_noise`), its error the multiplier's stated error over its slope plus the
     tolerance. Where the multiplier is above 1 at ``a0`` already, the bracket is looked for a few
     steps below it. None where this does not apply: the child's subspace does not contain the
     parent's, the parent is not a QMC solution at both ends, the multiplier does not cross 1 there, or
@@ -313,8 +342,11 @@ def _bifurcation(parent: _Branch, child: _Branch, a0: float, a1: float) -> Optio
     shape = packing.as_shape(parent.spec)
     if embedding(branch_subspace(parent.name, shape), branch_subspace(child.name, shape)) is None:
         return None
-    ends = [parent.solve(a0), parent.solve(a1)]
-    if any(p is None or p.integrator != "qmc" for p in ends):
+    def on_parent(a) -> bool:
+        p = parent.solve(a)
+        return p is not None and p.integrator == "qmc"
+
+    if not on_parent(a0):
         return None
     seen = {}
 
@@ -324,16 +356,17 @@ def _bifurcation(parent: _Branch, child: _Branch, a0: float, a1: float) -> Optio
             if p is None:
                 raise ThresholdLocationError(f"{parent.name} branch lost at alpha = {a:g} while locating the "
                                             f"{child.name} branch's birth on it")
-            seen[a] = growth_multiplier(parent.spec, p, child.name, parent.precision)
+            seen[a] = growth_multiplier(parent.spec, p, child.name, parent.precision, mapper=parent.mapper)
             log.info("%s at alpha = %g: multiplier of the %s direction %.5f +- %.1e", parent.name, a, child.name,
                      seen[a].value, seen[a].error)
         return seen[a]
 
-    g0, g1 = multiplier(a0).value - 1.0, multiplier(a1).value - 1.0
-    if g1 > 0 <= g0:
+    g0 = multiplier(a0).value - 1.0
+    if g0 >= 0:
         # the multiplier is above 1 already at a0 (the child's draft solve there, falling to the
         # parent, hid a birth just below): the bracket is looked for below a0 on the parent, on the
-        # first steps of the downward extension grid
+        # first steps of the downward extension grid (the multiplier at a1 is not needed then)
+        g1 = g0
         for f in EXTEND_DOWN[:3]:
             try:
                 if parent.solve(a0 * f) is None:
@@ -343,11 +376,15 @@ def _bifurcation(parent: _Branch, child: _Branch, a0: float, a1: float) -> Optio
             a1, g1, a0, g0 = a0, g0, a0 * f, multiplier(a0 * f).value - 1.0
             if g0 < 0:
                 break
+    else:
+        if not on_parent(a1):
+            return None
+        g1 = multiplier(a1).value - 1.0
     if not g0 < 0 < g1:
         log.info("the %s direction's multiplier on %s does not cross 1 on [%g, %g] (%.4f, %.4f)", child.name,
                  parent.name, a0, a1, g0 + 1, g1 + 1)
         return None
-    root, error, details = _root(lambda a: multiplier(a).value - 1.0, a0, a1,
+    root, error, details = root_within_noise(lambda a: multiplier(a).value - 1.0, a0, a1,
                                  lambda a: seen[min(seen, key=lambda x: abs(x - a))].error)
     # a child found below the crossing, beyond its error bar, coexists with the parent there (a fold,
     # not a birth); nearer, a draft solve can find a child whose overlap is its noise (at 1.3 errors
@@ -408,7 +445,7 @@ def _test_error_root(branch: _Branch, lo: float, hi: float, eps_lin: float, eps_
             raise ThresholdLocationError(f"{branch.name} branch lost at alpha = {a:g} while locating alpha_l")
         return p.test_error - eps_lin
 
-    return _root(g, lo, hi, lambda a: math.hypot(_error(_nearest(branch, a), "test_error"), eps_err))
+    return root_within_noise(g, lo, hi, lambda a: math.hypot(_error(_nearest(branch, a), "test_error"), eps_err))
 
 
 def _alpha_l(branches: Dict[str, _Branch], globals_: list, transitions: list, eps_lin: float, eps_err: float,
@@ -472,17 +509,28 @@ def _extend(walk: Callable[[list, list], list], scan: list, alphas: Sequence[flo
     return scan, notes
 
 
+def _walk_points(spec: ModelSpec, grid: tuple, precision: str, integrator: str, task: tuple) -> list:
+    """The points of one branch walked on ``grid`` (``task``: the branch and its start), for a mapper."""
+    branch, start = task
+    return walk_branch(spec, grid, branch, precision, integrator, start=start).points
+
+
 def scan_thresholds(spec: ModelSpec, alphas: Sequence[float], precision: str = "draft",
                        integrator: str = "auto", branches: Optional[Sequence[str]] = None,
                        scan: Optional[Sequence[FixedPoint]] = None,
                        progress: Optional[Callable[[int], None]] = None,
-                       scan_precision: str = "draft", extend: bool = False) -> Thresholds:
+                       scan_precision: str = "draft", extend: bool = False,
+                       mapper: Optional[Callable] = None) -> Thresholds:
     """Every change of the global branch on ``alphas`` and ``alpha_l``, with error bars (module
     docstring). ``scan``: the branches already solved on ``alphas`` (e.g. by ``attnphase curve``),
     else they are followed here at ``scan_precision``, and with ``extend`` the scan is extended
     where the change or ``alpha_l`` lies beyond it; the changes and ``alpha_l`` are located at
     ``precision``, from the scan's points (reused where they are at ``precision``).
-    ``progress(n)``: told the solves done."""
+    ``progress(n)``: told the solves done. ``mapper(function, items)``: the results of
+    ``function`` on each item, in order, computed as it chooses (a Dask client's ``map``, on
+    workers); the branches of a scan are walked through it, each walk independent of the others
+    (by default one after another here, with ``progress`` told each alpha), and the scramblings of
+    a birth's multipliers (:func:`~numerics.branches.bifurcation.growth_multiplier`)."""
     from numerics.baseline import linear_baseline
 
     t0 = time.perf_counter()
@@ -499,15 +547,22 @@ def scan_thresholds(spec: ModelSpec, alphas: Sequence[float], precision: str = "
                 near = [p for p in known if p.branch == b and p.converged]
                 return min(near, key=lambda p: abs(p.alpha - grid[0])).overlaps if near else None
 
-            return [p for b in names for p in walk_branch(spec, grid, b, scan_precision, integrator,
-                                                          progress=(lambda _: progress(1)) if progress else None,
-                                                          start=start(b)).points]
+            if mapper is None:
+                return [p for b in names for p in walk_branch(spec, grid, b, scan_precision, integrator,
+                                                              progress=(lambda _: progress(1)) if progress else None,
+                                                              start=start(b)).points]
+            walked = mapper(functools.partial(_walk_points, spec, tuple(grid), scan_precision, integrator),
+                            [(b, start(b)) for b in names])
+            if progress:
+                progress(len(grid) * len(names))
+            return [p for points in walked for p in points]
 
         scan = walk(alphas)
         if extend:
             scan, extension_notes = _extend(walk, scan, alphas, eps_lin)
     scan = mark_global_minima([p for p in scan if p.branch in names])
-    by = {b: _Branch(spec, b, precision, integrator, [p for p in scan if p.branch == b], progress) for b in names}
+    by = {b: _Branch(spec, b, precision, integrator, [p for p in scan if p.branch == b], progress, mapper)
+          for b in names}
     notes = extension_notes + [f"{p.branch} at alpha = {p.alpha:g} did not converge ({p.status}); the global minimum "
                                f"there is the lowest of the converged branches" for p in scan if not p.converged]
     globals_ = [(a, b) for a, b, _ in _global_branches(scan)]
