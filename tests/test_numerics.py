@@ -701,20 +701,28 @@ def test_anchor_candidates_are_probed_with_the_draft_rule(monkeypatch):
     assert not note.failed  # every attempt fell to the trivial point: the branch is absent, not a failure
 
 
-def test_alpha_l_off_the_scan_keeps_alpha_c_and_the_scan_is_extended_to_it():
+def test_alpha_l_off_the_scan_is_found_on_the_extended_scan():
     """At large omega alpha_l can lie beyond the scan while alpha_c is on it. Emulated at
-    omega = 0.3 by ending the scan at 1.4, between alpha_c ~ 1.25 and alpha_l ~ 1.49:
-    without the extension alpha_c is still found and alpha_l is NaN with the reason; with
-    it (the default) the scan is continued above 1.4 and alpha_l is found there."""
+    omega = 0.3 by ending the scan at 1.4, between alpha_c ~ 1.25 and alpha_l ~ 1.49: the scan
+    is continued above 1.4 (the default) and alpha_l is found there."""
+    from numerics.thresholds.newton_pair import newton_thresholds
+
+    extended = newton_thresholds(SPEC, "draft", alpha_min=0.9, alpha_max=1.4, n_scan=6)
+    assert extended.alpha_l_status == "ok" and 1.4 < extended.alpha_l < 1.7
+    assert extended.details["scanned"][1] > 1.4
+    assert 1.2 < extended.alpha_c < 1.3
+
+
+@pytest.mark.slow
+def test_alpha_l_off_the_scan_keeps_alpha_c_without_the_extension():
+    # slow (27 s): a second run of the scan above, without the extension
     from numerics.thresholds.newton_pair import newton_thresholds
 
     short = newton_thresholds(SPEC, "draft", alpha_min=0.9, alpha_max=1.4, n_scan=6, extend=False)
     extended = newton_thresholds(SPEC, "draft", alpha_min=0.9, alpha_max=1.4, n_scan=6)
     assert short.alpha_l_status.startswith("not bracketed") and "[0.9, 1.4]" in short.alpha_l_status
     assert np.isnan(short.alpha_l) and short.to_dict()["alpha_l"] is None
-    assert extended.alpha_l_status == "ok" and 1.4 < extended.alpha_l < 1.7
-    assert extended.details["scanned"][1] > 1.4 and short.details["scanned"] == [0.9, 1.4]
-    assert 1.2 < short.alpha_c < 1.3
+    assert short.details["scanned"] == [0.9, 1.4] and 1.2 < short.alpha_c < 1.3
     assert abs(short.alpha_c - extended.alpha_c) < 2e-6  # Newton to xtol = 1e-6 from the same bracket
 
 

@@ -426,6 +426,8 @@ def _branch_mapper(args, n_branches: int):
     if not args.scheduler and (workers < 2 or n_branches < 2):
         yield None
         return
+    # with -v, the scheduler's own INFO lines (workers registered, connections) would drown the solver's
+    logging.getLogger("distributed").setLevel(max(logging.WARNING, logging.getLogger("distributed").level))
     with open_client(args.scheduler, workers, n_tasks=n_branches) as client:
         def mapper(function, items):
             return client.gather(client.map(function, list(items), pure=False))
