@@ -306,7 +306,7 @@ def test_thresholds_without_a_branch_exit_1_with_one_line(monkeypatch, capsys):
         return dict(alpha_min=float(alphas[0]), alpha_max=float(alphas[-1]), n_scan=len(alphas))
 
     monkeypatch.setattr(api, "thresholds", lambda spec, precision, alphas, integrator="auto", names=None, scan=None,
-                        progress=None: no_branch(spec, precision, progress)
+                        progress=None, mapper=None: no_branch(spec, precision, progress)
                         if scan_of(alphas) == dict(alpha_min=0.5, alpha_max=2.5, n_scan=9) else None)
     assert main(["thresholds", "--attention", "linear"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
@@ -318,7 +318,7 @@ def test_thresholds_without_a_branch_exit_1_with_one_line(monkeypatch, capsys):
     # --alpha sets the bracketing scan (sigmoid attention's alpha_c = 4.068 lies beyond 2.5)
     seen = {}
     monkeypatch.setattr(api, "thresholds", lambda spec, precision, alphas, integrator="auto", names=None, scan=None,
-                        progress=None: (seen.update(scan_of(alphas)), no_branch(spec, precision))[1])
+                        progress=None, mapper=None: (seen.update(scan_of(alphas)), no_branch(spec, precision))[1])
     assert main(["thresholds", "--alpha", "0.5:6:12"]) == 1
     assert seen == dict(alpha_min=0.5, alpha_max=6.0, n_scan=12)
 
