@@ -426,8 +426,14 @@ def _branch_mapper(args, n_branches: int):
     if not args.scheduler and (workers < 2 or n_branches < 2):
         yield None
         return
-    # with -v, the scheduler's own INFO lines (workers registered, connections) would drown the solver's
-    logging.getLogger("distributed").setLevel(max(logging.WARNING, logging.getLogger("distributed").level))
+    # with -v, the scheduler's own INFO lines (workers registered, connections) would drown the solver's;
+    # Dask gives its modules' loggers levels of their own when it is imported, so each is raised
+    import importlib
+
+    importlib.import_module("distributed")
+    for name, logger in list(logging.root.manager.loggerDict.items()):
+        if name.split(".")[0] == "distributed" and isinstance(logger, logging.Logger):
+            logger.setLevel(max(logging.WARNING, logger.level))
     with open_client(args.scheduler, workers, n_tasks=n_branches) as client:
         def mapper(function, items):
             return client.gather(client.map(function, list(items), pure=False))
