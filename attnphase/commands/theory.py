@@ -88,8 +88,9 @@ def register(sub):
     _common(p)
     _integrator_option(p)
     g = add_dask_options(p)
-    g.description = ("general model: the branches of the scan are walked side by side on the workers (one "
-                     "worker: one after another here, without Dask)")
+    g.description = ("general model: with --workers N (N > 1) or --scheduler the branches of the scan are walked "
+                     "side by side on Dask workers; by default one after another here, without Dask (two workers "
+                     "were not faster in the one three-token run measured)")
     p.set_defaults(func=cmd_thresholds)
 
     p = sub.add_parser("run", help="the main job: branches, baseline, thresholds and the figure, into --out",
@@ -419,10 +420,10 @@ def _threshold_dict(th) -> dict:
 @contextlib.contextmanager
 def _branch_mapper(args, n_branches: int):
     """``mapper(function, items)`` on Dask workers for the branches' walks of a scan, or None (one
-    after another here) with one worker or one branch."""
-    from attnphase.sweeps.runner import default_workers, open_client
+    after another here) with one worker (the default) or one branch."""
+    from attnphase.sweeps.runner import open_client
 
-    workers = args.workers or min(default_workers(), n_branches)
+    workers = min(args.workers or 1, n_branches) if not args.scheduler else args.workers
     if not args.scheduler and (workers < 2 or n_branches < 2):
         yield None
         return
