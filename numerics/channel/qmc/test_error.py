@@ -21,7 +21,8 @@ def test_error_estimates(model: GeneralModel, ov: MatrixOverlaps, nodes: Gaussia
     """The test error from each scrambling of ``nodes`` (``(R,)``); ``points``: from the first
     ``points`` (a power of two) of each, itself a scrambled Sobol rule."""
     n = nodes.points if points is None else min(points, nodes.points)
-    rows = np.concatenate([nodes.rows(j)[:n] for j in range(nodes.scrambles)])
+    # the whole rule as a view; a prefix of each scrambling as an index (a copy of those rows)
+    rows = slice(None) if n == nodes.points else np.concatenate([nodes.rows(j)[:n] for j in range(nodes.scrambles)])
     zeta, hs, _ = preactivations(nodes, ov, model.spec.rho, model.positional_mean(ov.m), rows)
     with np.errstate(over="ignore", under="ignore"):
         values = model.test_error_integrand(zeta, hs, ov.m)
