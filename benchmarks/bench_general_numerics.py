@@ -3,14 +3,17 @@ solve before and after the general numerics, printed side by side in one run.
 
 * one fixed point at L (r + t) = 6, (3, 1, 1) and (2, 2, 1), semantic at alpha = 2, with the QMC
   precision mode given (target: every stated error at most 2e-3 relative, at most 5 minutes);
+* with ``--before DIR``, the same fixed points solved by that tree and by this one, one after the
+  other in fresh processes, with the largest change of a field in units of its stated error;
 * ``attnphase solve --alpha 2`` and ``python benchmarks/bench_numerics.py`` from this tree and from
   ``--before DIR`` (a checkout of the code before the change, e.g. made by
   ``git archive 750f74e | tar -x -C DIR``), alternated ``--repeats`` times (target: no more than
   10% slower).
 Run: python benchmarks/bench_general_numerics.py [--precision fast] [--before DIR] [--repeats 2] [--skip-general]
-[--solve-only] [--thresholds]
+[--solve-only] [--thresholds] [--cases tokens3:semantic,rank2:semantic]
 """
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -30,6 +33,45 @@ def timed(command, tree):
     return time.perf_counter() - t0
 
 
+CASES = {"tokens3": dict(tokens=3), "rank2": dict(rank=2)}
+
+#: run in a fresh process with the tree on the path: one fixed point, printed as JSON
+_SOLVE = """
+import json, sys, time
+from derivations import ModelSpec
+from numerics.api import solve
+kw, branch, precision = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3]
+t0 = time.perf_counter()
+fp = solve(ModelSpec(omega=0.3, **kw), 2.0, branch, precision, integrator="qmc")
+print(json.dumps({"time": time.perf_counter() - t0, "values": fp.values, "error": fp.error,
+                  "relative": fp.relative_errors(), "converged": fp.converged}))
+"""
+
+
+def solve_in(tree, kw, branch, precision):
+    """One fixed point solved by the source tree ``tree``, in a fresh process."""
+    env = dict(os.environ, PYTHONPATH=str(tree))
+    out = subprocess.run([sys.executable, "-c", _SOLVE, json.dumps(kw), branch, precision], cwd=tree, env=env,
+                         check=True, capture_output=True, text=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def general_before_after(before, cases, precision):
+    """Rows of the general fixed points solved by ``before`` and by this tree, side by side."""
+    rows = []
+    for case in cases:
+        name, branch = case.split(":")
+        old, new = solve_in(before, CASES[name], branch, precision), solve_in(ROOT, CASES[name], branch, precision)
+        shift = max(abs(new["values"][k] - old["values"][k]) / old["error"][k] for k in old["values"]
+                    if k in new["values"] and old["error"].get(k, 0) > 0)
+        for label, r in (("before", old), ("after", new)):
+            worst, field = max((v, k) for k, v in r["relative"].items())
+            rows.append((f"{name} {branch} alpha=2 ({precision}): {label}", r["time"], old["time"],
+                         f"largest relative error {worst:.1e} ({field}), converged {r['converged']}"
+                         + (f"; largest change {shift:.2g} stated errors" if label == "after" else "")))
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--precision", default="fast")
@@ -38,11 +80,13 @@ def main():
     ap.add_argument("--out-dir", default="/tmp/bench_general_numerics", help="where the timed run writes")
     ap.add_argument("--skip-general", action="store_true")
     ap.add_argument("--solve-only", action="store_true", help="time only attnphase solve --alpha 2 before/after")
+    ap.add_argument("--cases", help="with --before: general fixed points solved by both trees, "
+                                    "e.g. tokens3:semantic,rank2:mixed (omega = 0.3, alpha = 2)")
     ap.add_argument("--thresholds", action="store_true",
                     help="also time attnphase thresholds --precision draft and attnphase run --precision draft before/after")
     args = ap.parse_args()
     rows = []
-    if not args.skip_general:
+    if not args.skip_general and not args.cases:
         for kw in (dict(tokens=3), dict(rank=2)):
             spec = ModelSpec(**kw)
             t0 = time.perf_counter()
@@ -51,7 +95,9 @@ def main():
             worst, field = max((v, k) for k, v in fp.relative_errors().items())
             rows.append((f"QMC fixed point {spec.shape[:3]} semantic alpha=2 ({args.precision})", elapsed, 300.0,
                          f"largest relative error {worst:.1e} ({field}), converged {fp.converged}"))
-    if args.before:
+    if args.before and args.cases:
+        rows += general_before_after(Path(args.before), args.cases.split(","), args.precision)
+    if args.before and not args.cases:
         commands = {"attnphase solve --alpha 2": [sys.executable, "-m", "attnphase.cli", "solve", "--alpha", "2"],
                     "benchmarks/bench_numerics.py": [sys.executable, str(ROOT / "benchmarks" / "bench_numerics.py")]}
         if args.solve_only:

@@ -171,6 +171,37 @@ def test_global_prox_is_never_worse_than_a_dense_search():
     assert prox.dense_check(w, hs, moved.V, np.arange(len(w)), obj, n_starts=48).improved_fraction == 0.0
     # two minima compete at a sizeable fraction of the nodes: the check is not vacuous
     assert np.mean(~np.isnan(prox.second[:, 0])) > 0.1
+    # without the sign flips (as between searches) the runner-ups still cover the competing minima
+    smaller = MatrixOverlaps(spec.shape, q=moved.q * 1.01, m=moved.m, V=moved.V * 1.01, theta=moved.theta)
+    zeta, hs, w = preactivations(channel.nodes, smaller, spec.rho, model.positional_mean(smaller.m))
+    h, obj, gn = prox(w, hs, smaller.V, full=False, flips=False)
+    assert np.max(gn) < 1e-9
+    assert prox.dense_check(w, hs, smaller.V, np.arange(len(w)), obj, n_starts=48).improved_fraction == 0.0
+
+
+@pytest.mark.parametrize("branch", ["semantic", pytest.param("positional", marks=pytest.mark.slow)])
+def test_an_evaluation_between_searches_equals_a_full_search_at_its_point(branch):
+    """The channel's evaluation after a small move (no full search, no dense check, so no sign flips
+    of the last minimisers) gives the conjugates of a fresh channel that searches every node from
+    scratch at the moved point, to rounding: on the fixed-point iteration's steps the flips find no
+    other minimum."""
+    spec = ModelSpec(rank=2)
+    model = bind_general(spec)
+    rule = QMCRule(log2_points=11, scrambles=2)
+    subspace = branch_subspace(branch, spec.shape)
+    # a large V, where two prox minima compete at many nodes
+    point = random_overlaps(spec.shape, np.random.default_rng(3))
+    start = subspace.project(dataclasses.replace(point, V=10 * point.V))
+    step = subspace.project(MatrixOverlaps(spec.shape, q=start.q * 1.02, m=start.m * 0.98, V=start.V * 1.03,
+                                           theta=start.theta * 1.02))
+    warm = QMCChannel(model, rule, subspace)
+    warm.estimate(start, 1.5)
+    between = warm.estimate(step, 1.5, dense_check=False)
+    assert not between.diagnostics["full_search"]
+    assert np.mean(~np.isnan(warm.prox.second[:, 0])) > 0.05
+    fresh = QMCChannel(model, rule, subspace).estimate(step, 1.5, dense_check=True)
+    assert fresh.diagnostics["dense_improved_fraction"] == 0.0
+    np.testing.assert_allclose(between.hats.pack(), fresh.hats.pack(), rtol=1e-9, atol=1e-12)
 
 
 # ---------------------------------------------------------------------------

@@ -213,11 +213,11 @@ class GlobalProx:
     """The global prox on a fixed set of ``n_nodes`` nodes, with per-node warm starts.
 
     A call minimises from the node's previous minimiser and its runner-up (a distinct local
-    minimum found last time), the sign flips of the previous minimiser (:func:`sign_flips`), and
-    in a full search also ``w`` and ``n_ellipsoid`` points in the ellipsoid bound (fixed random
-    directions and radii per node). The first call, with nothing to warm-start from, uses
-    ``first_ellipsoid`` points. The lowest objective wins; the second lowest distinct minimum is
-    kept as the runner-up.
+    minimum found last time), with ``flips`` the sign flips of the previous minimiser
+    (:func:`sign_flips`), and in a full search also ``w`` and ``n_ellipsoid`` points in the
+    ellipsoid bound (fixed random directions and radii per node). The first call, with nothing to
+    warm-start from, uses the flips and ``first_ellipsoid`` points. The lowest objective wins; the
+    second lowest distinct minimum is kept as the runner-up.
     """
 
     def __init__(self, model: GeneralModel, n_nodes: int, n_ellipsoid: int = 2, first_ellipsoid: int = 8,
@@ -288,7 +288,8 @@ class GlobalProx:
             runner[node_of] = h[cand[first_of]]
         return best_h, obj[first], gn[first], runner
 
-    def __call__(self, w, hs, V, idx: Optional[np.ndarray] = None, full: bool = True, cap: int = 4):
+    def __call__(self, w, hs, V, idx: Optional[np.ndarray] = None, full: bool = True, cap: int = 4,
+                 flips: bool = True):
         """``(h, objective, gradient norm)`` at the nodes ``idx`` (default all), whose ``(w, h*)``
         are the rows of ``w, hs``; updates the warm starts of those nodes.
 
@@ -296,15 +297,18 @@ class GlobalProx:
         ``first_ellipsoid`` ellipsoid points, each stopped when it comes within reach of the
         minimum found from ``w``. With warm starts, in two batches: first from the previous
         minimiser, which converges in a step or two; then from the previous runner-up (where there
-        was one) and the sign flips of the previous minimiser, capped at ``cap`` steps unless below
-        the first batch's minimum, and with ``full`` also from ``w`` and ``n_ellipsoid`` ellipsoid
-        points, uncapped; every start of the second batch stops as soon as it comes within reach
-        of the first batch's minimum."""
+        was one) and, with ``flips``, the sign flips of the previous minimiser, capped at ``cap``
+        steps unless below the first batch's minimum, and with ``full`` also from ``w`` and
+        ``n_ellipsoid`` ellipsoid points, uncapped; every start of the second batch stops as soon
+        as it comes within reach of the first batch's minimum. A call with the flips (the first
+        call has them) records at its nodes whether its other starts changed the first batch's
+        minimum (:meth:`flips_needed`)."""
         idx = np.arange(self.n_nodes) if idx is None else np.asarray(idx)
         n = len(idx)
         if self.best is None:
             self.best = np.full((self.n_nodes, self.model.n_h), np.nan)
             self.second = np.full((self.n_nodes, self.model.n_h), np.nan)
+            self._changed = np.ones(self.n_nodes, dtype=bool)
         if np.isnan(self.best[idx, 0]).any():
             first = self._minimise([(None, w)], w, hs, V)
             starts = [(None, w * f) for f in self.flips]
@@ -316,14 +320,29 @@ class GlobalProx:
             _, h1, obj1, _ = first
             runner = self.second[idx]
             has = np.nonzero(~np.isnan(runner[:, 0]))[0]
-            light = [(has, runner[has])] + [(None, prev * f) for f in self.flips]
-            candidates = [first, self._minimise(light, w, hs, V, known=h1, known_objective=obj1, cap=cap)]
+            light = [(has, runner[has])] if has.size else []
+            if flips:
+                light += [(None, prev * f) for f in self.flips]
+            candidates = [first]
+            if light:
+                candidates.append(self._minimise(light, w, hs, V, known=h1, known_objective=obj1, cap=cap))
             if full:
                 search = [(None, w)] + [(None, p) for p in self._ellipsoid_points(self.n_ellipsoid, w, hs, V, idx)]
                 candidates.append(self._minimise(search, w, hs, V, known=h1, known_objective=obj1))
         best, obj, gn, runner = self._select(n, candidates)
+        if flips and len(candidates) > 1:
+            self._changed[idx] = np.max(np.abs(best - candidates[0][1]), axis=1) > 1e-3
         self.best[idx], self.second[idx] = best, runner
         return best, obj, gn
+
+    def flips_needed(self, idx: Optional[np.ndarray] = None) -> bool:
+        """Whether the last call with the sign flips at any of the nodes ``idx`` (default all) found
+        a minimum other than the first batch's there (True before any such call). Between searches
+        of a moving point a caller may leave the flips out where this is False
+        (:class:`~numerics.channel.qmc.channel.QMCChannel`)."""
+        if self.best is None:
+            return True
+        return bool(self._changed[slice(None) if idx is None else idx].any())
 
     def dense_check(self, w, hs, V, idx, current_obj, n_starts: int = 48, salt: int = 1) -> DenseCheck:
         """Re-solve the nodes ``idx`` (rows of ``w, hs``) from ``n_starts`` ellipsoid points, ``w``

@@ -181,7 +181,13 @@ class QMCChannel:
             self._searched_at.update({j: x for j in scrambles})
             self.full_searches += 1
         self.evaluations += 1
-        h, obj, gn, moments = self._nodes(ov, rows, zeta, hs, w, full)
+        # the sign flips of the last minimisers are searched where the point has moved (a full
+        # search), where the dense check runs (the first and the reported evaluations), and at
+        # every evaluation while the last one that searched them changed a minimum; on the
+        # fixed-point iteration's small steps they often change none, and then cost a third to a
+        # half of the prox for nothing (docs/numerics.md, section 11)
+        flips = full or dense_check or self.prox.flips_needed(rows)
+        h, obj, gn, moments = self._nodes(ov, rows, zeta, hs, w, full, flips=flips)
         R = len(scrambles)
         per_scramble = self._average(moments, R)
         diagnostics = {"max_prox_gradient": float(np.max(gn)), "nodes": int(len(rows)), "full_search": full}
@@ -208,14 +214,15 @@ class QMCChannel:
             other_forms=self._other(forms),
             diagnostics=diagnostics)
 
-    def _nodes(self, ov, rows, zeta, hs, w, full):
-        """The global prox and the (folded) moments at the nodes ``rows``, in chunks of ``CHUNK``
-        nodes (the multi-start search holds several copies of its nodes' Hessians)."""
+    def _nodes(self, ov, rows, zeta, hs, w, full, flips=True):
+        """The global prox (``full``, ``flips``: :class:`~numerics.prox.matrix.GlobalProx`) and the
+        (folded) moments at the nodes ``rows``, in chunks of ``CHUNK`` nodes (the multi-start search
+        holds several copies of its nodes' Hessians)."""
         out = []
         with np.errstate(over="ignore", under="ignore"):
             for start in range(0, len(rows), CHUNK):
                 part = slice(start, start + CHUNK)
-                h, obj, gn = self.prox(w[part], hs[part], ov.V, rows[part], full=full)
+                h, obj, gn = self.prox(w[part], hs[part], ov.V, rows[part], full=full, flips=flips)
                 moments = self.model.channel_moments(h, zeta[part], hs[part], ov.m, ov.V)
                 moments[:, self.odd] = 0.0
                 out.append((h, obj, gn, moments))
