@@ -6,12 +6,15 @@ and the QMC fixed point (``--precision``), every field that is not zero by symme
 order parameters, test error, training loss) with both estimates and errors, ``|QMC - lines|`` in
 units of the QMC stated error, and the QMC relative error; the times side by side.
 Run: python benchmarks/qmc_vs_lines.py [--precision fast|high] [--alphas 1,1.5,2] [--branches semantic,positional]
+[--log2-points N]  (``N``: that precision's rule with ``2^N`` points per scrambling)
 """
 import argparse
+import dataclasses
 import time
 
 from derivations import ModelSpec
 from numerics.api import solve
+from numerics.channel.qmc.precision import QMC_PRECISIONS
 
 FIELDS = ("q", "m", "V", "theta", "qhat", "mhat", "Vhat", "thetahat", "test_error", "train_loss")
 
@@ -21,7 +24,13 @@ def main():
     ap.add_argument("--precision", default="high")
     ap.add_argument("--alphas", default="1,1.5,2")
     ap.add_argument("--branches", default="semantic,positional")
+    ap.add_argument("--log2-points", type=int, help="points per scrambling: 2^N (default the precision's)")
     args = ap.parse_args()
+    precision = args.precision
+    if args.log2_points:
+        base = QMC_PRECISIONS[args.precision]
+        precision = dataclasses.replace(base, name=f"{base.name} at 2^{args.log2_points} points",
+                                        rule=dataclasses.replace(base.rule, log2_points=args.log2_points))
     spec = ModelSpec()
     worst_z, worst_rel = 0.0, 0.0
     print(f"{'branch':<10} {'alpha':>5} {'field':<10} {'lines':>14} {'+-':>8} {'qmc':>14} {'+-':>8} "
@@ -32,7 +41,7 @@ def main():
             lines = solve(spec, alpha, branch, "fast", integrator="lines")
             t_lines = time.perf_counter() - t0
             t0 = time.perf_counter()
-            qmc = solve(spec, alpha, branch, args.precision, integrator="qmc")
+            qmc = solve(spec, alpha, branch, precision, integrator="qmc")
             t_qmc = time.perf_counter() - t0
             for field in FIELDS:
                 a, b = lines.values[field], qmc.values[field]

@@ -40,8 +40,11 @@ from numerics.channel.qmc.test_error import test_error_estimates
 
 log = logging.getLogger(__name__)
 
-#: the Anderson solver's settings for every scrambling's solve
-DAMPING, ANDERSON, STALL_WINDOW = 0.5, 4, 20
+#: the Anderson solver's settings for every scrambling's solve; a history of 8 pairs spans the
+#: free components of the rank-2 branches (up to 10), so that a scrambling started from the
+#: first one's fixed point and history takes 2-3 evaluations instead of 4-7 (docs/numerics.md,
+#: section 11)
+DAMPING, ANDERSON, STALL_WINDOW = 0.5, 8, 20
 #: evaluations of the pooled map (all scramblings) that polish the mean of their fixed points
 POLISH = 8
 #: evaluations of the root finder where the iteration leaves the map's domain

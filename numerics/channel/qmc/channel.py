@@ -182,11 +182,12 @@ class QMCChannel:
             self.full_searches += 1
         self.evaluations += 1
         # the sign flips of the last minimisers are searched where the point has moved (a full
-        # search), where the dense check runs (the first and the reported evaluations), and at
-        # every evaluation while the last one that searched them changed a minimum; on the
-        # fixed-point iteration's small steps they often change none, and then cost a third to a
-        # half of the prox for nothing (docs/numerics.md, section 11)
-        flips = full or dense_check or self.prox.flips_needed(rows)
+        # search, the first evaluation too) and at every evaluation while the last one that
+        # searched them changed a minimum; on the fixed-point iteration's small steps they often
+        # change none, and then cost a third to a half of the prox for nothing; the dense check,
+        # with the flips among its starts, still estimates what a missed minimum does
+        # (docs/numerics.md, section 11)
+        flips = full or self.prox.flips_needed(rows)
         h, obj, gn, moments = self._nodes(ov, rows, zeta, hs, w, full, flips=flips)
         R = len(scrambles)
         per_scramble = self._average(moments, R)
