@@ -174,6 +174,31 @@ def test_a_root_is_located_to_its_noise_and_no_further():
     assert "stopped_within_noise_at" not in details
 
 
+def test_a_root_fitted_through_noisy_points_lies_within_its_stated_error_as_often_as_stated():
+    """Points of a curved multiplier (``g - 1 = 0.99 (a - r) - 0.4 (a - r)^2``) with normal noise of
+    their stated errors, as a refined birth has them: four coarse points across the bracket and one
+    four times finer at the located root. Over many draws the fitted root's deviation from the true one,
+    in units of its stated error, has a spread of one (within its sampling error), and the fine point
+    sets the error: below its own error over the slope times 1.1."""
+    from numerics.thresholds.scan_changes import fitted_root
+
+    r = 0.56825
+    alphas = np.array([0.5, 0.568404, 0.573454, 0.75, 0.5682])
+    errors = np.array([2.3e-3, 2.2e-3, 2.2e-3, 2.0e-3, 6e-4])
+    exact = 0.99 * (alphas - r) - 0.4 * (alphas - r) ** 2
+    rng = np.random.default_rng(7)
+    z = []
+    for _ in range(400):
+        root, error = fitted_root(alphas, exact + errors * rng.standard_normal(5), errors, near=0.5682)
+        assert error < 1.1 * 6e-4 / 0.99
+        z.append((root - r) / error)
+    z = np.array(z)
+    assert abs(np.mean(z)) < 0.2 and 0.85 < np.std(z) < 1.15
+    # exact points give the exact root of the curve
+    root, _ = fitted_root(alphas, exact, errors, near=0.5682)
+    assert root == pytest.approx(r, abs=1e-12)
+
+
 def test_a_solve_that_raised_is_a_failed_point_of_its_alpha_not_a_lost_curve():
     from numerics.result import mark_global_minima
     from numerics.result import failed_point
@@ -306,3 +331,26 @@ def test_no_branch_on_the_scan_is_an_absence_and_no_converged_point_a_solver_fai
     with pytest.raises(ThresholdLocationError, match="no branch of semantic converged on the scan") as caught:
         scan_thresholds(spec, [1.0, 2.0], "draft", "qmc", ("semantic",), scan=stuck)
     assert isinstance(caught.value, SolverError) and not isinstance(caught.value, ThresholdError)
+
+
+@pytest.mark.slow
+def test_a_birth_located_above_its_modes_aim_is_refined_on_four_times_the_points(monkeypatch):
+    """With the draft mode aiming at an error it cannot reach, the rank-2 birth located at draft is
+    refined once: the parent solved at the root on 2^13 x 4 points, its multiplier there, and the
+    root of the fit through every multiplier, with a smaller error, within the located root's error."""
+    import dataclasses
+
+    from numerics.channel.qmc import precision as qmc_precision
+    from numerics.thresholds.scan_changes import scan_thresholds
+
+    draft = qmc_precision.QMC_PRECISIONS["draft"]
+    monkeypatch.setitem(qmc_precision.QMC_PRECISIONS, "draft", dataclasses.replace(draft, threshold_aim=1e-4))
+    spec = ModelSpec(rank=2, omega=0.3)
+    th = scan_thresholds(spec, [0.5, 0.75], "draft", branches=("positional", "mixed"))
+    birth = th.transitions[0]
+    assert birth.kind == "bifurcation"
+    refinement = birth.details["refinement"]
+    assert refinement["status"] == "refined" and refinement["rule"] == "draft, 2^13 points"
+    located = refinement["located"]
+    assert birth.error < located["error"]
+    assert abs(birth.alpha - located["root"]) < located["error"] + birth.error

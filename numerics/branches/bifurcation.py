@@ -112,13 +112,13 @@ def _scramble_multipliers(spec: ModelSpec, alpha: float, child: str, precision: 
     from numerics.matrix_overlaps import MatrixHats
     from numerics.channel.qmc.channel import QMCChannel
     from numerics.channel.qmc.nodes import preactivations
-    from numerics.channel.qmc.precision import QMC_PRECISIONS
+    from numerics.channel.qmc.precision import as_qmc_precision
     from numerics.fixed_points.qmc import prior_image
 
     j, ov0 = item
     shape = ov0.shape
     model = bind_general(spec)
-    rule = QMC_PRECISIONS[precision].rule
+    rule = as_qmc_precision(precision).rule
     child_sub = branch_subspace(child, shape)
     channel = QMCChannel(model, rule, child_sub)
     new = list(new)
@@ -155,7 +155,8 @@ def _scramble_multipliers(spec: ModelSpec, alpha: float, child: str, precision: 
 def growth_multiplier(spec: ModelSpec, parent_point, child: str, precision: str, step: float = STEP,
                       mapper=None) -> GrowthMultiplier:
     """The multiplier of the child branch ``child``'s new direction at ``parent_point`` (a QMC
-    :class:`~numerics.result.FixedPoint` of the parent branch).
+    :class:`~numerics.result.FixedPoint` of the parent branch), on the rule of ``precision`` (a QMC
+    mode or its name), which should be the one the point was solved on.
 
     The derivative is taken with the nodes fixed in ``(w, h*)`` (the prox minima do not move, so
     the difference is smooth): a change of the new components reweights the nodes by the ratio of
@@ -163,7 +164,7 @@ def growth_multiplier(spec: ModelSpec, parent_point, child: str, precision: str,
     conjugates where they depend on ``m``, ``q`` and ``theta`` explicitly. ``mapper(function,
     items)``: how the scramblings, independent of each other, are computed (default one after
     another here; a Dask client's ``map`` on workers)."""
-    from numerics.channel.qmc.precision import QMC_PRECISIONS
+    from numerics.channel.qmc.precision import as_qmc_precision
 
     shape = parent_point.overlaps.shape
     parent_sub = branch_subspace(parent_point.branch, shape)
@@ -172,7 +173,7 @@ def growth_multiplier(spec: ModelSpec, parent_point, child: str, precision: str,
     if perm is None:
         raise ValueError(f"the {child} branch's subspace does not contain the {parent_point.branch} branch's")
     O = _permutation_matrix(perm)
-    rule = QMC_PRECISIONS[precision].rule
+    rule = as_qmc_precision(precision).rule
     alpha = parent_point.alpha
     free = child_sub.free_mask(shape)
     ones = parent_sub.project(MatrixOverlaps.unpack(shape, np.ones(len(free))))

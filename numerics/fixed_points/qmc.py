@@ -40,11 +40,14 @@ from numerics.channel.qmc.test_error import test_error_estimates
 
 log = logging.getLogger(__name__)
 
-#: the Anderson solver's settings for every scrambling's solve; a history of 8 pairs spans the
-#: free components of the rank-2 branches (up to 10), so that a scrambling started from the
-#: first one's fixed point and history takes 2-3 evaluations instead of 4-7 (docs/numerics.md,
-#: section 11)
-DAMPING, ANDERSON, STALL_WINDOW = 0.5, 8, 20
+#: the Anderson solver's settings for every scrambling's solve
+DAMPING, ANDERSON, STALL_WINDOW = 0.5, 4, 20
+#: the history of the scramblings started from the first one's fixed point and pairs: 8 pairs span
+#: the free components of the rank-2 branches (up to 10), and such a scrambling takes 2-3 evaluations
+#: instead of 4-7 (docs/numerics.md, section 11); the first scrambling's own solve keeps 4, since
+#: where a branch's direction is neutral (a draft solve at a branch's noise level) its fixed point
+#: depends on the iteration's path, and whether the branch counts as found with it
+SEEDED_ANDERSON = 8
 #: evaluations of the pooled map (all scramblings) that polish the mean of their fixed points
 POLISH = 8
 #: evaluations of the root finder where the iteration leaves the map's domain
@@ -193,10 +196,10 @@ class ScrambleSolution:
     pairs: tuple
 
 
-def _solve_scramble(F: _Map, x0: np.ndarray, prec: QMCPrecision, floor: np.ndarray, history: tuple = ()
-                    ) -> ScrambleSolution:
+def _solve_scramble(F: _Map, x0: np.ndarray, prec: QMCPrecision, floor: np.ndarray, history: tuple = (),
+                    anderson: int = ANDERSON) -> ScrambleSolution:
     try:
-        res = solve_fixed_point(F, x0, tol=prec.tol, maxiter=prec.maxiter, damping=DAMPING, anderson=ANDERSON,
+        res = solve_fixed_point(F, x0, tol=prec.tol, maxiter=prec.maxiter, damping=DAMPING, anderson=anderson,
                                 floor=floor, history=history, stall_window=STALL_WINDOW)
     except SolverError as exc:
         # the damped Anderson iteration does not reach a fixed point where the map's Jacobian has an
@@ -331,7 +334,8 @@ def solve_qmc(spec: ModelSpec, alpha: float, branch: str = "semantic", precision
     first = _solve_scramble(maps[0], approach.overlaps.pack()[free], prec, floor, history=approach.pairs)
     solutions = [first]
     for j in range(1, R):
-        solutions.append(_solve_scramble(maps[j], first.overlaps.pack()[free], prec, floor, history=first.pairs))
+        solutions.append(_solve_scramble(maps[j], first.overlaps.pack()[free], prec, floor, history=first.pairs,
+                                         anderson=SEEDED_ANDERSON))
     # near a symmetric point the canonical orientation turns with the quadrature noise: the
     # scramblings' fixed points are aligned with the first one before they are compared or averaged
     blocks = subspace.gauge_blocks()

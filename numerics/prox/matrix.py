@@ -355,7 +355,9 @@ class GlobalProx:
         return DenseCheck(len(idx), float(better.mean()) if len(idx) else 0.0, np.asarray(idx)[better], h[better])
 
     def adopt(self, idx, h) -> None:
-        """Use ``h`` as the minimisers of the nodes ``idx`` (found by a dense check)."""
+        """Use ``h`` as the minimisers of the nodes ``idx`` (found by a dense check); the search missed
+        them, so the flips are searched again at the next evaluation (:meth:`flips_needed`)."""
         if len(idx):
             self.second[idx] = self.best[idx]
             self.best[idx] = h
+            self._changed[idx] = True

@@ -54,6 +54,8 @@ from numerics.fixed_points.solve import branches as model_branches
 from numerics.fixed_points.solve import solve
 from numerics.result import FixedPoint, as_matrices, mark_global_minima
 from numerics.thresholds.newton_pair import EXTEND_DOWN, EXTEND_UP
+from numerics.channel.qmc.precision import as_qmc_precision, refined
+from numerics.solver.iteration import SolverError
 from numerics.thresholds.record import NotConverged, ThresholdError, ThresholdLocationError, Thresholds, Transition
 
 log = logging.getLogger(__name__)
@@ -408,7 +410,57 @@ def _bifurcation(parent: _Branch, child: _Branch, a0: float, a1: float) -> Optio
         return None
     details.update(method="multiplier on the parent", multipliers=[m.to_dict() for _, m in sorted(seen.items())],
                    child_absent_at=max(probe, a0), probe_note=probe_note)
+    if error > as_qmc_precision(parent.precision).threshold_aim:
+        root, error = _refined_birth(parent, child.name, root, error, seen, details)
     return Transition(root, error, parent.name, child.name, "bifurcation", (a0, a1), details)
+
+
+def fitted_root(alphas: Sequence[float], values: Sequence[float], errors: Sequence[float], near: float) -> tuple:
+    """``(root, error)``: the root nearest ``near`` of the polynomial of degree ``min(2, n - 1)``
+    fitted to the ``n`` points ``(alphas, values)`` by least squares weighted by ``1/errors^2``, and
+    its error by the fit's covariance carried through the root to first order (the stated errors
+    taken as they are, not rescaled by the fit's residuals)."""
+    a, y, e = (np.asarray(v, dtype=float) for v in (alphas, values, errors))
+    degree = min(2, len(a) - 1)
+    X = np.vander(a - near, degree + 1, increasing=True)
+    cov = np.linalg.inv(X.T @ (X / e[:, None] ** 2))
+    c = cov @ (X.T @ (y / e**2))
+    roots = np.roots(c[::-1])
+    real = roots[np.abs(roots.imag) <= 1e-12 * (1 + np.abs(roots.real))].real
+    if real.size == 0:
+        raise ThresholdLocationError(f"the fit to the points at {', '.join(f'{x:g}' for x in a)} has no real root")
+    r = float(real[np.argmin(np.abs(real))])
+    slope = sum(k * c[k] * r ** (k - 1) for k in range(1, degree + 1))
+    grad = -np.array([r**k for k in range(degree + 1)]) / slope
+    return near + r, float(np.sqrt(grad @ cov @ grad))
+
+
+def _refined_birth(parent: _Branch, child: str, root: float, error: float, seen: dict, details: dict) -> tuple:
+    """A birth located at the scan's precision with an error above that mode's aim, refined once: the
+    parent solved at the root on :func:`~numerics.channel.qmc.precision.refined`'s rule (four times
+    the points per scrambling, started from its nearest point), its multiplier there, and the root of
+    :func:`fitted_root` through every multiplier with its error. Where that solve fails the located
+    root stands, and ``details`` says why."""
+    from numerics.branches.bifurcation import growth_multiplier
+    from numerics.fixed_points.lines import BranchNotFound
+
+    fine = refined(parent.precision)
+    located = {"root": root, "error": error}
+    try:
+        p = as_matrices(solve(parent.spec, root, parent.name, fine, "qmc", start=parent._nearest_start(root)))
+        if not p.converged:
+            raise NotConverged(p.status, p)
+    except (BranchNotFound, NotConverged, SolverError) as exc:
+        log.info("the refinement of the birth at %g on the %s rule failed: %s", root, fine.name, exc)
+        details["refinement"] = {"rule": fine.name, "located": located, "status": f"not refined: {exc}"}
+        return root, error
+    m = growth_multiplier(parent.spec, p, child, fine, mapper=parent.mapper)
+    log.info("%s at alpha = %g on the %s rule: multiplier of the %s direction %.5f +- %.1e", parent.name, root,
+             fine.name, child, m.value, m.error)
+    points = [(a, g.value - 1.0, g.error) for a, g in sorted(seen.items())] + [(root, m.value - 1.0, m.error)]
+    new_root, new_error = fitted_root(*zip(*points), near=root)
+    details["refinement"] = {"rule": fine.name, "located": located, "multiplier": m.to_dict(), "status": "refined"}
+    return new_root, new_error
 
 
 def _locate(below: _Branch, above: _Branch, a0: float, a1: float, birth_from: Optional[float] = None) -> Transition:
