@@ -14,7 +14,8 @@ class QMCRule:
     besides the warm starts and ``w`` (``first_ellipsoid`` at the first evaluation, which has no
     warm starts); search_move: a full search is made where the overlaps have moved by more than
     this (relative, largest component) since the last one on the same nodes; in between only the
-    warm starts are searched (and their sign flips where the dense check runs);
+    warm starts are searched, and their sign flips only while the last search of them changed a
+    minimum (:meth:`~numerics.prox.matrix.GlobalProx.flips_needed`);
     dense_nodes, dense_starts: size of the subsample of the dense check and its random starts per
     node; dense_every: evaluations between dense checks (the first and the reported evaluation
     are always checked); test_log2_points, test_scrambles: the test error's own rule (its
