@@ -422,16 +422,14 @@ def fitted_root(alphas: Sequence[float], values: Sequence[float], errors: Sequen
     taken as they are, not rescaled by the fit's residuals)."""
     a, y, e = (np.asarray(v, dtype=float) for v in (alphas, values, errors))
     degree = min(2, len(a) - 1)
-    X = np.vander(a - near, degree + 1, increasing=True)
-    cov = np.linalg.inv(X.T @ (X / e[:, None] ** 2))
-    c = cov @ (X.T @ (y / e**2))
-    roots = np.roots(c[::-1])
+    c, cov = np.polyfit(a - near, y, degree, w=1.0 / e, cov="unscaled")
+    roots = np.roots(c)
     real = roots[np.abs(roots.imag) <= 1e-12 * (1 + np.abs(roots.real))].real
     if real.size == 0:
         raise ThresholdLocationError(f"the fit to the points at {', '.join(f'{x:g}' for x in a)} has no real root")
     r = float(real[np.argmin(np.abs(real))])
-    slope = sum(k * c[k] * r ** (k - 1) for k in range(1, degree + 1))
-    grad = -np.array([r**k for k in range(degree + 1)]) / slope
+    # d root / d c_k = -r^(degree - k) / p'(r), c highest power first
+    grad = -r ** np.arange(degree, -1, -1.0) / np.polyval(np.polyder(c), r)
     return near + r, float(np.sqrt(grad @ cov @ grad))
 
 
