@@ -35,11 +35,13 @@ def as_qmc_precision(precision) -> QMCPrecision:
 
 def refined(precision, extra_log2_points: int = 2) -> QMCPrecision:
     """``precision`` (a mode or its name) on a rule with ``2^extra_log2_points`` times the points per
-    scrambling, named so (e.g. ``fast, 2^17 points``)."""
+    scrambling, for the channel and for the test error alike, named by the channel's (e.g. ``fast,
+    2^17 points``)."""
     base = as_qmc_precision(precision)
     n = base.rule.log2_points + extra_log2_points
     return dataclasses.replace(base, name=f"{base.name}, 2^{n} points",
-                               rule=dataclasses.replace(base.rule, log2_points=n))
+                               rule=dataclasses.replace(base.rule, log2_points=n,
+                                                        test_log2_points=base.rule.test_log2_points + extra_log2_points))
 
 
 QMC_PRECISIONS = {
