@@ -447,7 +447,7 @@ def shifted_root(alphas: Sequence[float], values: Sequence[float], errors: Seque
     The samples of one rule share its quadrature error: its nodes are the same at every ``alpha``, so
     the error varies slowly along the branch, and the samples fix the function's shape much better
     than its value (two three-token samples 0.009 apart gave a slope within 4% of the bracket's, where
-    independent errors would allow 25%). The shape is the polynomial of degree ``min(2, n - 1)``
+    independent errors would allow 27%). The shape is the polynomial of degree ``min(2, n - 1)``
     fitted to the ``n`` samples (least squares weighted by ``1/errors^2``), moved to pass through the
     finer rule's value at ``at``; the root is that curve's nearest ``at``. Its error: ``value_error``
     over the slope at the root, and the fit's covariance of the shape (slope and curvature; the offset
