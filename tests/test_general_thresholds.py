@@ -382,3 +382,24 @@ def test_an_alpha_l_located_above_its_modes_aim_is_refined_and_meets_the_line_qu
     assert refinement["status"] == "refined" and refinement["rule"] == "draft, 2^13 points"
     assert th.alpha_l_error < refinement["located"]["error"]
     assert abs(th.alpha_l - 1.492271) < 3 * th.alpha_l_error
+
+
+@pytest.mark.slow
+def test_a_crossing_located_above_its_modes_aim_is_refined_and_meets_the_line_quadratures(monkeypatch):
+    """The same for the two-token model's crossing of the positional and semantic training losses
+    (``alpha_c``), against the line quadrature's (``attnphase thresholds --omega 0.3 --precision fast``:
+    1.251535 +- 1.7e-5)."""
+    import dataclasses
+
+    from numerics.channel.qmc import precision as qmc_precision
+    from numerics.thresholds.scan_changes import scan_thresholds
+
+    draft = qmc_precision.QMC_PRECISIONS["draft"]
+    monkeypatch.setitem(qmc_precision.QMC_PRECISIONS, "draft", dataclasses.replace(draft, threshold_aim=1e-4))
+    th = scan_thresholds(ModelSpec(omega=0.3), [1.0, 1.5], "draft", "qmc", ("positional", "semantic"))
+    crossing = th.transitions[0]
+    assert crossing.kind == "crossing"
+    refinement = crossing.details["refinement"]
+    assert refinement["status"] == "refined" and refinement["rule"] == "draft, 2^13 points"
+    assert crossing.error < refinement["located"]["error"]
+    assert abs(th.alpha_c - 1.251535) < 3 * crossing.error
