@@ -701,7 +701,9 @@ def test_anchor_candidates_are_probed_with_the_draft_rule(monkeypatch):
     assert not note.failed  # every attempt fell to the trivial point: the branch is absent, not a failure
 
 
+@pytest.mark.slow
 def test_alpha_l_off_the_scan_is_found_on_the_extended_scan():
+    # slow (42 s, the longest of the default suite, which ran 10.6 minutes with it)
     """At large omega alpha_l can lie beyond the scan while alpha_c is on it. Emulated at
     omega = 0.3 by ending the scan at 1.4, between alpha_c ~ 1.25 and alpha_l ~ 1.49: the scan
     is continued above 1.4 (the default) and alpha_l is found there."""
