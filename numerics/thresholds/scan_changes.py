@@ -73,6 +73,9 @@ CONTINUOUS_GAP = 3.0
 PROBE_MAXITER = 15
 #: an overlap this many scramblings' spreads above zero is resolved (fitted at an onset)
 RESOLVED = 3.0
+#: the noises within which the root finder stops where the root is refined on a finer rule
+#: afterwards: the rank-2 birth then takes one solve and multiplier at fast fewer (about 2 of 15 minutes)
+REFINED_STOP = 3.0
 
 
 class _Branch:
@@ -213,7 +216,8 @@ class _ZeroWithinNoise(Exception):
         self.at = at
 
 
-def root_within_noise(f, lo: float, hi: float, noise: Callable[[float], float]) -> tuple:
+def root_within_noise(f, lo: float, hi: float, noise: Callable[[float], float],
+                      refined_above: Callable[[], float] = lambda: math.inf) -> tuple:
     """The root of ``f`` in ``[lo, hi]`` with its error.
 
     Brent's method to a tolerance below the noise; its error is the noise in ``f`` over the slope at
@@ -222,7 +226,11 @@ def root_within_noise(f, lo: float, hi: float, noise: Callable[[float], float]) 
     the root is then ``a - f(a) / s``, with ``s`` the secant to the nearest point where ``f`` has the
     other sign, and its error ``noise(a) / |s|`` plus ``|f(a)|`` times the secant's own error
     (the two points' noises in quadrature over their distance) over ``s^2``. The line's curvature
-    enters at second order in a distance below ``noise / |s|`` and is left out."""
+    enters at second order in a distance below ``noise / |s|`` and is left out. ``refined_above()``
+    (asked once ``f`` is known at both ends): where the noise over the bracket's slope is above it, the root is refined afterwards on a finer
+    rule (:func:`_refined_root`), which needs only the shape of ``f`` near it, and the search stops
+    within :data:`REFINED_STOP` noises instead (the curvature then enters at a distance below
+    ``REFINED_STOP noise / |s|``, and the refinement's shape carries it)."""
     f_lo, f_hi = f(lo), f(hi)
     if not f_lo * f_hi <= 0:
         # the scan's order of the branches is not the located one (a scan point that a solve missed)
@@ -232,11 +240,12 @@ def root_within_noise(f, lo: float, hi: float, noise: Callable[[float], float]) 
     n0 = noise(lo)
     xtol = max(MIN_XTOL, 0.3 * n0 / abs(slope0)) if slope0 != 0 and math.isfinite(n0) else MIN_XTOL
     seen = {lo: f_lo, hi: f_hi}
+    within = REFINED_STOP if slope0 != 0 and n0 / abs(slope0) > refined_above() else 1.0
 
     def g(a):
         if a not in seen:
             seen[a] = f(a)
-            if abs(seen[a]) <= noise(a):
+            if abs(seen[a]) <= within * noise(a):
                 raise _ZeroWithinNoise(a)
         return seen[a]
 
@@ -281,7 +290,7 @@ def _crossing(lower: _Branch, upper: _Branch, lo: float, hi: float) -> tuple:
     def noise(a):
         return math.hypot(_error(_nearest(lower, a), "train_loss"), _error(_nearest(upper, a), "train_loss"))
 
-    root, error, details = root_within_noise(dF, lo, hi, noise)
+    root, error, details = root_within_noise(dF, lo, hi, noise, lambda: max(_aim(lower, lo), _aim(upper, lo)))
     if _above_aim(lower, root, error) and _above_aim(upper, root, error):
         def fine_value(fine):
             pl, pu = lower.solve_on(fine, root), upper.solve_on(fine, root)
@@ -420,7 +429,8 @@ def _bifurcation(parent: _Branch, child: _Branch, a0: float, a1: float) -> Optio
                  parent.name, a0, a1, g0 + 1, g1 + 1)
         return None
     root, error, details = root_within_noise(lambda a: multiplier(a).value - 1.0, a0, a1,
-                                 lambda a: seen[min(seen, key=lambda x: abs(x - a))].error)
+                                             lambda a: seen[min(seen, key=lambda x: abs(x - a))].error,
+                                             lambda: _aim(parent, a0))
     # a child found below the crossing, beyond its error bar, coexists with the parent there (a fold,
     # not a birth); nearer, a draft solve can find a child whose overlap is its noise (at 1.3 errors
     # below a draft root it did). Where that lies below a0, the scan's a0 is the probe.
@@ -473,10 +483,16 @@ def shifted_root(alphas: Sequence[float], values: Sequence[float], errors: Seque
     return at + r, float(np.hypot(value_error / slope, np.sqrt(grad @ cov @ grad)))
 
 
+def _aim(branch: _Branch, alpha: float) -> float:
+    """The error a threshold on ``branch``'s QMC solutions near ``alpha`` aims at
+    (:attr:`~numerics.channel.qmc.precision.QMCPrecision.threshold_aim`); none (inf) on the line
+    quadrature's."""
+    return as_qmc_precision(branch.precision).threshold_aim if _nearest(branch, alpha).integrator == "qmc" else math.inf
+
+
 def _above_aim(branch: _Branch, alpha: float, error: float) -> bool:
-    """Whether a root located on QMC solutions of ``branch`` has an error above its mode's aim
-    (:attr:`~numerics.channel.qmc.precision.QMCPrecision.threshold_aim`)."""
-    return _nearest(branch, alpha).integrator == "qmc" and error > as_qmc_precision(branch.precision).threshold_aim
+    """Whether a root located on ``branch``'s solutions has an error above the aim (:func:`_aim`)."""
+    return error > _aim(branch, alpha)
 
 
 def _refined_root(precision, root: float, error: float, samples: Sequence, fine_value: Callable,
@@ -564,7 +580,7 @@ def _test_error_root(branch: _Branch, lo: float, hi: float, eps_lin: float, eps_
         return p.test_error - eps_lin
 
     root, error, details = root_within_noise(g, lo, hi, lambda a: math.hypot(_error(_nearest(branch, a), "test_error"),
-                                                                              eps_err))
+                                                                              eps_err), lambda: _aim(branch, lo))
     if _above_aim(branch, root, error):
         def fine_value(fine):
             p = branch.solve_on(fine, root)
