@@ -205,6 +205,12 @@ def test_a_root_refined_on_a_finer_rule_lies_within_its_stated_error_as_often_as
     assert abs(np.mean(z)) < 0.2 and 0.85 < np.std(z) < 1.15
     root, _ = shifted_root(alphas, g(alphas), errors, at, g(at), fine_error)
     assert root == pytest.approx(r, abs=1e-12)
+    # a curve moved away from zero has no root to report: an error, which the refinement turns into
+    # the located root standing with its reason
+    from numerics.thresholds.record import ThresholdLocationError
+
+    with pytest.raises(ThresholdLocationError, match="no real root"):
+        shifted_root(alphas, -1.0 - (alphas - at) ** 2, errors, at, -1.0, fine_error)
 
 
 def test_a_solve_that_raised_is_a_failed_point_of_its_alpha_not_a_lost_curve():

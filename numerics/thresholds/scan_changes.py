@@ -509,11 +509,12 @@ def _refined_root(precision, root: float, error: float, samples: Sequence, fine_
     located = {"root": root, "error": error}
     try:
         value, value_error, record = fine_value(fine)
+        # ThresholdLocationError (a SolverError) where the moved curve has no real root
+        new_root, new_error = shifted_root(*zip(*samples), at=root, value=value, value_error=value_error)
     except (BranchNotFound, SolverError) as exc:
         log.info("the refinement of the root at %g on the %s rule failed: %s", root, fine.name, exc)
         details["refinement"] = {"rule": fine.name, "located": located, "status": f"not refined: {exc}"}
         return root, error
-    new_root, new_error = shifted_root(*zip(*samples), at=root, value=value, value_error=value_error)
     log.info("refined on the %s rule: %g +- %.1e (located %g +- %.1e)", fine.name, new_root, new_error, root, error)
     details["refinement"] = {"rule": fine.name, "located": located, "value": value, "value_error": value_error,
                              **record, "status": "refined"}
