@@ -35,7 +35,7 @@ from numerics.solver.iteration import OUTSIDE_DOMAIN, SolverError, root_fixed_po
 from numerics.fixed_points.subspaces import BranchSubspace, branch_subspace
 from numerics.channel.qmc.channel import ChannelEstimate, QMCChannel
 from numerics.channel.qmc.nodes import gaussian_nodes
-from numerics.channel.qmc.precision import QMC_PRECISIONS, QMCPrecision
+from numerics.channel.qmc.precision import QMCPrecision, as_qmc_precision
 from numerics.channel.qmc.test_error import test_error_estimates
 
 log = logging.getLogger(__name__)
@@ -278,7 +278,7 @@ class _Setting:
         if not alpha > 0:
             raise ValueError(f"alpha: must be > 0, got {alpha}")
         self.spec, self.alpha = spec, alpha
-        self.prec = precision if isinstance(precision, QMCPrecision) else QMC_PRECISIONS[precision]
+        self.prec = as_qmc_precision(precision)
         self.model = model or bind_general(spec)
         self.subspace = subspace or branch_subspace(branch, spec.shape)
         self.gauge = gauge and bool(_drifting_blocks(self.subspace))

@@ -143,7 +143,6 @@ class _Branch:
         note)``; where it settles, at draft precision by a solve of at most :data:`PROBE_MAXITER`
         iterations per scrambling, found where it converges and ``(None, note)`` where it does not;
         at a finer precision ``(None, note)`` (that solve is not affordable there)."""
-        from numerics.channel.qmc.precision import QMC_PRECISIONS
         from numerics.fixed_points.lines import BranchNotFound
         from numerics.fixed_points.qmc import approach_qmc
 
@@ -168,7 +167,7 @@ class _Branch:
             return None, (f"the approach from the nearest point settled (defining overlap {reach.defining:.2e}, "
                           f"residual {reach.residual:.1e}); the capped solve that would decide is run at draft "
                           f"precision only")
-        capped = dataclasses.replace(QMC_PRECISIONS[self.precision], maxiter=PROBE_MAXITER)
+        capped = dataclasses.replace(as_qmc_precision(self.precision), maxiter=PROBE_MAXITER)
         try:
             fp = solve(self.spec, alpha, self.name, capped, "qmc", start=start)
         except BranchNotFound as exc:
@@ -290,8 +289,11 @@ def _crossing(lower: _Branch, upper: _Branch, lo: float, hi: float) -> tuple:
     def noise(a):
         return math.hypot(_error(_nearest(lower, a), "train_loss"), _error(_nearest(upper, a), "train_loss"))
 
-    root, error, details = root_within_noise(dF, lo, hi, noise, lambda: max(_aim(lower, lo), _aim(upper, lo)))
-    if _above_aim(lower, root, error) and _above_aim(upper, root, error):
+    def aim():
+        return max(_aim(lower, lo), _aim(upper, lo))
+
+    root, error, details = root_within_noise(dF, lo, hi, noise, aim)
+    if error > aim():
         def fine_value(fine):
             pl, pu = lower.solve_on(fine, root), upper.solve_on(fine, root)
             return (pu.train_loss - pl.train_loss, math.hypot(_error(pl, "train_loss"), _error(pu, "train_loss")),
@@ -444,7 +446,7 @@ def _bifurcation(parent: _Branch, child: _Branch, a0: float, a1: float) -> Optio
         return None
     details.update(method="multiplier on the parent", multipliers=[m.to_dict() for _, m in sorted(seen.items())],
                    child_absent_at=max(probe, a0), probe_note=probe_note)
-    if error > as_qmc_precision(parent.precision).threshold_aim:
+    if _above_aim(parent, root, error):
         root, error = _refined_birth(parent, child.name, root, error, seen, details)
     return Transition(root, error, parent.name, child.name, "bifurcation", (a0, a1), details)
 

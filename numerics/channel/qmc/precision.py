@@ -23,7 +23,7 @@ class QMCPrecision:
     tol: float
     residual_tol: float
     maxiter: int = 60
-    #: the error aimed at for a threshold located at this mode: a birth located with a larger one is
+    #: the error aimed at for a threshold located at this mode: one located with a larger error is
     #: refined once on :func:`refined`'s rule (:mod:`numerics.thresholds.scan_changes`)
     threshold_aim: float = math.inf
 
