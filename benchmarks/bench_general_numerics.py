@@ -9,8 +9,10 @@ solve before and after the general numerics, printed side by side in one run.
   ``--before DIR`` (a checkout of the code before the change, e.g. made by
   ``git archive 750f74e | tar -x -C DIR``), alternated ``--repeats`` times (target: no more than
   10% slower).
+* with ``--cases`` and ``--workers N`` (no ``--before``), each case solved in one process and with its
+  scramblings in ``N`` processes (``numerics.api.scramble_workers``), side by side.
 Run: python benchmarks/bench_general_numerics.py [--precision fast] [--before DIR] [--repeats 2] [--skip-general]
-[--solve-only] [--thresholds] [--cases tokens3:semantic,rank2:semantic]
+[--solve-only] [--thresholds] [--cases tokens3:semantic,rank2:semantic] [--workers N]
 """
 import argparse
 import json
@@ -35,25 +37,56 @@ def timed(command, tree):
 
 CASES = {"tokens3": dict(tokens=3), "rank2": dict(rank=2)}
 
-#: run in a fresh process with the tree on the path: one fixed point, printed as JSON
+#: run in a fresh process with the tree on the path: one fixed point, printed as JSON; with a
+#: fourth argument N > 1, the scramblings in N processes, started (and the solver imported there)
+#: before the clock starts, their start-up timed apart
 _SOLVE = """
-import json, sys, time
+import contextlib, json, sys, time
 from derivations import ModelSpec
 from numerics.api import solve
 kw, branch, precision = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3]
+workers = int(sys.argv[4]) if len(sys.argv) > 4 else 1
+context, startup = contextlib.nullcontext(), 0.0
+if workers > 1:
+    import importlib
+    from numerics.api import scramble_workers
+    from numerics.fixed_points.workers import pool
+    t0 = time.perf_counter()
+    for task in [pool(workers).submit(importlib.import_module, "numerics.fixed_points.qmc") for _ in range(workers)]:
+        task.result()
+    startup, context = time.perf_counter() - t0, scramble_workers(workers)
 t0 = time.perf_counter()
-fp = solve(ModelSpec(omega=0.3, **kw), 2.0, branch, precision, integrator="qmc")
-print(json.dumps({"time": time.perf_counter() - t0, "values": fp.values, "error": fp.error,
+with context:
+    fp = solve(ModelSpec(omega=0.3, **kw), 2.0, branch, precision, integrator="qmc")
+print(json.dumps({"time": time.perf_counter() - t0, "values": fp.values, "error": fp.error, "startup": startup,
                   "relative": fp.relative_errors(), "converged": fp.converged}))
 """
 
 
-def solve_in(tree, kw, branch, precision):
-    """One fixed point solved by the source tree ``tree``, in a fresh process."""
+def solve_in(tree, kw, branch, precision, workers=1):
+    """One fixed point solved by the source tree ``tree``, in a fresh process (its scramblings in
+    ``workers`` processes)."""
     env = dict(os.environ, PYTHONPATH=str(tree))
-    out = subprocess.run([sys.executable, "-c", _SOLVE, json.dumps(kw), branch, precision], cwd=tree, env=env,
-                         check=True, capture_output=True, text=True)
+    out = subprocess.run([sys.executable, "-c", _SOLVE, json.dumps(kw), branch, precision, str(workers)], cwd=tree,
+                         env=env, check=True, capture_output=True, text=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def processes_side_by_side(cases, precision, workers):
+    """Rows of the general fixed points solved in one process and with ``workers`` processes for
+    the scramblings, one after the other in fresh processes of this tree."""
+    rows = []
+    for case in cases:
+        name, branch = case.split(":")
+        one, many = solve_in(ROOT, CASES[name], branch, precision), solve_in(ROOT, CASES[name], branch, precision,
+                                                                             workers)
+        same = one["values"] == many["values"] and one["error"] == many["error"]
+        worst, field = max((v, k) for k, v in one["relative"].items())
+        rows.append((f"{name} {branch} alpha=2 ({precision}): 1 process", one["time"], one["time"],
+                     f"largest relative error {worst:.1e} ({field}), converged {one['converged']}"))
+        rows.append((f"{name} {branch} alpha=2 ({precision}): {workers} processes", many["time"], one["time"],
+                     f"the same values and errors: {same}; the pool's start-up before: {many['startup']:.1f} s"))
+    return rows
 
 
 def general_before_after(before, cases, precision):
@@ -82,6 +115,9 @@ def main():
     ap.add_argument("--solve-only", action="store_true", help="time only attnphase solve --alpha 2 before/after")
     ap.add_argument("--cases", help="with --before: general fixed points solved by both trees, "
                                     "e.g. tokens3:semantic,rank2:mixed (omega = 0.3, alpha = 2)")
+    ap.add_argument("--workers", type=int, default=1,
+                    help="with --cases and without --before: each case also solved with its scramblings in this "
+                         "many processes, side by side with one")
     ap.add_argument("--thresholds", action="store_true",
                     help="also time attnphase thresholds --precision draft and attnphase run --precision draft before/after")
     args = ap.parse_args()
@@ -97,6 +133,8 @@ def main():
                          f"largest relative error {worst:.1e} ({field}), converged {fp.converged}"))
     if args.before and args.cases:
         rows += general_before_after(Path(args.before), args.cases.split(","), args.precision)
+    if args.cases and not args.before and args.workers > 1:
+        rows += processes_side_by_side(args.cases.split(","), args.precision, args.workers)
     if args.before and not args.cases:
         commands = {"attnphase solve --alpha 2": [sys.executable, "-m", "attnphase.cli", "solve", "--alpha", "2"],
                     "benchmarks/bench_numerics.py": [sys.executable, str(ROOT / "benchmarks" / "bench_numerics.py")]}

@@ -64,8 +64,9 @@ CONJUGATE_FORMS = ("qhat", "mhat", "Vhat", "thetahat", "thetahat_dl", "Vhat_dl")
 
 #: functions generated for every shape
 MATRIX_FUNCTION_NAMES = ("loss", "dloss_dhstar", "teacher", "attention", "prox_objective", "prox_grad", "prox_hess",
-                         "prox_newton", "positional_mean", "channel_moments", "conjugates_from_moments",
-                         "test_error_integrand_x", "prior_updates", "prior_free_energy", "free_energy")
+                         "prox_newton", "prox_objective_of_T", "prox_newton_of_T", "positional_mean",
+                         "channel_moments", "conjugates_from_moments", "test_error_integrand_x", "prior_updates",
+                         "prior_free_energy", "free_energy")
 #: functions in the variables ``xi, y`` of the two-token rank-one model (the line quadrature's)
 LINE_FUNCTION_NAMES = ("preactivations", "channel_integrands", "test_error_integrand") + tuple(
     "integrand_" + n for n in CHANNEL_NAMES)
@@ -218,6 +219,13 @@ def _matrix_expressions(spec: ModelSpec) -> Dict[str, Tuple[tuple, object, str]]
     obj_opaque = _shared_logistics(prox_objective(spec, logistic=True))
     grad, hess = _prox_derivatives(obj_opaque, H)
     obj_fast = explicit_softmax(obj_opaque)
+    # the same terms in the teacher's matrix T instead of h*: a Newton iteration at fixed nodes
+    # computes T(h*) once, where the terms in h* recompute the teacher's softmax at every step
+    # (a third of the terms' cost at (3, 1, 1), benchmarks/bench_prox_kernel.py)
+    TT = tuple(ms.T)
+    obj_T_opaque = _shared_logistics(prox_objective(spec, logistic=True, teacher=ms.T))
+    grad_T, hess_T = _prox_derivatives(obj_T_opaque, H)
+    obj_T_fast = explicit_softmax(obj_T_opaque)
     Pm = positional_mean(spec)
     w_of = {ms.w[i, j]: Pm[i, j] + ms.zeta[i, j] for i in range(L) for j in range(r)}
     Vinv = inverse(ms.V)
@@ -247,6 +255,12 @@ def _matrix_expressions(spec: ModelSpec) -> Dict[str, Tuple[tuple, object, str]]
         "prox_newton": (H + W + HS + ms.packed("V") + P, (obj_fast,) + grad + hess,
                         "(objective, gradient..., Hessian upper triangle...) in one call: one Newton step's terms"
                         " share their subexpressions (CSE), which is most of the prox cost"),
+        "prox_objective_of_T": (H + W + TT + ms.packed("V") + P, obj_T_fast,
+                                "prox_objective with the teacher's matrix T(hs) (row-major, as teacher returns it) "
+                                "in place of hs"),
+        "prox_newton_of_T": (H + W + TT + ms.packed("V") + P, (obj_T_fast,) + grad_T + hess_T,
+                             "prox_newton with the teacher's matrix T(hs) (row-major, as teacher returns it) in "
+                             "place of hs: an iteration at fixed nodes computes T once"),
         "positional_mean": (packed["m"] + P, S.components(Pm), "P m, packed like w (docs/theory.md, section 4.2)"),
         "channel_moments": (H + ZETA + HS + packed["m"] + packed["V"] + P, per_node,
                             "per-node moments " + ", ".join(moments.names(spec.shape))

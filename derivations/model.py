@@ -140,13 +140,15 @@ def teacher_matrix(spec: ModelSpec, hs, logistic: bool = False) -> sp.Matrix:
         + S.omega * S.matrix_symbols(spec.shape).A
 
 
-def loss(spec: ModelSpec, h=None, hs=None, logistic: bool = False) -> sp.Expr:
+def loss(spec: ModelSpec, h=None, hs=None, logistic: bool = False, teacher=None) -> sp.Expr:
     """Per-sample loss ``l(h; h*) = (sigma^2/2) |S(h) - T(h*)|_F^2`` (docs/theory.md, sections 2.1 and 4.3).
 
-    ``h`` and ``hs`` default to the spec's symbols (``h1, h2`` and ``hs1, hs2`` for two tokens of rank one)."""
+    ``h`` and ``hs`` default to the spec's symbols (``h1, h2`` and ``hs1, hs2`` for two tokens of rank one).
+    ``teacher``: an ``L x L`` matrix standing for ``T(h*)`` (e.g. the symbols
+    :attr:`~derivations.symbols.MatrixSymbols.T`), for the loss as a function of the teacher's matrix."""
     ms = S.matrix_symbols(spec.shape)
-    D = attention_matrix(spec, ms.h if h is None else h, logistic) \
-        - teacher_matrix(spec, ms.hs if hs is None else hs, logistic)
+    T = teacher_matrix(spec, ms.hs if hs is None else hs, logistic) if teacher is None else teacher
+    D = attention_matrix(spec, ms.h if h is None else h, logistic) - T
     return S.sigma**2 / 2 * sum(D[i, j] ** 2 for i in range(D.rows) for j in range(D.cols))
 
 
@@ -157,13 +159,13 @@ def inverse(matrix: sp.Matrix) -> sp.Matrix:
     return matrix.adjugate() / matrix.det()
 
 
-def prox_objective(spec: ModelSpec, logistic: bool = False) -> sp.Expr:
+def prox_objective(spec: ModelSpec, logistic: bool = False, teacher=None) -> sp.Expr:
     """``1/2 sum_l (h_l - w_l)^T V^{-1} (h_l - w_l) + l(h; h*)``, whose minimum over ``h`` is the Moreau
-    envelope ``M`` (docs/theory.md, sections 2.3 and 4.3)."""
+    envelope ``M`` (docs/theory.md, sections 2.3 and 4.3); ``teacher`` as in :func:`loss`."""
     ms = S.matrix_symbols(spec.shape)
     Vinv = inverse(ms.V)
     quad = sum(((ms.h[l, :] - ms.w[l, :]) * Vinv * (ms.h[l, :] - ms.w[l, :]).T)[0, 0] for l in range(ms.shape.L))
-    return quad / 2 + loss(spec, logistic=logistic)
+    return quad / 2 + loss(spec, logistic=logistic, teacher=teacher)
 
 
 def positions(spec: ModelSpec) -> sp.Matrix:

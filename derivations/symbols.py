@@ -124,7 +124,9 @@ class MatrixSymbols:
     (``q``, ``m``, ``w1``, ``hs2``, ...), so the two-token rank-one model is this object at one size.
     ``zeta`` is the semantic part ``omega_l`` of ``w_l`` in docs/theory.md, section 4.2 (renamed:
     ``omega`` is the teacher's mixing weight). ``K`` stands for ``(lam I + sigma^2 Vhat)^{-1}``
-    and ``Sigmainv`` for the inverse of the covariance ``Sigma`` of ``x_l = (zeta_l, h*_l)``.
+    and ``Sigmainv`` for the inverse of the covariance ``Sigma`` of ``x_l = (zeta_l, h*_l)``; ``T``
+    (``L x L``, components ``T_1_1, T_1_2, ...``) for the teacher's matrix ``T(h*)``, through which
+    alone the loss depends on ``h*``.
     """
 
     shape: packing.Shape
@@ -145,6 +147,7 @@ class MatrixSymbols:
     g: sp.Matrix
     K: sp.Matrix
     Sigmainv: sp.Matrix
+    T: sp.Matrix
     params: Tuple[sp.Symbol, ...]
 
     @property
@@ -187,5 +190,5 @@ def matrix_symbols(shape) -> MatrixSymbols:
     tok = {name: sp.Matrix(L, getattr(s, width), [sp.Symbol(n, real=True) for n in packing.token_names(name, s)])
            for name, width in packing.PER_TOKEN.items()}
     return MatrixSymbols(shape=s, A=A_, K=_matrix("K", r, r, symmetric=True),
-                         Sigmainv=_matrix("Sigmainv", r + t, r + t, symmetric=True),
+                         Sigmainv=_matrix("Sigmainv", r + t, r + t, symmetric=True), T=_matrix("T", L, L),
                          params=(sigma, lam, omega, rho) + tuple(A_), **mats, **tok)

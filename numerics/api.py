@@ -4,6 +4,8 @@ for every model (any ``L``, ``r``, ``t``, ``P``).
 * :func:`solve` one branch at one ``alpha``, :func:`solve_all` every branch of the model there,
   :func:`follow` one branch along an ``alpha`` grid, :func:`thresholds` where the global minimum
   changes branch and where it beats the linear baseline;
+* :func:`scramble_workers`: within it, QMC solves hand their independent scramblings to that many
+  processes (the same values, to the last bit);
 * one record, :class:`FixedPoint` (matrices plus gauge invariants, with errors; the line
   quadrature's scalars as its ``1 x 1`` case), and one curve, :class:`BranchCurve`.
 
@@ -30,6 +32,7 @@ from numerics.channel.integrators import IntegratorError, choose_integrator
 from numerics.branches.walk import walk_branch
 from numerics.fixed_points.lines import BranchNotFound
 from numerics.fixed_points.solve import branches, solve
+from numerics.fixed_points.workers import scramble_workers
 from numerics.matrix_overlaps import MatrixOverlaps
 from numerics.overlaps import BRANCHES, COMPETING_BRANCHES, HatOverlaps, Overlaps
 from numerics.precision import PRECISIONS
@@ -42,7 +45,7 @@ __all__ = ["Baseline", "linear_baseline", "linear_baseline_mp", "BranchCurve", "
            "PRECISIONS", "FixedPoint", "HatOverlaps", "Overlaps", "MatrixOverlaps", "BranchNotFound",
            "IntegratorError", "ThresholdError", "ThresholdLocationError", "Thresholds", "Transition",
            "scan_curves_from_rows", "from_row", "failed_point", "mark_global_minima", "branches", "integrator_for",
-           "solve", "solve_all", "follow", "thresholds"]
+           "solve", "solve_all", "follow", "thresholds", "scramble_workers"]
 
 log = logging.getLogger(__name__)
 

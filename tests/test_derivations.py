@@ -227,7 +227,8 @@ def random_point(rng, n=None):
                  qhat=u(0.0, 1.0), mhat=u(-0.5, 0.5), Vhat=u(0.1, 2.0), thetahat=u(-0.5, 0.5))
     # the arguments of the general functions at this shape (channel moments, their averages)
     point.update(zeta1=rng.normal(size=size), zeta2=rng.normal(size=size), alpha=u(0.5, 3.0),
-                 envelope=u(0.0, 0.1), **{n: u(-1, 1) for n in ("ff", "pf", "fx_1_1", "fx_1_2", "gx_1_1", "gx_1_2")})
+                 envelope=u(0.0, 0.1), **{n: u(-1, 1) for n in ("ff", "pf", "fx_1_1", "fx_1_2", "gx_1_1", "gx_1_2")},
+                 **{n: u(0.0, 1.0) for n in ("T_1_1", "T_1_2", "T_2_1", "T_2_2")})  # a teacher's matrix
     return point
 
 

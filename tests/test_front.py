@@ -123,6 +123,6 @@ def test_run_and_thresholds_of_a_general_model_take_the_same_path(monkeypatch, t
     assert [(t["below"], t["above"]) for t in summary["thresholds"]["transitions"]] == [("positional", "semantic")]
     rows = read_rows(tmp_path / "curve.csv")
     assert {r["integrator"] for r in rows} == {"qmc"} and (tmp_path / "branches.png").exists()
-    # --workers 2: the scan's walks are handed to a Dask cluster (the fake ignores it)
+    # --workers 2: the solves' scramblings in two processes (the fake solves none)
     assert main(["thresholds", "--tokens", "3", "--alphas", "0.5:2.5:5", "--json", "--workers", "2"]) == 0
     assert json.loads(capsys.readouterr().out)["alpha_c"] == pytest.approx(fake.alpha_c(0.3))

@@ -79,6 +79,8 @@ def test_the_global_branch_changes_where_the_training_losses_cross(capsys):
     assert sem.test_error == pytest.approx(th.linear_test_error, rel=1e-4)
     assert cli.main(["thresholds", "--tokens", "3", "--workers", "0"]) == 2
     assert "--workers: must be >= 1" in capsys.readouterr().err
+    assert cli.main(["solve", "--tokens", "3", "--alpha", "1", "--workers", "0"]) == 2
+    assert "--workers: must be >= 1" in capsys.readouterr().err
 
 
 @pytest.mark.slow

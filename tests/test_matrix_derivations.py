@@ -205,6 +205,8 @@ def random_point(spec, rng, n):
         point.update(packing.as_dict(name, packing.pack(name, value, spec.shape), spec.shape))
     for name in ("h", "w", "zeta", "hs"):
         point.update({component: rng.normal(size=n) for component in packing.token_names(name, spec.shape)})
+    # a teacher's matrix for the functions written in it (rows of a convex mixture of attentions)
+    point.update({component: rng.uniform(0.0, 1.0, size=n) for component in packing.matrix_names("T", L, L)})
     return point, dict(q=q, V=V, theta=theta, m=m)
 
 
@@ -244,6 +246,12 @@ def test_prox_gradient_and_hessian_match_finite_differences(cache_env, shape):
             np.testing.assert_allclose(hess[e], (gup[j] - gdn[j]) / (2 * eps), rtol=1e-6, atol=1e-8)
     for got, want in zip(newton, (evaluate("prox_objective"), *grad, *hess)):
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
+    # the same terms written in the teacher's matrix, at the teacher's matrix of h*
+    T = call(gm, "teacher", point, P)
+    at_T = {**point, **dict(zip(packing.matrix_names("T", spec.L, spec.L), T))}
+    for got, want in zip(call(gm, "prox_newton_of_T", at_T, P), newton):
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(call(gm, "prox_objective_of_T", at_T, P), evaluate("prox_objective"), rtol=1e-12)
 
 
 @pytest.mark.parametrize("shape", SHAPES)

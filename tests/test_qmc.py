@@ -466,3 +466,22 @@ def test_a_fixed_point_that_repels_the_iteration_is_reached_by_the_root_finder()
     J = np.column_stack([(F(x + h) - F(x - h)) / (2 * h[j]) for j, h in enumerate(np.diag(1e-4 * np.abs(x)))])
     assert np.min(np.linalg.eigvals(J).real) < -2  # repelling: out of the damped iteration's reach
     assert np.allclose(F(x), x, rtol=1e-3)
+
+
+def test_scramblings_solved_in_other_processes_give_the_same_fixed_point():
+    # each scrambling after the first is solved from the first one's fixed point on its own nodes,
+    # with its own searches and dense checks: in two worker processes exactly as here
+    from numerics.api import scramble_workers
+
+    spec = ModelSpec(omega=0.3, rank=2)
+    here = solve(spec, 2.0, "mixed", TINY)
+    with scramble_workers(2):
+        there = solve(spec, 2.0, "mixed", TINY)
+    assert there.converged and here.converged
+    assert (here.diagnostics["processes"], there.diagnostics["processes"]) == (1, 2)
+    assert there.values == here.values and there.error == here.error
+    for key in ("scramble_fixed_points", "scramble_evaluations", "full_searches", "map_evaluations"):
+        assert there.diagnostics[key] == here.diagnostics[key]
+    with pytest.raises(ValueError, match="workers: must be a positive integer"):
+        with scramble_workers(0):
+            pass

@@ -9,9 +9,10 @@ import sys
 import time
 
 from attnphase.errors import UsageError
-from attnphase.options import (GRID_HELP, add_alias, add_dask_options, add_json_option, add_model_options,
-                               add_precision_option, check_dask_options, check_not_input, check_output, failed,
-                               model_from_args, parse_list, parse_range, positive_number, print_json, progress_bar)
+from attnphase.options import (GRID_HELP, add_alias, add_dask_options, add_json_option,
+                               add_model_options, add_precision_option, add_processes_option, check_dask_options,
+                               check_not_input, check_output, failed, model_from_args, parse_list, parse_range,
+                               positive_number, print_json, progress_bar, solve_processes)
 from numerics.channel.integrators import INTEGRATORS
 from numerics.fixed_points.subspaces import GENERAL_BRANCHES
 
@@ -54,6 +55,7 @@ def register(sub):
                    help="a branch, or all (default); mixed needs --rank >= 2")
     _common(p)
     _integrator_option(p)
+    add_processes_option(p)
     p.set_defaults(func=cmd_solve)
 
     p = sub.add_parser("curve", help="both branches by continuation in alpha, to a tidy CSV",
@@ -70,6 +72,7 @@ def register(sub):
                         "(default none)")
     _common(p)
     _integrator_option(p)
+    add_processes_option(p)
     p.set_defaults(func=cmd_curve)
 
     p = sub.add_parser("thresholds", help="alpha_c and alpha_l with error estimates, spinodals, linear baseline",
@@ -87,10 +90,10 @@ def register(sub):
                         "the scan)")
     _common(p)
     _integrator_option(p)
-    g = add_dask_options(p)
-    g.description = ("general model: with --workers N (N > 1) or --scheduler the branches of the scan are walked "
-                     "side by side on Dask workers; by default one after another here, without Dask (two workers "
-                     "were not faster in the one three-token run measured)")
+    add_processes_option(p)
+    g = add_dask_options(p, embedded=False)
+    g.description = ("general model: with --scheduler the branches of the scan are walked side by side on that "
+                     "cluster's workers; by default one after another here")
     p.set_defaults(func=cmd_thresholds)
 
     p = sub.add_parser("run", help="the main job: branches, baseline, thresholds and the figure, into --out",
@@ -226,7 +229,7 @@ def cmd_solve(args) -> int:
     names = branches(spec) if args.branch == "all" else (args.branch,)
     _check_branches(spec, args, names, "--branch")
     t0 = time.perf_counter()
-    with progress_bar(desc=f"solve alpha={args.alpha:g}"):
+    with progress_bar(desc=f"solve alpha={args.alpha:g}"), solve_processes(args):
         if args.branch == "all":
             points = solve_all(spec, args.alpha, args.precision, args.integrator)
             payload = [p.to_dict() for p in points]
@@ -301,7 +304,7 @@ def cmd_curve(args) -> int:
                 read_curve_file(path)
             except UnreadableFile as exc:
                 raise UsageError(f"--compare: {exc}") from None
-    with progress_bar(len(alphas) * len(names), "curve", "pt") as bar:
+    with progress_bar(len(alphas) * len(names), "curve", "pt") as bar, solve_processes(args):
         curves = _curves(spec, alphas, names, args.precision, args.integrator, bar)
     points = _marked(curves)
     rows = [p.to_row() for p in points]
@@ -419,12 +422,12 @@ def _threshold_dict(th) -> dict:
 
 @contextlib.contextmanager
 def _branch_mapper(args, n_branches: int):
-    """``mapper(function, items)`` on Dask workers for the branches' walks of a scan, or None (one
-    after another here) with one worker (the default) or one branch."""
+    """``mapper(function, items)`` on the workers of ``--scheduler`` for the branches' walks of a scan,
+    or None (one after another here, their solves' scramblings in ``--workers`` processes): two Dask
+    workers walking the branches did not pay in the one run measured (docs/numerics.md, section 12)."""
     from attnphase.sweeps.runner import open_client
 
-    workers = min(args.workers or 1, n_branches) if not args.scheduler else args.workers
-    if not args.scheduler and (workers < 2 or n_branches < 2):
+    if not args.scheduler:
         yield None
         return
     # with -v, the scheduler's own INFO lines (workers registered, connections) would drown the solver's;
@@ -435,7 +438,7 @@ def _branch_mapper(args, n_branches: int):
     for name, logger in list(logging.root.manager.loggerDict.items()):
         if name.split(".")[0] == "distributed" and isinstance(logger, logging.Logger):
             logger.setLevel(max(logging.WARNING, logger.level))
-    with open_client(args.scheduler, workers, n_tasks=n_branches) as client:
+    with open_client(args.scheduler, None, n_tasks=n_branches) as client:
         def mapper(function, items):
             return client.gather(client.map(function, list(items), pure=False))
 
@@ -448,7 +451,7 @@ def cmd_thresholds(args) -> int:
                               linear_baseline, thresholds)
 
     spec = model_from_args(args)
-    check_dask_options(args)
+    check_dask_options(args, embedded=False)
     names = parse_list(args.branches, "--branches", choices=GENERAL_BRANCHES, allow_empty=True)
     if args.scan and not os.path.isfile(args.scan):
         raise UsageError(f"--scan: no such file: {args.scan}")
@@ -469,7 +472,8 @@ def cmd_thresholds(args) -> int:
     try:
         # the line quadrature's pair and a given scan walk no branches
         walks = 0 if pair or scan is not None else len(names)
-        with progress_bar(desc="thresholds", unit="solve") as bar, _branch_mapper(args, walks) as mapper:
+        with progress_bar(desc="thresholds", unit="solve") as bar, _branch_mapper(args, walks) as mapper, \
+                solve_processes(args):
             th = thresholds(spec, args.precision, alphas, args.integrator, names, scan=scan, progress=_reporter(bar),
                             mapper=mapper)
     except ThresholdError as exc:

@@ -37,6 +37,7 @@ from numerics.channel.qmc.channel import ChannelEstimate, QMCChannel
 from numerics.channel.qmc.nodes import gaussian_nodes
 from numerics.channel.qmc.precision import QMCPrecision, as_qmc_precision
 from numerics.channel.qmc.test_error import test_error_estimates
+from numerics.fixed_points.workers import current_workers, pool
 
 log = logging.getLogger(__name__)
 
@@ -222,17 +223,39 @@ def _solve_scramble(F: _Map, x0: np.ndarray, prec: QMCPrecision, floor: np.ndarr
                             res.pairs)
 
 
+#: the last rule's nodes in a worker process (:func:`_scramble_task`): the points of a scan share them
+_WORKER_NODES: dict = {}
+
+
+def _scramble_task(spec: ModelSpec, alpha: float, subspace: BranchSubspace, prec: QMCPrecision, gauge: bool,
+                   j: int, x0: np.ndarray, floor: np.ndarray, history: tuple, n_ellipsoid: int):
+    """In a worker process (:mod:`numerics.fixed_points.workers`): scrambling ``j``'s fixed point from
+    ``x0`` and ``history`` on a fresh channel, as :func:`solve_qmc` solves it in its own process, and
+    the records its evaluations left on the scrambling's nodes. ``n_ellipsoid``: the random starts of
+    a full search where the solve is (more than the rule's where a dense check refined them)."""
+    model = bind_general(spec)
+    rule = prec.rule
+    key = (model.shape, rule.log2_points, rule.scrambles, rule.seed)
+    if key not in _WORKER_NODES:
+        _WORKER_NODES.clear()
+        _WORKER_NODES[key] = gaussian_nodes(model.shape, rule.log2_points, rule.scrambles, rule.seed)
+    channel = QMCChannel(model, rule, subspace, nodes=_WORKER_NODES[key])
+    channel.prox.n_ellipsoid = n_ellipsoid
+    solution = _solve_scramble(_Map(model, channel, alpha, [j], gauge), x0, prec, floor, history=history,
+                               anderson=SEEDED_ANDERSON)
+    return solution, channel.scramble_state(j)
+
+
 def _fields(model: GeneralModel, alpha: float, ov: MatrixOverlaps, hats: MatrixHats, envelope: float,
-            test_nodes, test_points: Optional[int] = None) -> dict:
-    """Every reported number at one point: packed overlaps and conjugates, invariants, test error
-    (its value from each scrambling of the test rule, or of its first ``test_points``, averaged)
-    and training loss."""
+            test_error: float) -> dict:
+    """Every reported number at one point: packed overlaps and conjugates, invariants, the test error
+    given and the training loss."""
     out = dict(ov.as_dict())
     out.update(hats.as_dict())
     for key, values in ov.invariants().items():
         for i, v in enumerate(values):
             out[f"{key}_{i + 1}"] = v
-    out["test_error"] = float(test_error_estimates(model, ov, test_nodes, test_points).mean())
+    out["test_error"] = float(test_error)
     out["train_loss"] = model.prior_free_energy(ov.matrices(), hats.matrices()) + alpha * envelope
     return out
 
@@ -333,9 +356,21 @@ def solve_qmc(spec: ModelSpec, alpha: float, branch: str = "semantic", precision
         raise BranchNotFound(point.status, subspace.name, float(alpha), point)
     first = _solve_scramble(maps[0], approach.overlaps.pack()[free], prec, floor, history=approach.pairs)
     solutions = [first]
-    for j in range(1, R):
-        solutions.append(_solve_scramble(maps[j], first.overlaps.pack()[free], prec, floor, history=first.pairs,
-                                         anderson=SEEDED_ANDERSON))
+    x0 = first.overlaps.pack()[free]
+    n_workers = min(current_workers(), R - 1) if not prec.rule.line_cells else 1
+    if n_workers > 1:
+        # the other scramblings depend only on the first one's fixed point and history: solved in
+        # other processes, each on its own nodes, and their nodes' records taken back for the polish
+        tasks = [pool(n_workers).submit(_scramble_task, spec, alpha, subspace, prec, gauge, j, x0, floor,
+                                        first.pairs, channel.prox.n_ellipsoid) for j in range(1, R)]
+        for j, task in enumerate(tasks, 1):
+            solution, state = task.result()
+            channel.adopt_scramble_state(j, state)
+            solutions.append(solution)
+    else:
+        for j in range(1, R):
+            solutions.append(_solve_scramble(maps[j], x0, prec, floor, history=first.pairs,
+                                             anderson=SEEDED_ANDERSON))
     # near a symmetric point the canonical orientation turns with the quadrature noise: the
     # scramblings' fixed points are aligned with the first one before they are compared or averaged
     blocks = subspace.gauge_blocks()
@@ -365,11 +400,15 @@ def solve_qmc(spec: ModelSpec, alpha: float, branch: str = "semantic", precision
 
     test_nodes = gaussian_nodes(model.shape, prec.rule.test_log2_points, prec.rule.test_scrambles,
                                 prec.rule.seed + 1)
-    value = _fields(model, alpha, ov, est.hats, est.mean_envelope, test_nodes)
+    # the test error from each scrambling of its own rule: their mean is reported, their spread is
+    # the test quadrature's share of its error
+    te = test_error_estimates(model, ov, test_nodes)
+    value = _fields(model, alpha, ov, est.hats, est.mean_envelope, te.mean())
     # the scramblings' spread of the test error is that of their overlaps, measured on common test
     # nodes: the prefix of the test rule as long as a scrambling of the channel's rule suffices
     # for it (the integrand is smooth in the overlaps), the whole rule for the reported value only
-    per = [_fields(model, alpha, *a, test_nodes, prec.rule.points) for a in aligned]
+    per = [_fields(model, alpha, *a, test_error_estimates(model, a[0], test_nodes, prec.rule.points).mean())
+           for a in aligned]
     t_factor = float(stats.t.ppf(0.975, R - 1))
     # the residual's share of each field's error: residual x the size of its matrix (of the field
     # itself for invariants, test error and training loss)
@@ -378,7 +417,6 @@ def solve_qmc(spec: ModelSpec, alpha: float, branch: str = "semantic", precision
     # one standard error of the mean over the scramblings: the comparisons quote multiples of it
     statistical = {key: float(np.std([p[key] for p in per], ddof=1)) / np.sqrt(R) for key in value}
     error = {key: statistical[key] + residual * sizes.get(key, abs(value[key])) for key in value}
-    te = test_error_estimates(model, ov, test_nodes)
     error["test_error"] += float(te.std(ddof=1)) / np.sqrt(len(te))
     # the pooled map's residual at the mean of the scramblings' fixed points is of second order in
     # their spread: it must be small against the quadrature error (or below the tolerance)
@@ -409,6 +447,8 @@ def solve_qmc(spec: ModelSpec, alpha: float, branch: str = "semantic", precision
         # differentiates each scrambling's map there)
         "scramble_fixed_points": [a[0].pack().tolist() for a in aligned],
         "map_evaluations": sum(s.evaluations for s in solutions) + approach.evaluations,
+        # processes that solved the scramblings after the first (numerics.fixed_points.workers)
+        "processes": max(n_workers, 1),
         "pooled_evaluations": pooled_evaluations,
         "full_searches": channel.full_searches,
         "nodes": est.diagnostics["nodes"],

@@ -84,10 +84,12 @@ class GeneralModel:
         return np.concatenate(parts)
 
     # ------------------------------------------------------------------ per node
-    def prox_newton(self, h, w, hs, V) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(objective (N,), gradient (N, L r), Hessian (N, L r, L r))`` of the prox objective."""
+    def prox_newton(self, h, w, T, V) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(objective (N,), gradient (N, L r), Hessian (N, L r, L r))`` of the prox objective. ``T``: the
+        teacher's matrix at each node (:meth:`teacher` of its ``h*``), through which alone the objective
+        depends on ``h*``: an iteration at fixed nodes computes it once."""
         n = len(h)
-        out = self._per_node("prox_newton", _columns(h) + _columns(w) + _columns(hs), *self.pack("V", V))
+        out = self._per_node("prox_newton_of_T", _columns(h) + _columns(w) + _columns(T), *self.pack("V", V))
         obj = out[0]
         grad = np.empty((n, self.n_h))
         for i in range(self.n_h):
@@ -99,8 +101,9 @@ class GeneralModel:
                 H[:, j, i] = H[:, i, j]
         return obj, grad, H
 
-    def prox_objective(self, h, w, hs, V) -> np.ndarray:
-        return self._per_node("prox_objective", _columns(h) + _columns(w) + _columns(hs), *self.pack("V", V))
+    def prox_objective(self, h, w, T, V) -> np.ndarray:
+        """The prox objective per node; ``T`` as in :meth:`prox_newton`."""
+        return self._per_node("prox_objective_of_T", _columns(h) + _columns(w) + _columns(T), *self.pack("V", V))
 
     def loss(self, h, hs) -> np.ndarray:
         return self._per_node("loss", _columns(h) + _columns(hs))

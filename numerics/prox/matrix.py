@@ -29,9 +29,9 @@ _STEPS = 0.5 ** np.arange(30)
 _STEP_BLOCKS = (_STEPS[1:5], _STEPS[5:12], _STEPS[12:])
 
 
-def _objective(model, h, w, hs, V):
+def _objective(model, h, w, T, V):
     with np.errstate(over="ignore", under="ignore", invalid="ignore"):
-        return model.prox_objective(h, w, hs, V)
+        return model.prox_objective(h, w, T, V)
 
 
 def positive_definite(S: np.ndarray) -> np.ndarray:
@@ -93,11 +93,12 @@ def _directions(H: np.ndarray, g: np.ndarray, floor: float) -> Tuple[np.ndarray,
     return d, convex
 
 
-def saddle_free_newton(model: GeneralModel, h, w, hs, V, tol: float = 1e-11, maxiter: int = 60,
+def saddle_free_newton(model: GeneralModel, h, w, T, V, tol: float = 1e-11, maxiter: int = 60,
                        known: Optional[np.ndarray] = None, known_objective: Optional[np.ndarray] = None,
                        capture: float = 1e-2, cap: Optional[int] = None
                        ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Local minimisation of the prox objective from ``h``, vectorised over nodes (rows).
+    """Local minimisation of the prox objective from ``h``, vectorised over nodes (rows); ``T`` is the
+    teacher's matrix at each node (``model.teacher(hs)``, :meth:`GeneralModel.prox_newton`).
 
     Each step is ``-U diag(1 / max(|lambda|, floor)) U^T g`` with ``H = U diag(lambda) U^T``: a
     descent direction everywhere, which pushes away from saddles along negative curvature
@@ -119,7 +120,7 @@ def saddle_free_newton(model: GeneralModel, h, w, hs, V, tol: float = 1e-11, max
     obj_out = np.full(n, np.nan)
     gn_out = np.full(n, np.inf)
     floor = 1e-6 / float(np.max(np.linalg.eigvalsh(np.atleast_2d(V))))
-    active = {"node": np.arange(n), "a": h, "b": np.asarray(w, dtype=float), "c": np.asarray(hs, dtype=float)}
+    active = {"node": np.arange(n), "a": h, "b": np.asarray(w, dtype=float), "c": np.asarray(T, dtype=float)}
     if known is not None:
         active["known"] = np.asarray(known, dtype=float)
         active["known_obj"] = (np.full(n, np.inf) if known_objective is None
@@ -250,9 +251,9 @@ class GlobalProx:
             bound = np.sqrt(2.0 * np.maximum(self.model.loss(w, hs), 0.0))
         return [w + bound[:, None] * (u @ R.T) for u in table]
 
-    def _minimise(self, starts, w, hs, V, known=None, known_objective=None, cap=None):
+    def _minimise(self, starts, w, T, V, known=None, known_objective=None, cap=None):
         """Newton from ``starts``, a list of ``(rows, h0)``: starting points ``h0`` for the nodes
-        ``rows`` of ``w, hs`` (``None``: all). Returns per node (rows of ``w``) the lowest minimum,
+        ``rows`` of ``w`` and of the teacher's matrices ``T`` (``None``: all). Returns per node (rows of ``w``) the lowest minimum,
         its objective and gradient norm, and the runner-up (the lowest minimum at least 1e-3 away,
         NaN where there is none). Starts stopped by ``known`` (:func:`saddle_free_newton`) do not
         compete: the caller passes the known minima in as candidates."""
@@ -261,7 +262,7 @@ class GlobalProx:
         h0 = np.concatenate([h for _, h in starts])
         kn = None if known is None else known[rows]
         ko = None if known_objective is None else known_objective[rows]
-        h, obj, gn = saddle_free_newton(self.model, h0, w[rows], hs[rows], V, tol=self.tol, known=kn,
+        h, obj, gn = saddle_free_newton(self.model, h0, w[rows], T[rows], V, tol=self.tol, known=kn,
                                         known_objective=ko, cap=cap)
         obj = np.where(np.isfinite(obj) & ~np.isnan(gn), obj, np.inf)
         return rows, h, obj, gn
@@ -305,18 +306,16 @@ class GlobalProx:
         minimum (:meth:`flips_needed`)."""
         idx = np.arange(self.n_nodes) if idx is None else np.asarray(idx)
         n = len(idx)
-        if self.best is None:
-            self.best = np.full((self.n_nodes, self.model.n_h), np.nan)
-            self.second = np.full((self.n_nodes, self.model.n_h), np.nan)
-            self._changed = np.ones(self.n_nodes, dtype=bool)
+        self._allocate()
+        T = self.model.teacher(hs)
         if np.isnan(self.best[idx, 0]).any():
-            first = self._minimise([(None, w)], w, hs, V)
+            first = self._minimise([(None, w)], w, T, V)
             starts = [(None, w * f) for f in self.flips]
             starts += [(None, p) for p in self._ellipsoid_points(self.first_ellipsoid, w, hs, V, idx)]
-            candidates = [first, self._minimise(starts, w, hs, V, known=first[1], known_objective=first[2])]
+            candidates = [first, self._minimise(starts, w, T, V, known=first[1], known_objective=first[2])]
         else:
             prev = self.best[idx]
-            first = self._minimise([(None, prev)], w, hs, V)
+            first = self._minimise([(None, prev)], w, T, V)
             _, h1, obj1, _ = first
             runner = self.second[idx]
             has = np.nonzero(~np.isnan(runner[:, 0]))[0]
@@ -325,15 +324,38 @@ class GlobalProx:
                 light += [(None, prev * f) for f in self.flips]
             candidates = [first]
             if light:
-                candidates.append(self._minimise(light, w, hs, V, known=h1, known_objective=obj1, cap=cap))
+                candidates.append(self._minimise(light, w, T, V, known=h1, known_objective=obj1, cap=cap))
             if full:
                 search = [(None, w)] + [(None, p) for p in self._ellipsoid_points(self.n_ellipsoid, w, hs, V, idx)]
-                candidates.append(self._minimise(search, w, hs, V, known=h1, known_objective=obj1))
+                candidates.append(self._minimise(search, w, T, V, known=h1, known_objective=obj1))
         best, obj, gn, runner = self._select(n, candidates)
         if flips and len(candidates) > 1:
             self._changed[idx] = np.max(np.abs(best - candidates[0][1]), axis=1) > 1e-3
         self.best[idx], self.second[idx] = best, runner
         return best, obj, gn
+
+    def _allocate(self) -> None:
+        """The per-node records, empty (no minimiser yet), where there are none."""
+        if self.best is None:
+            self.best = np.full((self.n_nodes, self.model.n_h), np.nan)
+            self.second = np.full((self.n_nodes, self.model.n_h), np.nan)
+            self._changed = np.ones(self.n_nodes, dtype=bool)
+
+    def state(self, idx) -> dict:
+        """The warm starts and search records of the nodes ``idx`` (:meth:`adopt_state`)."""
+        if self.best is None:
+            return {"best": None}
+        return {"best": self.best[idx].copy(), "second": self.second[idx].copy(), "changed": self._changed[idx].copy(),
+                "n_ellipsoid": self.n_ellipsoid}
+
+    def adopt_state(self, idx, state: dict) -> None:
+        """Take over the warm starts and search records of the nodes ``idx`` from another search of the
+        same nodes (:meth:`state`); a refined search (more ellipsoid points) stays refined."""
+        if state["best"] is None:
+            return
+        self._allocate()
+        self.best[idx], self.second[idx], self._changed[idx] = state["best"], state["second"], state["changed"]
+        self.n_ellipsoid = max(self.n_ellipsoid, state["n_ellipsoid"])
 
     def flips_needed(self, idx: Optional[np.ndarray] = None) -> bool:
         """Whether the last call with the sign flips at any of the nodes ``idx`` (default all) found
@@ -350,7 +372,7 @@ class GlobalProx:
         lower than ``current_obj`` by more than rounding."""
         starts = [(None, w)] + [(None, w * f) for f in self.flips] + [(None, self.best[idx] * f) for f in self.flips]
         starts += [(None, p) for p in self._ellipsoid_points(n_starts, w, hs, V, idx, salt)]
-        h, obj, _, _ = self._select(len(idx), [self._minimise(starts, w, hs, V)])
+        h, obj, _, _ = self._select(len(idx), [self._minimise(starts, w, self.model.teacher(hs), V)])
         better = obj < current_obj - 1e-10 * (1.0 + np.abs(current_obj))
         return DenseCheck(len(idx), float(better.mean()) if len(idx) else 0.0, np.asarray(idx)[better], h[better])
 

@@ -31,7 +31,7 @@ from numerics.model.general import GeneralModel
 from numerics.matrix_overlaps import MatrixHats, MatrixOverlaps
 from numerics.prox.matrix import GlobalProx
 from numerics.fixed_points.subspaces import BranchSubspace
-from numerics.channel.qmc.nodes import OutsideDomain, gaussian_nodes, preactivations
+from numerics.channel.qmc.nodes import GaussianNodes, OutsideDomain, gaussian_nodes, preactivations
 from numerics.channel.qmc.preintegration import LineRule, line_direction, line_nodes, switch_corrections
 from numerics.channel.qmc.rule import QMCRule
 
@@ -108,7 +108,10 @@ def _moved(before: np.ndarray, after: np.ndarray) -> float:
 class QMCChannel:
     """The channel side of one model on one branch subspace, with fixed nodes and warm starts."""
 
-    def __init__(self, model: GeneralModel, rule: QMCRule, subspace: BranchSubspace, fold: bool = True):
+    def __init__(self, model: GeneralModel, rule: QMCRule, subspace: BranchSubspace, fold: bool = True,
+                 nodes: Optional[GaussianNodes] = None):
+        """``nodes``: the rule's nodes (:func:`~numerics.channel.qmc.nodes.gaussian_nodes` of ``rule``), where
+        the caller has them already (a process that solves scramblings of several points)."""
         self.model, self.rule, self.subspace = model, rule, subspace
         self.rho = model.spec.rho
         if rule.line_cells:
@@ -119,7 +122,8 @@ class QMCChannel:
                                     self.line_dim)
         else:
             self.line = None
-            self.nodes = gaussian_nodes(model.shape, rule.log2_points, rule.scrambles, rule.seed)
+            self.nodes = nodes if nodes is not None else gaussian_nodes(model.shape, rule.log2_points,
+                                                                        rule.scrambles, rule.seed)
         # nodes per line (1: plain quasi-Monte Carlo) and each one's weight within its line
         self.per_line = 1 if self.line is None else len(self.line.t)
         self.line_weights = np.ones(1) if self.line is None else self.line.weights
@@ -128,6 +132,9 @@ class QMCChannel:
         self.fold = fold
         self.odd = moment_parities(model, subspace) if fold else np.zeros(len(model.moment_names), dtype=bool)
         self.evaluations = 0
+        # evaluations per set of scramblings evaluated together: a scrambling's dense checks then do
+        # not depend on when the others were solved, or whether in this process
+        self._evaluations_of: Dict[tuple, int] = {}
         rng = np.random.default_rng([rule.seed, 7])
         self.dense_subsample = np.sort(rng.choice(self.nodes.size, min(rule.dense_nodes, self.nodes.size),
                                                   replace=False))
@@ -143,6 +150,22 @@ class QMCChannel:
                 f"Sigma is singular to {SINGULAR_TOL:g}: q - theta theta^T / rho has the eigenvalue {lam[0]:.3g} "
                 f"against {top:.3g} for q (the Stein forms of Vhat and thetahat divide by it; docs/theory.md, "
                 f"section 4.11)")
+
+    def scramble_state(self, j: int) -> dict:
+        """What the evaluations of scrambling ``j`` alone left on its nodes (prox minimisers and the
+        search's records), for :meth:`adopt_scramble_state` of another channel of the same rule."""
+        return {"prox": self.prox.state(self.nodes.rows(j)), "searched_at": self._searched_at.get(j),
+                "evaluations": self._evaluations_of.get((j,), 0), "full_searches": self.full_searches}
+
+    def adopt_scramble_state(self, j: int, state: dict) -> None:
+        """Continue as if scrambling ``j`` had been evaluated here as it was where ``state`` was taken
+        (:meth:`scramble_state`)."""
+        self.prox.adopt_state(self.nodes.rows(j), state["prox"])
+        if state["searched_at"] is not None:
+            self._searched_at[j] = state["searched_at"]
+        self._evaluations_of[(j,)] = state["evaluations"]
+        self.evaluations += state["evaluations"]
+        self.full_searches += state["full_searches"]
 
     def _conjugates(self, alpha: float, means: np.ndarray, ov: MatrixOverlaps) -> Dict[str, np.ndarray]:
         return self.model.conjugates_from_moments(alpha, means[..., :-1], ov.q, ov.theta)
@@ -171,15 +194,17 @@ class QMCChannel:
         rows = np.concatenate([self.nodes.rows(j)[:N] for j in scrambles])
         Pm = self.model.positional_mean(ov.m)
         zeta, hs, w = preactivations(self.nodes, ov, self.rho, Pm, rows)
+        key = tuple(scrambles)
+        count = self._evaluations_of.get(key, 0)
         if dense_check is None:
-            dense_check = bool(set(scrambles) - set(self._searched_at)) or \
-                self.evaluations % self.rule.dense_every == 0
+            dense_check = bool(set(scrambles) - set(self._searched_at)) or count % self.rule.dense_every == 0
         x = ov.pack()
         full = any(j not in self._searched_at or _moved(self._searched_at[j], x) > self.rule.search_move
                    for j in scrambles)
         if full:
             self._searched_at.update({j: x for j in scrambles})
             self.full_searches += 1
+        self._evaluations_of[key] = count + 1
         self.evaluations += 1
         # the sign flips of the last minimisers are searched where the point has moved (a full
         # search, the first evaluation too) and at every evaluation while the last one that
