@@ -6,6 +6,9 @@ For each shape ``(L, r, t)`` (default positions and teacher matrix):
   empty cache directory (the derivation of docs/theory.md, section 4, and the numpy code);
 * ``newton``: per-node time of the generated ``prox_newton`` (objective, gradient and Hessian
   in the ``L r`` variables, derivatives through opaque logistic/softmax values, CSE);
+* ``of T``: the same terms from ``prox_newton_of_T``, given the teacher's matrix of the same ``h*``
+  (what the prox's Newton iteration calls, the teacher computed once per search), and their largest
+  difference from ``newton``;
 * ``plain``: the same terms from ``sympy.diff`` of the exp-form objective, lambdified with CSE
   (the straightforward way), and its ratio to the generated kernel;
 * ``moments``: per-node time of ``channel_moments``.
@@ -84,8 +87,8 @@ def main():
     from derivations import ModelSpec, generated_functions
 
     rng = np.random.default_rng(0)
-    print(f"{'(L, r, t)':10s} {'Lr':>3s} {'generate s':>10s} {'newton us':>10s} {'plain us':>9s} {'ratio':>6s} "
-          f"{'moments us':>10s}  max |newton - plain|")
+    print(f"{'(L, r, t)':10s} {'Lr':>3s} {'generate s':>10s} {'newton us':>10s} {'of T us':>7s} {'T diff':>9s} "
+          f"{'plain us':>9s} {'ratio':>6s} {'moments us':>10s}  max |newton - plain|")
     for shape in args.shapes:
         L, r, t = (int(x) for x in shape.split(","))
         spec = ModelSpec(tokens=L, rank=r, teacher_rank=t)
@@ -96,18 +99,24 @@ def main():
         newton_args = random_arguments(names, spec, rng) + list(P)
         moment_names = list(inspect.signature(gm.channel_moments).parameters)[:-len(P)]
         moment_args = random_arguments(moment_names, spec, rng) + list(P)
-        functions, arguments = [gm.prox_newton, gm.channel_moments], [newton_args, moment_args]
+        n_h, n_hs = L * r, L * t
+        teacher = gm.teacher(*newton_args[2 * n_h:2 * n_h + n_hs], *P)
+        of_T_args = newton_args[:2 * n_h] + [np.broadcast_to(x, (NODES,)) for x in teacher] + newton_args[2 * n_h + n_hs:]
+        functions = [gm.prox_newton, gm.channel_moments, gm.prox_newton_of_T]
+        arguments = [newton_args, moment_args, of_T_args]
         if not args.no_plain:
             functions.append(plain_newton(spec))
             arguments.append(newton_args)
         times = best_of(functions, arguments)
+        of_T_diff = max(float(np.max(np.abs(a - b))) for a, b in zip(gm.prox_newton(*newton_args),
+                                                                      gm.prox_newton_of_T(*of_T_args)))
         if args.no_plain:
             plain, ratio, diff = "-", "-", "-"
         else:
-            plain, ratio = f"{times[2]:9.2f}", f"{times[2] / times[0]:6.2f}"
-            diff = f"{max(float(np.max(np.abs(a - b))) for a, b in zip(functions[0](*newton_args), functions[2](*newton_args))):.1e}"
-        print(f"{str((L, r, t)):10s} {L * r:3d} {seconds:10.1f} {times[0]:10.2f} {plain:>9s} {ratio:>6s} "
-              f"{times[1]:10.2f}  {diff}", flush=True)
+            plain, ratio = f"{times[3]:9.2f}", f"{times[3] / times[0]:6.2f}"
+            diff = f"{max(float(np.max(np.abs(a - b))) for a, b in zip(functions[0](*newton_args), functions[3](*newton_args))):.1e}"
+        print(f"{str((L, r, t)):10s} {L * r:3d} {seconds:10.1f} {times[0]:10.2f} {times[2]:7.2f} {of_T_diff:9.1e} "
+              f"{plain:>9s} {ratio:>6s} {times[1]:10.2f}  {diff}", flush=True)
 
 
 if __name__ == "__main__":

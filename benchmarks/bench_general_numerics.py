@@ -12,7 +12,7 @@ solve before and after the general numerics, printed side by side in one run.
 * with ``--cases`` and ``--workers N`` (no ``--before``), each case solved in one process and with its
   scramblings in ``N`` processes (``numerics.api.scramble_workers``), side by side.
 Run: python benchmarks/bench_general_numerics.py [--precision fast] [--before DIR] [--repeats 2] [--skip-general]
-[--solve-only] [--thresholds] [--cases tokens3:semantic,rank2:semantic] [--workers N]
+[--solve-only] [--thresholds] [--cases tokens3:semantic,rank2:semantic] [--workers N] [--refine K]
 """
 import argparse
 import json
@@ -46,13 +46,18 @@ from derivations import ModelSpec
 from numerics.api import solve
 kw, branch, precision = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3]
 workers = int(sys.argv[4]) if len(sys.argv) > 4 else 1
+if len(sys.argv) > 5 and int(sys.argv[5]):
+    from numerics.channel.qmc.precision import refined
+    precision = refined(precision, int(sys.argv[5]))
 context, startup = contextlib.nullcontext(), 0.0
 if workers > 1:
-    import importlib
+    import pkgutil
     from numerics.api import scramble_workers
     from numerics.fixed_points.workers import pool
     t0 = time.perf_counter()
-    for task in [pool(workers).submit(importlib.import_module, "numerics.fixed_points.qmc") for _ in range(workers)]:
+    # each worker imports the solver (a name resolved there; a module itself does not pickle)
+    for task in [pool(workers).submit(pkgutil.resolve_name, "numerics.fixed_points.qmc:DAMPING")
+                 for _ in range(workers)]:
         task.result()
     startup, context = time.perf_counter() - t0, scramble_workers(workers)
 t0 = time.perf_counter()
@@ -63,23 +68,26 @@ print(json.dumps({"time": time.perf_counter() - t0, "values": fp.values, "error"
 """
 
 
-def solve_in(tree, kw, branch, precision, workers=1):
+def solve_in(tree, kw, branch, precision, workers=1, refine=0):
     """One fixed point solved by the source tree ``tree``, in a fresh process (its scramblings in
-    ``workers`` processes)."""
+    ``workers`` processes; ``refine``: on ``refined(precision, refine)``'s rule)."""
     env = dict(os.environ, PYTHONPATH=str(tree))
-    out = subprocess.run([sys.executable, "-c", _SOLVE, json.dumps(kw), branch, precision, str(workers)], cwd=tree,
-                         env=env, check=True, capture_output=True, text=True)
+    out = subprocess.run([sys.executable, "-c", _SOLVE, json.dumps(kw), branch, precision, str(workers), str(refine)],
+                         cwd=tree, env=env, check=True, capture_output=True, text=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def processes_side_by_side(cases, precision, workers):
+def processes_side_by_side(cases, precision, workers, refine=0):
     """Rows of the general fixed points solved in one process and with ``workers`` processes for
     the scramblings, one after the other in fresh processes of this tree."""
     rows = []
+    if refine:
+        precision = f"{precision}, 2^{refine} times the points"
     for case in cases:
         name, branch = case.split(":")
-        one, many = solve_in(ROOT, CASES[name], branch, precision), solve_in(ROOT, CASES[name], branch, precision,
-                                                                             workers)
+        base = precision.split(",")[0]
+        one = solve_in(ROOT, CASES[name], branch, base, 1, refine)
+        many = solve_in(ROOT, CASES[name], branch, base, workers, refine)
         same = one["values"] == many["values"] and one["error"] == many["error"]
         worst, field = max((v, k) for k, v in one["relative"].items())
         rows.append((f"{name} {branch} alpha=2 ({precision}): 1 process", one["time"], one["time"],
@@ -118,6 +126,8 @@ def main():
     ap.add_argument("--workers", type=int, default=1,
                     help="with --cases and without --before: each case also solved with its scramblings in this "
                          "many processes, side by side with one")
+    ap.add_argument("--refine", type=int, default=0,
+                    help="with --workers: the cases on the rule with 2^REFINE times the points per scrambling")
     ap.add_argument("--thresholds", action="store_true",
                     help="also time attnphase thresholds --precision draft and attnphase run --precision draft before/after")
     args = ap.parse_args()
@@ -134,7 +144,7 @@ def main():
     if args.before and args.cases:
         rows += general_before_after(Path(args.before), args.cases.split(","), args.precision)
     if args.cases and not args.before and args.workers > 1:
-        rows += processes_side_by_side(args.cases.split(","), args.precision, args.workers)
+        rows += processes_side_by_side(args.cases.split(","), args.precision, args.workers, args.refine)
     if args.before and not args.cases:
         commands = {"attnphase solve --alpha 2": [sys.executable, "-m", "attnphase.cli", "solve", "--alpha", "2"],
                     "benchmarks/bench_numerics.py": [sys.executable, str(ROOT / "benchmarks" / "bench_numerics.py")]}

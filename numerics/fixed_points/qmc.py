@@ -363,10 +363,15 @@ def solve_qmc(spec: ModelSpec, alpha: float, branch: str = "semantic", precision
         # other processes, each on its own nodes, and their nodes' records taken back for the polish
         tasks = [pool(n_workers).submit(_scramble_task, spec, alpha, subspace, prec, gauge, j, x0, floor,
                                         first.pairs, channel.prox.n_ellipsoid) for j in range(1, R)]
-        for j, task in enumerate(tasks, 1):
-            solution, state = task.result()
-            channel.adopt_scramble_state(j, state)
-            solutions.append(solution)
+        try:
+            for j, task in enumerate(tasks, 1):
+                solution, state = task.result()
+                channel.adopt_scramble_state(j, state)
+                solutions.append(solution)
+        finally:
+            # a scrambling that failed fails the solve, as here: the others not started are dropped
+            for task in tasks:
+                task.cancel()
     else:
         for j in range(1, R):
             solutions.append(_solve_scramble(maps[j], x0, prec, floor, history=first.pairs,

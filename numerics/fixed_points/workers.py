@@ -41,7 +41,9 @@ def current_workers() -> int:
 
 def pool(n: int) -> ProcessPoolExecutor:
     """The pool of ``n`` spawned processes, started on first use and kept for later solves (a pool
-    of another size is shut down first)."""
+    of another size, or one whose process died, is shut down first)."""
+    if n in _POOLS and getattr(_POOLS[n], "_broken", False):
+        _POOLS.pop(n).shutdown(wait=False, cancel_futures=True)
     if n not in _POOLS:
         for other in _POOLS.values():
             other.shutdown(wait=False, cancel_futures=True)
