@@ -101,7 +101,8 @@ def main():
         moment_args = random_arguments(moment_names, spec, rng) + list(P)
         n_h, n_hs = L * r, L * t
         teacher = gm.teacher(*newton_args[2 * n_h:2 * n_h + n_hs], *P)
-        of_T_args = newton_args[:2 * n_h] + [np.broadcast_to(x, (NODES,)) for x in teacher] + newton_args[2 * n_h + n_hs:]
+        of_T_args = (newton_args[:2 * n_h] + [np.broadcast_to(x, (NODES,)) for x in teacher]
+                     + newton_args[2 * n_h + n_hs:])
         functions = [gm.prox_newton, gm.channel_moments, gm.prox_newton_of_T]
         arguments = [newton_args, moment_args, of_T_args]
         if not args.no_plain:

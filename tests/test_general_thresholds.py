@@ -50,7 +50,7 @@ def test_a_fixed_point_reads_back_from_its_curve_row(tmp_path):
 
 
 def test_the_global_branch_changes_where_the_training_losses_cross(capsys):
-    # the branches are walked through a mapper, as on the workers of --workers: each walk shipped
+    # the branches are walked through a mapper, as on the workers of --scheduler: each walk shipped
     # (pickled) and run apart from the others, here in reverse order
     import pickle
 

@@ -253,9 +253,9 @@ class GlobalProx:
 
     def _minimise(self, starts, w, T, V, known=None, known_objective=None, cap=None):
         """Newton from ``starts``, a list of ``(rows, h0)``: starting points ``h0`` for the nodes
-        ``rows`` of ``w`` and of the teacher's matrices ``T`` (``None``: all). Returns per node (rows of ``w``) the lowest minimum,
-        its objective and gradient norm, and the runner-up (the lowest minimum at least 1e-3 away,
-        NaN where there is none). Starts stopped by ``known`` (:func:`saddle_free_newton`) do not
+        ``rows`` of ``w`` and of the teacher's matrices ``T`` (``None``: all). Returns per node (rows
+        of ``w``) the lowest minimum, its objective and gradient norm, and the runner-up (the lowest
+        minimum at least 1e-3 away, NaN where there is none). Starts stopped by ``known`` (:func:`saddle_free_newton`) do not
         compete: the caller passes the known minima in as candidates."""
         n = len(w)
         rows = np.concatenate([np.arange(n) if r is None else r for r, _ in starts])

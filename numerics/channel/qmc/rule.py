@@ -17,8 +17,8 @@ class QMCRule:
     warm starts are searched, and their sign flips only while the last search of them changed a
     minimum (:meth:`~numerics.prox.matrix.GlobalProx.flips_needed`);
     dense_nodes, dense_starts: size of the subsample of the dense check and its random starts per
-    node; dense_every: evaluations between dense checks (the first and the reported evaluation
-    are always checked); test_log2_points, test_scrambles: the test error's own rule (its
+    node; dense_every: evaluations of one set of scramblings between its dense checks (the first
+    evaluation of a scrambling and the reported one are always checked); test_log2_points, test_scrambles: the test error's own rule (its
     integrand is smooth and needs no prox); seed: of the scramblings; prox_tol: the prox's
     gradient tolerance; form: which first-derivative forms of ``Vhat`` and ``thetahat``
     (docs/theory.md, section 4.6) are reported, ``"dl"`` (``thetahat`` through ``g = dl/dh*``, and
