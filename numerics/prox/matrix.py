@@ -343,16 +343,13 @@ class GlobalProx:
 
     def state(self, idx) -> dict:
         """The warm starts and search records of the nodes ``idx`` (:meth:`adopt_state`)."""
-        if self.best is None:
-            return {"best": None}
+        self._allocate()
         return {"best": self.best[idx].copy(), "second": self.second[idx].copy(), "changed": self._changed[idx].copy(),
                 "n_ellipsoid": self.n_ellipsoid}
 
     def adopt_state(self, idx, state: dict) -> None:
         """Take over the warm starts and search records of the nodes ``idx`` from another search of the
         same nodes (:meth:`state`); a refined search (more ellipsoid points) stays refined."""
-        if state["best"] is None:
-            return
         self._allocate()
         self.best[idx], self.second[idx], self._changed[idx] = state["best"], state["second"], state["changed"]
         self.n_ellipsoid = max(self.n_ellipsoid, state["n_ellipsoid"])

@@ -226,9 +226,9 @@ def root_within_noise(f, lo: float, hi: float, noise: Callable[[float], float],
     other sign, and its error ``noise(a) / |s|`` plus ``|f(a)|`` times the secant's own error
     (the two points' noises in quadrature over their distance) over ``s^2``. The line's curvature
     enters at second order in a distance below ``noise / |s|`` and is left out. ``refined_above()``
-    (asked once ``f`` is known at both ends): where the noise over the bracket's slope is above it, the root is refined afterwards on a finer
-    rule (:func:`_refined_root`), which needs only the shape of ``f`` near it, and the search stops
-    within :data:`REFINED_STOP` noises instead (the curvature then enters at a distance below
+    (asked once ``f`` is known at both ends): where the noise over the bracket's slope is above it,
+    the root is refined afterwards on a finer rule (:func:`_refined_root`), which needs only the
+    shape of ``f`` near it, and the search stops within :data:`REFINED_STOP` noises instead (the curvature then enters at a distance below
     ``REFINED_STOP noise / |s|``, and the refinement's shape carries it)."""
     f_lo, f_hi = f(lo), f(hi)
     if not f_lo * f_hi <= 0:

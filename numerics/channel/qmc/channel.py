@@ -131,7 +131,6 @@ class QMCChannel:
         # fold=False keeps the odd moments' estimates (to check numerically that they vanish)
         self.fold = fold
         self.odd = moment_parities(model, subspace) if fold else np.zeros(len(model.moment_names), dtype=bool)
-        self.evaluations = 0
         # evaluations per set of scramblings evaluated together: a scrambling's dense checks then do
         # not depend on when the others were solved, or whether in this process
         self._evaluations_of: Dict[tuple, int] = {}
@@ -164,7 +163,6 @@ class QMCChannel:
         if state["searched_at"] is not None:
             self._searched_at[j] = state["searched_at"]
         self._evaluations_of[(j,)] = state["evaluations"]
-        self.evaluations += state["evaluations"]
         self.full_searches += state["full_searches"]
 
     def _conjugates(self, alpha: float, means: np.ndarray, ov: MatrixOverlaps) -> Dict[str, np.ndarray]:
@@ -205,7 +203,6 @@ class QMCChannel:
             self._searched_at.update({j: x for j in scrambles})
             self.full_searches += 1
         self._evaluations_of[key] = count + 1
-        self.evaluations += 1
         # the sign flips of the last minimisers are searched where the point has moved (a full
         # search, the first evaluation too) and at every evaluation while the last one that
         # searched them changed a minimum; on the fixed-point iteration's small steps they often
