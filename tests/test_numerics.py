@@ -754,6 +754,7 @@ def test_alpha_c_newton_is_safeguarded_by_the_scan_bracket():
     assert all(0.5 <= a <= 0.75 for a in visited)
 
 
+@pytest.mark.slow
 def test_a_two_phase_solve_ends_on_a_fixed_point_of_the_checked_map(model, monkeypatch):
     """``solve_with_rule`` approaches with the global-prox checks off and finishes with
     them on: its result is a fixed point of the checked map (undamped residual below

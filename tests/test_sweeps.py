@@ -285,6 +285,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow
 def test_external_scheduler_and_two_workers_give_the_same_csv(client, tmp_path):
     from distributed import Client
 
