@@ -142,15 +142,19 @@ def solve_processes(args: argparse.Namespace):
     (:func:`numerics.api.scramble_workers`)."""
     from numerics.api import scramble_workers
 
+    _check_workers(args)
+    return scramble_workers(args.workers or 1)
+
+
+def _check_workers(args: argparse.Namespace) -> None:
+    """``--workers``, whichever processes it counts, is at least 1."""
     if args.workers is not None and args.workers < 1:
         raise UsageError(f"--workers: must be >= 1, got {args.workers}")
-    return scramble_workers(args.workers or 1)
 
 
 def check_dask_options(args: argparse.Namespace, embedded: bool = True) -> None:
     """``--workers`` and ``--scheduler`` as :func:`add_dask_options` defines them."""
-    if args.workers is not None and args.workers < 1:
-        raise UsageError(f"--workers: must be >= 1, got {args.workers}")
+    _check_workers(args)
     if embedded and args.workers is not None and args.scheduler:
         raise UsageError("--workers: sizes the embedded cluster; with --scheduler the cluster is yours")
     if args.scheduler is not None and "://" not in args.scheduler:
