@@ -40,6 +40,7 @@ from numerics.result import FixedPoint, as_matrices, failed_point, from_row, mar
 from numerics.thresholds.newton_pair import newton_thresholds, scan_curves_from_rows
 from numerics.thresholds.record import ThresholdError, ThresholdLocationError, Thresholds, Transition
 from numerics.thresholds.scan_changes import scan_thresholds
+from numerics.threads import one_blas_thread
 
 __all__ = ["Baseline", "linear_baseline", "linear_baseline_mp", "BranchCurve", "is_on_branch", "BRANCHES",
            "PRECISIONS", "FixedPoint", "HatOverlaps", "Overlaps", "MatrixOverlaps", "BranchNotFound",
@@ -57,6 +58,7 @@ def integrator_for(spec: ModelSpec, names: Sequence[str], integrator: str = "aut
     return "lines" if chosen == {"lines"} else "qmc"
 
 
+@one_blas_thread
 def solve_all(spec: ModelSpec, alpha: float, precision: str = "fast", integrator: str = "auto",
               names: Optional[Sequence[str]] = None) -> list:
     """Every branch of ``names`` (default :func:`branches`) found at ``alpha``, with
@@ -74,6 +76,7 @@ def solve_all(spec: ModelSpec, alpha: float, precision: str = "fast", integrator
     return mark_global_minima(found)
 
 
+@one_blas_thread
 def follow(spec: ModelSpec, alphas: Sequence[float], branch: str, precision: str = "fast",
            integrator: str = "auto", progress=None) -> BranchCurve:
     """``branch`` along ``alphas`` by continuation, as a :class:`BranchCurve` (its points, the
@@ -89,6 +92,7 @@ def follow(spec: ModelSpec, alphas: Sequence[float], branch: str, precision: str
     return walk_branch(spec, alphas, branch, precision, "qmc", progress=progress)
 
 
+@one_blas_thread
 def thresholds(spec: ModelSpec, precision: str = "fast", alphas: Optional[Sequence[float]] = None,
                integrator: str = "auto", names: Optional[Sequence[str]] = None, scan: Optional[dict] = None,
                progress=None, mapper=None, **options):

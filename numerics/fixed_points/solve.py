@@ -18,6 +18,7 @@ from derivations import ModelSpec
 from numerics.channel.integrators import choose_integrator
 from numerics.overlaps import Overlaps
 from numerics.result import FixedPoint
+from numerics.threads import one_blas_thread
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +30,7 @@ def _scalars(start) -> Optional[Overlaps]:
     return Overlaps(*(float(getattr(start, n)[0, 0]) for n in ("q", "m", "V", "theta")))
 
 
+@one_blas_thread
 def solve(spec: ModelSpec, alpha: float, branch: str = "semantic", precision: str = "fast",
           integrator: str = "auto", start=None, roles: Optional[Sequence[str]] = None,
           gauge: bool = True) -> FixedPoint:

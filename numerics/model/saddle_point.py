@@ -17,6 +17,7 @@ from numerics.channel.lines.expectations import channel_expectations
 from numerics.channel.lines.rule import ChannelResult, ChannelRule
 from numerics.model.bound import BoundModel
 from numerics.overlaps import HatOverlaps, Overlaps
+from numerics.threads import one_blas_thread
 
 THETAHAT_FORM = "y"  # docs/numerics.md, section 3; the "dl" form (docs/theory.md, section 2.6) is reported as a check
 
@@ -62,6 +63,7 @@ def _gh4(n: int):
     return tuple(g.ravel() for g in grids), weight
 
 
+@one_blas_thread
 def test_error(model: BoundModel, ov: Overlaps, n: int = 20) -> float:
     """``(sigma^2/2) E|S(h) - T(h*)|_F^2`` with ``h = (m + sqrt(q) xi1, -m + sqrt(q) xi2)``
     (docs/theory.md, section 2.7). The integrand is smooth, so a tensor Gauss-Hermite rule converges fast."""

@@ -34,6 +34,7 @@ from numerics.fixed_points.subspaces import BranchSubspace
 from numerics.channel.qmc.nodes import GaussianNodes, OutsideDomain, gaussian_nodes, preactivations
 from numerics.channel.qmc.preintegration import LineRule, line_direction, line_nodes, switch_corrections
 from numerics.channel.qmc.rule import QMCRule
+from numerics.threads import one_blas_thread
 
 log = logging.getLogger(__name__)
 
@@ -179,6 +180,7 @@ class QMCChannel:
         suffix = "" if self.rule.form == "dl" else "_dl"
         return {"Vhat": forms["Vhat" + suffix][0], "thetahat": forms["thetahat" + suffix][0]}
 
+    @one_blas_thread
     def estimate(self, ov: MatrixOverlaps, alpha: float, scrambles: Optional[Sequence[int]] = None,
                  dense_check: Optional[bool] = None, points: Optional[int] = None) -> ChannelEstimate:
         """The conjugates at ``ov`` from the scramblings ``scrambles`` (default all). ``dense_check``:

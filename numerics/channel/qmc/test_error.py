@@ -14,8 +14,10 @@ import numpy as np
 from numerics.model.general import GeneralModel
 from numerics.matrix_overlaps import MatrixOverlaps
 from numerics.channel.qmc.nodes import GaussianNodes, preactivations
+from numerics.threads import one_blas_thread
 
 
+@one_blas_thread
 def test_error_estimates(model: GeneralModel, ov: MatrixOverlaps, nodes: GaussianNodes,
                          points: Optional[int] = None) -> np.ndarray:
     """The test error from each scrambling of ``nodes`` (``(R,)``); ``points``: from the first

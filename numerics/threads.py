@@ -1,0 +1,85 @@
+"""One BLAS/OpenMP thread for the per-node work.
+
+The channel integrators evaluate every quadrature or QMC node in vectorised numpy (and compiled)
+kernels whose BLAS calls are small: a dot product over 16384 line nodes, batched 2 x 2 to 6 x 6
+solves. OpenBLAS splits such calls over all cores by default, and where the other core is busy (a
+second worker process, a Dask worker, the test suite) each split call waits for it: a dot product
+of 16384 numbers took 2.4 ms with two threads and 0.15 ms with one beside a busy core, and a loaded
+fixed point twice the time (``python benchmarks/bench_threads.py``). The parallelism of this
+package is across processes (the scramblings' workers, Dask workers), one thread each, so the
+per-node work asks for one BLAS thread wherever it runs.
+
+:func:`one_blas_thread` is a context manager and a decorator; the limit is set through
+threadpoolctl at the outermost entry (nested entries cost a counter) and restored at its exit, so
+the caller's own numpy work keeps its threads. ``ATTNPHASE_BLAS_THREADS`` sets another count
+(``0``: leave the libraries' own setting).
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import os
+import threading
+
+log = logging.getLogger(__name__)
+
+_lock = threading.Lock()
+_state = {"depth": 0, "limiter": None}
+
+
+def blas_threads() -> int:
+    """The BLAS/OpenMP thread count for the per-node work (``ATTNPHASE_BLAS_THREADS``, default 1; 0: unchanged)."""
+    text = os.environ.get("ATTNPHASE_BLAS_THREADS", "1").strip()
+    try:
+        count = int(text)
+    except ValueError:
+        raise ValueError(f"ATTNPHASE_BLAS_THREADS: expected a whole number of threads, got {text!r}") from None
+    if count < 0:
+        raise ValueError(f"ATTNPHASE_BLAS_THREADS: expected 0 or more threads, got {count}")
+    return count
+
+
+def _limit(count: int):
+    """threadpoolctl's limiter at ``count`` threads for the BLAS/OpenMP libraries loaded now (it
+    enumerates them, a fraction of a millisecond, once per outermost entry), or None where
+    threadpoolctl is not installed."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - threadpoolctl is a dependency
+        log.warning("threadpoolctl is not installed: the BLAS threads are not limited")
+        return None
+    return threadpool_limits(limits=count)
+
+
+@contextlib.contextmanager
+def _limited():
+    # the limit is process-wide: the first entry (of any thread) sets it, the last exit restores
+    # it, and nested per-node calls cost a counter
+    with _lock:
+        if _state["depth"] == 0:
+            count = blas_threads()
+            _state["limiter"] = _limit(count) if count > 0 else None
+        _state["depth"] += 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _state["depth"] -= 1
+            if _state["depth"] == 0 and _state["limiter"] is not None:
+                _state["limiter"].restore_original_limits()
+                _state["limiter"] = None
+
+
+def one_blas_thread(fn=None):
+    """Run ``fn`` (as a decorator) or a ``with`` block with the per-node thread count
+    (:func:`blas_threads`)."""
+    if fn is None:
+        return _limited()
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        with _limited():
+            return fn(*args, **kwargs)
+
+    return wrapper
