@@ -35,7 +35,7 @@ from validation.run_settings import RunSettingsError
 
 from .commands import derive, histogram, paper, simulation, sweep, theory
 from .errors import CommandFailed, MissingExtra, UsageError
-from .options import add_progress_option, set_progress
+from .options import add_progress_option, apply_backend, set_progress
 
 #: the command groups, in help order
 COMMAND_GROUPS = (derive, theory, simulation, sweep, histogram, paper)
@@ -169,6 +169,7 @@ def main(argv=None) -> int:
             return exc.code
         name, verbose = f"attnphase {args.command}", args.verbose
         set_progress(args.progress)
+        apply_backend(args)
         handler = _log_handler(verbose)
         root.addHandler(handler)
         root.setLevel([logging.WARNING, logging.INFO, logging.DEBUG][min(verbose, 2)])

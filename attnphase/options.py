@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from derivations.spec import BUILTIN_ATTENTIONS, ModelSpec, parse_A, parse_matrix
+from numerics.backend import BACKENDS
 from numerics.precision import PRECISIONS
 
 from .errors import CommandFailed, UsageError
@@ -86,6 +87,21 @@ def add_precision_option(parser: argparse.ArgumentParser, help_prefix: str = "",
     states the default when it is not a plain ``default``."""
     prefix = help_prefix or f"default {default}. "
     parser.add_argument("--precision", choices=tuple(PRECISIONS), default=default, help=prefix + PRECISION_HELP)
+    add_backend_option(parser)
+
+
+def add_backend_option(parser: argparse.ArgumentParser) -> None:
+    """``--backend``: how the per-node functions run (numerics.backend)."""
+    parser.add_argument("--backend", choices=BACKENDS, default=None,
+                        help="compiled (default: numba kernels generated from the model's expressions) or numpy (the "
+                             "reference, the same expressions vectorised); default: $ATTNPHASE_BACKEND or compiled")
+
+
+def apply_backend(args: argparse.Namespace) -> None:
+    """The command's ``--backend`` for this process and the workers it starts (they inherit the
+    environment)."""
+    if getattr(args, "backend", None):
+        os.environ["ATTNPHASE_BACKEND"] = args.backend
 
 
 def add_alias(parser, old: str, dest: str) -> None:

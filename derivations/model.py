@@ -50,6 +50,9 @@ class Logistic(sp.Function):
     def _mpmathcode(self, printer):
         return f"(1/(1 + {printer._module_format('mpmath.exp')}(-({printer._print(self.args[0])}))))"
 
+    def _pythoncode(self, printer):
+        return f"(1/(1 + {printer._module_format('math.exp')}(-({printer._print(self.args[0])}))))"
+
 
 class Softmax(sp.Function):
     """Entry ``j`` of the softmax of a row ``(s_1, ..., s_n)``, ``Softmax(j, s_1, ..., s_n)``, as an

@@ -40,13 +40,15 @@ from numerics.result import FixedPoint, as_matrices, failed_point, from_row, mar
 from numerics.thresholds.newton_pair import newton_thresholds, scan_curves_from_rows
 from numerics.thresholds.record import ThresholdError, ThresholdLocationError, Thresholds, Transition
 from numerics.thresholds.scan_changes import scan_thresholds
-from numerics.threads import one_blas_thread
+from numerics.threads import WORKER_ENVIRONMENT, one_blas_thread
+from numerics.backend import BACKENDS, current_backend, use_backend
 
 __all__ = ["Baseline", "linear_baseline", "linear_baseline_mp", "BranchCurve", "is_on_branch", "BRANCHES",
            "PRECISIONS", "FixedPoint", "HatOverlaps", "Overlaps", "MatrixOverlaps", "BranchNotFound",
            "IntegratorError", "ThresholdError", "ThresholdLocationError", "Thresholds", "Transition",
            "scan_curves_from_rows", "from_row", "failed_point", "mark_global_minima", "branches", "integrator_for",
-           "solve", "solve_all", "follow", "thresholds", "scramble_workers"]
+           "solve", "solve_all", "follow", "thresholds", "scramble_workers", "WORKER_ENVIRONMENT", "BACKENDS",
+           "current_backend", "use_backend"]
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""One BLAS/OpenMP thread for the per-node work.
+"""One BLAS thread for the per-node work, and the compiled kernels' threads.
 
 The channel integrators evaluate every quadrature or QMC node in vectorised numpy (and compiled)
 kernels whose BLAS calls are small: a dot product over 16384 line nodes, batched 2 x 2 to 6 x 6
@@ -8,6 +8,12 @@ of 16384 numbers took 2.4 ms with two threads and 0.15 ms with one beside a busy
 fixed point twice the time (``python benchmarks/bench_threads.py``). The parallelism of this
 package is across processes (the scramblings' workers, Dask workers), one thread each, so the
 per-node work asks for one BLAS thread wherever it runs.
+
+The compiled kernels (:mod:`derivations.compiled`) are the exception: a call of the prox's Newton
+kernel on many nodes is long (a millisecond or more), holds no Python lock, and is split in blocks
+of nodes over :func:`kernel_threads` threads: ``ATTNPHASE_KERNEL_THREADS``, by default the cores
+this process may use (:func:`numerics.prox.newton.compiled_newton`). Worker processes (the scramblings' pool, the embedded Dask cluster) are
+started with one, so that a run never has more busy threads than cores.
 
 :func:`one_blas_thread` is a context manager and a decorator; the limit is set through
 threadpoolctl at the outermost entry (nested entries cost a counter) and restored at its exit, so
@@ -30,14 +36,37 @@ _state = {"depth": 0, "limiter": None}
 
 def blas_threads() -> int:
     """The BLAS/OpenMP thread count for the per-node work (``ATTNPHASE_BLAS_THREADS``, default 1; 0: unchanged)."""
-    text = os.environ.get("ATTNPHASE_BLAS_THREADS", "1").strip()
+    return _count("ATTNPHASE_BLAS_THREADS", 1)
+
+
+#: the environment of a worker process: one BLAS thread and one kernel thread
+WORKER_ENVIRONMENT = {"ATTNPHASE_KERNEL_THREADS": "1", "ATTNPHASE_BLAS_THREADS": "1"}
+
+
+def _count(name: str, default: int) -> int:
+    text = os.environ.get(name, "").strip()
+    if not text:
+        return default
     try:
         count = int(text)
     except ValueError:
-        raise ValueError(f"ATTNPHASE_BLAS_THREADS: expected a whole number of threads, got {text!r}") from None
+        raise ValueError(f"{name}: expected a whole number of threads, got {text!r}") from None
     if count < 0:
-        raise ValueError(f"ATTNPHASE_BLAS_THREADS: expected 0 or more threads, got {count}")
+        raise ValueError(f"{name}: expected 0 or more threads, got {count}")
     return count
+
+
+def usable_cores() -> int:
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def kernel_threads() -> int:
+    """Threads of a compiled kernel's call (``ATTNPHASE_KERNEL_THREADS``, default the usable cores)."""
+    return max(1, _count("ATTNPHASE_KERNEL_THREADS", usable_cores()))
 
 
 def _limit(count: int):
@@ -49,7 +78,7 @@ def _limit(count: int):
     except ImportError:  # pragma: no cover - threadpoolctl is a dependency
         log.warning("threadpoolctl is not installed: the BLAS threads are not limited")
         return None
-    return threadpool_limits(limits=count)
+    return threadpool_limits(limits=count, user_api="blas")
 
 
 @contextlib.contextmanager

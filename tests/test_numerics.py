@@ -68,9 +68,9 @@ def test_global_prox_matches_dense_grid_search(attention, q, m, V, newton_from_w
 
 @pytest.mark.parametrize("attention", ["softmax", "linear", "sigmoid"])
 def test_newton_terms_returned_and_reflected(attention):
-    """``newton_prox`` returns the objective's terms at its result; the global-prox checks
-    take those at the reflected start ``-b`` from them (the loss is even in ``h``):
-    ``f(-b) = f(b) + 2 b.w/V``, ``g(-b) = -2 w/V - g(b)``, ``H(-b) = H(b)``."""
+    """``newton_prox`` returns the objective's terms at its result, and those at the reflected point
+    ``-b`` follow from them (the loss is even in ``h``): ``f(-b) = f(b) + 2 b.w/V``,
+    ``g(-b) = -2 w/V - g(b)``, ``H(-b) = H(b)``."""
     bound = bind(ModelSpec(attention=attention, A=((0.3, 0.7), (0.8, 0.2))))
     assert bound.loss_is_even
     rng = np.random.default_rng(7)
@@ -80,20 +80,12 @@ def test_newton_terms_returned_and_reflected(attention):
     direct = bound.prox_newton(b1, b2, w1, w2, hs1, hs2, V)
     for got, want in zip(terms, direct):
         np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-15)
-    np.testing.assert_array_equal(gn, np.abs(terms[1]) + np.abs(terms[2]))
+    np.testing.assert_allclose(gn, np.maximum(np.abs(terms[1]), np.abs(terms[2])), rtol=1e-12, atol=1e-15)
     f, g1, g2, H11, H12, H22 = terms
     reflected = bound.prox_newton(-b1, -b2, w1, w2, hs1, hs2, V)
     predicted = (f + 2 * (b1 * w1 + b2 * w2) / V, -2 * w1 / V - g1, -2 * w2 / V - g2, H11, H12, H22)
     for got, want in zip(predicted, reflected):
         np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
-    # starting from known terms gives the same result as evaluating them
-    a = newton_prox(bound, -b1, -b2, w1, w2, hs1, hs2, V, tol=1e-12, maxiter=3, final_gradient=False)
-    b = newton_prox(bound, -b1, -b2, w1, w2, hs1, hs2, V, tol=1e-12, maxiter=3, final_gradient=False,
-                    first_terms=predicted)
-    np.testing.assert_allclose(a[0], b[0], rtol=1e-9, atol=1e-11)
-    np.testing.assert_allclose(a[1], b[1], rtol=1e-9, atol=1e-11)
-    # nodes stopped at maxiter without a final evaluation say so
-    assert np.array_equal(np.isnan(a[2]), np.isnan(b[2]))
 
 
 def test_channel_two_forms_of_thetahat_agree_within_error_estimate(model):

@@ -25,7 +25,8 @@ from numerics.fixed_points.lines import BranchNotFound
 from numerics.fixed_points.gauge import alignment, canonical
 from numerics.model.general import bind_general
 from numerics.matrix_overlaps import MatrixHats, MatrixOverlaps, from_scalars
-from numerics.prox.matrix import GlobalProx, cholesky_factors, cholesky_solve, positive_definite
+from numerics.prox.matrix import GlobalProx
+from numerics.prox.newton import cholesky_factors, cholesky_solve, positive_definite
 from numerics.overlaps import FIXED_ZERO
 from numerics.channel.qmc.channel import QMCChannel, SingularCovariance, moment_parities
 from numerics.channel.qmc.nodes import preactivations

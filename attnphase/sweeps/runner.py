@@ -66,6 +66,8 @@ def open_client(scheduler: Optional[str] = None, workers: Optional[int] = None, 
     one per task)."""
     from distributed import Client, LocalCluster
 
+    from numerics.api import WORKER_ENVIRONMENT
+
     if scheduler:
         _probe(scheduler)
         try:
@@ -81,8 +83,9 @@ def open_client(scheduler: Optional[str] = None, workers: Optional[int] = None, 
     with _children_ignore_ctrl_c():
         # the dashboard on a free port: with None, Dask still asks for 8787, and a second run (or anything
         # else there) gets a four-line warning that it moved
+        # one thread each, kernels and BLAS included: the workers fill the cores
         cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0",
-                               silence_logs=logging.ERROR)
+                               silence_logs=logging.ERROR, env=dict(WORKER_ENVIRONMENT))
     with cluster, Client(cluster) as client:
         yield client
 

@@ -228,12 +228,13 @@ _WORKER_NODES: dict = {}
 
 
 def _scramble_task(spec: ModelSpec, alpha: float, subspace: BranchSubspace, prec: QMCPrecision, gauge: bool,
-                   j: int, x0: np.ndarray, floor: np.ndarray, history: tuple, n_ellipsoid: int):
+                   j: int, x0: np.ndarray, floor: np.ndarray, history: tuple, n_ellipsoid: int, backend: str):
     """In a worker process (:mod:`numerics.fixed_points.workers`): scrambling ``j``'s fixed point from
     ``x0`` and ``history`` on a fresh channel, as :func:`solve_qmc` solves it in its own process, and
     the records its evaluations left on the scrambling's nodes. ``n_ellipsoid``: the random starts of
-    a full search where the solve is (more than the rule's where a dense check refined them)."""
-    model = bind_general(spec)
+    a full search where the solve is (more than the rule's where a dense check refined them);
+    ``backend``: the solving process's (:mod:`numerics.backend`)."""
+    model = bind_general(spec, backend)
     rule = prec.rule
     key = (model.shape, rule.log2_points, rule.scrambles, rule.seed)
     if key not in _WORKER_NODES:
@@ -362,7 +363,7 @@ def solve_qmc(spec: ModelSpec, alpha: float, branch: str = "semantic", precision
         # the other scramblings depend only on the first one's fixed point and history: solved in
         # other processes, each on its own nodes, and their nodes' records taken back for the polish
         tasks = [pool(n_workers).submit(_scramble_task, spec, alpha, subspace, prec, gauge, j, x0, floor,
-                                        first.pairs, channel.prox.n_ellipsoid) for j in range(1, R)]
+                                        first.pairs, channel.prox.n_ellipsoid, model.backend) for j in range(1, R)]
         try:
             for j, task in enumerate(tasks, 1):
                 solution, state = task.result()

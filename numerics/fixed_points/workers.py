@@ -39,6 +39,15 @@ def current_workers() -> int:
     return _WORKERS.get()
 
 
+def _one_thread_each() -> None:
+    """A worker's own kernels and BLAS calls run on one thread: the pool's processes fill the cores."""
+    import os
+
+    from numerics.threads import WORKER_ENVIRONMENT
+
+    os.environ.update(WORKER_ENVIRONMENT)
+
+
 def pool(n: int) -> ProcessPoolExecutor:
     """The pool of ``n`` spawned processes, started on first use and kept for later solves (a pool
     of another size, or one whose process died, is shut down first)."""
@@ -48,5 +57,6 @@ def pool(n: int) -> ProcessPoolExecutor:
         for other in _POOLS.values():
             other.shutdown(wait=False, cancel_futures=True)
         _POOLS.clear()
-        _POOLS[n] = ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("spawn"))
+        _POOLS[n] = ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("spawn"),
+                                        initializer=_one_thread_each)
     return _POOLS[n]

@@ -13,6 +13,8 @@ import numpy as np
 
 from derivations import ModelSpec
 
+from numerics.backend import current_backend
+from numerics.prox.newton import compiled_newton, curvature_floor, saddle_free_newton
 from numerics.solver_range import check_model_range
 
 
@@ -23,14 +25,15 @@ class BoundModel:
     (a generated constant would otherwise come back as a Python scalar).
     """
 
-    def __init__(self, spec: ModelSpec, backend: str = "numpy"):
+    def __init__(self, spec: ModelSpec, backend: str = "compiled"):
         from derivations import generated_functions
 
         spec.require_two_token_rank_one("the line quadrature")
         check_model_range(spec)
         self.spec = spec
-        self.backend = backend
         self.gm = generated_functions(spec, backend=backend)
+        # the backend that runs: compiled may have fallen back to numpy (with a logged line)
+        self.backend = self.gm.backend
         self.params = self.gm.params(spec)
 
     @functools.cached_property
@@ -54,7 +57,7 @@ class BoundModel:
 
     def _call_many(self, name, *args):
         out = self._call(name, *args)
-        if self.backend != "numpy":
+        if self.backend == "mpmath":
             return tuple(out)
         shape = np.broadcast(*args).shape
         return tuple(o if type(o) is np.ndarray and o.shape == shape and o.dtype == float
@@ -82,6 +85,28 @@ class BoundModel:
         """``(objective, g1, g2, H11, H12, H22)`` of the prox objective in one generated call."""
         return self._call_many("prox_newton", h1, h2, w1, w2, hs1, hs2, V)
 
+    def newton(self, h, w, hs, V, tol: float, maxiter: int = 60, known=None, capture: float = 1e-3):
+        """Saddle-free Newton on the prox objective from ``h`` at every node, ``h, w, hs`` as ``(N, 2)``
+        arrays (:func:`numerics.prox.newton.saddle_free_newton`, whose arguments these are): by the
+        compiled kernel of the backend, or the numpy reference. The iteration takes the objective's
+        terms in the teacher's matrix ``T(h*)``, computed once per node here (the generated
+        ``prox_newton_of_T``, as the general model's prox). Returns ``(h, objective, gradient norm)``."""
+        floor = curvature_floor(V)
+        T = np.stack(self.teacher(hs[:, 0], hs[:, 1]), axis=-1)
+        if self.backend == "compiled":
+            return compiled_newton(self.gm.newton_prox_newton_of_T, h, w, T, (V,), self.params, floor, tol, maxiter,
+                                   known, None, capture, None)
+
+        def terms(a, b, c):
+            f, g1, g2, H11, H12, H22 = self._call_many("prox_newton_of_T", a[:, 0], a[:, 1], b[:, 0], b[:, 1], *c.T, V)
+            return f, np.stack([g1, g2], axis=-1), np.stack([np.stack([H11, H12], -1), np.stack([H12, H22], -1)], -2)
+
+        def objective(a, b, c):
+            return self._call("prox_objective_of_T", a[:, 0], a[:, 1], b[:, 0], b[:, 1], *c.T, V)
+
+        return saddle_free_newton(terms, objective, h, w, T, floor, tol=tol, maxiter=maxiter, known=known,
+                                  capture=capture)
+
     def channel_integrands(self, h1, h2, xi1, xi2, y1, y2, q, m, V, theta):
         return self._call_many("channel_integrands", h1, h2, xi1, xi2, y1, y2, q, m, V, theta)
 
@@ -95,6 +120,12 @@ class BoundModel:
         return float(self._call("prior_free_energy", q, m, V, theta, qhat, mhat, Vhat, thetahat))
 
 
+def bind(spec: ModelSpec, backend=None) -> BoundModel:
+    """The model of ``spec`` bound with ``backend`` (``compiled``, ``numpy`` or ``mpmath``; default
+    :func:`numerics.backend.current_backend`)."""
+    return _bind(spec, backend or current_backend())
+
+
 @functools.lru_cache(maxsize=32)
-def bind(spec: ModelSpec, backend: str = "numpy") -> BoundModel:
+def _bind(spec: ModelSpec, backend: str) -> BoundModel:
     return BoundModel(spec, backend)

@@ -16,6 +16,8 @@ import numpy as np
 
 from derivations import ModelSpec, packing
 
+from numerics.backend import check_backend, current_backend
+from numerics.prox.newton import compiled_newton, curvature_floor, saddle_free_newton
 from numerics.solver_range import check_model_range
 
 
@@ -23,6 +25,9 @@ from numerics.solver_range import check_model_range
 #: processor's cache (a fast (3, 1, 1) or (2, 2, 1) fixed point costs 0.77-0.89 of the CPU time of
 #: calls on whole 32768-node scramblings; ``python benchmarks/bench_node_blocks.py``)
 NODE_BLOCK = 4096
+#: the same for the compiled backend, whose loops keep no temporaries: the block only bounds the
+#: copy of the arguments a call makes
+COMPILED_BLOCK = 1 << 16
 
 
 def _columns(a: np.ndarray):
@@ -30,15 +35,18 @@ def _columns(a: np.ndarray):
 
 
 class GeneralModel:
-    """Generated functions of ``spec`` (any shape), numpy backend, parameters bound."""
+    """Generated functions of ``spec`` (any shape), parameters bound; ``backend``: ``compiled`` or
+    ``numpy`` (:mod:`numerics.backend`)."""
 
-    def __init__(self, spec: ModelSpec):
+    def __init__(self, spec: ModelSpec, backend: str = "compiled"):
         from derivations import generated_functions
 
         check_model_range(spec)
         self.spec = spec
         self.shape = packing.as_shape(spec)
-        self.gm = generated_functions(spec)
+        self.gm = generated_functions(spec, backend=check_backend(backend))
+        # the backend that runs: compiled may have fallen back to numpy (with a logged line)
+        self.backend = self.gm.backend
         self.params = self.gm.params(spec)
         L, r, t, k = self.shape
         self.n_h = L * r
@@ -74,11 +82,12 @@ class GeneralModel:
         in blocks of :data:`NODE_BLOCK` nodes; each output broadcast to ``(N,)`` (one array, or a list
         for a function of several outputs)."""
         n = len(columns[0]) if columns else 0
-        if n <= NODE_BLOCK:
+        block = COMPILED_BLOCK if self.backend == "compiled" else NODE_BLOCK
+        if n <= block:
             out = self._call(name, *columns, *rest)
             return ([np.broadcast_to(np.asarray(o, dtype=float), (n,)) for o in out] if isinstance(out, (list, tuple))
                     else np.broadcast_to(np.asarray(out, dtype=float), (n,)))
-        parts = [self._per_node(name, [c[i:i + NODE_BLOCK] for c in columns], *rest) for i in range(0, n, NODE_BLOCK)]
+        parts = [self._per_node(name, [c[i:i + block] for c in columns], *rest) for i in range(0, n, block)]
         if isinstance(parts[0], list):
             return [np.concatenate(block) for block in zip(*parts)]
         return np.concatenate(parts)
@@ -100,6 +109,20 @@ class GeneralModel:
             if i != j:
                 H[:, j, i] = H[:, i, j]
         return obj, grad, H
+
+    def newton(self, h, w, T, V, tol: float = 1e-11, maxiter: int = 60, known=None, known_objective=None,
+               capture: float = 1e-2, cap=None):
+        """Saddle-free Newton on the prox objective from ``h`` at every node
+        (:func:`numerics.prox.newton.saddle_free_newton`, whose arguments these are): by the compiled
+        kernel of the backend, or the numpy reference. Returns ``(h, objective, gradient norm)``."""
+        floor = curvature_floor(V)
+        if self.backend == "compiled":
+            return compiled_newton(self.gm.newton_prox_newton_of_T, h, w, T, self.pack("V", V), self.params, floor,
+                                   tol, maxiter, known, known_objective, capture, cap)
+        return saddle_free_newton(lambda a, b, c: self.prox_newton(a, b, c, V),
+                                  lambda a, b, c: self.prox_objective(a, b, c, V), h, w, T, floor, tol=tol,
+                                  maxiter=maxiter, known=known, known_objective=known_objective, capture=capture,
+                                  cap=cap)
 
     def prox_objective(self, h, w, T, V) -> np.ndarray:
         """The prox objective per node; ``T`` as in :meth:`prox_newton`."""
@@ -170,6 +193,11 @@ class GeneralModel:
         return float(self._call("prior_free_energy", *args))
 
 
+def bind_general(spec: ModelSpec, backend=None) -> GeneralModel:
+    """The model of ``spec`` bound with ``backend`` (default: :func:`numerics.backend.current_backend`)."""
+    return _bind_general(spec, backend or current_backend())
+
+
 @functools.lru_cache(maxsize=16)
-def bind_general(spec: ModelSpec) -> GeneralModel:
-    return GeneralModel(spec)
+def _bind_general(spec: ModelSpec, backend: str) -> GeneralModel:
+    return GeneralModel(spec, backend)

@@ -11,7 +11,7 @@ convex, and the theory needs the global minimiser. Three facts make a multi-star
   so each node's minimisers of the previous evaluation are starts within a Newton step or two of
   this one's.
 
-:func:`saddle_free_newton` is the local solver, vectorised over nodes; :class:`GlobalProx` keeps
+:func:`saddle_free_newton` is the local solver (:mod:`numerics.prox.newton`); :class:`GlobalProx` keeps
 the per-node warm starts and runs the search; :meth:`GlobalProx.dense_check` re-solves a subsample
 from many more starts and reports where a better minimum exists.
 """
@@ -25,163 +25,17 @@ import numpy as np
 
 from numerics.model.general import GeneralModel
 
-_STEPS = 0.5 ** np.arange(30)
-_STEP_BLOCKS = (_STEPS[1:5], _STEPS[5:12], _STEPS[12:])
-
-
-def _objective(model, h, w, T, V):
-    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
-        return model.prox_objective(h, w, T, V)
-
-
-def positive_definite(S: np.ndarray) -> np.ndarray:
-    """Which of the symmetric matrices ``S`` (a stack, ``N x n x n``) are positive definite
-    (:func:`cholesky_factors`)."""
-    return cholesky_factors(S)[1]
-
-
-def cholesky_factors(S: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
-    """``(L, ok)``: a Cholesky factorisation ``S = L L^T`` of the symmetric matrices ``S`` (a stack,
-    ``N x n x n``) vectorised over the stack, column by column, and which of them are positive
-    definite (a non-positive pivot recorded per matrix, where numpy's ``cholesky`` raises for the
-    whole stack; ``L`` is meaningless where ``ok`` is False)."""
-    N, n, _ = S.shape
-    L = np.zeros_like(S)
-    ok = np.ones(N, dtype=bool)
-    for j in range(n):
-        pivot = S[:, j, j] - np.einsum("nk,nk->n", L[:, j, :j], L[:, j, :j])
-        ok &= pivot > 0
-        root = np.sqrt(np.where(ok, pivot, 1.0))
-        L[:, j, j] = root
-        L[:, j + 1:, j] = (S[:, j + 1:, j] - np.einsum("nik,nk->ni", L[:, j + 1:, :j], L[:, j, :j])) / root[:, None]
-    return L, ok
-
-
-def cholesky_solve(L: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """``x`` with ``L L^T x = b`` for a stack of lower-triangular factors ``L`` (``N x n x n``) and
-    right-hand sides ``b`` (``N x n``): forward then back substitution, vectorised over the stack."""
-    n = b.shape[1]
-    y = np.empty_like(b)
-    for i in range(n):
-        y[:, i] = (b[:, i] - np.einsum("nk,nk->n", L[:, i, :i], y[:, :i])) / L[:, i, i]
-    x = np.empty_like(b)
-    for i in reversed(range(n)):
-        x[:, i] = (y[:, i] - np.einsum("nk,nk->n", L[:, i + 1:, i], x[:, i + 1:])) / L[:, i, i]
-    return x
-
-
-def _directions(H: np.ndarray, g: np.ndarray, floor: float) -> Tuple[np.ndarray, np.ndarray]:
-    """Saddle-free Newton directions ``-U diag(1 / max(|lambda|, floor)) U^T g`` and which nodes'
-    Hessians exceed ``floor`` (``H - floor I`` positive definite).
-
-    Which ones are is decided by one batched Cholesky factorisation of ``H - floor I`` that reports
-    failure per matrix (:func:`cholesky_factors`). Those (the usual case near minima) take the
-    Newton step of ``H - floor I`` (a shift of a millionth of the smallest curvature ``1/V``) from
-    that factorisation, the others an eigendecomposition: a batched eigendecomposition costs 5-10
-    times a solve for 4 x 4 to 6 x 6 matrices."""
-    n = H.shape[1]
-    shifted = H - floor * np.eye(n)
-    factors, convex = cholesky_factors(shifted)
-    d = np.empty_like(g)
-    if convex.any():
-        d[convex] = -cholesky_solve(factors[convex], g[convex])
-    other = ~convex
-    if other.any():
-        lam, U = np.linalg.eigh(H[other])
-        coef = np.einsum("nji,nj->ni", U, g[other]) / np.maximum(np.abs(lam), floor)
-        d[other] = -np.einsum("nij,nj->ni", U, coef)
-    return d, convex
-
-
 def saddle_free_newton(model: GeneralModel, h, w, T, V, tol: float = 1e-11, maxiter: int = 60,
                        known: Optional[np.ndarray] = None, known_objective: Optional[np.ndarray] = None,
                        capture: float = 1e-2, cap: Optional[int] = None
                        ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Local minimisation of the prox objective from ``h``, vectorised over nodes (rows); ``T`` is the
-    teacher's matrix at each node (``model.teacher(hs)``, :meth:`GeneralModel.prox_newton`).
-
-    Each step is ``-U diag(1 / max(|lambda|, floor)) U^T g`` with ``H = U diag(lambda) U^T``: a
-    descent direction everywhere, which pushes away from saddles along negative curvature
-    (:func:`_directions`). Away from a strict minimum its length is chosen by Armijo backtracking
-    (step lengths tried in vectorised blocks). Returns ``(h, objective, gradient norm)``; the
-    gradient norm (max over components) reports nodes that did not reach ``tol`` in ``maxiter``
-    steps.
-
-    For a search of the lowest minimum, given ``known`` (``(N, L r)``) local minima per node and
-    their objectives ``known_objective``: a node whose iterate comes within ``capture`` (max norm)
-    of its known minimum stops (it converges to it); and with ``cap``, a node still above the
-    known objective after ``cap`` steps stops (every step descends, but a start that has not gone
-    below the known minimum in ``cap`` steps is in its basin or a higher one: the check of the
-    two-token rank-one quadrature makes the same cut, docs/numerics.md, section 3). Stopped nodes
-    report a NaN gradient norm.
-    """
-    h = np.array(h, dtype=float, copy=True)
-    n = len(h)
-    obj_out = np.full(n, np.nan)
-    gn_out = np.full(n, np.inf)
-    floor = 1e-6 / float(np.max(np.linalg.eigvalsh(np.atleast_2d(V))))
-    active = {"node": np.arange(n), "a": h, "b": np.asarray(w, dtype=float), "c": np.asarray(T, dtype=float)}
-    if known is not None:
-        active["known"] = np.asarray(known, dtype=float)
-        active["known_obj"] = (np.full(n, np.inf) if known_objective is None
-                               else np.asarray(known_objective, dtype=float))
-
-    def finish(mask, f0, gn):
-        idx = active["node"][mask]
-        h[idx], obj_out[idx], gn_out[idx] = active["a"][mask], f0[mask], gn[mask]
-        keep = ~mask
-        for key in active:
-            active[key] = active[key][keep]
-        return keep
-
-    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
-        for it in range(maxiter + 1):
-            if active["node"].size == 0:
-                break
-            a, b, c = active["a"], active["b"], active["c"]
-            f0, g, H = model.prox_newton(a, b, c, V)
-            gn = np.max(np.abs(g), axis=1)
-            done = (gn < tol) | (it == maxiter) | ~np.isfinite(gn)
-            if known is not None:
-                stop = np.max(np.abs(a - active["known"]), axis=1) < capture
-                if cap is not None and it >= cap:
-                    stop |= f0 >= active["known_obj"]
-                gn = np.where(stop & ~done, np.nan, gn)
-                done |= stop
-            if done.any():
-                keep = finish(done, f0, gn)
-                if active["node"].size == 0:
-                    break
-                f0, g, H, gn = f0[keep], g[keep], H[keep], gn[keep]
-                a, b, c = active["a"], active["b"], active["c"]
-            d, convex = _directions(H, g, floor)
-            # a strict minimum close by: the full Newton step converges quadratically, no search
-            todo = np.nonzero(~convex | (np.max(np.abs(d), axis=1) > 1e-3))[0]
-            step = np.ones(len(a))
-            if todo.size:
-                slope = np.einsum("ni,ni->n", g[todo], d[todo])
-                trial = _objective(model, a[todo] + d[todo], b[todo], c[todo], V)
-                fail = np.nonzero(~(trial <= f0[todo] + 1e-4 * slope))[0]
-                for block in _STEP_BLOCKS:
-                    if fail.size == 0:
-                        break
-                    sel = todo[fail]
-                    k = len(block)
-                    trial = _objective(model, (a[sel][None] + block[:, None, None] * d[sel][None]).reshape(-1, a.shape[1]),
-                                       np.tile(b[sel], (k, 1)), np.tile(c[sel], (k, 1)), V).reshape(k, -1)
-                    ok = trial <= f0[sel][None] + 1e-4 * block[:, None] * slope[fail][None]
-                    accepted = ok.any(axis=0)
-                    step[sel] = np.where(accepted, block[np.argmax(ok, axis=0)], 0.0)
-                    fail = fail[~accepted]
-                if fail.size:
-                    # no decrease at any length: rounding hides it, and the node is as converged as
-                    # float64 can tell; it is finished where it is
-                    stuck = np.zeros(len(a), dtype=bool)
-                    stuck[todo[fail]] = True
-                    keep = finish(stuck, f0, gn)
-                    d, step = d[keep], step[keep]
-            active["a"] = active["a"] + step[:, None] * d
-    return h, obj_out, gn_out
+    teacher's matrix at each node (``model.teacher(hs)``). The iteration, its rules and the meaning of
+    ``known``, ``known_objective``, ``capture`` and ``cap`` are those of
+    :func:`numerics.prox.newton.saddle_free_newton` (:meth:`GeneralModel.newton`: compiled or numpy,
+    by the model's backend). Returns ``(h, objective, gradient norm)``."""
+    return model.newton(h, w, T, V, tol=tol, maxiter=maxiter, known=known, known_objective=known_objective,
+                        capture=capture, cap=cap)
 
 
 def ellipsoid_factor(model: GeneralModel, V) -> np.ndarray:

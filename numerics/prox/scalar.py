@@ -22,10 +22,6 @@ import numpy as np
 
 from numerics.model.bound import BoundModel
 
-_BACKTRACK = 0.5 ** np.arange(24)
-_BACKTRACK_BLOCKS = (_BACKTRACK[1:5], _BACKTRACK[5:])
-
-
 def _overflow_is_a_limit(fn):
     """``exp`` overflows in the generated logistic functions far out on the search grid
     or a trial step give the correct limits (a logistic of +-inf is 0 or 1), so they
@@ -37,139 +33,36 @@ def _overflow_is_a_limit(fn):
     return wrapper
 
 
+def _pairs(*arrays):
+    """Pairs of arrays broadcast together, as ``(N, 2)`` arrays of their flattened shape."""
+    flat = np.broadcast_arrays(*(np.asarray(a, dtype=float) for a in arrays))
+    shape = flat[0].shape
+    return shape, [np.stack([flat[i].ravel(), flat[i + 1].ravel()], axis=-1) for i in range(0, len(flat), 2)]
+
+
 @_overflow_is_a_limit
 def newton_prox(model: BoundModel, h1, h2, w1, w2, hs1, hs2, V, tol: float = 1e-13, maxiter: int = 60,
-                known=None, capture: float = 1e-3, first_terms=None, return_terms: bool = False,
-                final_gradient: bool = True):
-    """Damped Newton descent on the prox objective, vectorised over nodes.
+                known=None, capture: float = 1e-3, return_terms: bool = False):
+    """Saddle-free Newton descent on the prox objective from ``(h1, h2)`` at every node (arrays
+    broadcast together): the one local solver of every prox (:mod:`numerics.prox.newton`, by the
+    model's backend, :meth:`BoundModel.newton`) in ``R^2``. Returns ``(h1, h2, gradient_norm)``
+    (the largest gradient component); nodes whose gradient norm is still above ``tol`` after
+    ``maxiter`` steps are reported through that norm, never hidden.
 
-    Each step divides the gradient by the absolute Hessian eigenvalues (floored at
-    ``1e-6/V``), so every step is a descent direction that also escapes saddles;
-    away from a strict minimum the length is chosen by Armijo backtracking. Returns
-    ``(h1, h2, gradient_norm)``; nodes whose gradient norm is still above
-    ``tol`` after ``maxiter`` steps are reported through that norm, never hidden.
-
-    ``known = (k1, k2)``: a local minimum per node already found. Nodes whose
-    iterate comes within ``capture`` of it stop there (they are converging to that
-    minimum, and their objective is not below it), which is all a check needs.
-
-    ``first_terms``: ``(objective, g1, g2, H11, H12, H22)`` at the starting points,
-    already known to the caller (the reflected start of :mod:`numerics.channel.lines`):
-    the first generated evaluation is skipped. ``return_terms``: also return those
-    six terms at the returned points (for nodes stopped at ``maxiter`` they are
-    evaluated there once more). ``final_gradient=False``: nodes stopped at
-    ``maxiter`` are not evaluated again and their gradient norm is NaN (a check that
-    only compares objectives does not need it).
+    ``known = (k1, k2)``: a local minimum per node already found. Nodes whose iterate comes
+    within ``capture`` (max norm) of it stop there (they are converging to that minimum, and
+    their objective is not below it), which is all a check needs; their gradient norm is NaN.
+    ``return_terms``: also return ``(objective, g1, g2, H11, H12, H22)`` at the returned points
+    (the reflected start of :mod:`numerics.channel.lines` derives its own from them).
     """
-    h1 = np.array(h1, dtype=float, copy=True)
-    h2 = np.array(h2, dtype=float, copy=True)
-    shape = np.broadcast(h1, h2, w1, w2, hs1, hs2).shape
-    h1 = np.broadcast_to(h1, shape).copy().ravel()
-    h2 = np.broadcast_to(h2, shape).copy().ravel()
-    # the working arrays hold the active nodes only; ``node`` maps them back
-    a1, a2 = h1.copy(), h2.copy()
-    b1, b2, c1, c2 = (np.broadcast_to(np.asarray(a, dtype=float), shape).ravel() for a in (w1, w2, hs1, hs2))
-    k1 = k2 = None
-    if known is not None:
-        k1, k2 = (np.broadcast_to(np.asarray(a, dtype=float), shape).ravel() for a in known)
-    node = np.arange(h1.size)
-    gnorm = np.full(h1.size, np.inf)
-    terms_out = tuple(np.full(h1.size, np.nan) for _ in range(6)) if return_terms else None
-    pending = None
-    if first_terms is not None:
-        pending = tuple(np.broadcast_to(np.asarray(t, dtype=float), shape).ravel() for t in first_terms)
-    min_curvature = 1e-6 / V
-    for _ in range(maxiter):
-        if node.size == 0:
-            break
-        if pending is not None:
-            terms, pending = pending, None
-        else:
-            terms = model.prox_newton(a1, a2, b1, b2, c1, c2, V)
-        f0, g1, g2, H11, H12, H22 = terms
-        gn = np.abs(g1) + np.abs(g2)
-        keep = gn >= tol
-        if k1 is not None:
-            keep &= np.abs(a1 - k1) + np.abs(a2 - k2) >= capture
-        if not keep.all():
-            done = ~keep
-            finished = node[done]
-            h1[finished], h2[finished], gnorm[finished] = a1[done], a2[done], gn[done]
-            if return_terms:
-                for out, t in zip(terms_out, terms):
-                    out[finished] = t[done]
-            node, a1, a2, b1, b2, c1, c2, f0, g1, g2, H11, H12, H22 = (
-                x[keep] for x in (node, a1, a2, b1, b2, c1, c2, f0, g1, g2, H11, H12, H22))
-            if k1 is not None:
-                k1, k2 = k1[keep], k2[keep]
-            if node.size == 0:
-                break
-        # saddle-free Newton: divide by |eigenvalue| (floored), so negative curvature
-        # pushes away from saddles instead of crawling along flat valleys. Where the
-        # Hessian is safely positive definite that is the plain Newton step.
-        mid = 0.5 * (H11 + H22)
-        rad = np.hypot(0.5 * (H11 - H22), H12)
-        lam_minus = mid - rad
-        shift = lam_minus < min_curvature
-        det = H11 * H22 - H12 * H12
-        det = np.where(shift, 1.0, det)
-        d1 = -(H22 * g1 - H12 * g2) / det
-        d2 = -(H11 * g2 - H12 * g1) / det
-        indefinite = np.nonzero(shift)[0]
-        if indefinite.size:
-            e11, e12, e22, f1, f2 = (x[indefinite] for x in (H11, H12, H22, g1, g2))
-            angle = 0.5 * np.arctan2(2.0 * e12, e11 - e22)
-            cs, sn = np.cos(angle), np.sin(angle)
-            lam_plus = mid[indefinite] + rad[indefinite]
-            gp = cs * f1 + sn * f2
-            gm = -sn * f1 + cs * f2
-            sp = gp / np.maximum(np.abs(lam_plus), min_curvature)
-            sm = gm / np.maximum(np.abs(lam_minus[indefinite]), min_curvature)
-            d1[indefinite] = -(cs * sp - sn * sm)
-            d2[indefinite] = -(sn * sp + cs * sm)
-        # near a strict minimum the full Newton step converges quadratically: no line search
-        todo = np.nonzero(shift | (np.abs(d1) + np.abs(d2) > 1e-3))[0]
-        if todo.size:
-            step = np.ones_like(a1)
-            a1t, a2t, b1t, b2t, c1t, c2t = (x[todo] for x in (a1, a2, b1, b2, c1, c2))
-            f0t = f0[todo]
-            slope = g1[todo] * d1[todo] + g2[todo] * d2[todo]
-            f1 = model.prox_objective(a1t + d1[todo], a2t + d2[todo], b1t, b2t, c1t, c2t, V)
-            fail = np.nonzero(f1 > f0t + 1e-4 * slope)[0]
-            # Armijo backtracking, the candidate steps of a block in one vectorised call
-            # (per-call overhead dominates otherwise); most nodes accept within the first block
-            for block in _BACKTRACK_BLOCKS:
-                if fail.size == 0:
-                    break
-                steps = block[:, None]
-                sel = todo[fail]
-                f1 = model.prox_objective(a1t[fail] + steps * d1[sel], a2t[fail] + steps * d2[sel],
-                                          b1t[fail], b2t[fail], c1t[fail], c2t[fail], V)
-                ok = f1 <= f0t[fail] + 1e-4 * steps * slope[fail]
-                accepted = ok.any(axis=0)
-                step[sel] = np.where(accepted, block[ok.argmax(axis=0)], block[-1])
-                fail = fail[~accepted]
-            a1 = a1 + step * d1
-            a2 = a2 + step * d2
-        else:
-            a1 = a1 + d1
-            a2 = a2 + d2
-    else:
-        if node.size:
-            h1[node], h2[node] = a1, a2
-            if return_terms:
-                terms = model.prox_newton(a1, a2, b1, b2, c1, c2, V)
-                for out, t in zip(terms_out, terms):
-                    out[node] = t
-                gnorm[node] = np.abs(terms[1]) + np.abs(terms[2])
-            elif final_gradient:
-                g1, g2 = model.prox_grad(a1, a2, b1, b2, c1, c2, V)
-                gnorm[node] = np.abs(g1) + np.abs(g2)
-            else:
-                gnorm[node] = np.nan
-    result = (h1.reshape(shape), h2.reshape(shape), gnorm.reshape(shape))
+    args = (h1, h2, w1, w2, hs1, hs2) + (() if known is None else tuple(known))
+    shape, pairs = _pairs(*args)
+    h, w, hs = pairs[:3]
+    out, _, gn = model.newton(h, w, hs, V, tol, maxiter, known=None if known is None else pairs[3], capture=capture)
+    b1, b2 = out[:, 0].reshape(shape), out[:, 1].reshape(shape)
+    result = (b1, b2, gn.reshape(shape))
     if return_terms:
-        result += (tuple(t.reshape(shape) for t in terms_out),)
+        result += (model.prox_newton(b1, b2, w1, w2, hs1, hs2, V),)
     return result
 
 
@@ -201,8 +94,9 @@ def global_prox(model: BoundModel, w1, w2, hs1, hs2, V, starts=(), n_angles: int
     s1 = np.stack([c[0] for c in candidates])
     s2 = np.stack([c[1] for c in candidates])
     rep = lambda a: np.broadcast_to(a, (n_starts,) + a.shape)  # noqa: E731
-    c1, c2, gn = newton_prox(model, s1, s2, rep(w1), rep(w2), rep(hs1), rep(hs2), V, tol=tol)
-    f = model.prox_objective(c1, c2, rep(w1), rep(w2), rep(hs1), rep(hs2), V)
+    shape, (h, w, hs) = _pairs(s1, s2, rep(w1), rep(w2), rep(hs1), rep(hs2))
+    out, f, gn = model.newton(h, w, hs, V, tol)
+    c1, c2, f, gn = out[:, 0].reshape(shape), out[:, 1].reshape(shape), f.reshape(shape), gn.reshape(shape)
     out = [c1[0], c2[0], f[0], gn[0]]
     for k in range(1, n_starts):
         better = f[k] < out[2]

@@ -90,11 +90,9 @@ class Accumulator:
         """Refine the followed branch at a batch of nodes (continuation) and queue
         the nodes; the checks and integrands run over all queued nodes in
         :meth:`finish` (one large vectorised batch instead of many small ones)."""
-        # the checks reuse the objective's terms at the followed branch (_finish_chunk)
-        checks = self.rule.check_global
-        b1, b2, gn, *terms = newton_prox(self.model, branch[0], branch[1], w1, w2, hs1, hs2, self.ov.V,
-                                         tol=self.rule.newton_tol, return_terms=checks)
-        self._queue.append((b1, b2, gn, w1, w2, hs1, hs2, weight) + (tuple(terms[0]) if checks else ()))
+        b1, b2, gn = newton_prox(self.model, branch[0], branch[1], w1, w2, hs1, hs2, self.ov.V,
+                                 tol=self.rule.newton_tol)
+        self._queue.append((b1, b2, gn, w1, w2, hs1, hs2, weight))
         return b1, b2
 
     def finish(self):
@@ -116,32 +114,27 @@ class Accumulator:
         b1, b2, gn, w1, w2, hs1, hs2, weight = arrays[:8]
         best1, best2, bestgn, unresolved = b1, b2, gn, 0.0
         if self.rule.check_global:
-            best1, best2, bestgn, unresolved = self._checked(b1, b2, gn, w1, w2, hs1, hs2, weight, *arrays[8:])
+            fb = model.prox_objective(b1, b2, w1, w2, hs1, hs2, V)
+            best1, best2, bestgn, unresolved = self._checked(b1, b2, gn, w1, w2, hs1, hs2, weight, fb)
         xi1, xi2, y1, y2 = xi_y(self.B_inv, self.mu_w, w1, w2, hs1, hs2)
         ov = self.ov
         vals = model.channel_integrands(best1, best2, xi1, xi2, y1, y2, ov.q, ov.m, V, ov.theta)
         sums = np.array([np.dot(v, weight) for v in vals])
         return sums, unresolved, float(bestgn.max())
 
-    def _checked(self, b1, b2, gn, w1, w2, hs1, hs2, weight, fb, g1, g2, H11, H12, H22):
-        """The global prox at each node: the followed branch ``b`` (objective ``fb``,
-        gradient ``g``, Hessian ``H`` there) checked by Newton from ``-b`` and, unless the
-        rule leaves it out, from ``w``.
+    def _checked(self, b1, b2, gn, w1, w2, hs1, hs2, weight, fb):
+        """The global prox at each node: the followed branch ``b`` (objective ``fb`` there)
+        checked by Newton from ``-b`` and, unless the rule leaves it out, from ``w``.
         Returns the best points, their gradient norms and the weight of the nodes where a
         check went lower."""
         model, V, tol = self.model, self.ov.V, self.rule.newton_tol
         best1, best2, bestf, bestgn = (np.array(a, dtype=float, copy=True) for a in (b1, b2, fb, gn))
-        # the loss is even in h (it depends on h h^T), so the objective's terms at the
-        # reflected start -b follow from those at b: f + 2 b.w/V, -2 w/V - g, and the
-        # same Hessian; its first Newton step needs no evaluation
-        reflected = ((fb + 2.0 * (b1 * w1 + b2 * w2) / V, -2.0 * w1 / V - g1, -2.0 * w2 / V - g2, H11, H12, H22)
-                     if model.loss_is_even else None)
-        starts = ((w1, w2, None), (-b1, -b2, reflected))
+        starts = ((w1, w2), (-b1, -b2))
         if not self.rule.check_from_w and model.loss_is_even:
             starts = starts[1:]  # the reflected start alone (ChannelRule.check_from_w)
-        for s1, s2, first in starts:
+        for s1, s2 in starts:
             c1, c2, _ = newton_prox(model, s1, s2, w1, w2, hs1, hs2, V, tol=tol, maxiter=CHECK_STEPS,
-                                    known=(best1, best2), first_terms=first, final_gradient=False)
+                                    known=(best1, best2))
             fc = model.prox_objective(c1, c2, w1, w2, hs1, hs2, V)
             better = np.nonzero(fc < bestf - 1e-13 * np.maximum(1.0, np.abs(bestf)))[0]
             if better.size == 0:

@@ -1,0 +1,306 @@
+"""The compiled backend: the generated per-node functions as numba kernels.
+
+For the ``compiled`` backend :func:`derivations.codegen.generated_functions` writes a module
+(:func:`compiled_source`) holding, for every per-node function of :data:`PER_NODE`,
+
+* ``_node_<name>``: the expression as a scalar function of scalars (SymPy's ``math`` printer with
+  common subexpressions, the same expressions as the numpy backend's), compiled by numba;
+* ``_vec_<name>``: a compiled loop of it over the nodes;
+* ``<name>``: the numpy backend's signature and outputs (arrays broadcast together in, one array
+  or a tuple of arrays of their shape out), calling that loop;
+
+and ``newton_prox_newton_of_T``: the whole per-node saddle-free Newton iteration of
+:mod:`derivations.kernels` bound to the prox objective in the teacher's matrix, so that a node iterates to its own tolerance
+with no Python in between. The functions evaluated once per evaluation of the saddle-point map
+(the prior side, the conjugates from averaged moments) are the numpy backend's.
+
+numba caches the machine code next to the generated module (``__pycache__`` beside it), keyed by
+the module's file, which is named by the content key of :func:`derivations.codegen.cache_key`; a
+changed model or generator never reuses a stale kernel.
+"""
+from __future__ import annotations
+
+import inspect
+import re
+from typing import Dict, Sequence, Tuple
+
+import numpy as np
+
+#: per-node functions compiled (the others of a model are evaluated once per map evaluation)
+PER_NODE = ("loss", "dloss_dhstar", "teacher", "attention", "prox_objective", "prox_grad", "prox_hess",
+            "prox_newton", "prox_objective_of_T", "prox_newton_of_T", "channel_moments", "test_error_integrand_x",
+            "preactivations", "channel_integrands", "test_error_integrand")
+#: the prox objective that gets a Newton kernel: (terms function, objective-only function); in the
+#: teacher's matrix ``T``, computed once per node, where the terms in ``h*`` recompute the teacher's
+#: softmax at every step (70 against 98 ns a node at two tokens)
+NEWTON_KERNELS = (("prox_newton_of_T", "prox_objective_of_T"),)
+#: every compiled function: cached next to its module; float errors as numpy's (inf and nan, no
+#: exception: the solver reports non-finite values as its own error); no fast-math, so the
+#: arithmetic is IEEE's, as numpy's
+JIT = '@njit(cache=True, nogil=True, error_model="numpy")'
+
+
+def numba_version() -> str:
+    """numba's version, or ``""`` where it cannot be imported."""
+    try:
+        import numba
+    except Exception:  # noqa: BLE001 - any failure to import means: no compiled backend
+        return ""
+    return numba.__version__
+
+
+def _scalar_source(name: str, args: tuple, expr) -> str:
+    """``_node_<name>``: the expression as a scalar numba function (SymPy's math printer, CSE)."""
+    import sympy as sp
+
+    f = sp.lambdify(args, expr, modules="math", cse=True)
+    src = inspect.getsource(f)
+    header, _, body = src.partition("\n")
+    if not header.startswith("def _lambdifygenerated("):
+        raise RuntimeError(f"unexpected lambdify output for {name}: {header}")
+    header = header.replace("def _lambdifygenerated(", f"def _node_{name}(", 1)
+    return f"{JIT}\n{header}\n{body}"
+
+
+def _vector_source(name: str, n_args: int, n_params: int, n_out: int, tuple_out: bool) -> str:
+    call = ", ".join([f"cols[{i}, i]" for i in range(n_args)] + [f"p[{i}]" for i in range(n_params)])
+    lines = [JIT, f"def _vec_{name}(cols, p):", "    N = cols.shape[1]",
+             f"    out = np.empty(({n_out}, N))", "    for i in range(N):", f"        r = _node_{name}({call})"]
+    if tuple_out:
+        lines += [f"        out[{k}, i] = r[{k}]" for k in range(n_out)]
+    else:
+        lines.append("        out[0, i] = r")
+    lines.append("    return out")
+    return "\n".join(lines)
+
+
+def _wrapper_source(name: str, arg_names: Sequence[str], n_args: int, tuple_out: bool, doc: str) -> str:
+    node, params = arg_names[:n_args], arg_names[n_args:]
+    doc = doc.replace("\\", "\\\\").replace('"""', "'''")
+    return (f"def {name}({', '.join(arg_names)}):\n    \"\"\"{doc}\n    \"\"\"\n"
+            f"    return call_vectorised(_vec_{name}, ({', '.join(node)}{',' if len(node) == 1 else ''}), "
+            f"({', '.join(params)}{',' if len(params) == 1 else ''}), {tuple_out})")
+
+
+def _terms_source(terms: str, objective: str, groups: Dict[str, int], n_params: int, n_h: int) -> str:
+    """``_terms_<terms>`` and ``_objective_<terms>``: one node's objective, gradient and Hessian
+    (written into ``g`` and ``H``), and its objective alone, from the arrays ``h, w, c, v, p``."""
+    def unpack(counts):
+        return ", ".join(f"{a}[{i}]" for a, k in counts for i in range(k))
+
+    args = unpack([("h", groups["h"]), ("w", groups["w"]), ("c", groups["c"]), ("v", groups["v"]),
+                   ("p", n_params)])
+    lines = [JIT, f"def _terms_{terms}(h, w, c, v, p, g, H):",
+             f"    r = _node_{terms}({args})"]
+    lines += [f"    g[{i}] = r[{1 + i}]" for i in range(n_h)]
+    e = 1 + n_h
+    for i in range(n_h):
+        for j in range(i, n_h):
+            lines.append(f"    H[{i}, {j}] = r[{e}]")
+            if i != j:
+                lines.append(f"    H[{j}, {i}] = r[{e}]")
+            e += 1
+    lines.append("    return r[0]")
+    lines += ["", "", JIT, f"def _objective_{terms}(h, w, c, v, p):",
+              f"    return _node_{objective}({args})"]
+    return "\n".join(lines)
+
+
+def _kernel_source(terms: str) -> str:
+    """The iteration of :mod:`derivations.kernels` bound to ``_terms_<terms>``: every function of it
+    renamed with the suffix ``_<terms>`` (the entry point ``newton_<terms>``)."""
+    from . import kernels
+
+    src = inspect.getsource(kernels)
+    body = src[src.index("def newton_nodes"):]
+    names = re.findall(r"^def (\w+)\(", body, flags=re.M)
+    for fn in names:
+        new = f"newton_{terms}" if fn == "newton_nodes" else f"{fn}_{terms}"
+        body = re.sub(rf"\b{fn}\b", new, body)
+    body = re.sub(r"\b_TERMS\b", f"_terms_{terms}", body)
+    body = re.sub(r"\b_OBJECTIVE\b", f"_objective_{terms}", body)
+    body = re.sub(r"^def ", JIT + "\ndef ", body, flags=re.M)
+    body = body.replace("  # pragma: no cover - compiled in a generated module", "").replace("  # pragma: no cover", "")
+    constants = "\n".join(f"{k} = {getattr(kernels, k)!r}"
+                          for k in ("LINE_SEARCH_HALVINGS", "ARMIJO", "FULL_STEP"))
+    return constants + "\n\n\n" + body
+
+
+def compiled_source(exprs: Dict[str, Tuple[tuple, object, str]], names: Sequence[str], n_params: int,
+                    n_h: int, header: str) -> str:
+    """The source of a model's compiled module: :data:`PER_NODE` functions among ``names`` and the
+    Newton kernels (``exprs``: :func:`derivations.codegen.build_expressions`)."""
+    parts = [header, "from math import *  # noqa: F401,F403 - the math printer's functions",
+             "import numpy as np", "from numba import njit", "", "from derivations.compiled import call_vectorised",
+             "from derivations.kernel_linalg import direction, max_abs"]
+    for name in names:
+        if name not in PER_NODE:
+            continue
+        args, expr, doc = exprs[name]
+        tuple_out = isinstance(expr, tuple)
+        n_args = len(args) - n_params
+        parts.append(_scalar_source(name, args, expr))
+        parts.append(_vector_source(name, n_args, n_params, len(expr) if tuple_out else 1, tuple_out))
+        parts.append(_wrapper_source(name, [a.name for a in args], n_args, tuple_out,
+                                     f"{name}: {doc} (compiled; per-node arguments broadcast together)"))
+    for terms, objective in NEWTON_KERNELS:
+        if terms not in names:
+            continue
+        args = exprs[terms][0]
+        groups = _argument_groups([a.name for a in args[:len(args) - n_params]], n_h)
+        parts.append(_terms_source(terms, objective, groups, n_params, n_h))
+        parts.append(_kernel_source(terms))
+    return "\n\n\n".join(parts) + "\n"
+
+
+def _argument_groups(node_args: Sequence[str], n_h: int) -> Dict[str, int]:
+    """How a prox function's per-node arguments split: ``n_h`` of ``h``, ``n_h`` of ``w``, the teacher
+    values ``c`` and the packed ``V`` (its names start with ``V``)."""
+    n_v = sum(1 for a in node_args if a == "V" or a.startswith("V_"))
+    return {"h": n_h, "w": n_h, "c": len(node_args) - 2 * n_h - n_v, "v": n_v}
+
+
+def call_vectorised(kernel, node_args: tuple, params: tuple, tuple_out: bool):
+    """Run a compiled loop on arguments broadcast together: one array, or a tuple of arrays, of
+    their broadcast shape (the numpy backend's outputs)."""
+    arrays = [np.asarray(a, dtype=float) for a in node_args]
+    shape = np.broadcast_shapes(*(a.shape for a in arrays))
+    n = int(np.prod(shape))
+    cols = np.empty((len(arrays), n))
+    for i, a in enumerate(arrays):
+        cols[i].reshape(shape)[...] = a
+    out = kernel(cols, np.asarray(params, dtype=float))
+    if tuple_out:
+        return tuple(o.reshape(shape) for o in out)
+    return out[0].reshape(shape)
+
+
+def compiled_names(names: Sequence[str]) -> Tuple[str, ...]:
+    """The functions a compiled module exports for a model with the functions ``names``."""
+    return tuple(n for n in names if n in PER_NODE) + tuple(f"newton_{t}" for t, _ in NEWTON_KERNELS if t in names)
+
+
+def _import(path, key: str):
+    """The generated module at ``path``, imported as a module of its own (numba's cache needs its file)."""
+    import importlib.util
+    import sys
+
+    name = f"_attnphase_compiled_{key}"
+    spec = importlib.util.spec_from_file_location(name, str(path))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    return module
+
+
+def _warm_up(module, names: Sequence[str], n_params: int, n_h: int) -> None:
+    """Call the Newton kernels once on one node, so that each is compiled (or loaded from numba's
+    cache) now and a failure to compile is raised here rather than in a solve; the per-node
+    functions compile at their first call (:class:`_FirstCall`)."""
+    params = np.full(n_params, 0.5)
+    for name in names:
+        if name.startswith("newton_"):
+            groups = _argument_groups(_node_arguments(module, name[len("newton_"):], n_params), n_h)
+            h = np.full((1, n_h), 0.1)
+            getattr(module, name)(h, h.copy(), np.full((1, groups["c"]), 0.5), np.full(groups["v"], 2.0), params,
+                                  1e-6, 1e-11, 2, np.empty((0, n_h)), np.empty(0), 1e-2, -1)
+
+
+class _FirstCall:
+    """A compiled per-node function that compiles (or loads from numba's cache) at its first call;
+    where numba cannot compile it, the numpy backend's function serves, with one logged line."""
+
+    def __init__(self, name: str, compiled, fallback, label: str):
+        self.name, self.compiled, self.fallback, self.label = name, compiled, fallback, label
+        self.__doc__ = compiled.__doc__
+        self.__signature__ = inspect.signature(compiled)
+        self._call = self._first
+
+    def __call__(self, *args):
+        return self._call(*args)
+
+    def _first(self, *args):
+        import logging
+
+        from numba.core.errors import NumbaError
+
+        log = logging.getLogger(__name__)
+        for attempt in (0, 1):
+            try:
+                out = self.compiled(*args)
+            except NumbaError as exc:
+                log.warning("compiled backend: %s of %s did not compile (%s): the numpy backend's %s is used",
+                            self.name, self.label, str(exc).strip().splitlines()[0][:200], self.name)
+                break
+            except Exception as exc:  # noqa: BLE001 - numba's cache of it did not load
+                if attempt == 0:
+                    log.warning("compiled backend: the cache of %s did not load (%s); compiling it afresh", self.name,
+                                type(exc).__name__)
+                    _remove_function_cache(self.compiled, self.name)
+                    continue
+                log.warning("compiled backend: %s of %s failed (%s: %s): the numpy backend's %s is used", self.name,
+                            self.label, type(exc).__name__, str(exc)[:200], self.name)
+                break
+            self._call = self.compiled
+            return out
+        self._call = self.fallback
+        return self.fallback(*args)
+
+
+def _remove_function_cache(wrapper, name: str) -> None:
+    """numba's cache files of ``name``'s compiled loop and scalar function (of the module of the
+    Python ``wrapper``); their in-process dispatchers then compile afresh at the next call."""
+    import pathlib
+
+    path = pathlib.Path(inspect.getfile(wrapper))
+    for f in _numba_cache_files(path):
+        if f.name.startswith((f"{path.stem}._vec_{name}-", f"{path.stem}._node_{name}-")):
+            f.unlink(missing_ok=True)
+    module = inspect.getmodule(wrapper)
+    for kind in ("_vec_", "_node_"):
+        dispatcher = getattr(module, kind + name, None)
+        cache = getattr(dispatcher, "_cache", None)
+        if cache is not None and hasattr(cache, "flush"):
+            cache.flush()
+
+
+def _node_arguments(module, terms: str, n_params: int):
+    return list(inspect.signature(getattr(module, terms)).parameters)[:-n_params]
+
+
+def _numba_cache_files(path) -> list:
+    import pathlib
+
+    path = pathlib.Path(path)
+    folder = path.parent / "__pycache__"
+    return sorted(folder.glob(f"{path.stem}.*.nb[ic]")) if folder.is_dir() else []
+
+
+def remove_cache(path) -> None:
+    """Remove the compiled module at ``path`` and numba's machine code of it (a damaged cache)."""
+    import pathlib
+
+    for f in _numba_cache_files(path) + [pathlib.Path(path)]:
+        f.unlink(missing_ok=True)
+
+
+def load_compiled(path, key: str, names: Sequence[str], n_params: int, n_h: int, fallback: Dict[str, object],
+                  label: str) -> Dict[str, object]:
+    """``{name: function}`` of the compiled module at ``path``: the Newton kernels compiled or loaded
+    from numba's cache now, the per-node functions at their first call (``fallback``: the numpy
+    functions that serve where one does not compile; ``label`` names the model in that line)."""
+    import logging
+    import time
+
+    t0 = time.perf_counter()
+    cached = bool(_numba_cache_files(path))
+    module = _import(path, key)
+    _warm_up(module, names, n_params, n_h)
+    logging.getLogger(__name__).info("%s the compiled kernels of %s in %.1f s", "loaded" if cached else "compiled",
+                                     path, time.perf_counter() - t0)
+    return {name: getattr(module, name) if name.startswith("newton_")
+            else _FirstCall(name, getattr(module, name), fallback[name], label) for name in names}

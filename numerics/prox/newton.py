@@ -1,0 +1,231 @@
+"""The local solver of every prox: saddle-free Newton descent, vectorised over nodes.
+
+One iteration serves the line quadrature's prox in ``R^2`` (:mod:`numerics.prox.scalar`) and the
+general prox in ``R^{L r}`` (:mod:`numerics.prox.matrix`): :func:`saddle_free_newton` minimises
+``objective(h)`` at every node from its own start, given the objective's terms (value, gradient,
+Hessian) as a function of the nodes' arrays. This is the numpy reference; a model's compiled
+backend runs the same iteration node by node in one compiled kernel
+(:mod:`derivations.kernels`, :func:`newton_nodes`), with the same rules and the same results to
+rounding.
+
+Rules: each step is ``-U diag(1 / max(|lambda|, floor)) U^T g`` with ``H = U diag(lambda) U^T``, a
+descent direction everywhere, which pushes away from saddles along negative curvature instead of
+crawling along the flat valleys near a fold (:func:`_directions`); near a strict minimum (``H -
+floor I`` positive definite and a step below 1e-3) the full step, which converges quadratically;
+otherwise Armijo backtracking by halves down to ``2^-29`` (a node that finds no decrease at any
+length is as converged as float64 can tell and is finished where it is). A node stops when the
+largest component of its gradient is below ``tol``, after ``maxiter`` steps, or where it is not
+finite; a search may also stop it at a known minimum (``capture``) or after ``cap`` steps above it.
+"""
+from __future__ import annotations
+
+from typing import Callable, Optional, Tuple
+
+import numpy as np
+
+from derivations.kernels import ARMIJO, FULL_STEP, LINE_SEARCH_HALVINGS
+
+_STEPS = 0.5 ** np.arange(LINE_SEARCH_HALVINGS)
+_STEP_BLOCKS = (_STEPS[1:5], _STEPS[5:12], _STEPS[12:])
+
+
+def curvature_floor(V) -> float:
+    """The smallest curvature a step divides by: a millionth of the prox's smallest curvature,
+    ``1 / max eig(V)``."""
+    return 1e-6 / float(np.max(np.linalg.eigvalsh(np.atleast_2d(np.asarray(V, dtype=float)))))
+
+
+def positive_definite(S: np.ndarray) -> np.ndarray:
+    """Which of the symmetric matrices ``S`` (a stack, ``N x n x n``) are positive definite
+    (:func:`cholesky_factors`)."""
+    return cholesky_factors(S)[1]
+
+
+def cholesky_factors(S: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """``(L, ok)``: a Cholesky factorisation ``S = L L^T`` of the symmetric matrices ``S`` (a stack,
+    ``N x n x n``) vectorised over the stack, column by column, and which of them are positive
+    definite (a non-positive pivot recorded per matrix, where numpy's ``cholesky`` raises for the
+    whole stack; ``L`` is meaningless where ``ok`` is False)."""
+    N, n, _ = S.shape
+    L = np.zeros_like(S)
+    ok = np.ones(N, dtype=bool)
+    for j in range(n):
+        pivot = S[:, j, j] - np.einsum("nk,nk->n", L[:, j, :j], L[:, j, :j])
+        ok &= pivot > 0
+        root = np.sqrt(np.where(ok, pivot, 1.0))
+        L[:, j, j] = root
+        L[:, j + 1:, j] = (S[:, j + 1:, j] - np.einsum("nik,nk->ni", L[:, j + 1:, :j], L[:, j, :j])) / root[:, None]
+    return L, ok
+
+
+def cholesky_solve(L: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``x`` with ``L L^T x = b`` for a stack of lower-triangular factors ``L`` (``N x n x n``) and
+    right-hand sides ``b`` (``N x n``): forward then back substitution, vectorised over the stack."""
+    n = b.shape[1]
+    y = np.empty_like(b)
+    for i in range(n):
+        y[:, i] = (b[:, i] - np.einsum("nk,nk->n", L[:, i, :i], y[:, :i])) / L[:, i, i]
+    x = np.empty_like(b)
+    for i in reversed(range(n)):
+        x[:, i] = (y[:, i] - np.einsum("nk,nk->n", L[:, i + 1:, i], x[:, i + 1:])) / L[:, i, i]
+    return x
+
+
+def _directions(H: np.ndarray, g: np.ndarray, floor: float) -> Tuple[np.ndarray, np.ndarray]:
+    """Saddle-free Newton directions ``-U diag(1 / max(|lambda|, floor)) U^T g`` and which nodes'
+    Hessians exceed ``floor`` (``H - floor I`` positive definite).
+
+    Which ones are is decided by one batched Cholesky factorisation of ``H - floor I`` that reports
+    failure per matrix (:func:`cholesky_factors`). Those (the usual case near minima) take the
+    Newton step of ``H - floor I`` (a shift of a millionth of the smallest curvature ``1/V``) from
+    that factorisation, the others an eigendecomposition: a batched eigendecomposition costs 5-10
+    times a solve for 4 x 4 to 6 x 6 matrices."""
+    n = H.shape[1]
+    shifted = H - floor * np.eye(n)
+    factors, convex = cholesky_factors(shifted)
+    d = np.empty_like(g)
+    if convex.any():
+        d[convex] = -cholesky_solve(factors[convex], g[convex])
+    other = ~convex
+    if other.any():
+        lam, U = np.linalg.eigh(H[other])
+        coef = np.einsum("nji,nj->ni", U, g[other]) / np.maximum(np.abs(lam), floor)
+        d[other] = -np.einsum("nij,nj->ni", U, coef)
+    return d, convex
+
+
+def saddle_free_newton(terms: Callable, objective: Callable, h, w, c, floor: float, tol: float = 1e-11,
+                       maxiter: int = 60, known: Optional[np.ndarray] = None,
+                       known_objective: Optional[np.ndarray] = None, capture: float = 1e-2,
+                       cap: Optional[int] = None) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Local minimisation from ``h`` (``(N, n)``) at every node (rows); ``w`` (``(N, n)``) and ``c``
+    (``(N, m)``, the node's teacher values) are the nodes' other arguments. ``terms(h, w, c)`` gives
+    ``(objective (N,), gradient (N, n), Hessian (N, n, n))`` and ``objective(h, w, c)`` the objective
+    alone; ``floor``: the smallest curvature a step divides by (a millionth of the prox's ``1/V``).
+    Returns ``(h, objective, gradient norm)``; the gradient norm (max over components) reports
+    nodes that did not reach ``tol`` in ``maxiter`` steps.
+
+    For a search of the lowest minimum, given ``known`` (``(N, n)``) local minima per node and their
+    objectives ``known_objective``: a node whose iterate comes within ``capture`` (max norm) of its
+    known minimum stops (it converges to it); and with ``cap``, a node still above the known
+    objective after ``cap`` steps stops (every step descends, but a start that has not gone below
+    the known minimum in ``cap`` steps is in its basin or a higher one). Stopped nodes report a NaN
+    gradient norm.
+    """
+    h = np.array(h, dtype=float, copy=True)
+    n = len(h)
+    obj_out = np.full(n, np.nan)
+    gn_out = np.full(n, np.inf)
+    active = {"node": np.arange(n), "a": h, "b": np.asarray(w, dtype=float), "c": np.asarray(c, dtype=float)}
+    if known is not None:
+        active["known"] = np.asarray(known, dtype=float)
+        active["known_obj"] = (np.full(n, np.inf) if known_objective is None
+                               else np.asarray(known_objective, dtype=float))
+
+    def finish(mask, f0, gn):
+        idx = active["node"][mask]
+        h[idx], obj_out[idx], gn_out[idx] = active["a"][mask], f0[mask], gn[mask]
+        keep = ~mask
+        for key in active:
+            active[key] = active[key][keep]
+        return keep
+
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        for it in range(maxiter + 1):
+            if active["node"].size == 0:
+                break
+            a, b, c = active["a"], active["b"], active["c"]
+            f0, g, H = terms(a, b, c)
+            gn = np.max(np.abs(g), axis=1)
+            done = (gn < tol) | (it == maxiter) | ~np.isfinite(gn)
+            if known is not None:
+                stop = np.max(np.abs(a - active["known"]), axis=1) < capture
+                if cap is not None and it >= cap:
+                    stop |= f0 >= active["known_obj"]
+                gn = np.where(stop & ~done, np.nan, gn)
+                done |= stop
+            if done.any():
+                keep = finish(done, f0, gn)
+                if active["node"].size == 0:
+                    break
+                f0, g, H, gn = f0[keep], g[keep], H[keep], gn[keep]
+                a, b, c = active["a"], active["b"], active["c"]
+            d, convex = _directions(H, g, floor)
+            # a strict minimum close by: the full Newton step converges quadratically, no search
+            todo = np.nonzero(~convex | (np.max(np.abs(d), axis=1) > FULL_STEP))[0]
+            step = np.ones(len(a))
+            if todo.size:
+                slope = np.einsum("ni,ni->n", g[todo], d[todo])
+                trial = objective(a[todo] + d[todo], b[todo], c[todo])
+                fail = np.nonzero(~(trial <= f0[todo] + ARMIJO * slope))[0]
+                for block in _STEP_BLOCKS:
+                    if fail.size == 0:
+                        break
+                    sel = todo[fail]
+                    k = len(block)
+                    trial = objective((a[sel][None] + block[:, None, None] * d[sel][None]).reshape(-1, a.shape[1]),
+                                      np.tile(b[sel], (k, 1)), np.tile(c[sel], (k, 1))).reshape(k, -1)
+                    ok = trial <= f0[sel][None] + ARMIJO * block[:, None] * slope[fail][None]
+                    accepted = ok.any(axis=0)
+                    step[sel] = np.where(accepted, block[np.argmax(ok, axis=0)], 0.0)
+                    fail = fail[~accepted]
+                if fail.size:
+                    # no decrease at any length: rounding hides it, and the node is as converged as
+                    # float64 can tell; it is finished where it is
+                    stuck = np.zeros(len(a), dtype=bool)
+                    stuck[todo[fail]] = True
+                    keep = finish(stuck, f0, gn)
+                    d, step = d[keep], step[keep]
+            active["a"] = active["a"] + step[:, None] * d
+    return h, obj_out, gn_out
+
+
+def compiled_newton(kernel, h, w, c, v, params, floor: float, tol: float, maxiter: int,
+                    known: Optional[np.ndarray], known_objective: Optional[np.ndarray], capture: float,
+                    cap: Optional[int]) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`saddle_free_newton` by a model's compiled kernel (``newton_<terms>`` of its compiled
+    backend, :mod:`derivations.kernels`): the same arguments as arrays, ``v`` the packed ``V`` and
+    ``params`` the model's parameters."""
+    from numerics.threads import kernel_threads
+
+    h = np.ascontiguousarray(h, dtype=float)
+    n_h = h.shape[1] if h.ndim == 2 else 0
+    if known is None:
+        known, known_objective = np.empty((0, n_h)), np.empty(0)
+    else:
+        known = np.ascontiguousarray(known, dtype=float)
+        known_objective = (np.full(len(h), np.inf) if known_objective is None
+                           else np.ascontiguousarray(known_objective, dtype=float))
+    w, c = np.ascontiguousarray(w, dtype=float), np.ascontiguousarray(c, dtype=float)
+    rest = (np.asarray(v, dtype=float), np.asarray(params, dtype=float), float(floor), float(tol), int(maxiter))
+    search = (float(capture), -1 if cap is None else int(cap))
+    N = len(h)
+    blocks = min(kernel_threads(), N // PARALLEL_NODES)
+    if blocks <= 1:
+        return kernel(h, w, c, *rest, known, known_objective, *search)
+    # the kernel holds no Python lock: blocks of nodes run side by side in threads, each node as alone
+    edges = np.linspace(0, N, blocks + 1).astype(int)
+    part = [slice(a, b) for a, b in zip(edges[:-1], edges[1:])]
+    has_known = len(known) == N
+
+    def run(s):
+        return kernel(h[s], w[s], c[s], *rest, known[s] if has_known else known,
+                      known_objective[s] if has_known else known_objective, *search)
+
+    results = list(_threads(blocks).map(run, part))
+    return tuple(np.concatenate(r) for r in zip(*results))
+
+
+#: nodes per thread below which a kernel call stays in the calling thread (a thread's hand-off
+#: costs about as much as a thousand nodes' Newton steps)
+PARALLEL_NODES = 2048
+_POOLS: dict = {}
+
+
+def _threads(n: int):
+    """A pool of ``n`` threads for the compiled kernels, made once per size."""
+    if n not in _POOLS:
+        from concurrent.futures import ThreadPoolExecutor
+
+        _POOLS[n] = ThreadPoolExecutor(max_workers=n, thread_name_prefix="attnphase-kernel")
+    return _POOLS[n]

@@ -1,0 +1,165 @@
+"""The compiled backend (derivations.compiled, numerics.backend): the numba kernels generated from
+the model's expressions give the numpy backend's numbers, the per-node Newton kernel runs the
+numpy reference's iteration, fixed points of both integrators agree to 1e-10, and where numba or
+a cache fails the numpy backend serves with one logged line."""
+import logging
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from derivations import ModelSpec, generated_functions
+from numerics.api import solve, use_backend
+from numerics.model.general import GeneralModel
+from numerics.prox.newton import compiled_newton, curvature_floor, saddle_free_newton
+
+SQUAREPLUS = "(h1 + sqrt(h1**2 + 4)) / ((h1 + sqrt(h1**2 + 4)) + (h2 + sqrt(h2**2 + 4)))"
+
+
+@pytest.mark.parametrize("spec", [ModelSpec(), ModelSpec(tokens=3), ModelSpec(attention=SQUAREPLUS)],
+                         ids=["paper", "three tokens", "typed"])
+def test_per_node_functions_equal_the_numpy_ones(spec):
+    compiled, reference = generated_functions(spec, "compiled"), generated_functions(spec, "numpy")
+    assert compiled.backend == "compiled"
+    params = reference.params(spec)
+    rng = np.random.default_rng(1)
+    for name in ("loss", "teacher", "prox_newton_of_T", "channel_moments"):
+        n_args = len(reference.arguments[name]) - len(params)
+        # positive arguments where the model needs them (V, the packed variances come last)
+        args = [np.abs(a) + 0.5 for a in 0.8 * rng.standard_normal((n_args, 257))]
+        got, want = compiled.functions[name](*args, *params), reference.functions[name](*args, *params)
+        got, want = (np.broadcast_arrays(*np.atleast_1d(*x)) if isinstance(x, tuple) else [x] for x in (got, want))
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-14, err_msg=name)
+
+
+@pytest.mark.parametrize("spec", [ModelSpec(), ModelSpec(rank=2)], ids=["paper", "rank two"])
+def test_the_newton_kernel_runs_the_reference_iteration(spec):
+    """From the same starts (``w``, reflections, far points) with and without a known minimum and a
+    cap, the kernel and the numpy reference stop at the same points with the same objectives; the
+    kernel split over threads gives the same bits as in one call."""
+    model = GeneralModel(spec, "numpy")
+    kernel = generated_functions(spec, "compiled").newton_prox_newton_of_T
+    rng = np.random.default_rng(2)
+    N, n = 5000, model.n_h
+    V = np.diag(np.linspace(8.0, 14.0, spec.rank))
+    w = 0.6 * rng.standard_normal((N, n))
+    T = model.teacher(0.5 * rng.standard_normal((N, spec.L * spec.teacher_rank)))
+    h0 = np.where(rng.random((N, 1)) < 0.5, -w, w + rng.standard_normal((N, n)))
+    floor, v = curvature_floor(V), model.pack("V", V)
+
+    def reference(h, **kw):
+        return saddle_free_newton(lambda a, b, c: model.prox_newton(a, b, c, V),
+                                  lambda a, b, c: model.prox_objective(a, b, c, V), h, w, T, floor, **kw)
+
+    first = reference(w)
+    for kw in ({}, {"known": first[0], "known_objective": first[1], "capture": 1e-2, "cap": 4}):
+        want = reference(h0, **kw)
+        got = compiled_newton(kernel, h0, w, T, v, model.params, floor, 1e-11, 60, kw.get("known"),
+                              kw.get("known_objective"), kw.get("capture", 1e-2), kw.get("cap"))
+        # the same nodes stop by the same test; converged ones at the same minimum to rounding, those a
+        # search stopped part-way (NaN gradient norm) where rounding has moved their few steps apart
+        stopped = np.isnan(want[2])
+        assert np.array_equal(np.isnan(got[2]), stopped)
+        np.testing.assert_allclose(got[0][~stopped], want[0][~stopped], rtol=0, atol=1e-11)
+        np.testing.assert_allclose(got[1][~stopped], want[1][~stopped], rtol=1e-12, atol=1e-15)
+        np.testing.assert_allclose(got[0][stopped], want[0][stopped], rtol=0, atol=1e-7)
+        np.testing.assert_allclose(got[1][stopped], want[1][stopped], rtol=1e-8, atol=1e-12)
+    whole = kernel(h0, w, T, np.asarray(v, float), np.asarray(model.params, float), floor, 1e-11, 60,
+                   np.empty((0, n)), np.empty(0), 1e-2, -1)
+    split = compiled_newton(kernel, h0, w, T, v, model.params, floor, 1e-11, 60, None, None, 1e-2, None)
+    for a, b in zip(whole, split):
+        assert np.array_equal(a, b, equal_nan=True)
+
+
+def _fixed_point_values(fp):
+    """Every number of the record but the time and the residual (both solves converge below it)."""
+    row = fp.to_row()
+    return np.array([v for k, v in sorted(row.items()) if isinstance(v, float) and k not in ("wall_time", "residual")])
+
+
+@pytest.mark.parametrize("spec, branch, integrator", [
+    (ModelSpec(), "semantic", "lines"),
+    (ModelSpec(attention=SQUAREPLUS), "positional", "lines"),
+    (ModelSpec(), "positional", "qmc"),
+], ids=["lines", "lines, typed attention", "qmc"])
+def test_fixed_points_of_both_backends_agree(spec, branch, integrator):
+    fps = {}
+    for backend in ("numpy", "compiled"):
+        with use_backend(backend):
+            fps[backend] = solve(spec, 1.0, branch, "draft", integrator)
+    a, b = (_fixed_point_values(fps[k]) for k in ("numpy", "compiled"))
+    assert fps["numpy"].converged and fps["compiled"].converged
+    np.testing.assert_allclose(b, a, rtol=1e-10, atol=1e-13)
+
+
+def test_without_numba_the_numpy_backend_runs_and_one_line_says_so(monkeypatch, caplog):
+    import derivations.compiled
+    import derivations.codegen as codegen
+
+    monkeypatch.setattr(derivations.compiled, "numba_version", lambda: "")
+    monkeypatch.setattr(codegen, "_MEMO", {k: v for k, v in codegen._MEMO.items() if v.backend != "compiled"})
+    monkeypatch.setattr(codegen, "_FALLBACKS", set())
+    with caplog.at_level(logging.WARNING, logger="derivations.codegen"):
+        gm = generated_functions(ModelSpec(), "compiled")
+        generated_functions(ModelSpec(), "compiled")
+    assert gm.backend == "numpy"
+    lines = [r.getMessage() for r in caplog.records if "numpy backend" in r.getMessage()]
+    assert len(lines) == 1 and "numba cannot be imported" in lines[0]
+
+
+def test_expressions_that_do_not_compile_fall_back_with_one_line(monkeypatch, caplog):
+    import derivations.codegen as codegen
+
+    def refuse(*args, **kwargs):
+        raise TypeError("not compilable")
+
+    monkeypatch.setattr("derivations.compiled.compiled_source", refuse)
+    spec = ModelSpec(attention="h1**3/(1 + h1**2)")
+    monkeypatch.setattr(codegen, "_FALLBACKS", set())
+    with caplog.at_level(logging.WARNING, logger="derivations.codegen"):
+        gm = generated_functions(spec, "compiled")
+    assert gm.backend == "numpy"
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert spec.attention in line and "not compilable" in line and "numpy backend" in line
+
+
+def test_a_damaged_compiled_cache_is_compiled_afresh(tmp_path):
+    """Garbage in numba's cache files and in the generated module: the next process rebuilds them
+    and gives the same numbers."""
+    script = (
+        "import numpy as np\n"
+        "from derivations import ModelSpec, generated_functions\n"
+        "gm = generated_functions(ModelSpec(), 'compiled')\n"
+        "assert gm.backend == 'compiled', gm.backend\n"
+        "P = gm.params(ModelSpec())\n"
+        "x = np.linspace(-1, 1, 8)\n"
+        "print(repr(float(np.sum(gm.prox_objective(x, -x, x, x, x, -x, 12.0, *P)))))\n"
+        "print(repr(float(gm.newton_prox_newton_of_T(np.full((1, 2), 0.3), np.full((1, 2), 0.2),"
+        " np.full((1, 4), 0.5), np.array([12.0]), np.array(P, float), 1e-7, 1e-12, 60, np.empty((0, 2)),"
+        " np.empty(0), 1e-2, -1)[1][0])))\n")
+    import shutil
+
+    from derivations.cache import cache_dir
+
+    generated_functions(ModelSpec(), "compiled")
+    # the cache of this process, copied with its times (numba's index checks them): the first run loads it
+    shutil.copytree(cache_dir(), tmp_path / "derivations", copy_function=shutil.copy2)
+    env = {"ATTNPHASE_CACHE_DIR": str(tmp_path), "PATH": "/usr/bin:/bin"}
+
+    def run():
+        out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=240)
+        assert out.returncode == 0, out.stderr
+        return out.stdout, out.stderr
+
+    first, _ = run()
+    folder = tmp_path / "derivations"
+    for f in (folder / "__pycache__").glob("*compiled*.nb[ic]"):
+        f.write_bytes(b"\x00garbage")
+    second, log = run()
+    assert second == first
+    for f in folder.glob("*compiled*.py"):
+        f.write_text("this is not python(\n")
+    third, log = run()
+    assert third == first and "compiling it afresh" in log
