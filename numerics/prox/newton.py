@@ -32,7 +32,10 @@ _STEP_BLOCKS = (_STEPS[1:5], _STEPS[5:12], _STEPS[12:])
 def curvature_floor(V) -> float:
     """The smallest curvature a step divides by: a millionth of the prox's smallest curvature,
     ``1 / max eig(V)``."""
-    return 1e-6 / float(np.max(np.linalg.eigvalsh(np.atleast_2d(np.asarray(V, dtype=float)))))
+    V = np.asarray(V, dtype=float)
+    if V.size == 1:
+        return 1e-6 / float(V.reshape(()))
+    return 1e-6 / float(np.max(np.linalg.eigvalsh(V)))
 
 
 def positive_definite(S: np.ndarray) -> np.ndarray:
