@@ -90,12 +90,37 @@ class SampleLoss:
         return out[0], np.stack(out[1:], axis=1)
 
 
+#: rows of a float32 design cast to float64 at a time (2048 x d doubles)
+ROW_CHUNK = 2048
+
+
+def _times(X, Q) -> np.ndarray:
+    """``X Q`` in float64 (``Q`` float64). A float32 design is read in chunks of rows cast to float64:
+    the storage halves and the products keep float64's precision (float32 products floor GAMP's
+    residual near 1e-7)."""
+    if X.dtype == np.float64:
+        return X @ Q
+    out = np.empty((X.shape[0], Q.shape[1]))
+    for start in range(0, X.shape[0], ROW_CHUNK):
+        out[start:start + ROW_CHUNK] = X[start:start + ROW_CHUNK].astype(np.float64) @ Q
+    return out
+
+
+def _transposed_times(X, F) -> np.ndarray:
+    """``X^T F`` in float64, as :func:`_times`."""
+    if X.dtype == np.float64:
+        return X.T @ F
+    out = np.zeros((X.shape[1], F.shape[1]))
+    for start in range(0, X.shape[0], ROW_CHUNK):
+        out += X[start:start + ROW_CHUNK].astype(np.float64).T @ F[start:start + ROW_CHUNK]
+    return out
+
+
 def preactivations(X, Q, n: int, L: int) -> np.ndarray:
     """``h = X Q / sqrt(d)`` of every sample, ``(n, L r)`` packed token by token, from the token-major
     ``X`` (``(L n, d)``: rows ``l n .. (l + 1) n - 1`` are token ``l``), in float64."""
     d = X.shape[1]
-    Q = np.asarray(Q, dtype=X.dtype)
-    h = (X @ Q).astype(float) / math.sqrt(d)          # (L n, r)
+    h = _times(X, np.asarray(Q, dtype=float)) / math.sqrt(d)          # (L n, r)
     r = h.shape[1]
     return h.reshape(L, n, r).transpose(1, 0, 2).reshape(n, L * r)
 
@@ -104,8 +129,8 @@ def back_projection(X, F, n: int, L: int) -> np.ndarray:
     """``X^T F / sqrt(d)`` (``(d, r)``, float64) for per-sample ``F`` packed like :func:`preactivations`."""
     d = X.shape[1]
     r = F.shape[1] // L
-    Ft = F.reshape(n, L, r).transpose(1, 0, 2).reshape(L * n, r).astype(X.dtype)
-    return (X.T @ Ft).astype(float) / math.sqrt(d)
+    Ft = np.ascontiguousarray(F.reshape(n, L, r).transpose(1, 0, 2).reshape(L * n, r), dtype=float)
+    return _transposed_times(X, Ft) / math.sqrt(d)
 
 
 def empirical_risk(loss: SampleLoss, X, coef, Q, lam: float) -> Tuple[float, np.ndarray, float]:
