@@ -43,7 +43,7 @@ from numerics.matrix_overlaps import MatrixOverlaps
 from numerics.overlaps import BRANCHES, COMPETING_BRANCHES, HatOverlaps, Overlaps
 from numerics.precision import PRECISIONS
 from numerics.result import FixedPoint, as_matrices, failed_point, from_row, mark_global_minima
-from numerics.stability import RSStability, rs_stability
+from numerics.stability import RSStability, rs_stability, with_rs_stability
 from numerics.thresholds.newton_pair import newton_thresholds, scan_curves_from_rows
 from numerics.thresholds.record import ThresholdError, ThresholdLocationError, Thresholds, Transition
 from numerics.thresholds.scan_changes import scan_thresholds
@@ -53,7 +53,8 @@ __all__ = ["Baseline", "linear_baseline", "linear_baseline_mp", "BranchCurve", "
            "IntegratorError", "ThresholdError", "ThresholdLocationError", "Thresholds", "Transition",
            "scan_curves_from_rows", "from_row", "failed_point", "mark_global_minima", "branches", "integrator_for",
            "solve", "solve_all", "follow", "thresholds", "scramble_workers", "as_matrices",
-           "GampError", "GampResult", "run_gamp", "SampleLoss", "state_evolution", "RSStability", "rs_stability"]
+           "GampError", "GampResult", "run_gamp", "SampleLoss", "state_evolution", "RSStability", "rs_stability",
+           "with_rs_stability"]
 
 log = logging.getLogger(__name__)
 

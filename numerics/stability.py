@@ -130,3 +130,12 @@ def rs_stability(fp, log2_points: int = LOG2_POINTS, scrambles: int = SCRAMBLES,
     se = (lambda x: float(np.std(x, ddof=1) / math.sqrt(len(x))) if len(x) > 1 else math.nan)
     return RSStability(smooth=float(np.mean(smooth)), smooth_error=se(smooth), switching=float(np.mean(switching)),
                        switching_error=se(switching), nodes=int(nodes.size), window=absolute)
+
+
+def with_rs_stability(fp, **options):
+    """``fp`` with its :func:`rs_stability` in the record (``FixedPoint.stability``: the columns
+    ``rs_stability``, ``rs_switching`` and their errors); a point that did not converge is returned
+    as it is. ``options`` go to :func:`rs_stability`."""
+    if not fp.converged:
+        return fp
+    return dataclasses.replace(fp, stability=rs_stability(fp, **options).as_dict())

@@ -165,7 +165,8 @@ class _State:
 
 
 def _run(spec: ModelSpec, loss: SampleLoss, X, coef, state: _State, dampings: Sequence[float], tol: float,
-         maxiter: int, track: Optional[Callable], progress: Optional[Callable], history: list, jump_step: float):
+         maxiter: int, track: Optional[Callable], progress: Optional[Callable], history: list, jump_step: float,
+         orthogonal_to: Optional[np.ndarray] = None, stall_window: int = STALL_WINDOW):
     """One run from ``state`` (module docstring), the first of ``dampings`` first and each next where
     the last stalled, from where it stalled. Returns ``(converged, state, failures, damping)``;
     ``failures``: one ``{"damping", "iteration", "reason", "left"}`` per damping that stalled or left
@@ -218,6 +219,8 @@ def _run(spec: ModelSpec, loss: SampleLoss, X, coef, state: _State, dampings: Se
             return False, state, failures, damping
         K = np.linalg.inv(P)
         Q_new = (Q @ Lam + back_projection(X, f, n, L)) @ K
+        if orthogonal_to is not None:
+            Q_new = Q_new - orthogonal_to @ (orthogonal_to.T @ Q_new)
         if not np.all(np.isfinite(Q_new)):
             fail(t, "the estimate is not finite", True)
             return False, state, failures, damping
@@ -238,11 +241,11 @@ def _run(spec: ModelSpec, loss: SampleLoss, X, coef, state: _State, dampings: Se
             checked, _, _ = prox(omega, coef, V, full=True)
             if not np.any(np.max(np.abs(checked - h), axis=1) > SWITCH):
                 return True, current, failures, damping
-            forced_until = t + STALL_WINDOW
+            forced_until = t + stall_window
             residual = math.inf
         if residual < 0.5 * best:
             best, best_at = residual, t
-        elif t - best_at >= STALL_WINDOW:
+        elif t - best_at >= stall_window:
             fail(best_at, f"stalled (the residual {best:.2e} there had not halved by iteration {t}: {residual:.2e})")
             stage += 1
             if stage == len(dampings):
@@ -258,19 +261,24 @@ def _run(spec: ModelSpec, loss: SampleLoss, X, coef, state: _State, dampings: Se
 def run_gamp(spec: ModelSpec, X: np.ndarray, coef: np.ndarray, Q0: np.ndarray, V0=None,
              dampings: Sequence[float] = DAMPINGS, tol: float = TOL, maxiter: int = MAXITER,
              track: Optional[Callable] = None, progress: Optional[Callable] = None,
-             jump_step: float = JUMP_STEP) -> GampResult:
+             jump_step: float = JUMP_STEP, orthogonal_to: Optional[np.ndarray] = None,
+             stall_window: int = STALL_WINDOW) -> GampResult:
     """GAMP on one instance from the estimate ``Q0`` (``d x r``, or a vector for ``r = 1``) with the
     variance ``V0`` (default ``sigma^2 / lam I``: the ridge's alone, before any data), module docstring.
 
     ``dampings``: the schedule, each damping taken where the one before stalled (its residual not
-    halved in :data:`STALL_WINDOW` iterations), from where it stalled; a run that leaves the domain
+    halved in ``stall_window`` iterations), from where it stalled; a run that leaves the domain
     (``lam + Lam`` not positive definite, a value not finite) starts again from ``Q0`` with the next
     damping. ``maxiter``: iterations per run. ``X``: the token-major design (``(L n, d)``, float64
     or float32); ``coef``: each sample's coefficients (``(n, len(coefficient_names(L)))``, float64).
     ``track(Q)``: a dict recorded at each iteration (the caller's overlaps with the teacher and the
     positions). ``progress(t, residual)``: told each iteration. ``jump_step``: the step of the
     perturbed prox that adds the jumps of ``f`` to ``Lam`` (:func:`_switch_divergence`; 0: the
-    Hessian's part alone). Raises :class:`GampError` naming, for
+    Hessian's part alone). ``orthogonal_to``: orthonormal columns (``d x k``) that the estimate is held
+    orthogonal to: GAMP for the risk on that subspace, whose ridge denoiser is the projection of the
+    linear one (its divergence differs by ``k/d``); with the positional directions, the semantic
+    branch's subspace ``m = 0``, on which the state evolution of a branch is the saddle-point map of
+    the branch (docs/gamp.md, section 3). Raises :class:`GampError` naming, for
     each damping tried, the iteration where it went wrong, with the last run's history."""
     t0 = time.perf_counter()
     loss = SampleLoss(spec)
@@ -284,14 +292,18 @@ def run_gamp(spec: ModelSpec, X: np.ndarray, coef: np.ndarray, Q0: np.ndarray, V
     V0 = spec.sigma ** 2 / spec.lam * np.eye(r) if V0 is None else np.asarray(V0, dtype=float).reshape(r, r)
     if not _positive_definite(V0):
         raise ValueError(f"V0: must be positive definite, got {V0.tolist()}")
-    start = _State(Q=np.array(Q0, dtype=float).reshape(d, r), V=V0, f=np.zeros((coef.shape[0], L * r)),
+    Q0 = np.array(Q0, dtype=float).reshape(d, r)
+    if orthogonal_to is not None:
+        orthogonal_to = np.asarray(orthogonal_to, dtype=float).reshape(d, -1)
+        Q0 = Q0 - orthogonal_to @ (orthogonal_to.T @ Q0)
+    start = _State(Q=Q0, V=V0, f=np.zeros((coef.shape[0], L * r)),
                    Lam=spec.sigma ** 2 * np.linalg.inv(V0) - spec.lam * np.eye(r))
     attempts, history = [], []
     schedule = list(dampings)
     while schedule:
         history = []
         converged, state, failures, last = _run(spec, loss, X, coef, start, schedule, tol, maxiter, track, progress,
-                                                history, jump_step)
+                                                history, jump_step, orthogonal_to, stall_window)
         attempts += failures
         for a in failures:
             log.info("GAMP, damping %g: %s at iteration %d", a["damping"], a["reason"], a["iteration"])
