@@ -45,7 +45,7 @@ def main(argv=None) -> int:
         inst = draw_instance(spec, d, args.alpha, 0, 0, "float32" if d >= 8000 else "float64")
         try:
             res = run_gamp(spec, inst.X, inst.coef, initial_Q(inst, args.init), dampings=(1.0,),
-                           maxiter=args.iterations, track=lambda Q: invariants(inst, Q), jump_step=0.0,
+                           maxiter=args.iterations, track=lambda Q: invariants(inst, Q),
                            orthogonal_to=inst.E if args.init == "semantic" else None, stall_window=args.iterations)
             history = res.history
         except GampError as exc:

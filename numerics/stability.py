@@ -58,6 +58,12 @@ class RSStability:
     switching_error: float
     nodes: int
     window: float                 # the window of the surface term, absolute
+    #: ``-alpha E[sum_l J_ll]`` with the smooth (Hessian) ``J`` alone, and its relative distance from the
+    #: fixed point's ``Vhat`` (Frobenius norms): the jumps' share of the theory's ``Vhat``, which no
+    #: local response of a minimiser has (docs/gamp.md, section 5)
+    hessian_vhat: tuple = ()
+    hessian_vhat_gap: float = math.nan
+    hessian_vhat_gap_error: float = math.nan
 
     @property
     def stable(self) -> bool:
@@ -66,7 +72,8 @@ class RSStability:
 
     def as_dict(self) -> dict:
         return {"rs_stability": self.smooth, "rs_stability_error": self.smooth_error,
-                "rs_switching": self.switching, "rs_switching_error": self.switching_error}
+                "rs_switching": self.switching, "rs_switching_error": self.switching_error,
+                "rs_hessian_vhat_gap": self.hessian_vhat_gap, "rs_hessian_vhat_gap_error": self.hessian_vhat_gap_error}
 
 
 def _largest(op: np.ndarray) -> float:
@@ -74,7 +81,8 @@ def _largest(op: np.ndarray) -> float:
 
 
 def _operators(model, ov: MatrixOverlaps, h, second, w, T, alpha: float, window: float):
-    """``(smooth, switching)`` operators (``r^2 x r^2``) of the nodes given."""
+    """``(smooth, switching, Hessian Vhat)``: the operators (``r^2 x r^2``) of the nodes given and
+    ``-alpha E[sum_l J_ll]`` with the smooth ``J`` (``r x r``)."""
     L, r = model.shape.L, model.shape.r
     V = np.asarray(ov.V)
     Vinv = np.linalg.inv(V)
@@ -85,6 +93,8 @@ def _operators(model, ov: MatrixOverlaps, h, second, w, T, alpha: float, window:
     n = len(h)
     blocks = VJ.reshape(n, L, r, L, r).transpose(0, 1, 3, 2, 4).reshape(-1, r, r)
     smooth = alpha * np.einsum("nij,nkl->ikjl", blocks, blocks).reshape(r * r, r * r) / n
+    diagonal = VJ.reshape(n, L, r, L, r)[:, np.arange(L), :, np.arange(L), :].sum(axis=0)   # sum_l (V J)_ll
+    hessian_vhat = -alpha * Vinv @ diagonal.mean(axis=0)
     switching = np.zeros((r * r, r * r))
     has = ~np.isnan(second[:, 0])
     if has.any():
@@ -100,7 +110,7 @@ def _operators(model, ov: MatrixOverlaps, h, second, w, T, alpha: float, window:
             # signed difference at 0: half that of its modulus), times 1/6 from the width of the mixture
             weight = alpha / (6.0 * 2.0 * window * n)
             switching = weight * np.einsum("nij,nkl->ijkl", W, S).reshape(r * r, r * r)
-    return smooth, switching
+    return smooth, switching, 0.5 * (hessian_vhat + hessian_vhat.T)
 
 
 def rs_stability(fp, log2_points: int = LOG2_POINTS, scrambles: int = SCRAMBLES, window: float = WINDOW,
@@ -121,15 +131,22 @@ def rs_stability(fp, log2_points: int = LOG2_POINTS, scrambles: int = SCRAMBLES,
     if envelope is None or not math.isfinite(envelope):
         envelope = float(np.mean(model.prox_objective(h, w, T, ov.V)))
     absolute = window * abs(envelope)
-    smooth, switching = [], []
+    smooth, switching, vhat = [], [], []
     for j in range(scrambles):
         rows = nodes.rows(j)
-        s, c = _operators(model, ov, h[rows], second[rows], w[rows], T[rows], alpha, absolute)
+        s, c, v = _operators(model, ov, h[rows], second[rows], w[rows], T[rows], alpha, absolute)
         smooth.append(_largest(s))
         switching.append(_largest(c))
+        vhat.append(v)
     se = (lambda x: float(np.std(x, ddof=1) / math.sqrt(len(x))) if len(x) > 1 else math.nan)
+    Vhat = np.asarray(fp.hats.Vhat if not fp.scalar else [[fp.hats.Vhat]], dtype=float)
+    gaps = [float(np.linalg.norm(v - Vhat) / np.linalg.norm(Vhat)) for v in vhat]
+    mean_vhat = np.mean(vhat, axis=0)
     return RSStability(smooth=float(np.mean(smooth)), smooth_error=se(smooth), switching=float(np.mean(switching)),
-                       switching_error=se(switching), nodes=int(nodes.size), window=absolute)
+                       switching_error=se(switching), nodes=int(nodes.size), window=absolute,
+                       hessian_vhat=tuple(map(tuple, mean_vhat)),
+                       hessian_vhat_gap=float(np.linalg.norm(mean_vhat - Vhat) / np.linalg.norm(Vhat)),
+                       hessian_vhat_gap_error=se(gaps))
 
 
 def with_rs_stability(fp, **options):

@@ -89,11 +89,11 @@ def instance_for(spec: ModelSpec, d: int, alpha: float, seed: int, run_index: in
 def gamp_run(spec: ModelSpec, d: int, alpha: float, init: str, seed: int = 0, run_index: int = 0,
              data: str = "numpy", dtype: str = "float64", n_test: int = 10000,
              dampings: Optional[Sequence[float]] = None, history: bool = False,
-             progress: Optional[Callable] = None, **options) -> dict:
+             progress: Optional[Callable] = None, plateau_window: int = 30, **options) -> dict:
     """One seeded run: draw the instance, run GAMP from ``init`` (docs/theory.md, section 1.4), measure.
     Returns a JSON-ready record (module docstring); ``history``: with the per-iteration invariants.
     ``options`` go to :func:`numerics.api.run_gamp`. Raises :class:`GampRunFailed` where GAMP does not
-    converge."""
+    converge, with the invariants' mean and spread over its last ``plateau_window`` iterations."""
     t0 = time.perf_counter()
     instance = instance_for(spec, d, alpha, seed, run_index, data, dtype, n_test)
     drawn = time.perf_counter() - t0
@@ -108,7 +108,7 @@ def gamp_run(spec: ModelSpec, d: int, alpha: float, init: str, seed: int = 0, ru
         res = run_gamp(spec, instance.X, instance.coef, initial_Q(instance, init), track=track, progress=progress,
                        **kwargs)
     except GampError as exc:
-        raise GampRunFailed(seed, run_index, exc, _plateau(exc.history, 30)) from None
+        raise GampRunFailed(seed, run_index, exc, _plateau(exc.history, plateau_window)) from None
     loss = SampleLoss(spec)
     record = {"run_index": run_index, "seed": seed, "n": instance.n, "data": data,
               "test_error": test_error(instance, res.Q, loss.loss), "train_loss": res.train_risk,

@@ -85,8 +85,9 @@ def _teacher_matrices(spec: ModelSpec, hs: np.ndarray) -> np.ndarray:
 def coefficients(X3: np.ndarray, Y3: np.ndarray) -> np.ndarray:
     """Each sample's coefficients (``(n, n_coef)``) from its tokens and targets (``(n, L, d)`` each)."""
     d, L = X3.shape[2], X3.shape[1]
-    G = np.einsum("nld,nkd->nlk", X3, X3) / d
-    C = np.einsum("nld,nkd->nlk", Y3, X3) / d
+    Xt = np.transpose(X3, (0, 2, 1))
+    G = np.matmul(X3, Xt) / d
+    C = np.matmul(Y3, Xt) / d
     yy = np.einsum("nld,nld->n", Y3, Y3) / d
     iu = np.triu_indices(L)
     return np.concatenate([G[:, iu[0], iu[1]], C.reshape(len(C), L * L), yy[:, None]], axis=1)

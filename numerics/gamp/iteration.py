@@ -18,9 +18,13 @@ X^T f / sqrt(d) = -X^T dloss/dh / sqrt(d)``: a stationary point of the empirical
 values (the damped scheme of Rangan, Schniter and Fletcher; at ``t = 0`` with ``f = 0`` and the
 ``Lam`` of ``V0``); it keeps the fixed points.
 
-Every sample's prox is its global minimiser, as the replica theory has it; the per-iteration
-overlaps of the undamped iteration follow the state evolution, the saddle-point map of
-docs/theory.md, section 4. Where the cavity fields of some samples sit next to the surface on which
+Every sample's prox is its global minimiser, as the replica theory has it, and ``Lam`` is the local
+response of each sample's minimiser (its Hessian), which is the leave-one-out response of a
+stationary point of the risk. Where the global minimisers switch on surfaces of no weight, the
+per-iteration overlaps of the undamped iteration follow the state evolution, the saddle-point map of
+docs/theory.md, section 4. Where those surfaces carry weight, the theory's ``Vhat`` (its Stein form)
+has a part from the jumps of ``f`` across them that no local response has (docs/gamp.md, section
+5), and where the cavity fields of some samples sit next to the surface on which
 their global minimiser switches between competing minima, each switch moves the other samples'
 fields, and the iteration can wander without end while its overlaps stay put: the samples that
 switch are counted per iteration (``switched``), and such a run ends as stalled, with its history
@@ -53,13 +57,9 @@ MAXITER = 400
 #: a damping counts as stalled once the residual has not halved in this many iterations
 STALL_WINDOW = 30
 #: the full prox search runs while the residual is above this (module docstring)
-FULL_SEARCH = 1e-3
+FULL_SEARCH = 5e-2
 #: a sample's prox has switched where its minimum is this far (max norm) from the continuation of the last one
 SWITCH = 1e-3
-#: the step (in units of V^{1/2}) of the perturbed prox that sees the switches of the global minimiser
-#: (:func:`_switch_divergence`), and the seed of its fixed per-sample directions
-JUMP_STEP = 0.05
-DIRECTIONS_SEED = 20240203
 
 
 class GampError(RuntimeError):
@@ -109,33 +109,6 @@ def _jacobians(loss: SampleLoss, h, w, coef, V) -> np.ndarray:
     return Vt_inv @ M - Vt_inv
 
 
-def _switch_divergence(loss: SampleLoss, prox: GlobalProx, h, omega, coef, V, z, step: float, full: bool = True):
-    """The part of ``sum_i sum_l df_l/domega_l`` that the Hessian misses (``r x r``), and the number of
-    samples it comes from: the jumps of ``f`` where a sample's global minimiser switches.
-
-    Each sample's field is moved by ``step V^{1/2} z_i`` (``z_i`` fixed standard normals, ``(n, L,
-    r)``); where the global minimiser there is not the continuation of the present one (Newton from
-    it), the difference of ``f`` between the two, ``e_i``, is a jump crossed on the way, and
-    ``sum_l e_il z_il^T V^{-1/2} / step`` is its Stein estimate (``E[e z^T] = step V^{1/2}`` times
-    the jump's density along ``z``): as the Stein forms of the theory's conjugates include the
-    switching surfaces (docs/theory.md, section 4.7), this makes the iteration's ``Lam`` the
-    derivative of ``f`` averaged over the samples, jumps included (docs/gamp.md, section 2)."""
-    n, L, r = z.shape
-    lam_V, U = np.linalg.eigh(V)
-    root = (U * np.sqrt(lam_V)) @ U.T
-    dw = step * (z @ root).reshape(n, L * r)
-    moved = omega + dw
-    h2, _, _ = prox(moved, coef, V, full=full)
-    followed, _, _ = saddle_free_newton(loss, h, moved, coef, V)
-    switched = np.max(np.abs(followed - h2), axis=1) > SWITCH
-    if not switched.any():
-        return np.zeros((r, r)), 0
-    # f = Vt^{-1} (h - omega'): the jump of f is Vt^{-1} times that of h
-    e = ((h2 - followed)[switched]).reshape(-1, L, r) @ np.linalg.inv(V)
-    jump = np.einsum("nli,nlj->ij", e, z[switched]) @ np.linalg.inv(root) / step
-    return jump, int(switched.sum())
-
-
 def replicon_operator(J: np.ndarray, V: np.ndarray, L: int, d: int) -> np.ndarray:
     """The linear map ``D -> (1/d) sum_i sum_{l, l'} V J_i[l, l'] D J_i[l, l']^T V`` on ``r x r``
     matrices ``D``, as an ``r^2 x r^2`` matrix acting on ``vec D``: the covariance that a perturbation
@@ -165,7 +138,7 @@ class _State:
 
 
 def _run(spec: ModelSpec, loss: SampleLoss, X, coef, state: _State, dampings: Sequence[float], tol: float,
-         maxiter: int, track: Optional[Callable], progress: Optional[Callable], history: list, jump_step: float,
+         maxiter: int, track: Optional[Callable], progress: Optional[Callable], history: list,
          orthogonal_to: Optional[np.ndarray] = None, stall_window: int = STALL_WINDOW):
     """One run from ``state`` (module docstring), the first of ``dampings`` first and each next where
     the last stalled, from where it stalled. Returns ``(converged, state, failures, damping)``;
@@ -180,9 +153,7 @@ def _run(spec: ModelSpec, loss: SampleLoss, X, coef, state: _State, dampings: Se
     damping = float(dampings[0])
     best, best_at = math.inf, 0
     h_prev = None
-    jump_prox = None
     last_residual, forced_until = math.inf, 0
-    directions = np.random.default_rng(DIRECTIONS_SEED).standard_normal((n, L, r)) if jump_step > 0 else None
 
     def fail(t, reason, left=False):
         failures.append({"damping": damping, "iteration": t, "reason": reason, "left": left})
@@ -194,7 +165,8 @@ def _run(spec: ModelSpec, loss: SampleLoss, X, coef, state: _State, dampings: Se
         # the full search (w and random points of the ellipsoid bound besides the warm starts and
         # their sign flips) while the estimate moves; the converged point is checked by one below
         full = last_residual > FULL_SEARCH or t < forced_until
-        h, _, gn = prox(omega, coef, V, full=full)
+        # the sign flips of the warm starts too, while the last search with them changed a minimum
+        h, _, gn = prox(omega, coef, V, full=full, flips=full or prox.flips_needed())
         # the samples whose prox point jumped by a quarter of its size: switches between minima
         switched = 0 if h_prev is None else int(np.sum(
             np.max(np.abs(h - h_prev), axis=1) > 0.25 * np.maximum(np.max(np.abs(h), axis=1), SWITCH)))
@@ -205,12 +177,6 @@ def _run(spec: ModelSpec, loss: SampleLoss, X, coef, state: _State, dampings: Se
         J = _jacobians(loss, h, omega, coef, V)
         diag = sum(J[:, l * r:(l + 1) * r, l * r:(l + 1) * r] for l in range(L))
         Lam = _symmetric(-(sigma2 / d) * diag.sum(axis=0))
-        jumped = 0
-        if jump_step > 0:
-            if jump_prox is None:
-                jump_prox = GlobalProx(loss, n)
-            jump, jumped = _switch_divergence(loss, jump_prox, h, omega, coef, V, directions, jump_step, full)
-            Lam = Lam + _symmetric(-(sigma2 / d) * jump)
         f = damping * f + (1.0 - damping) * state.f
         Lam = damping * Lam + (1.0 - damping) * state.Lam
         P = lam * np.eye(r) + Lam
@@ -225,7 +191,7 @@ def _run(spec: ModelSpec, loss: SampleLoss, X, coef, state: _State, dampings: Se
             fail(t, "the estimate is not finite", True)
             return False, state, failures, damping
         residual = float(np.linalg.norm(Q_new - Q) / max(np.linalg.norm(Q_new), 1e-300))
-        record = {"iteration": t, "damping": damping, "residual": residual, "switched": switched, "jumped": jumped,
+        record = {"iteration": t, "damping": damping, "residual": residual, "switched": switched,
                   "full_search": full, "V": V.copy(), "Lam": Lam.copy()}
         if track is not None:
             record.update(track(Q))
@@ -261,7 +227,7 @@ def _run(spec: ModelSpec, loss: SampleLoss, X, coef, state: _State, dampings: Se
 def run_gamp(spec: ModelSpec, X: np.ndarray, coef: np.ndarray, Q0: np.ndarray, V0=None,
              dampings: Sequence[float] = DAMPINGS, tol: float = TOL, maxiter: int = MAXITER,
              track: Optional[Callable] = None, progress: Optional[Callable] = None,
-             jump_step: float = JUMP_STEP, orthogonal_to: Optional[np.ndarray] = None,
+             orthogonal_to: Optional[np.ndarray] = None,
              stall_window: int = STALL_WINDOW) -> GampResult:
     """GAMP on one instance from the estimate ``Q0`` (``d x r``, or a vector for ``r = 1``) with the
     variance ``V0`` (default ``sigma^2 / lam I``: the ridge's alone, before any data), module docstring.
@@ -272,9 +238,7 @@ def run_gamp(spec: ModelSpec, X: np.ndarray, coef: np.ndarray, Q0: np.ndarray, V
     damping. ``maxiter``: iterations per run. ``X``: the token-major design (``(L n, d)``, float64
     or float32); ``coef``: each sample's coefficients (``(n, len(coefficient_names(L)))``, float64).
     ``track(Q)``: a dict recorded at each iteration (the caller's overlaps with the teacher and the
-    positions). ``progress(t, residual)``: told each iteration. ``jump_step``: the step of the
-    perturbed prox that adds the jumps of ``f`` to ``Lam`` (:func:`_switch_divergence`; 0: the
-    Hessian's part alone). ``orthogonal_to``: orthonormal columns (``d x k``) that the estimate is held
+    positions). ``progress(t, residual)``: told each iteration. ``orthogonal_to``: orthonormal columns (``d x k``) that the estimate is held
     orthogonal to: GAMP for the risk on that subspace, whose ridge denoiser is the projection of the
     linear one (its divergence differs by ``k/d``); with the positional directions, the semantic
     branch's subspace ``m = 0``, on which the state evolution of a branch is the saddle-point map of
@@ -303,7 +267,7 @@ def run_gamp(spec: ModelSpec, X: np.ndarray, coef: np.ndarray, Q0: np.ndarray, V
     while schedule:
         history = []
         converged, state, failures, last = _run(spec, loss, X, coef, start, schedule, tol, maxiter, track, progress,
-                                                history, jump_step, orthogonal_to, stall_window)
+                                                history, orthogonal_to, stall_window)
         attempts += failures
         for a in failures:
             log.info("GAMP, damping %g: %s at iteration %d", a["damping"], a["reason"], a["iteration"])
