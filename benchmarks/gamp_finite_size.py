@@ -91,12 +91,29 @@ def cmd_fit(args) -> int:
     theory = dict(fp.values)
     theory_err = dict(fp.error)
     sizes = sorted({int(r["d"]) for r in rows})
+    from validation.instances import run_streams
+
+    for r in rows:
+        d = int(r["d"])
+        teacher = np.random.default_rng(run_streams(int(first.get("seed", 0) or 0), int(r["run_index"]))[0])
+        Qs = teacher.standard_normal((d, spec.teacher_rank))
+        r["teacher_norm"] = float(np.sum(Qs * Qs)) / (d * spec.teacher_rank) - 1.0
     out = {"model": spec.to_dict(), "alpha": alpha, "init": init, "sizes": sizes, "fields": {}}
     print(f"{'field':26s} " + " ".join(f"{'d=' + str(d):>22s}" for d in sizes) + f" {'a + b/d: a':>24s} {'theory':>20s}   z")
-    for field in FIELDS:
+    fields = [f for f in FIELDS if not (init == "semantic" and f.startswith("m_"))]
+    for field, controlled in [(f, c) for f in fields for c in (False, True)]:
         means, ses, counts = [], [], []
+        used = [r for r in rows if r.get("converged", "True") == "True"]
+        beta = 0.0
+        if controlled:
+            # the slope of the field on the control, pooled within each d
+            xs = np.concatenate([np.array([r["teacher_norm"] for r in used if int(r["d"]) == d])
+                                 - np.mean([r["teacher_norm"] for r in used if int(r["d"]) == d]) for d in sizes])
+            ys = np.concatenate([np.array([float(r[field]) for r in used if int(r["d"]) == d])
+                                 - np.mean([float(r[field]) for r in used if int(r["d"]) == d]) for d in sizes])
+            beta = float(xs @ ys / (xs @ xs))
         for d in sizes:
-            v = np.array([float(r[field]) for r in rows if int(r["d"]) == d and r.get("converged", "True") == "True"])
+            v = np.array([float(r[field]) - beta * r["teacher_norm"] for r in used if int(r["d"]) == d])
             means.append(v.mean())
             ses.append(v.std(ddof=1) / math.sqrt(len(v)) if len(v) > 1 else math.nan)
             counts.append(len(v))
@@ -105,11 +122,12 @@ def cmd_fit(args) -> int:
         t = theory.get(field, math.nan)
         te = theory_err.get(field, 0.0)
         z = (a - t) / math.hypot(a_err, te)
-        out["fields"][field] = {"means": means, "standard_errors": ses, "runs": counts, "intercept": a,
+        key = field + (" (controlled)" if controlled else "")
+        out["fields"][key] = {"control_slope": beta, "means": means, "standard_errors": ses, "runs": counts, "intercept": a,
                                 "intercept_error": a_err, "slope": b, "chi2": chi2, "dof": dof, "theory": t,
                                 "theory_error": te, "z": z}
         cells = " ".join(f"{m:12.6g} +- {s:7.1e}" for m, s in zip(means, ses))
-        print(f"{field:26s} {cells} {a:12.6g} +- {a_err:8.1e} {t:12.6g} +- {te:5.0e} {z:+5.1f}  chi2/dof {chi2:.2f}/{dof}")
+        print(f"{key:26s} {cells} {a:12.6g} +- {a_err:8.1e} {t:12.6g} +- {te:5.0e} {z:+5.1f}  chi2/dof {chi2:.2f}/{dof}")
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(out, fh, indent=1)
@@ -119,7 +137,7 @@ def cmd_fit(args) -> int:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
 
-        shown = [f for f in FIELDS if abs(out["fields"][f]["theory"]) > 0]
+        shown = [f for f in out["fields"] if f.endswith("(controlled)") and abs(out["fields"][f]["theory"]) > 0]
         fig, axes = plt.subplots(1, len(shown), figsize=(3.2 * len(shown), 3.0))
         x = np.array([1.0 / d for d in sizes])
         for ax, field in zip(axes, shown):
@@ -130,7 +148,7 @@ def cmd_fit(args) -> int:
             ax.errorbar([0], [f["intercept"]], yerr=[f["intercept_error"]], fmt="s", ms=4, color="C1")
             ax.plot([0], [f["theory"]], "k*", ms=9, label="theory")
             ax.set_xlabel("1/d")
-            ax.set_title(field.replace("_eigenvalues_1", "").replace("_singular_values_1", ""), fontsize=9)
+            ax.set_title(field.replace("_eigenvalues_1", "").replace("_singular_values_1", ""), fontsize=8)
             ax.tick_params(labelsize=7)
         axes[0].legend(fontsize=6)
         fig.suptitle(f"L={spec.tokens} r={spec.rank} omega={spec.omega:g} alpha={alpha:g} {init} start", fontsize=9)
