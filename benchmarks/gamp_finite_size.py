@@ -112,10 +112,17 @@ def cmd_fit(args) -> int:
             ys = np.concatenate([np.array([float(r[field]) for r in used if int(r["d"]) == d])
                                  - np.mean([float(r[field]) for r in used if int(r["d"]) == d]) for d in sizes])
             beta = float(xs @ ys / (xs @ xs))
+        values = {d: np.array([float(r[field]) - beta * r["teacher_norm"] for r in used if int(r["d"]) == d])
+                  for d in sizes}
+        # the runs' variance falls as 1/d (self-averaging quantities): its constant pooled over every
+        # size, since a size of two or three runs states its own spread too unreliably to weigh the fit
+        scale = sum(float(np.sum((v - v.mean()) ** 2)) * d for d, v in values.items()) / sum(
+            len(v) - 1 for v in values.values())
         for d in sizes:
-            v = np.array([float(r[field]) - beta * r["teacher_norm"] for r in used if int(r["d"]) == d])
+            v = values[d]
             means.append(v.mean())
-            ses.append(v.std(ddof=1) / math.sqrt(len(v)) if len(v) > 1 else math.nan)
+            ses.append(math.sqrt(scale / (d * len(v))) if args.pooled else
+                       (v.std(ddof=1) / math.sqrt(len(v)) if len(v) > 1 else math.nan))
             counts.append(len(v))
         ok = [i for i, s in enumerate(ses) if math.isfinite(s)]
         a, a_err, b, chi2, dof = weighted_line([1.0 / sizes[i] for i in ok], [means[i] for i in ok], [ses[i] for i in ok])
@@ -174,6 +181,8 @@ def main(argv=None) -> int:
     f.add_argument("csv")
     f.add_argument("--figure", default=None)
     f.add_argument("--json", default=None)
+    f.add_argument("--own-errors", dest="pooled", action="store_false",
+                   help="weigh each size by its own runs' standard error (default: the pooled variance over d)")
     args = p.parse_args(argv)
     return cmd_run(args) if args.cmd == "run" else cmd_fit(args)
 
