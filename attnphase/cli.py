@@ -33,12 +33,12 @@ from attnphase.paper import PaperError
 from attnphase.sweeps import SweepError
 from validation.run_settings import RunSettingsError
 
-from .commands import derive, histogram, paper, simulation, sweep, theory
+from .commands import derive, gamp, histogram, paper, simulation, sweep, theory
 from .errors import CommandFailed, MissingExtra, UsageError
 from .options import add_progress_option, apply_backend, set_progress
 
 #: the command groups, in help order
-COMMAND_GROUPS = (derive, theory, simulation, sweep, histogram, paper)
+COMMAND_GROUPS = (derive, theory, simulation, gamp, sweep, histogram, paper)
 
 #: the one-line description atop ``attnphase --help``
 DESCRIPTION = ("The replica theory of a solvable model of dot-product attention, and finite-size simulations "

@@ -96,12 +96,26 @@ def _overlap(r, name: str) -> float:
     return float(r[key]) if str(r.get(key, "")) != "" else abs(float(r[name]))
 
 
+def _rs_unstable(r) -> bool:
+    """Whether a row's replica-symmetric stability (``attnphase curve --stability``) fails: the smooth
+    replicon eigenvalue at or above 1, or switching surfaces of weight above two standard errors
+    (docs/gamp.md, section 5). False where it was not computed."""
+    def number(key):
+        try:
+            return float(r.get(key, ""))
+        except ValueError:
+            return float("nan")
+
+    smooth, switching, error = number("rs_stability"), number("rs_switching"), number("rs_switching_error")
+    return bool(smooth >= 1.0 or switching > 2.0 * error)
+
+
 @_talk_size
 def plot_curves(rows, linear_test_error, marks, stem):
     """The branches of any model against alpha (the paper's Figure-2-like panel): the defining
     overlap of each branch over ``sigma^2`` (the largest singular value; the mixed branch both of
     its overlaps, ``m`` dashed) and the test error with its stated error, the global minimum
-    dotted bold, the linear baseline, ``alpha_c``, ``alpha_l`` and the spinodals from ``marks``
+    dotted bold, a cross where the point is not replica-symmetric stable (:func:`_rs_unstable`), the linear baseline, ``alpha_c``, ``alpha_l`` and the spinodals from ``marks``
     (a dict: ``alpha_c``, ``alpha_l`` with their ``_error``, ``spinodals`` as the branches report
     them, and ``grid``: true where the thresholds are read off the grid, :func:`grid_thresholds`).
     Points that did not converge are not drawn. One legend below the panels; every text at
@@ -125,6 +139,11 @@ def plot_curves(rows, linear_test_error, marks, stem):
             ax.plot(a, ys, style, color=colour, lw=2, label=label)
             ax.plot([x for x, g in zip(a, glob) if g], [y for y, g in zip(ys, glob) if g], "o", ms=6,
                     color=colour)
+        unstable = [_rs_unstable(r) for r in pts]
+        if any(unstable):
+            for ax, ys, _, _ in series:
+                ax.plot([x for x, u in zip(a, unstable) if u], [y for y, u in zip(ys, unstable) if u], "x", ms=9,
+                        mew=2, color="k", label="not replica-symmetric stable")
         errors = [float(r.get("test_error_error") or "nan") for r in pts]
         if any(math.isfinite(e) and e > 0 for e in errors):
             axes[1].errorbar(a, test, [e if math.isfinite(e) else 0.0 for e in errors], fmt="none", ecolor=colour,

@@ -6,6 +6,9 @@ for every model (any ``L``, ``r``, ``t``, ``P``).
   changes branch and where it beats the linear baseline;
 * :func:`scramble_workers`: within it, QMC solves hand their independent scramblings to that many
   processes (the same values, to the last bit);
+* :func:`run_gamp`: message passing on a finite instance's empirical risk (:class:`SampleLoss` its exact
+  per-sample loss), :func:`state_evolution` the undamped saddle-point iteration it follows, and
+  :func:`rs_stability` the replica-symmetric stability of a fixed point (docs/gamp.md);
 * one record, :class:`FixedPoint` (matrices plus gauge invariants, with errors; the line
   quadrature's scalars as its ``1 x 1`` case), and one curve, :class:`BranchCurve`.
 
@@ -33,10 +36,14 @@ from numerics.branches.walk import walk_branch
 from numerics.fixed_points.lines import BranchNotFound
 from numerics.fixed_points.solve import branches, solve
 from numerics.fixed_points.workers import scramble_workers
+from numerics.gamp.iteration import GampError, GampResult, run_gamp
+from numerics.gamp.sample_prox import SampleLoss
+from numerics.gamp.state_evolution import state_evolution
 from numerics.matrix_overlaps import MatrixOverlaps
 from numerics.overlaps import BRANCHES, COMPETING_BRANCHES, HatOverlaps, Overlaps
 from numerics.precision import PRECISIONS
 from numerics.result import FixedPoint, as_matrices, failed_point, from_row, mark_global_minima
+from numerics.stability import RSStability, rs_stability, with_rs_stability
 from numerics.thresholds.newton_pair import newton_thresholds, scan_curves_from_rows
 from numerics.thresholds.record import ThresholdError, ThresholdLocationError, Thresholds, Transition
 from numerics.thresholds.scan_changes import scan_thresholds
@@ -48,7 +55,9 @@ __all__ = ["Baseline", "linear_baseline", "linear_baseline_mp", "BranchCurve", "
            "IntegratorError", "ThresholdError", "ThresholdLocationError", "Thresholds", "Transition",
            "scan_curves_from_rows", "from_row", "failed_point", "mark_global_minima", "branches", "integrator_for",
            "solve", "solve_all", "follow", "thresholds", "scramble_workers", "WORKER_ENVIRONMENT", "BACKENDS",
-           "current_backend", "use_backend"]
+           "current_backend", "use_backend", "as_matrices",
+           "GampError", "GampResult", "run_gamp", "SampleLoss", "state_evolution", "RSStability", "rs_stability",
+           "with_rs_stability"]
 
 log = logging.getLogger(__name__)
 

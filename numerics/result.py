@@ -100,6 +100,8 @@ class FixedPoint:
     #: the channel integrator that solved it (:func:`numerics.channel.integrators.choose_integrator`)
     integrator: str = "lines"
     invariants: Optional[Dict[str, List[float]]] = None
+    #: the replica-symmetric stability (numerics.stability.RSStability.as_dict) where it was computed
+    stability: Optional[Dict[str, float]] = None
 
     def __post_init__(self):
         if not self.converged and self.status == CONVERGED:
@@ -162,6 +164,8 @@ class FixedPoint:
                  status=self.status, iterations=self.iterations, residual=self.residual, error=dict(self.error),
                  global_minimum=self.global_minimum, model=self.model.to_dict(), precision=self.precision,
                  wall_time=self.wall_time, diagnostics=dict(self.diagnostics))
+        if self.stability is not None:
+            d.update(self.stability)
         reasons = {}
         if self.scalar and self.error and all(not math.isfinite(e) for e in self.error.values()):
             one_rule = PRECISIONS[self.precision].rule == PRECISIONS[self.precision].check_rule
@@ -180,6 +184,8 @@ class FixedPoint:
         row.update({f"{k}_error": v for k, v in self.error.items()})
         row.update(converged=self.converged, status=self.status, residual=self.residual, iterations=self.iterations,
                    global_minimum=self.global_minimum, precision=self.precision, wall_time=self.wall_time)
+        if self.stability is not None:
+            row.update(self.stability)
         if self.scalar:
             row.update(thetahat_other_form=self.diagnostics.get("thetahat_other_form"),
                        unresolved_weight=self.diagnostics.get("unresolved_weight"))

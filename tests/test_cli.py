@@ -10,7 +10,7 @@ from attnphase.errors import UsageError
 from attnphase.options import model_from_args, parse_list, parse_range
 from derivations.spec import ModelSpec, ModelSpecError
 
-COMMANDS = ("derive", "solve", "curve", "thresholds", "run", "simulate", "validate", "phase-diagram", "plot",
+COMMANDS = ("derive", "solve", "curve", "thresholds", "run", "simulate", "validate", "gamp", "phase-diagram", "plot",
             "histogram", "paper")
 
 

@@ -246,18 +246,16 @@ def _check_dimension(d: int, k: int) -> None:
 
 
 def position_basis(d: int, k: int, dtype: torch.dtype = torch.float64) -> torch.Tensor:
-    """The orthonormal ``e_1..e_k`` of ``R^d`` as the columns of a ``d x k`` matrix (module docstring).
+    """The orthonormal ``e_1..e_k`` of ``R^d`` as the columns of a ``d x k`` matrix (module docstring;
+    :func:`validation.instances.position_basis`, the one definition, in numpy).
 
     ``e_1 = (1, ..., 1)/sqrt(d)``; ``e_{2f}`` and ``e_{2f+1}`` are the cosine and sine of
     frequency ``f``, orthonormal to ``e_1`` and to each other while ``2f < d``, which
     ``d > k`` guarantees."""
+    from .instances import position_basis as basis
+
     _check_dimension(d, k)
-    cols = [torch.full((d,), 1.0 / math.sqrt(d), dtype=torch.float64)]
-    j = torch.arange(d, dtype=torch.float64)
-    for a in range(2, k + 1):
-        phase = (2.0 * math.pi * (a // 2) / d) * j
-        cols.append(math.sqrt(2.0 / d) * (torch.cos(phase) if a % 2 == 0 else torch.sin(phase)))
-    return torch.stack(cols, dim=1).to(dtype)
+    return torch.from_numpy(basis(d, k)).to(dtype)
 
 
 def position_offsets(spec: ModelSpec, d: int) -> torch.Tensor:

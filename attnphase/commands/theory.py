@@ -56,6 +56,11 @@ def register(sub):
     _common(p)
     _integrator_option(p)
     add_processes_option(p)
+    p.add_argument("--stability", action="store_true",
+                   help="also the replica-symmetric stability of each converged point (rs_stability: the replicon eigenvalue of the "
+                        "prox's smooth response, stable only below 1; rs_switching: the weight of the switching "
+                        "surfaces, unstable at zero temperature wherever above 0; docs/gamp.md, section 5; about 1-2 s "
+                        "a point)")
     p.set_defaults(func=cmd_solve)
 
     p = sub.add_parser("curve", help="both branches by continuation in alpha, to a tidy CSV",
@@ -67,6 +72,11 @@ def register(sub):
     p.add_argument("--out", default="curve.csv", help="CSV file to write (default curve.csv)")
     p.add_argument("--figure", action="store_true",
                    help="also draw q, the overlaps and the test error against alpha beside the CSV (.png, .pdf)")
+    p.add_argument("--stability", action="store_true",
+                   help="also the replica-symmetric stability of each converged point (rs_stability: the replicon eigenvalue of the "
+                        "prox's smooth response, stable only below 1; rs_switching: the weight of the switching "
+                        "surfaces, unstable at zero temperature wherever above 0; docs/gamp.md, section 5; about 1-2 s "
+                        "a point)"" (--figure marks the points that are not stable)")
     p.add_argument("--compare", default="", metavar="CSV[,CSV...]",
                    help="with --figure: curve CSVs of other models (e.g. another --attention) to draw beside "
                         "(default none)")
@@ -217,6 +227,12 @@ def _print_solve(points, payload, absent, args, t0: float) -> None:
             sys.stderr.write(f"attnphase solve: note: {note}\n")
         return
     print(_fields_table(points) if points else "no branch found")
+    for p in points:
+        if p.stability is not None:
+            st = p.stability
+            print(f"{p.branch}: rs_stability {st['rs_stability']:.4g} +- {st['rs_stability_error']:.1g}, rs_switching "
+                  f"{st['rs_switching']:.3g} +- {st['rs_switching_error']:.1g} (replica-symmetric stability needs the "
+                  f"first below 1 and the second 0; docs/gamp.md, section 5)")
     for note in absent:
         print(f"note: {note}")
     print(f"wall time {time.perf_counter() - t0:.1f} s")
@@ -232,11 +248,14 @@ def cmd_solve(args) -> int:
     with progress_bar(desc=f"solve alpha={args.alpha:g}"), solve_processes(args):
         if args.branch == "all":
             points = solve_all(spec, args.alpha, args.precision, args.integrator)
-            payload = [p.to_dict() for p in points]
         else:
             # one branch is not compared with the others: its global_minimum stays None
             points = [solve(spec, args.alpha, args.branch, args.precision, args.integrator)]
-            payload = points[0].to_dict()
+        if args.stability:
+            from numerics.api import with_rs_stability
+
+            points = [with_rs_stability(p) for p in points]
+        payload = [p.to_dict() for p in points] if args.branch == "all" else points[0].to_dict()
     absent = _absent(points, names, args.alpha) if args.branch == "all" else []
     _print_solve(points, payload, absent, args, t0)
     if not points:
@@ -307,6 +326,10 @@ def cmd_curve(args) -> int:
     with progress_bar(len(alphas) * len(names), "curve", "pt") as bar, solve_processes(args):
         curves = _curves(spec, alphas, names, args.precision, args.integrator, bar)
     points = _marked(curves)
+    if args.stability:
+        from numerics.api import with_rs_stability
+
+        points = [with_rs_stability(p) for p in points]
     rows = [p.to_row() for p in points]
     write_rows(args.out, rows)
     spin = [s for c in curves.values() for s in c.spinodals]

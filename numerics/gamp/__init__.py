@@ -1,0 +1,2 @@
+"""Message passing (GAMP) for the empirical risk of finite instances, and its state evolution
+(docs/gamp.md)."""
