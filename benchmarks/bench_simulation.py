@@ -5,9 +5,7 @@ train the same problem (docs/theory.md, sections 1 and 4.1; d = 1000, n = 2000,
 float32) from the semantic start by full-batch gradient descent with lr 0.15,
 measured side by side in one run. They are interleaved in blocks, so a change of
 load on a shared machine hits both. "Ours" is ``validation.simulate.risk_and_grad``
-(Gram statistics, analytic gradient: the two-token path for (2,1,1), the general
-path otherwise); "general" is the general path on the two-token shape; "plain
-autograd" is the loss written over whole-batch ``(n, L, d)`` tensors
+(Gram statistics, analytic gradient); "plain autograd" is the loss written over whole-batch ``(n, L, d)`` tensors
 (``validation.simulate.risk_autograd``) and ``backward()``.
 
 ``--before PATH`` also times the whole training loop of the default model
@@ -91,8 +89,6 @@ def bench_shapes(args, torch, ModelSpec, sim, device, dtype) -> None:
             return Q.detach()
 
         impls = [("ours", gd(sim.risk_and_grad), args.ours_steps)]
-        if (L, r) == (2, 1):
-            impls.append(("general path", gd(sim.risk_and_grad_general), args.ours_steps))
         impls.append(("plain autograd", autograd, args.autograd_steps))
 
         Q0 = sim.initial_Q(p, "semantic").contiguous()
@@ -143,9 +139,9 @@ def bench_kernels(args, torch, ModelSpec, sim, device, dtype) -> None:
     for L in (2, 3):
         g = torch.Generator().manual_seed(L)
         logits = (0.3 * torch.randn(L, L, n, generator=g, dtype=torch.float64)).to(device)
-        h = 0.5 * torch.randn(1, L, n, generator=g, dtype=torch.float64).to(device)
+        softmax = sim.Attention("softmax")
         print(_row(f"L = {L}: torch.softmax", timed(lambda: torch.softmax(logits, dim=1))))
-        print(_row(f"L = {L}: exp2 form (ours)", timed(lambda: sim._attention_general(h, "softmax"))))
+        print(_row(f"L = {L}: exp2 form (ours)", timed(lambda: softmax.weights(logits))))
 
 
 def _load_simulator_file(path: str, name: str):
