@@ -62,7 +62,7 @@ class Attention:
 
     def pullback(self, logits: torch.Tensor, S: torch.Tensor, P: torch.Tensor) -> torch.Tensor:
         """``J_ab = sum_c P_ac dS_ac/ds_ab``: ``d loss / d logits`` from ``P = d loss / d S``, where
-        ``S = weights(logits)``; same layout."""
+        ``S = weights(logits)``; same layout. May overwrite ``P``."""
         return self._rule.pullback(logits, S, P)
 
 
@@ -85,8 +85,8 @@ def _softmax_rule(beta: float) -> _Rule:
         return e / e.sum(dim=-2, keepdim=True)
 
     def pullback(s, S, P):
-        J = S * (P - (S * P).sum(dim=-2, keepdim=True))
-        return J if beta == 1.0 else beta * J
+        J = P.sub_((S * P).sum(dim=-2, keepdim=True)).mul_(S)
+        return J if beta == 1.0 else J.mul_(beta)
 
     return _Rule(weights, pullback)
 
@@ -96,7 +96,7 @@ def _linear_rule(beta: float) -> _Rule:
 
 
 def _sigmoid_rule(beta: float) -> _Rule:
-    return _Rule(torch.sigmoid, lambda s, S, P: P * S * (1.0 - S))
+    return _Rule(torch.sigmoid, lambda s, S, P: P.mul_(S).mul_(1.0 - S))
 
 
 _BUILTIN_RULES = {"softmax": _softmax_rule, "linear": _linear_rule, "sigmoid": _sigmoid_rule}

@@ -86,7 +86,7 @@ def _times_G(S: torch.Tensor, batch: Batch) -> torch.Tensor:
     the cores are shared."""
     SG = S[..., :, 0, None, :] * batch.Gt[0]
     for c in range(1, batch.L):
-        SG += S[..., :, c, None, :] * batch.Gt[c]
+        SG.addcmul_(S[..., :, c, None, :], batch.Gt[c])
     return SG
 
 
@@ -98,6 +98,9 @@ def _loss_of(S: torch.Tensor, SG: torch.Tensor, batch: Batch) -> torch.Tensor:
 
 def _logits(h: torch.Tensor) -> torch.Tensor:
     """``h h^T`` per sample: ``(..., L, L, n)`` from ``h`` of shape ``(..., r, L, n)``."""
+    if h.shape[-3] == 1:  # rank one: the sum over r would be a copy
+        h = h[..., 0, :, :]
+        return h[..., :, None, :] * h[..., None, :, :]
     return (h[..., :, :, None, :] * h[..., :, None, :, :]).sum(dim=-4)
 
 
@@ -115,10 +118,11 @@ def loss_and_grad_h(h: torch.Tensor, batch: Batch, attention="softmax", need_los
     S = att.weights(logits)
     SG = _times_G(S, batch)
     total = _loss_of(S, SG, batch).sum(dim=-1) if need_loss else None
-    P = (SG - batch.Ct).mul_(1.0 / batch.d)
-    J = att.pullback(logits, S, P)
-    K = J + J.transpose(-3, -2)
-    g = (K[..., None, :, :, :] * h[..., :, None, :, :]).sum(dim=-2)
+    P = SG.sub_(batch.Ct).mul_(1.0 / batch.d)
+    K = att.pullback(logits, S, P)
+    K = K + K.transpose(-3, -2)
+    g = K.mul_(h[..., 0, None, :, :]).sum(dim=-2)[..., None, :, :] if h.shape[-3] == 1 else \
+        (K[..., None, :, :, :] * h[..., :, None, :, :]).sum(dim=-2)
     return total, g
 
 
