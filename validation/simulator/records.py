@@ -108,8 +108,10 @@ def run_starts(spec: ModelSpec, d: int, alpha: float, inits: Sequence[str], seed
                stop: Optional[StopRule] = None) -> list:
     """Run ``run_index`` of ``seed`` from each start of ``inits``: one data set, its students trained
     as one batch (:func:`validation.simulator.training.train_batch`). One JSON-ready record per
-    start, each the record :func:`run_one` gives for it alone (timings apart), or the
-    :class:`SimulationDiverged` of a start that diverged. ``progress``: told the run-steps taken."""
+    start, each the record :func:`run_one` gives for it alone (timings apart: ``train_time`` and
+    ``wall_time`` are the run's share of its batch's), or the :class:`SimulationDiverged` of a start
+    that diverged. ``steps_run``: the updates computed (fewer than ``steps`` after an early stop,
+    :mod:`validation.simulator.training`). ``progress``: told the run-steps taken."""
     for init in inits:
         check_init(spec, init)
     device = choose_device(None) if device is None else device
@@ -132,7 +134,6 @@ def run_starts(spec: ModelSpec, d: int, alpha: float, inits: Sequence[str], seed
             "linear_test_error": linear,
             "final_grad_norm": result.grad_norm,
             "steps_run": result.steps_run,
-            "batch_runs": result.batch_runs,
             "train_time": result.wall_time,
             "step_time": result.wall_time / max(1, steps),
             "loss_curve": result.loss_curve,

@@ -61,6 +61,10 @@ class SimulationDiverged(RuntimeError):
         self.seed = seed
         self.run_index = run_index
         self.step = step
+        self.detail = detail
+
+    def __reduce__(self):  # pickled whole (a Dask worker hands it back as a run's outcome)
+        return type(self), (self.seed, self.run_index, self.step, self.detail)
 
 
 @dataclasses.dataclass(frozen=True)
