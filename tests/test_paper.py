@@ -283,3 +283,23 @@ def test_the_report_sets_the_authors_points_beside_ours(tiny):
             assert number(r["ours"]) == pytest.approx(number(ours[0][r["field"]]))
         assert (f"| `{r['file']}` | {number_text(r['alpha'], 4)} | {r['field']} | "
                 f"{plus_minus(r['ours'], r['ours_error'])} | {number_text(r['theirs'])}") in report
+
+
+def test_the_plans_adam_runs_stop_early_and_batch_only_with_their_like():
+    """The starts figure's Adam runs carry the early stop in their payload and key (their rows differ
+    from full runs'), its gradient-descent runs do not; batches never mix the two."""
+    from attnphase.paper.plan import PLANS, TaskBuilder
+    from attnphase.paper.figures.starts import tasks as starts_tasks
+    from attnphase.sweeps.tasks import batch_simulations, simulation_batch_task
+
+    for plan in PLANS.values():
+        gd = [t for t in starts_tasks(TaskBuilder(plan)) if t.kind == "gd"]
+        assert gd and all(t.payload["stop"] == (t.payload["optimizer"] == "adam") for t in gd)
+        assert all((":stop:" in t.key) == t.payload["stop"] for t in gd)
+    b = TaskBuilder(PLANS["quick"])
+    spec = default_model()
+    tasks = (b.gd(spec, PLANS["quick"].starts, inits=("random", "semantic"), optimizer="adam", alphas=(0.5,))
+             + b.gd(spec, PLANS["quick"].starts, inits=("random", "semantic"), optimizer="gd", alphas=(0.5,)))
+    for t, members in batch_simulations(tasks):
+        assert t.fn is simulation_batch_task and len(members) == 2
+        assert len({(m.payload["optimizer"], m.payload["stop"], m.payload["run_index"]) for m in members}) == 1

@@ -437,9 +437,10 @@ def test_the_stop_rule_stops_a_settled_run_where_its_loss_and_gradient_meet_it()
     spec = ModelSpec()
     p = sim.make_problem(spec, 40, 2.0, seed=2, n_test=20, dtype=torch.float64, device=CPU)
     rule = sim.StopRule(loss_rtol=1e-10, grad_tol=1e-6, patience=3)
-    res = sim.train(p, "semantic", steps=4000, lr=0.01, optimizer="adam", record_points=200, stop=rule)
-    assert res.stopped == "converged" and 0 < res.steps_run < 4000
-    # the criterion held over the last `patience` recorded intervals
+    # recorded every 50 steps: the looks at the stop rule (CHECK_EVERY) are the recorded steps
+    res = sim.train(p, "semantic", steps=4000, lr=0.01, optimizer="adam", record_points=80, stop=rule)
+    assert sim.CHECK_EVERY == 50 and res.stopped == "converged" and 0 < res.steps_run < 4000
+    # the criterion held over the last `patience` looks
     R = [v * p.d for _, v in res.loss_curve]
     changes = [abs(b - a) / abs(b) for a, b in zip(R, R[1:])]
     assert all(c <= rule.loss_rtol for c in changes[-rule.patience:])

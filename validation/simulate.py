@@ -14,11 +14,11 @@ from .simulator.kernel import (batch_per_sample_loss, batch_risk_and_grad, hidde
                                per_sample_loss, risk_and_grad, risk_autograd)
 from .simulator.records import (AGGREGATED, DTYPES, aggregate, aggregated_keys, overlaps, run_one, run_starts,
                                 simulate, simulate_starts, summary_statistics, test_error, train_loss)
-from .simulator.training import (RANDOM_INIT_SCALE, SimulationDiverged, StopRule, TrainResult, check_init, initial_Q,
+from .simulator.training import (CHECK_EVERY, RANDOM_INIT_SCALE, SimulationDiverged, StopRule, TrainResult, check_init, initial_Q,
                                  train, train_batch)
 
 __all__ = [
-    "AGGREGATED", "Attention", "Batch", "DEFAULT_LR", "DTYPES", "INITS", "LINEAR_RIDGE", "OPTIMIZERS", "Problem",
+    "AGGREGATED", "Attention", "CHECK_EVERY", "Batch", "DEFAULT_LR", "DTYPES", "INITS", "LINEAR_RIDGE", "OPTIMIZERS", "Problem",
     "RANDOM_INIT_SCALE", "STAT_DTYPE", "SimulationDiverged", "StopRule", "TrainResult", "aggregate",
     "aggregated_keys", "as_attention", "attention_matrix", "batch_per_sample_loss", "batch_risk_and_grad",
     "check_init", "check_start", "choose_device", "fit_linear_baseline", "generated_row", "hidden", "initial_Q",

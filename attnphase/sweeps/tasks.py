@@ -327,7 +327,8 @@ def simulation_run_task(payload: dict) -> dict:
 
 
 #: what the runs of one batch share (:func:`batch_simulations`): their data set and training settings
-BATCH_FIELDS = ("d", "alpha", "seed", "run_index", "n_test", "dtype", "steps", "lr", "optimizer")
+#: (``stop``, when a payload has it: the early stop of ``validation.simulate.StopRule()``)
+BATCH_FIELDS = ("d", "alpha", "seed", "run_index", "n_test", "dtype", "steps", "lr", "optimizer", "stop")
 
 
 def simulation_batch_task(payload: dict) -> dict:
@@ -337,16 +338,17 @@ def simulation_batch_task(payload: dict) -> dict:
     (timings apart), or its ``SimulationDiverged``."""
     import torch
 
-    from validation.simulate import DEFAULT_LR, DTYPES, SimulationDiverged, run_starts
+    from validation.simulate import DEFAULT_LR, DTYPES, SimulationDiverged, StopRule, run_starts
 
     runs = payload["batch"]
     p = runs[0]
     for other in runs[1:]:
-        if any(other[f] != p[f] for f in BATCH_FIELDS) or other["spec"] != p["spec"]:
+        if any(other.get(f) != p.get(f) for f in BATCH_FIELDS) or other["spec"] != p["spec"]:
             raise ValueError(f"a batch of runs must share {', '.join(BATCH_FIELDS)} and the model")
     records = run_starts(p["spec"], p["d"], p["alpha"], [r["init"] for r in runs], seed=p["seed"],
                          run_index=p["run_index"], steps=p["steps"], lr=p["lr"], optimizer=p["optimizer"],
-                         dtype=DTYPES[p["dtype"]], device=torch.device("cpu"), n_test=p["n_test"], record_points=2)
+                         dtype=DTYPES[p["dtype"]], device=torch.device("cpu"), n_test=p["n_test"], record_points=2,
+                         stop=StopRule() if p.get("stop") else None)
     out = []
     for run, rec in zip(runs, records):
         if isinstance(rec, SimulationDiverged):
@@ -371,7 +373,8 @@ def batch_simulations(tasks: list) -> list:
         if t.fn is not simulation_run_task:
             order.append((t, [t]))
             continue
-        key = (json_text(t.payload["spec"].to_dict(), sort_keys=True),) + tuple(repr(t.payload[f]) for f in BATCH_FIELDS)
+        key = (json_text(t.payload["spec"].to_dict(), sort_keys=True),) + tuple(repr(t.payload.get(f))
+                                                                                   for f in BATCH_FIELDS)
         if key not in groups:
             groups[key] = [t]
             order.append((key, groups[key]))

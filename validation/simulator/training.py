@@ -18,16 +18,16 @@ batch go on.
 
 Early stops
 -----------
-The risk and the gradient are looked at on the recorded steps (about ``record_points`` of them).
+Training looks at each run every :data:`CHECK_EVERY` steps and on the recorded steps.
 
 * Fixed point (gradient descent, always): when a step leaves ``Q`` unchanged to the last bit,
   every later step would too, so the run stops there and its record (loss curve, final risk and
   gradient) is the full run's exactly.
-* :class:`StopRule` (optional): a run stops once, over ``patience`` consecutive recorded
-  intervals, its training loss ``R(Q)/d`` has changed by at most ``loss_rtol`` relative and the
-  gradient ``|dR/dQ|_F / sqrt(d)`` is at most ``grad_tol``. Its numbers are then those of its
-  last step, not the full run's: how close they come is measured by
-  ``benchmarks/bench_simulation.py --early-stop``.
+* :class:`StopRule` (optional): a run stops once, over ``patience`` consecutive looks, its
+  training loss ``R(Q)`` has changed by at most ``loss_rtol`` relative since the look before and
+  the gradient ``|dR/dQ|_F / sqrt(d)`` is at most ``grad_tol``. Its record is that of the full
+  run's first ``steps_run`` steps (its loss curve ends there), not the full run's: how close that
+  comes to the full run is measured by ``benchmarks/bench_simulation.py --early-stop``.
 """
 from __future__ import annotations
 
@@ -47,6 +47,8 @@ from ..run_settings import DEFAULT_LR, OPTIMIZERS, check_start
 RANDOM_INIT_SCALE = 0.1  # random start Q = 0.1 N(0, I) (docs/theory.md, section 1.4)
 ADAM_BETAS = (0.9, 0.999)
 ADAM_EPS = 1e-8
+#: steps between looks at the early stops (module docstring), besides the recorded steps
+CHECK_EVERY = 50
 
 
 class SimulationDiverged(RuntimeError):
@@ -71,7 +73,7 @@ class SimulationDiverged(RuntimeError):
 class StopRule:
     """Stop a run whose training loss and gradient have settled (module docstring, "Early stops")."""
 
-    loss_rtol: float = 1e-9
+    loss_rtol: float = 1e-7
     grad_tol: float = 1e-7
     patience: int = 4
 
@@ -234,7 +236,7 @@ def train_batch(problem: Problem, inits: Sequence[str], steps: int = 5000, lr: O
     opt = _Optimizer(optimizer, lr, W)
     active = list(range(k))  # the runs still training, in the order of the rows of W
     outcomes: list = [None] * k
-    settled = [0] * k  # recorded intervals in a row that met the stop rule
+    settled = [0] * k  # looks in a row that met the stop rule
     last_R = [math.nan] * k
     told = 0
     t0 = time.perf_counter()
@@ -260,6 +262,8 @@ def train_batch(problem: Problem, inits: Sequence[str], steps: int = 5000, lr: O
                                   f" (d = {d}, alpha = {problem.alpha:g}, init = {inits[i]}, "
                                   f"{optimizer} lr = {lr:g})")
 
+    end_R = [math.nan] * k  # R(Q)/d where a converged run stopped
+
     def finish(i: int, row: int, t: int, grad: torch.Tensor, how: str) -> None:
         outcomes[i] = TrainResult(Q=from_rows(W[row], r == 1), loss_curve=[], steps=steps,
                                   grad_norm=float(grad[row].norm()) / math.sqrt(d), wall_time=0.0,
@@ -268,34 +272,44 @@ def train_batch(problem: Problem, inits: Sequence[str], steps: int = 5000, lr: O
     with torch.inference_mode():
         for t in range(steps + 1):
             last = t == steps
-            if not (last or t % every == 0):
+            record = last or t % every == 0
+            look = record or t % CHECK_EVERY == 0
+            if not look:
                 _, grad = batch_risk_and_grad(W, batch, spec.lam, attention, need_loss=False)
                 opt.step(t, W, grad)
                 continue
-            j = len(record_steps) if last else t // every
-            R, grad = batch_risk_and_grad(W, batch, spec.lam, attention)
-            curve[active, j] = R
-            finite = (torch.isfinite(R) & torch.isfinite(W.sum(dim=(1, 2)))).tolist()
-            values = R.tolist()
+            R, grad = batch_risk_and_grad(W, batch, spec.lam, attention, need_loss=record or stop is not None)
+            values = finite = None
+            if R is not None:
+                if record:
+                    curve[active, len(record_steps) if last else t // every] = R
+                finite = (torch.isfinite(R) & torch.isfinite(W.sum(dim=(1, 2)))).tolist()
+                values = R.tolist()
             W_next = torch.add(W, grad, alpha=-lr) if optimizer == "gd" and not last else None
             moved = None if W_next is None else (W_next != W).flatten(1).any(dim=1).tolist()
             rows = []  # those that go on
             for row, i in enumerate(active):
-                if not finite[row]:
+                if finite is not None and not finite[row]:
                     outcomes[i] = diverged(i, t)
                 elif last:
                     finish(i, row, t, grad, "")
                 elif moved is not None and not moved[row]:
-                    curve[i, j:] = R[row]  # every later step repeats this one
+                    # every later step repeats this one: the rest of the curve is this risk
+                    R_here = R[row] if R is not None else \
+                        batch_risk_and_grad(W[row:row + 1].contiguous(), batch, spec.lam, attention)[0][0]
+                    curve[i, -(-t // every):] = R_here
                     finish(i, row, t, grad, "fixed point")
-                else:
-                    ok = stop is not None and _settled(stop, values[row], last_R[i], grad[row], d)
+                elif stop is not None:
+                    ok = _settled(stop, values[row], last_R[i], grad[row], d)
                     settled[i] = settled[i] + 1 if ok else 0
                     last_R[i] = values[row]
-                    if stop is not None and settled[i] >= stop.patience:
+                    if settled[i] >= stop.patience:
+                        end_R[i] = values[row] / d
                         finish(i, row, t, grad, "converged")
                     else:
                         rows.append(row)
+                else:
+                    rows.append(row)
             if last or not rows:
                 break
             if W_next is not None:
@@ -306,21 +320,24 @@ def train_batch(problem: Problem, inits: Sequence[str], steps: int = 5000, lr: O
                 W = W[rows].contiguous()
                 opt.keep(rows)
                 active = [active[row] for row in rows]
-            tell(k * t)
+            if record:
+                tell(k * t)
     tell(k * steps)
     wall = (time.perf_counter() - t0) / k
     curve_cpu = (curve / d).cpu().tolist()
     for i, out in enumerate(outcomes):
         if isinstance(out, TrainResult):
-            n_rec = len(steps_rec) if out.stopped != "converged" else out.steps_run // every + 1
-            out.loss_curve = [[s, v] for s, v in zip(steps_rec[:n_rec], curve_cpu[i][:n_rec])]
+            points = [[s, v] for s, v in zip(steps_rec, curve_cpu[i])]
+            if out.stopped == "converged":
+                points = [p for p in points if p[0] < out.steps_run] + [[out.steps_run, end_R[i]]]
+            out.loss_curve = points
             out.wall_time = wall
     return outcomes
 
 
 def _settled(stop: StopRule, R: float, R_before: float, grad: torch.Tensor, d: int) -> bool:
-    """One recorded interval of a run that meets ``stop``: ``R`` within ``loss_rtol`` of the last
-    recorded value and ``|grad|_F / sqrt(d) <= grad_tol``."""
+    """One look at a run that meets ``stop``: ``R`` within ``loss_rtol`` (relative) of its value at the
+    look before and ``|grad|_F / sqrt(d) <= grad_tol``."""
     if not math.isfinite(R_before):
         return False
     return abs(R - R_before) <= stop.loss_rtol * abs(R) and float(grad.norm()) / math.sqrt(d) <= stop.grad_tol
