@@ -21,9 +21,10 @@ batch of two.
 ``--plan`` (with ``--before``) measures runs per CPU-second of the paper plan's runs at ``--d``
 (1000): each kind (the semantic and positional starts of one run, the random start by gradient
 descent and by Adam, the rank-two student) with that checkout (one ``run_one`` per start) and this
-one (the starts of a run trained together, ``run_starts``; ``--plan-adam-stop``: Adam with the
-early stop the plan uses), old and new alternating, at each of ``--plan-alphas``, weighted as the
-full plan has them; it prints the largest relative difference of a run's numbers between the two.
+one (the runs of a data set drawn once and trained in batches, ``run_data_set``, Adam with the
+plan's early stop unless ``--plan-full-adam``), old and new alternating, at each of
+``--plan-alphas``, weighted as the full plan has them; it prints the largest relative difference of
+a run's numbers between the two.
 
 ``--early-stop`` runs Adam from the random start to the end and with ``StopRule()``, side by side,
 and prints how far each stopped run's numbers are from its full run's beside their spread over seeds.
@@ -34,7 +35,7 @@ matrix-vector products, and the softmax over the token axis by ``torch.softmax``
 by the exp2 form of ``validation.simulate``.
 
     python benchmarks/bench_simulation.py [--d 1000] [--alpha 2] [--blocks 5] [--before PATH] [--kernels]
-        [--closed-form] [--plan [--plan-adam-stop]] [--early-stop] [--shapes ""] [--threads N]
+        [--closed-form] [--plan [--plan-full-adam]] [--early-stop] [--shapes ""] [--threads N]
 
 ``--before PATH``: a checkout (e.g. ``git worktree add /tmp/before <commit>``) whose
 ``validation.simulate`` is loaded beside this one in the same process.
@@ -268,53 +269,56 @@ def bench_closed_form(args, torch, ModelSpec, sim, device, dtype) -> None:
           f"the general form costs {mm[2] / 2 / mm[0]:.2f} times the closed form per run")
 
 
-#: the runs of the full paper plan at d = 1000 (attnphase.paper.plan, PLANS["full"]), per alpha of its
-#: grid: 5 seeds of the semantic and positional starts, 10 seeds of the random start by gradient descent
-#: and by Adam, 5 seeds of the rank-two student's random start
-PLAN_RUNS = {"informed pair (gd)": 5, "random (gd)": 10, "random (adam)": 10, "rank two random (gd)": 5}
+#: the runs of the full paper plan at d = 1000 (attnphase.paper.plan, PLANS["full"]) per alpha of its grid,
+#: as its tasks join them (attnphase.sweeps.tasks.batch_simulations): runs 0-4 of the default model share
+#: a data set between the semantic and positional starts (gradient descent) and the random start (by
+#: gradient descent and by Adam); runs 5-9 between the random start's two optimisers; the rank-two
+#: student's 5 runs are alone. Each entry: (the data sets of that kind, its runs as (start, optimiser)).
+PLAN_DATA_SETS = {"4 runs: sem, pos, random gd, adam": (5, (("semantic", "gd"), ("positional", "gd"),
+                                                          ("random", "gd"), ("random", "adam"))),
+                  "2 runs: random gd, adam": (5, (("random", "gd"), ("random", "adam"))),
+                  "rank two: random gd": (5, (("random", "gd"),))}
 
 
 def bench_plan(args, torch, ModelSpec, sim, device, dtype) -> None:
-    """Runs per CPU-second of the paper plan's runs at ``--d`` (default 1000): each kind of run of
-    :data:`PLAN_RUNS` with the simulator of ``--before`` (one ``run_one`` per start) and with this
-    checkout's (the starts of one data set trained together, ``run_starts``), old and new alternating,
-    at each ``--plan-alphas``; CPU seconds from ``time.process_time`` (every thread of the process)."""
+    """Runs per CPU-second of the paper plan's runs at ``--d`` (default 1000): each kind of data set of
+    :data:`PLAN_DATA_SETS` with the simulator of ``--before`` (one ``run_one`` per run, as its plan ran
+    them) and with this checkout's (one ``run_data_set``, Adam with the plan's early stop unless
+    ``--plan-full-adam``), old and new alternating, at each ``--plan-alphas``; CPU seconds from
+    ``time.process_time`` (every thread of the process)."""
     old = _load_simulator_file(args.before, "simulate_before")
-    stop = sim.StopRule() if args.plan_adam_stop else None
-    kinds = {"informed pair (gd)": (ModelSpec(), ("semantic", "positional"), "gd"),
-             "random (gd)": (ModelSpec(), ("random",), "gd"),
-             "random (adam)": (ModelSpec(), ("random",), "adam"),
-             "rank two random (gd)": (ModelSpec(rank=2), ("random",), "gd")}
+    stop = None if args.plan_full_adam else sim.StopRule()
     keys = ("test_error", "train_loss", "q_eig_1", "m_sv_1", "theta_sv_1", "linear_test_error")
-    cpu = {(kind, which): 0.0 for kind in kinds for which in ("old", "new")}
+    cpu = {(kind, which): 0.0 for kind in PLAN_DATA_SETS for which in ("old", "new")}
     worst = 0.0
     print(f"\npaper plan's runs at d = {args.d} ({args.plan_steps} steps, {args.plan_n_test} test samples, "
-          f"alphas {args.plan_alphas}; Adam early stop {stop}):")
-    print(f"{'alpha / kind':<34s} {'old cpu s':>10s} {'new cpu s':>10s} {'old/new':>8s} {'max rel diff':>13s}")
+          f"alphas {args.plan_alphas}; new Adam early stop {stop}):")
+    print(f"{'alpha / data set':<40s} {'old cpu s':>10s} {'new cpu s':>10s} {'old/new':>8s} {'max rel diff':>13s}")
     for ai, alpha in enumerate(args.plan_alphas):
-        for ki, (kind, (spec, inits, opt)) in enumerate(kinds.items()):
-            kw = dict(seed=0, run_index=0, steps=args.plan_steps, optimizer=opt, dtype=dtype, device=device,
-                      n_test=args.plan_n_test)
+        for ki, (kind, (_, runs)) in enumerate(PLAN_DATA_SETS.items()):
+            spec = ModelSpec(rank=2) if kind.startswith("rank two") else ModelSpec()
+            kw = dict(seed=0, run_index=0, dtype=dtype, device=device, n_test=args.plan_n_test)
             out, spent = {}, {}
             for which in (("old", "new") if (ai + ki) % 2 == 0 else ("new", "old")):
                 c0 = time.process_time()
                 if which == "old":
-                    out[which] = [old.run_one(spec, args.d, alpha, init, **kw) for init in inits]
+                    out[which] = [old.run_one(spec, args.d, alpha, init, steps=args.plan_steps, optimizer=opt, **kw)
+                                  for init, opt in runs]
                 else:
-                    out[which] = sim.run_starts(spec, args.d, alpha, inits, stop=stop if opt == "adam" else None,
-                                                **kw)
+                    trainings = [sim.Training(init, args.plan_steps, None, opt, 200, stop if opt == "adam" else None)
+                                 for init, opt in runs]
+                    out[which] = sim.run_data_set(spec, args.d, alpha, trainings, **kw)
                 spent[which] = time.process_time() - c0
-                cpu[(kind, which)] += spent[which] / len(inits)
+                cpu[(kind, which)] += spent[which]
             diff = max(abs(a[k] - b[k]) / abs(a[k]) for a, b in zip(out["old"], out["new"]) for k in keys)
             worst = max(worst, diff)
-            print(f"{f'{alpha:g} {kind}':<34s} {spent['old']:10.2f} {spent['new']:10.2f} "
+            print(f"{f'{alpha:g} {kind}':<40s} {spent['old']:10.2f} {spent['new']:10.2f} "
                   f"{spent['old'] / spent['new']:8.2f} {diff:13.1e}")
-    old_total = sum(PLAN_RUNS[k] * cpu[(k, "old")] * (2 if k.startswith("informed") else 1) for k in kinds)
-    new_total = sum(PLAN_RUNS[k] * cpu[(k, "new")] * (2 if k.startswith("informed") else 1) for k in kinds)
-    runs = sum(PLAN_RUNS[k] * (2 if k.startswith("informed") else 1) for k in kinds)
-    print(f"    the plan's mix ({runs} runs per alpha): {runs * len(args.plan_alphas) / old_total:.3f} runs per "
-          f"CPU-second old, {runs * len(args.plan_alphas) / new_total:.3f} new: new/old = "
-          f"{old_total / new_total:.2f}; largest relative difference of a run's numbers {worst:.1e}")
+    totals = {which: sum(n * cpu[(kind, which)] for kind, (n, _) in PLAN_DATA_SETS.items()) for which in ("old", "new")}
+    runs = len(args.plan_alphas) * sum(n * len(r) for n, r in PLAN_DATA_SETS.values())
+    print(f"    the plan's mix ({runs // len(args.plan_alphas)} runs per alpha): {runs / totals['old']:.3f} runs per "
+          f"CPU-second old, {runs / totals['new']:.3f} new: new/old = {totals['old'] / totals['new']:.2f}; "
+          f"largest relative difference of a run's numbers {worst:.1e} (Adam: early stop against full run)")
 
 
 def bench_early_stop(args, torch, ModelSpec, sim, device, dtype) -> None:
@@ -369,7 +373,7 @@ def main(argv=None) -> int:
     ap.add_argument("--plan-alphas", default="0.5,2.0", help="comma-separated alphas of --plan")
     ap.add_argument("--plan-steps", type=int, default=5000)
     ap.add_argument("--plan-n-test", type=int, default=10000)
-    ap.add_argument("--plan-adam-stop", action="store_true", help="--plan: Adam runs stop early (StopRule())")
+    ap.add_argument("--plan-full-adam", action="store_true", help="--plan: new Adam runs without the early stop")
     ap.add_argument("--early-stop", action="store_true",
                     help="Adam runs to the end and with the early stop, side by side (--plan-alphas, --d)")
     ap.add_argument("--early-stop-seeds", type=int, default=3)

@@ -362,8 +362,8 @@ def test_simulation_sweep_runs_validation_runs_and_plots(client, tmp_path):
 
 
 def test_the_starts_of_a_run_train_as_one_batch_with_the_rows_of_each_run_alone(client, tmp_path):
-    """The runner joins the starts of one run (one data set) into one task; every row is the one
-    the run's own task gives alone, timings apart."""
+    """The runner joins the runs of one data set (the starts of one run) into one task; every row is
+    the one the run's own task gives alone, timings apart."""
     from attnphase.sweeps.tasks import batch_simulations, simulation_batch_task
 
     cfg = config(omegas=(0.3,), alphas=(0.5, 2.0), what="simulation", d=16, seeds=2, steps=7, n_test=32)

@@ -326,29 +326,29 @@ def simulation_run_task(payload: dict) -> dict:
     return out
 
 
-#: what the runs of one batch share (:func:`batch_simulations`): their data set and training settings
-#: (``stop``, when a payload has it: the early stop of ``validation.simulate.StopRule()``)
-BATCH_FIELDS = ("d", "alpha", "seed", "run_index", "n_test", "dtype", "steps", "lr", "optimizer", "stop")
+#: what the runs of one batched task share (:func:`batch_simulations`): their data set
+DATA_FIELDS = ("d", "alpha", "seed", "run_index", "n_test", "dtype")
 
 
 def simulation_batch_task(payload: dict) -> dict:
-    """The runs ``payload["batch"]`` (payloads of :func:`simulation_run_task` that differ only in
-    ``init``) trained together on their one data set (``validation.simulate.run_starts``), on the CPU.
-    ``{"batch": [...]}``: per run, in order, what :func:`simulation_run_task` returns for it alone
-    (timings apart), or its ``SimulationDiverged``."""
+    """The runs ``payload["batch"]`` (payloads of :func:`simulation_run_task` that share the model and
+    :data:`DATA_FIELDS`) on their one data set, drawn once, those trained alike as one batch
+    (``validation.simulate.run_data_set``), on the CPU. ``{"batch": [...]}``: per run, in order, what
+    :func:`simulation_run_task` returns for it alone (timings apart), or its ``SimulationDiverged``.
+    A payload's ``stop`` (when true): the early stop of ``validation.simulate.StopRule()``."""
     import torch
 
-    from validation.simulate import DEFAULT_LR, DTYPES, SimulationDiverged, StopRule, run_starts
+    from validation.simulate import DEFAULT_LR, DTYPES, SimulationDiverged, StopRule, Training, run_data_set
 
     runs = payload["batch"]
     p = runs[0]
     for other in runs[1:]:
-        if any(other.get(f) != p.get(f) for f in BATCH_FIELDS) or other["spec"] != p["spec"]:
-            raise ValueError(f"a batch of runs must share {', '.join(BATCH_FIELDS)} and the model")
-    records = run_starts(p["spec"], p["d"], p["alpha"], [r["init"] for r in runs], seed=p["seed"],
-                         run_index=p["run_index"], steps=p["steps"], lr=p["lr"], optimizer=p["optimizer"],
-                         dtype=DTYPES[p["dtype"]], device=torch.device("cpu"), n_test=p["n_test"], record_points=2,
-                         stop=StopRule() if p.get("stop") else None)
+        if any(other[f] != p[f] for f in DATA_FIELDS) or other["spec"] != p["spec"]:
+            raise ValueError(f"a batch of runs must share {', '.join(DATA_FIELDS)} and the model")
+    trainings = [Training(r["init"], r["steps"], r["lr"], r["optimizer"], 2, StopRule() if r.get("stop") else None)
+                 for r in runs]
+    records = run_data_set(p["spec"], p["d"], p["alpha"], trainings, seed=p["seed"], run_index=p["run_index"],
+                           dtype=DTYPES[p["dtype"]], device=torch.device("cpu"), n_test=p["n_test"])
     out = []
     for run, rec in zip(runs, records):
         if isinstance(rec, SimulationDiverged):
@@ -362,26 +362,26 @@ def simulation_batch_task(payload: dict) -> dict:
 
 
 def batch_simulations(tasks: list) -> list:
-    """The tasks with the runs of :func:`simulation_run_task` that share a data set and training
-    settings (:data:`BATCH_FIELDS`, the model; several starts of one run) joined into one task of
-    :func:`simulation_batch_task`, in the place of the first: ``[(task, members)]``, ``members``
-    the tasks it stands for (itself alone when not joined). Each run's numbers are those of training it
-    alone, so a task's rows do not depend on what it was batched with. Tasks of other functions
-    (a test's fakes) are left as they are."""
+    """The tasks with the runs of :func:`simulation_run_task` that share a data set (the model and
+    :data:`DATA_FIELDS`: the starts, optimisers and training settings of one run) joined into one
+    task of :func:`simulation_batch_task`, in the place of the first: ``[(task, members)]``,
+    ``members`` the tasks it stands for (itself alone when not joined). Each run's numbers are those
+    of training it alone, so a task's rows do not depend on what it was joined with. Tasks of other
+    functions (a test's fakes) are left as they are."""
     groups, order = {}, []
     for t in tasks:
         if t.fn is not simulation_run_task:
-            order.append((t, [t]))
+            order.append([t])
             continue
-        key = (json_text(t.payload["spec"].to_dict(), sort_keys=True),) + tuple(repr(t.payload.get(f))
-                                                                                   for f in BATCH_FIELDS)
+        key = (json_text(t.payload["spec"].to_dict(), sort_keys=True),) + tuple(repr(t.payload[f])
+                                                                                   for f in DATA_FIELDS)
         if key not in groups:
             groups[key] = [t]
-            order.append((key, groups[key]))
+            order.append(groups[key])
         else:
             groups[key].append(t)
     out = []
-    for _, members in order:
+    for members in order:
         if len(members) == 1:
             out.append((members[0], members))
             continue

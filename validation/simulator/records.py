@@ -1,9 +1,10 @@
 """Seeded runs and their records: what a trained student is measured by (docs/theory.md, sections
-1.5-1.7 and 4.9), one run (:func:`run_one`), the starts of one data set trained together
-(:func:`run_starts`), and ``seeds`` runs with their aggregates (:func:`simulate`,
-:func:`simulate_starts`)."""
+1.5-1.7 and 4.9), one run (:func:`run_one`), the runs of one data set drawn once and trained in
+batches (:func:`run_data_set`, :func:`run_starts`), and ``seeds`` runs with their aggregates
+(:func:`simulate`, :func:`simulate_starts`)."""
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import re
@@ -101,26 +102,52 @@ def train_loss(Q: torch.Tensor, problem: Problem) -> float:
 # --------------------------------------------------------------------------- runs
 
 
-def run_starts(spec: ModelSpec, d: int, alpha: float, inits: Sequence[str], seed: int = 0, run_index: int = 0,
-               steps: int = 5000, lr: Optional[float] = None, optimizer: str = "gd",
-               dtype: torch.dtype = torch.float32, device: Optional[torch.device] = None,
-               n_test: int = 10000, record_points: int = 200, progress: Optional[Callable[[int], None]] = None,
-               stop: Optional[StopRule] = None) -> list:
-    """Run ``run_index`` of ``seed`` from each start of ``inits``: one data set, its students trained
-    as one batch (:func:`validation.simulator.training.train_batch`). One JSON-ready record per
-    start, each the record :func:`run_one` gives for it alone (timings apart: ``train_time`` and
-    ``wall_time`` are the run's share of its batch's), or the :class:`SimulationDiverged` of a start
-    that diverged. ``steps_run``: the updates computed (fewer than ``steps`` after an early stop,
-    :mod:`validation.simulator.training`). ``progress``: told the run-steps taken."""
-    for init in inits:
-        check_init(spec, init)
+@dataclasses.dataclass(frozen=True)
+class Training:
+    """How one student of a data set is trained: its start and the settings of
+    :func:`validation.simulator.training.train_batch` (``lr`` None: the optimiser's default)."""
+
+    init: str
+    steps: int = 5000
+    lr: Optional[float] = None
+    optimizer: str = "gd"
+    record_points: int = 200
+    stop: Optional[StopRule] = None
+
+    def settings(self) -> tuple:
+        """What the students of one batch share."""
+        lr = DEFAULT_LR.get(self.optimizer) if self.lr is None else float(self.lr)
+        return self.steps, lr, self.optimizer, self.record_points, self.stop
+
+
+def run_data_set(spec: ModelSpec, d: int, alpha: float, trainings: Sequence[Training], seed: int = 0,
+                 run_index: int = 0, dtype: torch.dtype = torch.float32, device: Optional[torch.device] = None,
+                 n_test: int = 10000, progress: Optional[Callable[[int], None]] = None) -> list:
+    """Run ``run_index`` of ``seed`` once per element of ``trainings``: one data set (teacher, training
+    and test sets, linear baseline) drawn once, and its students trained as one batch per shared
+    :meth:`Training.settings` (:func:`validation.simulator.training.train_batch`). One JSON-ready
+    record per training, each the record :func:`run_one` gives for it alone (timings apart:
+    ``train_time`` and ``wall_time`` are the run's share of its batch's and of the call's), or the
+    :class:`SimulationDiverged` of a run that diverged. ``steps_run``: the updates computed (fewer
+    than ``steps`` after an early stop, :mod:`validation.simulator.training`). ``progress``: told
+    the run-steps taken."""
+    for tr in trainings:
+        check_init(spec, tr.init)
     device = choose_device(None) if device is None else device
     t0 = time.perf_counter()
     problem = make_problem(spec, d, alpha, seed, run_index, n_test, dtype, device)
-    results = train_batch(problem, list(inits), steps, lr, optimizer, record_points, progress=progress, stop=stop)
+    groups = {}
+    for j, tr in enumerate(trainings):
+        groups.setdefault(tr.settings(), []).append(j)
+    results = [None] * len(trainings)
+    for (steps, lr, optimizer, record_points, stop), members in groups.items():
+        out = train_batch(problem, [trainings[j].init for j in members], steps, lr, optimizer, record_points,
+                          progress=progress, stop=stop)
+        for j, result in zip(members, out):
+            results[j] = result
     linear = linear_test_error(fit_linear_baseline(problem.train), problem.test)
     records = []
-    for init, result in zip(inits, results):
+    for tr, result in zip(trainings, results):
         if isinstance(result, SimulationDiverged):
             records.append(result)
             continue
@@ -135,18 +162,27 @@ def run_starts(spec: ModelSpec, d: int, alpha: float, inits: Sequence[str], seed
             "final_grad_norm": result.grad_norm,
             "steps_run": result.steps_run,
             "train_time": result.wall_time,
-            "step_time": result.wall_time / max(1, steps),
-            "loss_curve": result.loss_curve,
+            "step_time": result.wall_time / max(1, tr.steps),
         })
-    wall = (time.perf_counter() - t0) / len(inits)
-    for init, rec in zip(inits, records):
+    wall = (time.perf_counter() - t0) / len(trainings)
+    for tr, rec, result in zip(trainings, records, results):
         if isinstance(rec, dict):
             rec["wall_time"] = wall
-            rec["loss_curve"] = rec.pop("loss_curve")
+            rec["loss_curve"] = result.loss_curve
             log.info("d=%d alpha=%g init=%s run %d: test %.6g train %.6g column |m| max %.4g theta/s2 max %.4g "
-                     "(%.1f s)", d, alpha, init, run_index, rec["test_error"], rec["train_loss"], rec["m_col_max"],
-                     rec["theta_over_sigma2_col_max"], rec["wall_time"])
+                     "(%.1f s)", d, alpha, tr.init, run_index, rec["test_error"], rec["train_loss"],
+                     rec["m_col_max"], rec["theta_over_sigma2_col_max"], rec["wall_time"])
     return records
+
+
+def run_starts(spec: ModelSpec, d: int, alpha: float, inits: Sequence[str], seed: int = 0, run_index: int = 0,
+               steps: int = 5000, lr: Optional[float] = None, optimizer: str = "gd",
+               dtype: torch.dtype = torch.float32, device: Optional[torch.device] = None,
+               n_test: int = 10000, record_points: int = 200, progress: Optional[Callable[[int], None]] = None,
+               stop: Optional[StopRule] = None) -> list:
+    """Run ``run_index`` of ``seed`` from each start of ``inits``, trained alike: :func:`run_data_set`."""
+    return run_data_set(spec, d, alpha, [Training(init, steps, lr, optimizer, record_points, stop) for init in inits],
+                        seed, run_index, dtype, device, n_test, progress)
 
 
 def run_one(spec: ModelSpec, d: int, alpha: float, init: str, seed: int = 0, run_index: int = 0,
