@@ -302,10 +302,11 @@ def bench_plan(args, torch, ModelSpec, sim, device, dtype) -> None:
             for which in (("old", "new") if (ai + ki) % 2 == 0 else ("new", "old")):
                 c0 = time.process_time()
                 if which == "old":
-                    out[which] = [old.run_one(spec, args.d, alpha, init, steps=args.plan_steps, optimizer=opt, **kw)
-                                  for init, opt in runs]
+                    out[which] = [old.run_one(spec, args.d, alpha, init, steps=args.plan_steps, optimizer=opt,
+                                              record_points=2, **kw) for init, opt in runs]
                 else:
-                    trainings = [sim.Training(init, args.plan_steps, None, opt, 200, stop if opt == "adam" else None)
+                    # two recorded points, as the plan's task records (attnphase.sweeps.tasks)
+                    trainings = [sim.Training(init, args.plan_steps, None, opt, 2, stop if opt == "adam" else None)
                                  for init, opt in runs]
                     out[which] = sim.run_data_set(spec, args.d, alpha, trainings, **kw)
                 spent[which] = time.process_time() - c0
