@@ -153,8 +153,14 @@ def bench_kernels(args, torch, ModelSpec, sim, device, dtype) -> None:
     print(f"\nX Q with X ({X.shape[0]} x {X.shape[1]}) {args.dtype}:")
     for r in (1, 2, 3):
         Q = torch.randn(args.d, r, dtype=dtype, device=device)
+        rows = Q.t().contiguous()
+        h = torch.empty(r, X.shape[0], dtype=dtype, device=device)
         print(_row(f"r = {r}: one matrix product", timed(lambda: X @ Q)))
         print(_row(f"r = {r}: r matrix-vector products", timed(lambda: [X @ Q[:, j] for j in range(r)])))
+        if device.type == "cpu":
+            Xn, Qn = X.numpy(), Q.numpy()
+            print(_row(f"r = {r}: numpy, one matrix product", timed(lambda: Xn @ Qn)))
+            print(_row(f"r = {r}: numpy, r mat-vec (ours, + f64)", timed(lambda: sim.hidden(rows[None], p.train))))
     print(f"\nsoftmax over the L axis of an (L, L, n = {n}) float64 array:")
     for L in (2, 3):
         g = torch.Generator().manual_seed(L)

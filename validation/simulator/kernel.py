@@ -30,8 +30,9 @@ product of ``X`` with a ``d x m`` matrix of few columns, torch's or numpy's, cos
 matrix-vector products (``m = 2``: 1.1-1.4 ms against 0.5 ms), so the batch does not share the
 read of ``X`` between its columns; what it shares is the data, and the per-step work in between,
 whose cost is that of launching torch operations on small arrays. On the CPU the matrix-vector
-products are numpy's (its OpenBLAS), which measured 1.7-2 times faster than torch's here; both
-are used on memory they share. Batched products of many tiny ``L x L`` matrices (``bmm``,
+products are numpy's (its OpenBLAS, on one thread), not torch's: interleaved on a loaded 2-core
+machine, a step of this kernel took 0.65-0.81 of the time of the former general form, which
+differed from it mainly there (``--closed-form --before PATH``); both work on the same memory. Batched products of many tiny ``L x L`` matrices (``bmm``,
 ``einsum``) are orders of magnitude slower on the CPU than the elementwise form.
 """
 from __future__ import annotations
@@ -41,6 +42,7 @@ from typing import Optional
 
 import numpy as np
 import torch
+from threadpoolctl import ThreadpoolController
 
 from .attention import as_attention, attention_matrix
 from .data import STAT_DTYPE, Batch
@@ -57,13 +59,27 @@ def from_rows(rows: torch.Tensor, vector: bool) -> torch.Tensor:
     return rows[0].clone() if vector else rows.t().contiguous()
 
 
+#: numpy's BLAS, which the products below run on one thread: its threads split the sums of
+#: ``X^T g``, so their number would change the numbers, and two processes of two threads each on
+#: two busy cores ran a step 11 times slower (benchmarks/bench_simulation.py --closed-form, the
+#: default environment). Set around each call (2 microseconds), so the caller's setting stands.
+_NUMPY_BLAS = ThreadpoolController().select(user_api="blas").lib_controllers
+
+
 def _matvecs(A: torch.Tensor, V: torch.Tensor, out: torch.Tensor) -> None:
     """``out[j] = A @ V[j]`` for the rows ``V[j]`` (module docstring, "Speed")."""
     if A.device.type == "cpu":
         An = A.numpy()
-        with np.errstate(all="ignore"):  # a diverging run is found and reported by training
-            for v, o in zip(V.numpy(), out.numpy()):
-                np.matmul(An, v, out=o)
+        threads = [lib.get_num_threads() for lib in _NUMPY_BLAS]
+        try:
+            for lib in _NUMPY_BLAS:
+                lib.set_num_threads(1)
+            with np.errstate(all="ignore"):  # a diverging run is found and reported by training
+                for v, o in zip(V.numpy(), out.numpy()):
+                    np.matmul(An, v, out=o)
+        finally:
+            for lib, n in zip(_NUMPY_BLAS, threads):
+                lib.set_num_threads(n)
         return
     for j in range(V.shape[0]):
         torch.mv(A, V[j], out=out[j])
