@@ -283,3 +283,33 @@ def test_the_report_sets_the_authors_points_beside_ours(tiny):
             assert number(r["ours"]) == pytest.approx(number(ours[0][r["field"]]))
         assert (f"| `{r['file']}` | {number_text(r['alpha'], 4)} | {r['field']} | "
                 f"{plus_minus(r['ours'], r['ours_error'])} | {number_text(r['theirs'])}") in report
+
+
+def test_the_plans_adam_runs_stop_early_and_share_their_data_set_with_the_other_runs():
+    """The starts figure's Adam runs carry the early stop in their payload and key (their rows differ
+    from full runs'), its gradient-descent runs do not. Runs of one data set (any start and optimiser)
+    join one task, whose rows are each run's alone, timings apart."""
+    from attnphase.paper.plan import PLANS, TaskBuilder
+    from attnphase.paper.figures.starts import tasks as starts_tasks
+    from attnphase.sweeps.tasks import batch_simulations, simulation_batch_task, simulation_run_task
+
+    for plan in PLANS.values():
+        gd = [t for t in starts_tasks(TaskBuilder(plan)) if t.kind == "gd"]
+        assert gd and all(t.payload["stop"] == (t.payload["optimizer"] == "adam") for t in gd)
+        assert all((":stop:" in t.key) == t.payload["stop"] for t in gd)
+    plan = dataclasses.replace(PLANS["quick"], starts=dataclasses.replace(PLANS["quick"].starts, d=16, seeds=2,
+                                                                            steps=120, n_test=32))
+    b = TaskBuilder(plan)
+    spec = default_model()
+    tasks = (b.gd(spec, plan.starts, inits=("random", "semantic"), optimizer="adam", alphas=(0.5,))
+             + b.gd(spec, plan.starts, inits=("random",), optimizer="gd", alphas=(0.5,)))
+    joined = batch_simulations(tasks)
+    assert len(joined) == 2
+    for t, members in joined:
+        assert t.fn is simulation_batch_task and len(members) == 3
+        assert len({m.payload["run_index"] for m in members}) == 1
+        timing = ("train_time", "step_time", "wall_time")
+        for m, out in zip(members, simulation_batch_task(t.payload)["batch"]):
+            (alone,) = simulation_run_task(m.payload)["rows"]
+            assert {k: v for k, v in out["rows"][0].items() if k not in timing} == \
+                {k: v for k, v in alone.items() if k not in timing}, m.key

@@ -99,37 +99,33 @@ def _check_against_autograd(p, attention, fn):
 def test_analytic_gradient_equals_autograd(shape):
     p = _problem(*shape, d=30, alpha=80 / 30)
     _check_against_autograd(p, "softmax", sim.risk_and_grad)
-    _check_against_autograd(p, "softmax", sim.risk_and_grad_general)
 
 
 @pytest.mark.parametrize("attention", ["softmax", "linear", "sigmoid"])
 @pytest.mark.parametrize("shape", [(3, 2, 2), (2, 1, 1)], ids=lambda s: "L%d-r%d-t%d" % s)
 def test_analytic_gradient_equals_autograd_for_each_attention(shape, attention):
     p = _problem(*shape, d=30, alpha=80 / 30, attention=attention)
-    _check_against_autograd(p, attention, sim.risk_and_grad_general)
+    _check_against_autograd(p, attention, sim.risk_and_grad)
 
 
 @pytest.mark.parametrize("attention", ["softmax", "linear", "sigmoid"])
-def test_general_path_on_the_default_shape_equals_the_two_token_path(attention):
-    """30 steps of GD along each path from the same start, in float64: same trajectory."""
+def test_a_vector_and_a_one_column_matrix_are_the_same_student(attention):
+    """30 steps of GD from the same start, ``Q`` as a vector and as a ``d x 1`` matrix: the same
+    numbers bit for bit, each gradient of the shape it was given."""
     spec = ModelSpec(attention=attention)
     p = sim.make_problem(spec, 64, 1.0, seed=0, n_test=200, dtype=torch.float64, device=CPU)
     lr = 0.15 if attention == "softmax" else 0.05
-    Q_fast = sim.initial_Q(p, "random").clone()
-    Q_gen = Q_fast.clone()
+    Q_vec = sim.initial_Q(p, "random").clone()
+    Q_mat = Q_vec[:, None].clone()
     with torch.inference_mode():
         for _ in range(30):
-            R_fast, g_fast = sim.risk_and_grad_two_token(Q_fast, p.train, spec.lam, attention)
-            R_gen, g_gen = sim.risk_and_grad_general(Q_gen, p.train, spec.lam, attention)
-            assert float(R_gen) == pytest.approx(float(R_fast), rel=1e-12)
-            torch.testing.assert_close(g_gen, g_fast, rtol=1e-12, atol=1e-12 * float(g_fast.abs().max()))
-            Q_fast.add_(g_fast, alpha=-lr)
-            Q_gen.add_(g_gen, alpha=-lr)
-    assert float((Q_gen - Q_fast).norm() / Q_fast.norm()) < 1e-12
-    # the test error: a (d, 1) matrix takes the general path, a vector the two-token one
-    te_gen = sim.per_sample_loss(Q_gen[:, None], p.test, attention)
-    te_fast = sim.per_sample_loss(Q_fast, p.test, attention)
-    torch.testing.assert_close(te_gen, te_fast, rtol=1e-12, atol=0)
+            R_vec, g_vec = sim.risk_and_grad(Q_vec, p.train, spec.lam, attention)
+            R_mat, g_mat = sim.risk_and_grad(Q_mat, p.train, spec.lam, attention)
+            assert g_vec.shape == Q_vec.shape and g_mat.shape == Q_mat.shape
+            assert torch.equal(R_vec, R_mat) and torch.equal(g_vec, g_mat[:, 0])
+            Q_vec.add_(g_vec, alpha=-lr)
+            Q_mat.add_(g_mat, alpha=-lr)
+    assert torch.equal(sim.per_sample_loss(Q_mat, p.test, attention), sim.per_sample_loss(Q_vec, p.test, attention))
 
 
 # --------------------------------------------------------------------------- the default model, by another path
@@ -372,3 +368,95 @@ def test_divergent_learning_rate_raises_with_seed_and_first_step(shape, optimize
         sim.simulate(spec, 40, 1.0, "random", seeds=2, seed=3, steps=300, lr=lr, optimizer=optimizer,
                      device="cpu", n_test=10)
     assert exc.value.seed == 3 and exc.value.run_index == 0
+
+
+# --------------------------------------------------------------------------- batches and early stops
+
+
+@pytest.mark.parametrize("shape, inits, optimizer", [
+    ((2, 1, 1), ("semantic", "positional", "random"), "gd"),
+    ((2, 1, 1), ("random", "semantic"), "adam"),
+    ((3, 2, 2), ("mixed", "random", "positional"), "gd"),
+], ids=("default-gd", "default-adam", "L3-r2-t2-gd"))
+def test_a_batch_of_starts_gives_each_run_the_numbers_of_training_it_alone(shape, inits, optimizer):
+    p = _problem(*shape, d=40, alpha=1.5, dtype=torch.float32)
+    batch = sim.train_batch(p, inits, steps=60, lr=0.05, optimizer=optimizer, record_points=6)
+    for init, b in zip(inits, batch):
+        a = sim.train(p, init, steps=60, lr=0.05, optimizer=optimizer, record_points=6)
+        assert torch.equal(a.Q, b.Q) and a.loss_curve == b.loss_curve and a.grad_norm == b.grad_norm, init
+        assert (b.batch_runs, a.batch_runs, b.steps_run) == (len(inits), 1, 60)
+    # and the records of run_starts are those of run_one, timings apart
+    spec = p.spec
+    recs = sim.run_starts(spec, 40, 1.5, inits, seed=1, steps=20, lr=0.05, optimizer=optimizer, n_test=50,
+                          device=CPU)
+    for init, rec in zip(inits, recs):
+        alone = sim.run_one(spec, 40, 1.5, init, seed=1, steps=20, lr=0.05, optimizer=optimizer, n_test=50,
+                            device=CPU)
+        timing = ("train_time", "step_time", "wall_time")
+        assert {k: v for k, v in rec.items() if k not in timing} == {k: v for k, v in alone.items() if k not in timing}
+
+
+def test_a_diverging_run_is_reported_and_leaves_the_rest_of_its_batch_alone():
+    spec = ModelSpec(attention="linear")
+    p = sim.make_problem(spec, 40, 1.0, seed=3, run_index=1, n_test=10, dtype=torch.float32, device=CPU)
+    start = sim.initial_Q(p, "random")
+    starts = [start, 30.0 * start]  # the second one's quartic loss throws it out at lr 0.5
+    out = sim.train_batch(p, [], steps=200, lr=0.5, record_points=4, Q0=starts)
+    assert isinstance(out[1], sim.SimulationDiverged) and not isinstance(out[0], Exception)
+    with pytest.raises(sim.SimulationDiverged) as alone:
+        sim.train(p, steps=200, lr=0.5, record_points=4, Q0=starts[1])
+    assert 0 < out[1].step == alone.value.step and (out[1].seed, out[1].run_index) == (3, 1)
+    first = sim.train(p, steps=200, lr=0.5, record_points=4, Q0=starts[0])
+    assert torch.equal(first.Q, out[0].Q) and first.loss_curve == out[0].loss_curve
+
+
+def _plain_gd(p, Q, steps, lr):
+    with torch.inference_mode():
+        for _ in range(steps):
+            _, g = sim.risk_and_grad(Q, p.train, p.spec.lam, p.spec.attention)
+            Q = Q - lr * g
+    return Q
+
+
+def test_gradient_descent_stops_at_a_float_fixed_point_with_the_full_run_s_numbers():
+    """A strongly convex risk (lam = 1) in float32: gradient descent reaches a Q that a step leaves
+    unchanged to the last bit, stops there, and its record is that of running every step."""
+    spec = ModelSpec(lam=1.0)
+    p = sim.make_problem(spec, 30, 1.0, seed=0, n_test=20, dtype=torch.float32, device=CPU)
+    res = sim.train(p, "random", steps=3000, lr=0.3, record_points=30)
+    assert res.stopped == "fixed point" and res.steps_run < 3000
+    full = _plain_gd(p, sim.initial_Q(p, "random"), 3000, 0.3)
+    assert torch.equal(res.Q, full)
+    with torch.inference_mode():
+        R, g = sim.risk_and_grad(full, p.train, spec.lam, spec.attention)
+    assert res.loss_curve[-1] == [3000, float(R) / p.d] and res.grad_norm == float(g.norm()) / math.sqrt(p.d)
+    assert len(res.loss_curve) == 31 and len({v for s, v in res.loss_curve if s >= res.steps_run}) == 1
+
+
+def test_the_stop_rule_stops_a_settled_run_where_its_loss_and_gradient_meet_it():
+    spec = ModelSpec()
+    p = sim.make_problem(spec, 40, 2.0, seed=2, n_test=20, dtype=torch.float64, device=CPU)
+    rule = sim.StopRule(loss_rtol=1e-10, grad_tol=1e-6, patience=3)
+    # recorded every 50 steps: the looks at the stop rule (CHECK_EVERY) are the recorded steps
+    res = sim.train(p, "semantic", steps=4000, lr=0.01, optimizer="adam", record_points=80, stop=rule)
+    assert sim.CHECK_EVERY == 50 and res.stopped == "converged" and 0 < res.steps_run < 4000
+    # the criterion held over the last `patience` looks
+    R = [v * p.d for _, v in res.loss_curve]
+    changes = [abs(b - a) / abs(b) for a, b in zip(R, R[1:])]
+    assert all(c <= rule.loss_rtol for c in changes[-rule.patience:])
+    assert res.grad_norm <= rule.grad_tol
+    # the stopped run is the full run's first steps_run steps, bit for bit
+    part = sim.train(p, "semantic", steps=res.steps_run, lr=0.01, optimizer="adam", record_points=1)
+    assert torch.equal(part.Q, res.Q) and part.loss_curve[-1] == res.loss_curve[-1]
+    # a rule nothing meets changes nothing
+    never = sim.StopRule(loss_rtol=0.0, grad_tol=0.0)
+    a = sim.train(p, "semantic", steps=300, lr=0.01, optimizer="adam", record_points=30, stop=never)
+    b = sim.train(p, "semantic", steps=300, lr=0.01, optimizer="adam", record_points=30)
+    assert a.stopped == b.stopped == "" and torch.equal(a.Q, b.Q) and a.loss_curve == b.loss_curve
+
+
+@pytest.mark.parametrize("kw", [{"loss_rtol": -1.0}, {"grad_tol": float("nan")}, {"patience": 0}])
+def test_a_bad_stop_rule_is_refused_in_one_line(kw):
+    with pytest.raises(ValueError) as exc:
+        sim.StopRule(**kw)
+    _one_line(exc, "stop:")

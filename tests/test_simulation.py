@@ -120,6 +120,20 @@ def _strip_times(rec):
     return {k: v for k, v in rec.items() if k not in ("train_time", "step_time", "wall_time")}
 
 
+def test_validate_trains_the_starts_of_each_run_together_with_the_results_of_each_alone(tmp_path):
+    """``cached_simulate`` simulates the starts not cached as one batch per run: each result is
+    :func:`validation.simulate.simulate`'s for that start alone; a cached start is read back."""
+    kw = dict(seeds=2, seed=4, steps=15, device="cpu", n_test=40)
+    alone = {init: sim.simulate(SPEC, 30, 1.5, init, **kw) for init in ("semantic", "positional")}
+    first = runs.cached_simulate(SPEC, 30, 1.5, ["positional"], kw, str(tmp_path))
+    both = runs.cached_simulate(SPEC, 30, 1.5, ["semantic", "positional"], kw, str(tmp_path))
+    assert both["positional"] == first["positional"]  # read back, not simulated again
+    for init, res in both.items():
+        assert [_strip_times(r) for r in res["runs"]] == [_strip_times(r) for r in alone[init]["runs"]]
+        assert {k: v for k, v in res.items() if k.endswith(("_mean", "_std"))} == \
+            {k: v for k, v in alone[init].items() if k.endswith(("_mean", "_std"))}
+
+
 def test_fixed_seed_is_bit_identical_on_cpu():
     kw = dict(steps=60, device=CPU, n_test=200)
     a = sim.run_one(SPEC, 60, 1.5, "random", seed=3, run_index=1, **kw)

@@ -7,6 +7,7 @@ changed settings, failures, an external Dask cluster, plots from CSV alone.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import socket
@@ -358,6 +359,30 @@ def test_simulation_sweep_runs_validation_runs_and_plots(client, tmp_path):
     again = run_sweep(cfg, tmp_path / "again", client=client, progress=False, plot=False)
     assert again["failed"] == []
     assert table(tmp_path / SIMULATION_CSV, ("task",)) == table(tmp_path / "again" / SIMULATION_CSV, ("task",))
+
+
+def test_the_starts_of_a_run_train_as_one_batch_with_the_rows_of_each_run_alone(client, tmp_path):
+    """The runner joins the runs of one data set (the starts of one run) into one task; every row is
+    the one the run's own task gives alone, timings apart."""
+    from attnphase.sweeps.tasks import batch_simulations, simulation_batch_task
+
+    cfg = config(omegas=(0.3,), alphas=(0.5, 2.0), what="simulation", d=16, seeds=2, steps=7, n_test=32)
+    tasks = make_tasks(cfg, fake_theory_task, simulation_run_task)
+    joined = batch_simulations(tasks)
+    assert len(joined) == 4 and all(t.fn is simulation_batch_task and len(ms) == 2 for t, ms in joined)
+    assert sorted(m.key for _, ms in joined for m in ms) == sorted(t.key for t in tasks)
+    fakes = [dataclasses.replace(t, fn=fake_theory_task) for t in tasks]
+    assert batch_simulations(fakes) == [(t, [t]) for t in fakes]  # other functions are left alone
+    s = run_sweep(cfg, tmp_path, client=client, progress=False, plot=False)
+    assert s["failed"] == [] and sorted(s["computed"]) == sorted(t.key for t in tasks)
+    _, rows = read_csv_rows(tmp_path / SIMULATION_CSV)
+    by_key = {r["task"]: r for r in rows}
+    for t in tasks:
+        (alone,) = simulation_run_task(t.payload)["rows"]
+        row = by_key[t.key]
+        for k, v in alone.items():
+            if k not in VOLATILE:
+                assert row[k] == cell(v), (t.key, k)
 
 
 def test_long_tasks_are_scheduled_first():

@@ -10,7 +10,7 @@ import json
 import logging
 import math
 import os
-from typing import Callable, Optional, Sequence
+from typing import Callable, Dict, Optional, Sequence
 
 import numpy as np
 
@@ -33,34 +33,51 @@ def _cache_key(spec, d, alpha, init, sim_kwargs) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def cached_simulate(spec, d: int, alpha: float, init: str, sim_kwargs: dict, cache_dir: Optional[str],
-                    simulate_fn: Optional[Callable] = None, progress: Optional[Callable[[int], None]] = None) -> dict:
-    """:func:`validation.simulate.simulate`, reusing ``cache_dir/sim_<key>.json`` when it reads
-    back whole (its checksum matches) as the result of these settings; a cache file that
-    does not is moved aside with a warning and the point simulated again. ``progress(n)``:
-    told the steps taken (all of them at once for a cached point)."""
-    if simulate_fn is None:
-        from .simulate import simulate as simulate_fn
-    path = None
-    if cache_dir:
-        path = os.path.join(cache_dir, f"sim_{_cache_key(spec, d, alpha, init, sim_kwargs)}.json")
-        if os.path.exists(path):
-            try:
-                result = read_checked_json(path)
-                if not (isinstance(result, dict) and len(result.get("runs", ())) == sim_kwargs.get("seeds", 1)
-                        and result.get("d") == d and result.get("init") == init):
-                    raise UnreadableFile(f"{path}: not the simulation of these settings")
-            except UnreadableFile as exc:
-                move_aside(path, f"unreadable cached simulation ({exc}); simulating again")
-            else:
-                log.info("reusing %s", path)
-                if progress:
-                    progress(sim_kwargs.get("seeds", 1) * sim_kwargs.get("steps", 0))
-                return result
-    result = simulate_fn(spec, d, alpha, init, progress=progress, **sim_kwargs)
-    if path:
-        write_checked_json(path, result)
-    return result
+def cached_simulate(spec, d: int, alpha: float, inits: Sequence[str], sim_kwargs: dict, cache_dir: Optional[str],
+                    simulate_fn: Optional[Callable] = None,
+                    progress: Optional[Callable[[int], None]] = None) -> Dict[str, dict]:
+    """``{init: result}``: :func:`validation.simulate.simulate` of each start of ``inits``, reusing
+    ``cache_dir/sim_<key>.json`` (one file per start) when it reads back whole (its checksum
+    matches) as the result of these settings; a cache file that does not is moved aside with a
+    warning and the start simulated again. The starts not cached are simulated together, each
+    run's starts trained on its one data set as one batch
+    (:func:`validation.simulate.simulate_starts`; each result is that of the start alone).
+    ``simulate_fn`` (tests): a function with :func:`~validation.simulate.simulate`'s signature,
+    called per start. ``progress(n)``: told the steps taken (all of them at once for a cached
+    start)."""
+    seeds = sim_kwargs.get("seeds", 1)
+    results, paths = {}, {}
+    for init in inits:
+        if not cache_dir:
+            continue
+        paths[init] = path = os.path.join(cache_dir, f"sim_{_cache_key(spec, d, alpha, init, sim_kwargs)}.json")
+        if not os.path.exists(path):
+            continue
+        try:
+            result = read_checked_json(path)
+            if not (isinstance(result, dict) and len(result.get("runs", ())) == seeds
+                    and result.get("d") == d and result.get("init") == init):
+                raise UnreadableFile(f"{path}: not the simulation of these settings")
+        except UnreadableFile as exc:
+            move_aside(path, f"unreadable cached simulation ({exc}); simulating again")
+        else:
+            log.info("reusing %s", path)
+            if progress:
+                progress(seeds * sim_kwargs.get("steps", 0))
+            results[init] = result
+    missing = [init for init in inits if init not in results]
+    if missing:
+        if simulate_fn is None:
+            from .simulate import simulate_starts
+
+            fresh = simulate_starts(spec, d, alpha, missing, progress=progress, **sim_kwargs)
+        else:
+            fresh = {init: simulate_fn(spec, d, alpha, init, progress=progress, **sim_kwargs) for init in missing}
+        for init in missing:
+            if init in paths:
+                write_checked_json(paths[init], fresh[init])
+        results.update(fresh)
+    return {init: results[init] for init in inits}
 
 
 def write_csv(path: str, rows: Sequence[dict], fields: Sequence[str]) -> None:
@@ -90,9 +107,8 @@ def run_validate(spec, alphas: Sequence[float], inits: Sequence[str], d: int, si
     with folder_summary(os.path.join(out, "validate.json"), summary):
         results = {}
         for alpha in alphas:
-            for init in inits:
-                results[(alpha, init)] = cached_simulate(spec, d, alpha, init, sim_kwargs, cache, simulate_fn,
-                                                         progress)
+            at = cached_simulate(spec, d, alpha, inits, sim_kwargs, cache, simulate_fn, progress)
+            results.update({(alpha, init): res for init, res in at.items()})
         rows = []
         for alpha in alphas:
             for init in inits:
@@ -190,9 +206,10 @@ def run_dscan(spec, alpha: float, inits: Sequence[str], d_values: Sequence[int],
     with folder_summary(os.path.join(out, "dscan.json"), summary):
         rows = []
         for d in d_values:
+            kw = {**sim_kwargs, "seed": scan_seed(sim_kwargs.get("seed", 0), d)}
+            at = cached_simulate(spec, d, alpha, inits, kw, cache, simulate_fn, progress)
             for init in inits:
-                kw = {**sim_kwargs, "seed": scan_seed(sim_kwargs.get("seed", 0), d)}
-                res = cached_simulate(spec, d, alpha, init, kw, cache, simulate_fn, progress)
+                res = at[init]
                 rows += compare(res, spec, None)
                 if init == inits[0]:
                     rows += linear_rows(res, None)

@@ -22,6 +22,7 @@ from typing import Callable, Optional, Sequence
 from tidyio import read_table
 from attnphase.sweeps.config import settings_hash
 from attnphase.sweeps.runner import execute, open_client
+from attnphase.sweeps.tasks import batch_simulations
 from attnphase.sweeps.store import SweepStore, now
 
 from . import PaperError
@@ -141,7 +142,7 @@ def _execute(client, pending: list, store: SweepStore, shash: str, summary: dict
 
     execute(client, pending, store.done, store_result=store_result,
             fail=lambda t, exc, tb: _fail(store, t, exc, tb, summary), tick=tick, priority=lambda t: t.priority,
-            after=lambda t: t.after, prepare=lambda t: _with_rows_of(t, store))
+            after=lambda t: t.after, prepare=lambda t: _with_rows_of(t, store), batch=batch_simulations)
 
 
 def _with_rows_of(task: Task, store: SweepStore) -> Task:
@@ -173,7 +174,7 @@ def task_rows(task: Task, result: dict, shash: str) -> list:
     elif task.kind == "gd":
         context.update(alpha=p["alpha"], init=p["init"], run_index=p["run_index"], d=p["d"], steps=p["steps"],
                        lr=p["lr"], optimizer=p["optimizer"], dtype=p["dtype"], n_test=p["n_test"],
-                       base_seed=p["seed"])
+                       base_seed=p["seed"], early_stop=bool(p.get("stop")))
     elif task.kind == "histogram":
         context.update(config=p["config"], base_seed=p["seed"])
     body = [result["thresholds"]] if "thresholds" in result else result["rows"]

@@ -19,8 +19,8 @@ from . import SweepError
 from .config import SweepConfig, settings_hash
 from .grid import theory_key
 from .store import DATA_CSVS, KIND_OF_CSV, SIMULATION_CSV, THEORY_CSV, THRESHOLDS_CSV, SweepStore, now
-from .tasks import (DEFAULT_THEORY_TASK, Task, expected_rows, make_tasks, simulation_rows, simulation_run_task,
-                    theory_rows)
+from .tasks import (DEFAULT_THEORY_TASK, Task, batch_simulations, expected_rows, make_tasks, simulation_rows,
+                    simulation_run_task, theory_rows)
 
 log = logging.getLogger(__name__)
 
@@ -192,14 +192,14 @@ def _execute(client, pending: list, store: SweepStore, config: SweepConfig, hash
                     fail=lambda t, exc, tb: _fail(store, t, exc, tb, run_started, summary),
                     tick=lambda: bar.update(1), priority=task_priority,
                     after=lambda t: _branch_keys(t) if _needs_branch_rows(t) else (),
-                    prepare=lambda t: _with_branch_rows(t, store))
+                    prepare=lambda t: _with_branch_rows(t, store), batch=batch_simulations)
     finally:
         bar.close()
 
 
 def execute(client, pending: list, done: set, *, store_result: Callable, fail: Callable, tick: Callable,
             priority: Callable = lambda t: 0, after: Callable = lambda t: (),
-            prepare: Callable = lambda t: t) -> None:
+            prepare: Callable = lambda t: t, batch: Callable = lambda ts: [(t, [t]) for t in ts]) -> None:
     """Run ``pending`` tasks (each with ``key``, ``fn`` and ``payload``) on ``client`` and
     hand each result to ``store_result(task, result)`` as it arrives.
 
@@ -215,8 +215,11 @@ def execute(client, pending: list, done: set, *, store_result: Callable, fail: C
     ``store_result``) waits for them, then runs as ``prepare(task)`` (which adds their
     rows); if one of them fails, it is not run and fails too. A failure, a malformed
     result (``store_result`` raises) or a task not run goes to ``fail(task, exc,
-    traceback text)``; ``tick()`` after each task settled. On any exception from here
-    (Ctrl-C), the tasks in flight are cancelled."""
+    traceback text)``; ``tick()`` after each task settled. ``batch(tasks)`` may join ready tasks into
+    one (``[(task, members)]``, :func:`attnphase.sweeps.tasks.batch_simulations`): a joined task's
+    result is ``{"batch": [...]}``, one result or exception per member, each stored, failed and
+    ticked as the member's own. On any exception from here (Ctrl-C), the tasks in flight are
+    cancelled."""
     from distributed import as_completed
 
     token = uuid.uuid4().hex[:8]
@@ -224,8 +227,14 @@ def execute(client, pending: list, done: set, *, store_result: Callable, fail: C
     done_now = as_completed()
     failed = set()
     waiting = {t.key: t for t in pending if after(t)}
+    members = {}  # key of a joined task -> the tasks it stands for
+    joined = []
+    for t, ms in batch([t for t in pending if t.key not in waiting]):
+        if len(ms) > 1:
+            members[t.key] = ms
+        joined.append(t)
     # a stable sort: within a priority, the order given
-    ready = sorted((t for t in pending if t.key not in waiting), key=lambda t: -priority(t))
+    ready = sorted(joined, key=lambda t: -priority(t))
 
     def submit(t) -> None:
         fut = client.submit(run_logged, t.fn, t.payload, key=f"{t.key}-{token}", pure=False, priority=priority(t))
@@ -256,23 +265,35 @@ def execute(client, pending: list, done: set, *, store_result: Callable, fail: C
         fill()
         for fut in done_now:
             task = futures.pop(fut)
+            ms = members.get(task.key, [task])
             try:
                 if fut.status != "finished":
                     exc = fut.exception() if fut.status == "error" else RuntimeError(f"task {fut.status}")
                     tb = "".join(traceback.format_tb(fut.traceback())) if fut.status == "error" else ""
-                    failed.add(task.key)
-                    fail(task, exc, tb)
+                    outcomes = [(exc, tb)] * len(ms)
                 else:
                     result, messages = fut.result()
                     for message in messages:  # with its task, which says where on the grid
                         log.warning("%s: %s", task.key, message)
-                    store_result(task, result)
+                    parts = result["batch"] if task.key in members else [result]
+                    if len(parts) != len(ms):
+                        raise RuntimeError(f"{task.key} gave {len(parts)} results, {len(ms)} expected")
+                    outcomes = [(p, "") for p in parts]
             except Exception as exc:  # a malformed result: record it, keep going
-                failed.add(task.key)
-                fail(task, exc, traceback.format_exc())
+                outcomes = [(exc, traceback.format_exc())] * len(ms)
             finally:
                 fut.release()
-            tick()
+            for m, (part, tb) in zip(ms, outcomes):
+                try:
+                    if isinstance(part, BaseException):
+                        failed.add(m.key)
+                        fail(m, part, tb)
+                    else:
+                        store_result(m, part)
+                except Exception as exc:  # a malformed result: record it, keep going
+                    failed.add(m.key)
+                    fail(m, exc, traceback.format_exc())
+                tick()
             if waiting:
                 release_waiting()
             fill()

@@ -7,7 +7,8 @@ grid (``numerics.api.follow``), then the thresholds from those rows (``numerics.
 for the paper's two branches the crossing of their training losses and the spinodals, otherwise
 every change of the global branch). The rows are the fixed points' records: the line quadrature's
 scalars ``q, m, V, theta``, or packed components and invariants where the overlaps are matrices.
-Simulation: one task per finite-size run (:func:`simulation_run_task`). The writer
+Simulation: one task per finite-size run (:func:`simulation_run_task`); the runner trains the
+starts of one run together (:func:`batch_simulations`), each run's rows those of it alone. The writer
 adds the model and solver columns to every row (:func:`theory_rows`,
 :func:`simulation_rows`), in the model's one CSV schema
 (:meth:`derivations.spec.ModelSpec.to_columns`).
@@ -316,19 +317,78 @@ def _matrix_rows(points, alphas: list, branch: str) -> list:
 
 
 def simulation_run_task(payload: dict) -> dict:
-    """One finite-size run (``validation.simulate.run_one``) on the CPU; drops the loss curve."""
+    """One finite-size run (``validation.simulate.run_one``) on the CPU; drops the loss curve:
+    :func:`simulation_batch_task` of one run, whose :class:`~validation.simulate.SimulationDiverged`
+    it raises."""
+    (out,) = simulation_batch_task({"batch": [payload]})["batch"]
+    if isinstance(out, BaseException):
+        raise out
+    return out
+
+
+#: what the runs of one batched task share (:func:`batch_simulations`): their data set
+DATA_FIELDS = ("d", "alpha", "seed", "run_index", "n_test", "dtype")
+
+
+def simulation_batch_task(payload: dict) -> dict:
+    """The runs ``payload["batch"]`` (payloads of :func:`simulation_run_task` that share the model and
+    :data:`DATA_FIELDS`) on their one data set, drawn once, those trained alike as one batch
+    (``validation.simulate.run_data_set``), on the CPU. ``{"batch": [...]}``: per run, in order, what
+    :func:`simulation_run_task` returns for it alone (timings apart), or its ``SimulationDiverged``.
+    A payload's ``stop`` (when true): the early stop of ``validation.simulate.StopRule()``."""
     import torch
 
-    from validation.simulate import DEFAULT_LR, DTYPES, run_one
+    from validation.simulate import DEFAULT_LR, DTYPES, SimulationDiverged, StopRule, Training, run_data_set
 
-    rec = run_one(payload["spec"], payload["d"], payload["alpha"], payload["init"], seed=payload["seed"],
-                  run_index=payload["run_index"], steps=payload["steps"], lr=payload["lr"],
-                  optimizer=payload["optimizer"], dtype=DTYPES[payload["dtype"]], device=torch.device("cpu"),
-                  n_test=payload["n_test"], record_points=2)
-    rec.pop("loss_curve", None)
-    rec["lr_used"] = DEFAULT_LR[payload["optimizer"]] if payload["lr"] is None else float(payload["lr"])
-    rec["alpha"], rec["init"] = payload["alpha"], payload["init"]
-    return {"rows": [rec]}
+    runs = payload["batch"]
+    p = runs[0]
+    for other in runs[1:]:
+        if any(other[f] != p[f] for f in DATA_FIELDS) or other["spec"] != p["spec"]:
+            raise ValueError(f"a batch of runs must share {', '.join(DATA_FIELDS)} and the model")
+    trainings = [Training(r["init"], r["steps"], r["lr"], r["optimizer"], 2, StopRule() if r.get("stop") else None)
+                 for r in runs]
+    records = run_data_set(p["spec"], p["d"], p["alpha"], trainings, seed=p["seed"], run_index=p["run_index"],
+                           dtype=DTYPES[p["dtype"]], device=torch.device("cpu"), n_test=p["n_test"])
+    out = []
+    for run, rec in zip(runs, records):
+        if isinstance(rec, SimulationDiverged):
+            out.append(rec)
+            continue
+        rec.pop("loss_curve", None)
+        rec["lr_used"] = DEFAULT_LR[run["optimizer"]] if run["lr"] is None else float(run["lr"])
+        rec["alpha"], rec["init"] = run["alpha"], run["init"]
+        out.append({"rows": [rec]})
+    return {"batch": out}
+
+
+def batch_simulations(tasks: list) -> list:
+    """The tasks with the runs of :func:`simulation_run_task` that share a data set (the model and
+    :data:`DATA_FIELDS`: the starts, optimisers and training settings of one run) joined into one
+    task of :func:`simulation_batch_task`, in the place of the first: ``[(task, members)]``,
+    ``members`` the tasks it stands for (itself alone when not joined). Each run's numbers are those
+    of training it alone, so a task's rows do not depend on what it was joined with. Tasks of other
+    functions (a test's fakes) are left as they are."""
+    groups, order = {}, []
+    for t in tasks:
+        if t.fn is not simulation_run_task:
+            order.append([t])
+            continue
+        key = (json_text(t.payload["spec"].to_dict(), sort_keys=True),) + tuple(repr(t.payload[f])
+                                                                                   for f in DATA_FIELDS)
+        if key not in groups:
+            groups[key] = [t]
+            order.append(groups[key])
+        else:
+            groups[key].append(t)
+    out = []
+    for members in order:
+        if len(members) == 1:
+            out.append((members[0], members))
+            continue
+        first = members[0]
+        out.append((dataclasses.replace(first, key=f"{first.key}+{len(members) - 1}", fn=simulation_batch_task,
+                                        payload={"batch": [m.payload for m in members]}), members))
+    return out
 
 
 def theory_rows(task: Task, result: dict, config: SweepConfig, shash: str) -> tuple:

@@ -17,6 +17,8 @@ import numpy as np
 
 from derivations import ModelSpec, packing
 
+from numerics.prox.newton import curvature_floor, saddle_free_newton
+
 #: samples per call of a generated function (as numerics.model.general.NODE_BLOCK: temporaries in cache)
 BLOCK = 4096
 
@@ -69,6 +71,15 @@ class SampleLoss:
                          *packing.pack("V", np.asarray(V, dtype=float), self.shape))
         grad = np.stack(out[1:1 + self.n_h], axis=1)
         return out[0], grad, self._hessian(out[1 + self.n_h:], n)
+
+    def newton(self, h, w, coef, V, tol: float = 1e-11, maxiter: int = 60, known=None, known_objective=None,
+               capture: float = 1e-2, cap=None):
+        """Saddle-free Newton on each sample's prox objective (:func:`numerics.prox.newton.saddle_free_newton`,
+        whose arguments these are; the coefficients of a sample in place of a node's teacher matrix)."""
+        return saddle_free_newton(lambda a, b, c: self.prox_newton(a, b, c, V),
+                                  lambda a, b, c: self.prox_objective(a, b, c, V), h, w, coef, curvature_floor(V),
+                                  tol=tol, maxiter=maxiter, known=known, known_objective=known_objective,
+                                  capture=capture, cap=cap)
 
     def prox_objective(self, h, w, coef, V) -> np.ndarray:
         return self._call("sample_prox_objective", _columns(h) + _columns(w) + _columns(coef),
