@@ -267,7 +267,25 @@ def _from_sympy(expr, L: int, role: str):
     if foreign:
         raise ModelSpecError(role, f"unknown function {foreign[0]!r} in {expr}; an attention may use "
                                    f"{_vocabulary(L, role)}")
+    _check_tree(expr, role)
     return _exact(expr.xreplace({s: ours[s.name] for s in expr.free_symbols}))
+
+
+def _check_tree(expr, role: str) -> None:
+    """The bounds of :func:`check_size` on a SymPy expression given directly: operations, numbers
+    and constant exponents."""
+    import sympy as sp
+
+    def refuse(why: str):
+        raise ModelSpecError(role, f"{why}: {quoted(sp.sstr(expr))}")
+
+    for count, e in enumerate(sp.preorder_traversal(expr), 1):
+        if count > MAX_NODES:
+            refuse(f"too many operations to be an attention (more than {MAX_NODES} nodes)")
+        if isinstance(e, sp.Pow) and e.exp.is_number and not abs(e.exp) <= MAX_EXPONENT:
+            refuse(f"an exponent exceeds {MAX_EXPONENT} in magnitude")
+        if isinstance(e, sp.Number) and not abs(e) <= MAX_NUMBER:
+            refuse(f"a number exceeds {MAX_NUMBER:g} in magnitude (an attention's weights are of order one)")
 
 
 # sample rows of scores for the finiteness check: structured points where denominators and
@@ -494,7 +512,7 @@ def canonical(value, L: int, role: str) -> Tuple[str, object]:
     if not expr.free_symbols & set(score_symbols(L)):
         raise ModelSpecError(role, f"does not depend on the scores {'h1, h2' if L == 2 else f'h1, ..., h{L}'}: "
                                    f"{quoted(text)}")
-    check_real_and_finite(expr, L, role, text)
+    check_real_and_finite(stable_form(expr, score_symbols(L)), L, role, text)
     return sp.sstr(expr, full_prec=True), expr
 
 
@@ -511,14 +529,86 @@ def uses_beta(text: str, L: int) -> bool:
     return canonical(text, L, "attention")[1].has(beta_symbol())
 
 
-def attention_rows(text: str, scores, role: str, beta: float = 1.0):
+def _exponential_terms(expr, h):
+    """``[(c_k, b_k)]`` with ``expr = sum_k c_k exp(b_k)``, each ``c_k`` a positive number (``b_k = 0``
+    for a constant term), or None when ``expr`` is not such a sum."""
+    import sympy as sp
+
+    terms = []
+    for term in sp.Add.make_args(expr):
+        c, rest = term.as_independent(*h, as_Add=False)
+        rest = sp.powsimp(rest, combine="exp")  # exp(a) exp(b) = exp(a + b)
+        if not (c.is_number and c.is_positive is True):
+            return None
+        if rest == 1:
+            terms.append((c, sp.Integer(0)))
+        elif isinstance(rest, sp.exp):
+            terms.append((c, rest.args[0]))
+        else:
+            return None
+    return terms
+
+
+def _softmax_quotient(e, h):
+    """``(K, j, s)`` with ``e = K Softmax_j(s) = K exp(s_j) / sum_k exp(s_k)`` when ``e`` is a quotient
+    ``K c_j exp(a) / sum_k c_k exp(b_k)`` with ``b_j = a`` (``s_k = b_k + log c_k``), else None."""
+    import sympy as sp
+
+    if isinstance(e, sp.Pow):
+        factors = [e]
+    elif isinstance(e, sp.Mul):
+        factors = list(e.args)
+    else:
+        return None
+    below = [f for f in factors if isinstance(f, sp.Pow) and f.exp == -1 and isinstance(f.base, sp.Add)]
+    if len(below) != 1:
+        return None
+    top = _exponential_terms(sp.Mul(*[f for f in factors if f is not below[0]]), h)
+    bottom = _exponential_terms(below[0].base, h)
+    if top is None or len(top) != 1 or bottom is None or len(bottom) < 2:
+        return None
+    (K, a), = top
+    for j, (c, b) in enumerate(bottom):
+        if sp.expand(b - a) == 0:
+            return K / c, j, [b if c == 1 else b + sp.log(c) for c, b in bottom]
+    return None
+
+
+def stable_form(expr, h, logistic: bool = False):
+    """``expr`` with every quotient of exponentials ``K exp(s_j) / sum_k exp(s_k)`` (:func:`_softmax_quotient`)
+    written as the built-in softmax is (:func:`derivations.model.softmax_rows`): ``K / sum_k exp(s_k - s_j)``,
+    which doubles evaluate where ``inf/inf`` would not, or with ``logistic`` the opaque
+    :class:`~derivations.model.Logistic` (two terms) or :class:`~derivations.model.Softmax` values that
+    code generation differentiates. Equal expressions; the softmax typed at ``beta = 2``,
+    ``exp(2*h1)/(exp(2*h1) + exp(2*h2))``, becomes the built-in's form at ``--beta 2``."""
+    import sympy as sp
+
+    from .model import Logistic, Softmax
+
+    def rewrite(e):  # from the top: the largest quotient is the softmax, not a factor of it
+        found = _softmax_quotient(e, h)
+        if found is None:
+            return e.func(*[rewrite(a) for a in e.args]) if e.args else e
+        K, j, s = found
+        s = [rewrite(x) for x in s]
+        if logistic and len(s) == 2:
+            return K * Logistic(s[j] - s[1 - j])
+        if logistic:
+            return K * Softmax(j, *s)
+        return K / sp.Add(*[sp.exp(x - s[j]) for x in s])
+
+    return rewrite(expr)
+
+
+def attention_rows(text: str, scores, role: str, beta: float = 1.0, logistic: bool = False):
     """The ``n x L`` matrix ``S_ij = f(s_ij, s_i(j+1), ...)`` (cyclic) of the row expression ``f`` of
-    ``text`` applied to the rows of ``scores`` (a SymPy matrix)."""
+    ``text`` applied to the rows of ``scores`` (a SymPy matrix), in the form of :func:`stable_form`
+    (``logistic``: with opaque logistic and softmax values)."""
     import sympy as sp
 
     n, L = scores.shape
-    f = row_expression(text, L, role, beta)
     h = score_symbols(L)
+    f = stable_form(row_expression(text, L, role, beta), h, logistic)
     return sp.Matrix(n, L, lambda i, j: f.xreplace({h[k]: scores[i, (j + k) % L] for k in range(L)}))
 
 
