@@ -32,6 +32,7 @@ generated in the same form as ``--beta 2``).
 from __future__ import annotations
 
 import ast
+import fractions
 import functools
 import io
 import itertools
@@ -134,33 +135,34 @@ def _tokens_admitted(text: str, L: int, role: str) -> None:
 _KIND = {ast.Add: "sum", ast.Sub: "sum", ast.Mult: "product", ast.Div: "product", ast.Pow: "power"}
 
 
-def _arithmetic(op, left: float, right: float):
-    """``left op right`` in doubles (an infinity where it overflows), None where it is not a real number."""
+def _log10(x: "fractions.Fraction") -> float:
+    return math.log10(abs(x.numerator)) - math.log10(x.denominator)
+
+
+def _arithmetic(op, left, right):
+    """``left op right`` of two exact numbers (fractions), None where it is not a rational number."""
     try:
         if isinstance(op, ast.Add):
-            value = left + right
-        elif isinstance(op, ast.Sub):
-            value = left - right
-        elif isinstance(op, ast.Mult):
-            value = left * right
-        elif isinstance(op, ast.Div):
-            value = left / right
-        else:
-            value = left ** right
-    except ZeroDivisionError:
-        return math.inf
-    except OverflowError:
-        return math.inf
-    return value if isinstance(value, (int, float)) and not math.isnan(value) else None
+            return left + right
+        if isinstance(op, ast.Sub):
+            return left - right
+        if isinstance(op, ast.Mult):
+            return left * right
+        if isinstance(op, ast.Div):
+            return left / right
+        return left ** right.numerator if right.denominator == 1 else None
+    except ZeroDivisionError:  # SymPy's parser makes it zoo, which check_real_and_finite refuses
+        return None
 
 
 def check_size(text: str, role: str) -> None:
     """Refuse, before SymPy parses it, a text (its length is checked before) that holds too many
     operations, nests too deep, or writes a number (or a power of numbers) beyond :data:`MAX_NUMBER`
     or a constant exponent beyond :data:`MAX_EXPONENT` in magnitude (module docstring). Reads
-    Python's syntax tree of the text, which evaluates nothing; the numbers are computed in doubles
-    on the way up and every power is bounded before it is taken, so that ``10**10**10`` costs no
-    more than ``10**10``."""
+    Python's syntax tree of the text, which evaluates nothing; the numbers are computed exactly on
+    the way up (as SymPy will) and every power is bounded before it is taken, so that ``10**10**10``
+    costs no more than ``10**10``. A number's root of a degree above :data:`MAX_EXPONENT` is refused
+    too (SymPy would search for it exactly)."""
     try:
         tree = ast.parse(text.strip(), mode="eval")
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
@@ -181,15 +183,16 @@ def check_size(text: str, role: str) -> None:
         if isinstance(node, ast.Constant):
             if not isinstance(node.value, (int, float)):
                 return None
+            written = ast.get_source_segment(text.strip(), node) or repr(node.value)
             try:
-                value = float(node.value)
+                size = abs(float(node.value))
             except OverflowError:
-                value = math.inf
-            if not abs(value) <= MAX_NUMBER:
-                written = ast.get_source_segment(text.strip(), node) or str(node.value)
+                size = math.inf
+            if not size <= MAX_NUMBER:
                 refuse(f"the number {quoted(written)} exceeds {MAX_NUMBER:g} in magnitude (an attention's "
                        f"weights are of order one)")
-            return value
+            # the decimal as written, as SymPy's parser reads it (rationalize)
+            return fractions.Fraction(written) if isinstance(node.value, float) else fractions.Fraction(node.value)
         if isinstance(node, ast.UnaryOp):
             value = visit(node.operand, depth + (kind != "unary"), "unary")
             return None if value is None else (-value if isinstance(node.op, ast.USub) else value)
@@ -200,7 +203,11 @@ def check_size(text: str, role: str) -> None:
             if here == "power" and right is not None:
                 if not abs(right) <= MAX_EXPONENT:
                     refuse(f"the exponent {_shown(right)} exceeds {MAX_EXPONENT} in magnitude")
-                if left is not None and abs(left) > 1 and right * math.log10(abs(left)) > math.log10(MAX_NUMBER):
+                if left is not None and right.denominator > MAX_EXPONENT:
+                    # SymPy would look for an exact root of that degree (1e-3**(1/1e12) takes minutes)
+                    refuse(f"a number raised to {_shown(right)}, a root of degree {_shown(right.denominator)} (at "
+                           f"most {MAX_EXPONENT}; write 2**(1/3), not 2**0.3333)")
+                if left and float(right) * _log10(left) > math.log10(MAX_NUMBER):
                     refuse(f"a power of numbers exceeds {MAX_NUMBER:g} in magnitude (an attention's weights are "
                            f"of order one)")
             if left is None or right is None:
@@ -213,8 +220,11 @@ def check_size(text: str, role: str) -> None:
     visit(tree.body, 0, None)
 
 
-def _shown(value: float) -> str:
-    return f"{value:g}" if math.isfinite(value) else "beyond 1e308"
+def _shown(value) -> str:
+    try:
+        return f"{float(value):.6g}"
+    except OverflowError:
+        return "beyond 1e308"
 
 
 def _parse_text(text: str, L: int, role: str):
