@@ -11,8 +11,9 @@ input (:data:`BAD_INPUT`), 1 for a command whose optional dependencies are not i
 (:class:`~attnphase.errors.MissingExtra`, one line naming the extra), 1 for a computation that failed (any other exception of the
 libraries: a solver, a branch, a threshold, a diverged simulation), for a file that
 could not be read or written (``OSError``) and for a fault of the program itself (named
-as such), 130 on Ctrl-C. A traceback is printed only with ``-v``, and without it a message is
-cut at :data:`MESSAGE_LIMIT` characters.
+as such), 130 on Ctrl-C, 143 on SIGTERM and 129 on SIGHUP (:func:`ending_signals`: each ends the
+command as Ctrl-C does, its files closed and its lock released). A traceback is printed only with
+``-v``, and without it a message is cut at :data:`MESSAGE_LIMIT` characters.
 
 Warnings: the libraries' log records of level WARNING and above, and Python's warnings, are
 kept by :class:`WarningSummary` and summed up in one line at the end (inside the error line
@@ -21,10 +22,13 @@ of a failure); ``-v`` prints each in full.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import re
+import signal
 import sys
+import threading
 import traceback
 
 from derivations.spec import ModelSpecError
@@ -53,6 +57,49 @@ LIBRARIES = ("derivations", "numerics", "validation", "attnphase.sweeps", "attnp
 #: exit statuses
 FAILED, BAD = 1, 2
 INTERRUPTED = 130
+#: the signals that end a command as Ctrl-C does (exit status 128 + the signal's number), and the
+#: word of its one line
+ENDING_SIGNALS = {signal.SIGTERM: "terminated (SIGTERM)", signal.SIGHUP: "hung up (SIGHUP)"}
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, raised where the program is: a KeyboardInterrupt, so that every path that
+    ends cleanly on Ctrl-C (a sweep's store and lock, a folder marked incomplete, the Dask cluster
+    shut down) ends so on these too."""
+
+    def __init__(self, signum: int):
+        super().__init__(ENDING_SIGNALS[signum])
+        self.signum = signum
+
+
+def _raise_terminated(signum, frame):
+    signal.signal(signum, signal.SIG_DFL)  # a second one ends the process at once
+    raise Terminated(signum)
+
+
+@contextlib.contextmanager
+def ending_signals():
+    """While the block runs, SIGTERM and SIGHUP raise :class:`Terminated` (in the main thread, and
+    where the signal is not ignored: ``nohup`` keeps its meaning)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {}
+    for signum in ENDING_SIGNALS:
+        if signal.getsignal(signum) is signal.SIG_DFL:
+            previous[signum] = signal.signal(signum, _raise_terminated)
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def _write_line(text: str) -> None:
+    """One line on stderr; nothing when stderr is gone (a terminal that hung up)."""
+    with contextlib.suppress(OSError, ValueError):
+        sys.stderr.write(text + "\n")
+        sys.stderr.flush()
 
 
 def exit_status(exc: BaseException) -> tuple:
@@ -159,6 +206,11 @@ def _shortened(message: str, verbose: int) -> str:
 
 
 def main(argv=None) -> int:
+    with ending_signals():
+        return _main(argv)
+
+
+def _main(argv) -> int:
     name, verbose = "attnphase", 0
     root = logging.getLogger()
     handler, level = None, root.level
@@ -179,10 +231,13 @@ def main(argv=None) -> int:
         if summary:
             sys.stderr.write(f"{name}: {summary}\n")
         return status
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         if verbose:
             traceback.print_exc()
-        sys.stderr.write(f"{name}: interrupted\n")
+        if isinstance(exc, Terminated):
+            _write_line(f"{name}: {ENDING_SIGNALS[exc.signum]}")
+            return 128 + exc.signum
+        _write_line(f"{name}: interrupted")
         return INTERRUPTED
     except Exception as exc:  # every failure becomes one line and an exit status
         if verbose:

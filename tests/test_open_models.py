@@ -287,6 +287,19 @@ def test_where_the_positional_branch_is_absent_it_is_absent_for_all_three(beta, 
             solve(spec, alpha, "positional", "draft")
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("beta", [2.0, 3.0])
+def test_the_typed_softmax_has_the_thresholds_of_the_papers_model_at_lam_over_beta(beta):
+    """At lam = 0.01 beta, the typed softmax at beta is the paper's model at lam = 0.01: the same
+    thresholds (draft: 1.5 to 2.5 minutes each on a shared 2-core machine)."""
+    from numerics.api import thresholds
+
+    typed = thresholds(ModelSpec(attention=_typed_softmax(beta), lam=0.01 * beta), "draft")
+    paper = thresholds(ModelSpec(), "draft")
+    assert typed.transitions and paper.transitions
+    assert abs(typed.alpha_c - paper.alpha_c) <= 1e-6 and abs(typed.alpha_l - paper.alpha_l) <= 1e-6
+
+
 def test_a_quotient_of_exponentials_is_generated_in_the_builtins_form():
     """The typed softmax and sigmoid give the built-ins' numbers where the text as written gives
     inf/inf (scores of 1000), and the same numbers elsewhere."""
