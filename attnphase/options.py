@@ -162,12 +162,10 @@ def check_dask_options(args: argparse.Namespace, embedded: bool = True) -> None:
 
 
 def parse_range(text: str, flag: str, positive: bool = False, min_points: int = 1) -> list:
-    """A grid of values: ``START:STOP:N`` (``N`` values from START to STOP, both included, as
-    ``numpy.linspace`` gives them), a comma-separated list of distinct values, or a single
-    number. ``positive``: every value must be > 0. ``min_points``: the fewest values the
-    command can use (a scan that brackets roots needs 3)."""
-    import numpy as np
-
+    """A grid of values: ``START:STOP:N`` (``N`` evenly spaced values from START to STOP, both
+    included, each the decimal it is: :func:`_grid`), a comma-separated list of distinct values,
+    or a single number. ``positive``: every value must be > 0. ``min_points``: the fewest values
+    the command can use (a scan that brackets roots needs 3)."""
     text = str(text)
     parts = text.split(":")
     if "," in text:
@@ -204,13 +202,27 @@ def parse_range(text: str, flag: str, positive: bool = False, min_points: int = 
             raise UsageError(f"{flag}: N = 1 needs START = STOP (or give a single number), got {text!r}")
         if n > 1 and not start < stop:
             raise UsageError(f"{flag}: START must be below STOP, got {text!r}")
-        values = list(np.linspace(start, stop, n))
+        values = _grid(parts[0].strip(), parts[1].strip(), n)
     if positive and any(v <= 0 for v in values):
         raise UsageError(f"{flag}: every value must be a positive number, got {text!r}")
     if len(values) < min_points:
         raise UsageError(f"{flag}: needs at least {min_points} values (START:STOP:N with START < STOP and "
                          f"N >= {min_points}, or a list of {min_points}), got {text!r}")
     return values
+
+
+def _grid(start: str, stop: str, n: int) -> list:
+    """``n`` values from ``start`` to ``stop`` (both included, as written), each the decimal it is:
+    ``0.1:2.5:25`` gives 0.7, not 0.7000000000000001 (numpy.linspace's), so that a row stored with
+    it is found by ``alpha == 0.7``."""
+    import decimal
+
+    with decimal.localcontext(decimal.Context(prec=40)):
+        a, b = decimal.Decimal(start), decimal.Decimal(stop)
+        if n == 1:
+            return [float(a)]
+        step = (b - a) / (n - 1)
+        return [float(a + k * step) for k in range(n - 1)] + [float(b)]
 
 
 _ITEM_KIND = {float: "numbers", int: "integers"}
@@ -264,6 +276,10 @@ def check_output(path, kind: str, flag: str = "--out") -> None:
     p = Path(path)
     if kind == "file" and (p.is_dir() or str(path).endswith(("/", os.sep))):
         raise UsageError(f"{flag}: {path} is a folder; give a file name")
+    if kind == "file" and p.exists() and not p.is_file():
+        # a file is written whole and renamed over the path: a device, a pipe or a socket would be replaced
+        raise UsageError(f"{flag}: {path} is not a regular file (a device, a pipe or a socket) and writing "
+                         f"would replace it; give a file name")
     if kind == "folder" and p.exists() and not p.is_dir():
         raise UsageError(f"{flag}: {path} exists and is not a folder")
     where = p if kind == "folder" and p.is_dir() else p.absolute().parent
@@ -280,14 +296,29 @@ def check_output(path, kind: str, flag: str = "--out") -> None:
     os.unlink(probe)
 
 
+def _same_file(a, b) -> bool:
+    """The same file by any name (a link, ``./``), whether or not it exists yet."""
+    if os.path.exists(a) and os.path.exists(b):
+        return os.path.samefile(a, b)
+    return os.path.realpath(a) == os.path.realpath(b)
+
+
+def check_distinct_outputs(outputs: dict) -> None:
+    """Refuse, before any work, two outputs that are one file (the second would overwrite the
+    first): ``outputs`` maps a flag to the paths it writes."""
+    named = [(flag, path) for flag, paths in outputs.items() for path in paths]
+    for i, (flag, path) in enumerate(named):
+        for other_flag, other in named[i + 1:]:
+            if _same_file(path, other):
+                raise UsageError(f"{flag}: {path} is also written by {other_flag} ({other}), which would overwrite "
+                                 f"it: give another name")
+
+
 def check_not_input(outputs: dict, inputs: dict) -> None:
     """Refuse, before any work, an output that is also an input (writing it would lose the
     input before it is read): ``outputs`` and ``inputs`` map a flag to the paths it names.
     Paths are compared as files: the same file by another name (a link, ``./``) is the same."""
-    def same(a, b) -> bool:
-        if os.path.exists(a) and os.path.exists(b):
-            return os.path.samefile(a, b)
-        return os.path.realpath(a) == os.path.realpath(b)
+    same = _same_file
 
     for out_flag, out_paths in outputs.items():
         for out in out_paths:

@@ -349,7 +349,7 @@ def test_a_bad_precision_is_a_choice_list(capsys, tmp_path):
     ("a,b\n1,2\n", "no column alpha"),
     (None, "unreadable"),
     ("alpha,branch,q,m,theta,test_error,global_minimum,sigma,lam,omega,attention,teacher,regulariser\n"
-     "one,semantic,0.1,0,0.1,0.1,True,0.5,0.01,0.3,softmax,tanh,l2\n", "alpha = 'one' is not a number"),
+     "one,semantic,0.1,0,0.1,0.1,True,0.5,0.01,0.3,softmax,tanh,l2\n", "alpha = 'one' is not a finite number"),
 ])
 def test_curve_compare_with_a_file_that_is_not_a_curve_is_refused_before_the_curve(
         content, expected, tmp_path, capsys, monkeypatch):
@@ -556,7 +556,7 @@ def test_an_output_that_is_also_an_input_is_refused_and_the_input_kept(tmp_path,
     figure_named = tmp_path / "Y.png"
     figure_named.write_text(CURVE_ROW)
     status, _, err = run(["curve", "--out", tmp_path / "Y.csv", "--figure", "--compare", figure_named], capsys)
-    assert status == 2 and "--out: " in one_line(err, "curve")
+    assert status == 2 and "--figure: " in one_line(err, "curve")
     assert curve.read_text() == CURVE_ROW == figure_named.read_text()
 
 

@@ -11,8 +11,8 @@ import time
 from attnphase.errors import UsageError
 from attnphase.options import (GRID_HELP, add_alias, add_dask_options, add_json_option,
                                add_model_options, add_precision_option, add_processes_option, check_dask_options,
-                               check_not_input, check_output, failed, model_from_args, parse_list, parse_range,
-                               positive_number, print_json, progress_bar, solve_processes)
+                               check_distinct_outputs, check_not_input, check_output, failed, model_from_args,
+                               parse_list, parse_range, positive_number, print_json, progress_bar, solve_processes)
 from numerics.channel.integrators import INTEGRATORS
 from numerics.fixed_points.subspaces import GENERAL_BRANCHES
 
@@ -289,7 +289,10 @@ def cmd_curve(args) -> int:
     compare = parse_list(args.compare, "--compare", allow_empty=True)
     check_output(args.out, "file")
     figures = [os.path.splitext(args.out)[0] + ext for ext in (".png", ".pdf")] if args.figure else []
-    check_not_input({"--out": [args.out, *figures]}, {"--compare": compare})
+    for path in figures:
+        check_output(path, "file", "--figure")
+    check_distinct_outputs({"--out": [args.out], "--figure": figures})
+    check_not_input({"--out": [args.out], "--figure": figures}, {"--compare": compare})
     lines = _check_branches(spec, args, names) == "lines"
     if compare and not lines:
         raise UsageError("--compare: not available for the general model yet")
@@ -344,7 +347,7 @@ def _read_scan(path, spec, precision) -> list:
              "other than the two-token rank-one one; it has an integrator column)"
     try:
         table = check_table(path, ("alpha", "branch", "converged", "train_loss", "precision"), "a curve CSV",
-                            numeric=("alpha", "train_loss"))
+                            numeric=("alpha", "train_loss"), finite=("alpha",))
     except UnreadableFile as exc:
         raise UsageError(f"--scan: {exc}; {needed}") from None
     if "integrator" not in table.header:
