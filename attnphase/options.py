@@ -30,6 +30,7 @@ from typing import Callable, Optional, Sequence
 from derivations.spec import BUILTIN_ATTENTIONS, ModelSpec, parse_A, parse_matrix
 from numerics.precision import PRECISIONS
 
+from .costs import add_yes_option, check_shape
 from .errors import CommandFailed, UsageError
 
 PRECISION_HELP = ("draft: one coarse rule, no error estimate (curves for figures); fast: error estimates "
@@ -64,10 +65,14 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--positions", default=None, metavar="ROWS",
                    help="positional matrix P (L x k), rows separated by ';' (default 1;-1 for two tokens, "
                         "the identity otherwise)")
+    add_yes_option(g)
 
 
-def model_from_args(args: argparse.Namespace) -> ModelSpec:
-    """The ModelSpec of the model options; raises ModelSpecError (naming the parameter) on bad input."""
+def model_from_args(args: argparse.Namespace, derives: bool = True) -> ModelSpec:
+    """The ModelSpec of the model options; raises ModelSpecError (naming the parameter) on bad input.
+    Its shape is checked first (:func:`attnphase.costs.check_shape`): the size of the model, and
+    where the command ``derives`` its equations the time of a first derivation."""
+    check_shape(args.tokens, args.rank, args.teacher_rank, args, derives)
     L = args.tokens
     A = None if args.A is None else parse_A(args.A, L if isinstance(L, int) and L >= 2 else None)
     positions = None if args.positions is None else parse_matrix(args.positions, "positions")

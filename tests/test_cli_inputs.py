@@ -123,3 +123,71 @@ def test_a_curve_of_nan_to_compare_is_refused_naming_its_row(tmp_path, capsys, m
                            "--figure", "--compare", nan], capsys)
     assert status == 2 and "data row 1 (alpha = 1.0, semantic) is marked converged but q = 'nan'" in line, line
     assert not (tmp_path / "c.csv").exists()
+
+
+# --------------------------------------------------------------------------- numbers and sizes
+
+
+@pytest.mark.parametrize("argv, reason", [
+    (["simulate", "--d", "20", "--steps", "5", "--n-test", "20", "--lr", "1e308"],
+     "--lr: must be at most 3.4e+38, the largest float32"),
+    (["simulate", "--d", "1000000"], "--d: the data of one run (n = 2e+06 samples"),
+    (["simulate", "--alpha", "1e7"], "--alpha: the data of one run (n = 1e+10 samples"),
+    (["simulate", "--n-test", "1000000000000"], "--n-test: the data of one run"),
+    (["simulate", "--steps", "1000000000000"], "--steps: 1 run(s) of 1e+12 steps"),
+    (["simulate", "--seeds", "1000000000"], "--seeds: 1e+09 run(s) of 5e+03 steps"),
+    (["validate", "--d-scan", "--d-values", "10,100000000"], "--d-values: the data of one run"),
+    (["phase-diagram", "--omegas", "0:0.45:100000", "--alphas", "0.1:2:100000"],
+     "--omegas, --alphas: a grid of 100000 x 100000 = 1e+10 points is beyond"),
+    (["phase-diagram", "--omegas", "0:0.45:100", "--alphas", "0.1:2:100"],
+     "--omegas, --alphas: the theory on 100 x 100 grid points at fast precision would take about 8.61 hours"),
+    (["solve", "--alpha", "1", "--tokens", "50", "--rank", "20"], "--rank: the first derivation"),
+    (["solve", "--alpha", "1", "--tokens", "1000000"], "--tokens: 1000000 is beyond any model"),
+    (["solve", "--alpha", "1", "--rank", "100000"], "--rank: 100000 is beyond any model"),
+    (["derive", "--tokens", "40", "--rank", "10"], "--rank: the first derivation and code generation of L = 40"),
+    (["curve", "--alphas", "0.1:2.5:100000"], "--alphas: the curve (200000 points at fast precision) would take "
+                                              "about 16.2 days"),
+    (["thresholds", "--alphas", "0.1:2.5:100000"], "--alphas: the thresholds' scan"),
+    (["run", "--alphas", "0.1:2.5:100000"], "--alphas: the curve (200000 points at draft precision)"),
+])
+def test_a_size_beyond_the_machine_or_an_afternoon_is_refused_with_its_estimate(argv, reason, tmp_path, capsys,
+                                                                                 monkeypatch):
+    no_work(monkeypatch)
+    if argv[0] in ("validate", "phase-diagram", "run"):
+        argv = [*argv, "--out", tmp_path / "out"]
+    status, _, line = run(argv, capsys)
+    assert status == 2 and line.startswith(f"attnphase {argv[0]}: error: {reason}"), line
+    assert not (tmp_path / "out").exists()
+
+
+def test_yes_runs_what_is_long_but_within_reach_and_nothing_out_of_reach():
+    import argparse
+
+    from attnphase.costs import LONG_RUN_S, OUT_OF_REACH_S, require_time
+    from attnphase.errors import UsageError
+
+    require_time(2 * LONG_RUN_S, "--steps", "runs", argparse.Namespace(yes=True))
+    with pytest.raises(UsageError, match="add --yes"):
+        require_time(2 * LONG_RUN_S, "--steps", "runs", argparse.Namespace(yes=False))
+    with pytest.raises(UsageError, match="out of reach"):
+        require_time(2 * OUT_OF_REACH_S, "--steps", "runs", argparse.Namespace(yes=True))
+
+
+@pytest.mark.parametrize("command", ["simulate", "validate", "phase-diagram", "curve", "thresholds", "run", "derive"])
+def test_the_defaults_pass_the_size_checks(command):
+    """What the README runs is never asked for --yes: the checks on the default settings."""
+    from attnphase.commands.sweep import config_from_args
+    from attnphase.costs import check_simulations, check_theory_points
+    from attnphase.options import model_from_args
+
+    args = cli.build_parser().parse_args([command] + (["--out", "x"] if command in ("validate", "phase-diagram",
+                                                                                       "run") else []))
+    if command == "phase-diagram":
+        config_from_args(args)
+    else:
+        model_from_args(args)
+    if command in ("simulate", "validate"):
+        check_simulations(40 if command == "validate" else args.seeds, args.d, 2.0, args.steps, args.n_test, 2, 1,
+                          args.dtype, args)
+    if command in ("curve", "thresholds", "run"):
+        check_theory_points(50, getattr(args, "precision", "fast") or "fast", False, "--alphas", "the curve", args)

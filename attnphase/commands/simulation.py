@@ -10,6 +10,7 @@ import logging
 import math
 import sys
 
+from attnphase.costs import check_simulations
 from attnphase.errors import UsageError, require_simulation
 from attnphase.options import (GRID_HELP, add_alias, add_json_option, add_model_options, add_precision_option,
                                check_output, failed, model_from_args, parse_list, parse_range, print_json,
@@ -90,8 +91,14 @@ def register(subparsers) -> None:
 # --------------------------------------------------------------------------- checks
 
 
+#: the largest learning rate each working dtype holds (torch converts it to the dtype)
+LARGEST = {"float32": 3.4028234663852886e38, "float64": 1.7976931348623157e308}
+
+
 def _check_common(args) -> None:
     check_run_settings(args.steps, args.lr, args.n_test, args.seeds, args.seed)
+    if args.lr is not None and args.lr > LARGEST[args.dtype]:
+        raise UsageError(f"--lr: must be at most {LARGEST[args.dtype]:.3g}, the largest {args.dtype}, got {args.lr:g}")
     if args.device:
         import torch
 
@@ -111,11 +118,13 @@ def _sim_kwargs(args) -> dict:
 
 def cmd_simulate(args) -> int:
     require_simulation()
-    spec = model_from_args(args)
+    spec = model_from_args(args, derives=False)
     check_dimension(args.d, k=spec.k)
     check_alpha(args.alpha, args.d)
     _check_common(args)
     check_start(args.init, spec.rank)
+    check_simulations(args.seeds, args.d, args.alpha, args.steps, args.n_test, spec.tokens, spec.rank, args.dtype,
+                      args)
     from validation.simulate import AGGREGATED, aggregated_keys, simulate
 
     with progress_bar(args.seeds * args.steps, f"simulate d={args.d} alpha={args.alpha:g} {args.init}",
@@ -179,7 +188,7 @@ def cmd_validate(args) -> int:
     if not (math.isfinite(args.tolerance) and args.tolerance > 0):
         raise UsageError(f"--tolerance: must be a positive number, got {args.tolerance}")
     inits = parse_list(args.inits, "--inits", choices=INITS)
-    spec = model_from_args(args)
+    spec = model_from_args(args, derives=not args.sim_only)
     if not args.sim_only:  # the theory's range, before any simulation
         from numerics.solver_range import check_model_range
 
@@ -192,11 +201,15 @@ def cmd_validate(args) -> int:
         for d in d_values:
             check_dimension(d, "--d-values", spec.k)
             check_alpha(args.alpha, d)
+            check_simulations(len(inits) * args.seeds * len(d_values), d, args.alpha, args.steps, args.n_test,
+                              spec.tokens, spec.rank, args.dtype, args, d_flag="--d-values")
     else:
         check_dimension(args.d, k=spec.k)
         alphas = parse_range(args.alphas, "--alphas")
         for a in alphas:
             check_alpha(a, args.d, "--alphas")
+        check_simulations(len(inits) * args.seeds * len(alphas), args.d, max(alphas), args.steps, args.n_test,
+                          spec.tokens, spec.rank, args.dtype, args)
     check_output(args.out, "folder")
     from validation import runs
     from validation.theory_cache import default_theory

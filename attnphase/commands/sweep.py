@@ -10,6 +10,7 @@ import logging
 import sys
 from pathlib import Path
 
+from attnphase.costs import check_diagram, check_grid, check_simulations
 from attnphase.errors import UsageError, require_simulation
 from attnphase.options import (GRID_HELP, add_alias, add_dask_options, add_json_option, add_model_options,
                                add_precision_option, check_dask_options, check_not_input, check_output, failed,
@@ -89,11 +90,17 @@ def config_from_args(args):
 
     omegas = parse_range(args.omegas, "--omegas")
     alphas = parse_range(args.alphas, "--alphas", positive=True)
+    check_grid(len(omegas), len(alphas))
     for w in omegas:  # checked here so that the message names the grid option
         if not 0.0 <= w <= 1.0:
             raise UsageError(f"--omegas: values must lie in [0, 1], got {w:g}")
     args_at = argparse.Namespace(**{**vars(args), "omega": omegas[0]})
-    spec = model_from_args(args_at)
+    spec = model_from_args(args_at, derives=args.what != "simulation")
+    if args.what != "theory":
+        check_simulations(len(omegas) * len(alphas) * args.seeds * 2, args.d, max(alphas), args.steps, args.n_test,
+                          spec.tokens, spec.rank, args.dtype, args)
+    if args.what != "simulation":
+        check_diagram(len(omegas), len(alphas), args.precision, not spec.is_two_token_rank_one, args)
     if args.what != "simulation":  # refused here, not by every task on the workers
         from numerics.solver_range import check_model_range
 

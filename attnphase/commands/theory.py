@@ -8,6 +8,7 @@ import os
 import sys
 import time
 
+from attnphase.costs import check_theory_points
 from attnphase.errors import UsageError
 from attnphase.options import (GRID_HELP, add_alias, add_dask_options, add_json_option,
                                add_model_options, add_precision_option, add_processes_option, check_dask_options,
@@ -294,6 +295,7 @@ def cmd_curve(args) -> int:
     check_distinct_outputs({"--out": [args.out], "--figure": figures})
     check_not_input({"--out": [args.out], "--figure": figures}, {"--compare": compare})
     lines = _check_branches(spec, args, names) == "lines"
+    check_theory_points(len(alphas) * len(names), args.precision, not lines, "--alphas", "the curve", args)
     if compare and not lines:
         raise UsageError("--compare: not available for the general model yet")
     if compare and not args.figure:
@@ -466,6 +468,8 @@ def cmd_thresholds(args) -> int:
         names = branches(spec)
     _check_branches(spec, args, names)
     alphas = parse_range(args.alphas, "--alphas", positive=True, min_points=3 if pair else 2)
+    if not args.scan:
+        check_theory_points(len(alphas) * len(names), "draft", not pair, "--alphas", "the thresholds' scan", args)
     scan = None
     if args.scan:
         points = _read_scan(args.scan, spec, args.precision)
@@ -513,6 +517,7 @@ def cmd_run(args) -> int:
     names = COMPETING_BRANCHES if pair else branches(spec)
     if not pair:
         _check_branches(spec, args, names)
+    check_theory_points(len(alphas) * len(names), "draft", not pair, "--alphas", "the curve", args)
     t0 = time.perf_counter()
     csv_path = os.path.join(args.out, "curve.csv")
     summary = {"model": spec.to_dict(), "branches": list(names), "curve_csv": csv_path, "curve_precision": "draft",
