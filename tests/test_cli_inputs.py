@@ -191,3 +191,35 @@ def test_the_defaults_pass_the_size_checks(command):
                           args.dtype, args)
     if command in ("curve", "thresholds", "run"):
         check_theory_points(50, getattr(args, "precision", "fast") or "fast", False, "--alphas", "the curve", args)
+
+
+# --------------------------------------------------------------------------- a point without a theory branch
+
+
+def test_validate_writes_a_no_theory_row_where_the_branch_does_not_exist(tmp_path, capsys, monkeypatch):
+    """The theory has no branch at alpha = 0.5 (BranchNotFound): validate keeps its simulations, writes
+    its CSV and figure, and says NO THEORY for that point instead of ending on the exception."""
+    import types
+
+    import validation.theory_cache as theory_cache
+    from numerics.api import BranchNotFound
+
+    def solve(spec, alpha, branch, precision="fast"):
+        if alpha == 0.5:
+            raise BranchNotFound(f"{branch} branch not found at alpha = 0.5: the solve fell to the trivial point",
+                                 branch, alpha)
+        return types.SimpleNamespace(q=0.1, m=0.25 if branch == "positional" else 0.0, V=1.0,
+                                     theta=0.0 if branch == "positional" else 0.15, test_error=0.0014,
+                                     train_loss=0.0036, converged=True)
+
+    fake = theory_cache.Theory(solve, lambda spec: types.SimpleNamespace(test_error=0.002))
+    monkeypatch.setattr(theory_cache, "default_theory", lambda precision: fake)
+    out = tmp_path / "v"
+    with bounded(60):
+        status = cli.main(["validate", "--alphas", "0.5,2", "--d", "20", "--seeds", "2", "--steps", "5",
+                           "--n-test", "20", "--curve-points", "0", "--tolerance", "1e9", "--out", str(out)])
+    stdout, err = capsys.readouterr()
+    assert status == 0 and "Traceback" not in err, err
+    lines = [line for line in stdout.splitlines() if line.startswith("NO THEORY alpha=0.5")]
+    assert len(lines) == 2 and "which the theory does not have at this alpha" in lines[0], stdout
+    assert (out / "validate.csv").stat().st_size > 0 and (out / "validate.png").exists()

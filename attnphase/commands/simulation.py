@@ -239,9 +239,12 @@ def cmd_validate(args) -> int:
             sys.stdout.write("FAIL " + " ".join(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}"
                                                 for k, v in f.items()) + "\n")
         for u in summary.get("unmatched", []):
+            why = ("which the theory does not have at this alpha (its solve falls to the trivial point)"
+                   if u.get("theory_present") is False else
+                   f"whose theory solve did not converge or left the branch (converged={u['theory_converged']}, "
+                   f"on_branch={u['theory_on_branch']})")
             sys.stdout.write(f"NO THEORY alpha={u['alpha']:g} init={u['init']}: the simulation sits on the "
-                             f"{u['branch']} branch, whose theory solve did not converge or left the branch "
-                             f"(converged={u['theory_converged']}, on_branch={u['theory_on_branch']})\n")
+                             f"{u['branch']} branch, {why}\n")
         for g in summary.get("global_minimum", []):
             sys.stdout.write(_global_minimum_line(g) + "\n")
         if "crossing" in summary:
