@@ -42,9 +42,12 @@ PROGRAM_BYTES = 0.55e9
 LINE_POINT_S = {"draft": 0.5, "fast": 7.0, "high": 70.0}
 #: the general model's quasi-Monte Carlo (--help: "seconds to tens of seconds per point at draft, minutes at fast")
 QMC_POINT_S = {"draft": 20.0, "fast": 120.0, "high": 1200.0}
-#: a phase-diagram grid point (all its branches and its share of the thresholds): the default grid of
-#: 10 x 25 points took about 13 minutes at fast
+#: a phase-diagram grid point (all its branches and its share of the thresholds), two workers: the
+#: default grid of 10 x 25 points took about 13 minutes at fast
 DIAGRAM_POINT_S = {"draft": 0.5, "fast": 3.1, "high": 31.0}
+#: the same for the general model: the rank-2 diagram of 640 points took about 46 minutes at draft
+#: (docs/phase_diagram.md); fast and high taken 10 and 100 times longer, as for one solve
+DIAGRAM_GENERAL_POINT_S = {"draft": 4.3, "fast": 43.0, "high": 430.0}
 
 # --- derivation and code generation of a new shape, measured with no cache (seconds, by the number
 # n = L r of prox variables): (L, r) = (2, 1) 3 s, (3, 1) 6 s, (2, 2) 8 s, (4, 1) 12 s, (3, 2) 66 s
@@ -181,8 +184,7 @@ def check_grid(n_omegas: int, n_alphas: int) -> None:
 
 
 def check_diagram(n_omegas: int, n_alphas: int, precision: str, general: bool, args) -> None:
-    """The theory of a sweep: :data:`DIAGRAM_POINT_S` a grid point, or for the general model its three
-    branches by :data:`QMC_POINT_S`."""
-    rate = 3 * QMC_POINT_S[precision] if general else DIAGRAM_POINT_S[precision]
+    """The theory of a sweep: :data:`DIAGRAM_POINT_S` (or :data:`DIAGRAM_GENERAL_POINT_S`) a grid point."""
+    rate = (DIAGRAM_GENERAL_POINT_S if general else DIAGRAM_POINT_S)[precision]
     require_time(n_omegas * n_alphas * rate, "--omegas, --alphas",
                  f"the theory on {n_omegas} x {n_alphas} grid points at {precision} precision", args)

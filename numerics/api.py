@@ -34,7 +34,7 @@ from numerics.fixed_points.lines import BranchNotFound
 from numerics.fixed_points.solve import branches, solve
 from numerics.fixed_points.workers import scramble_workers
 from numerics.matrix_overlaps import MatrixOverlaps
-from numerics.overlaps import BRANCHES, COMPETING_BRANCHES, HatOverlaps, Overlaps
+from numerics.overlaps import BRANCHES, COMPETING_BRANCHES, HatOverlaps, Overlaps, value_with_error
 from numerics.precision import PRECISIONS
 from numerics.result import FixedPoint, as_matrices, failed_point, from_row, mark_global_minima
 from numerics.thresholds.newton_pair import newton_thresholds, scan_curves_from_rows
@@ -45,7 +45,7 @@ __all__ = ["Baseline", "linear_baseline", "linear_baseline_mp", "BranchCurve", "
            "PRECISIONS", "FixedPoint", "HatOverlaps", "Overlaps", "MatrixOverlaps", "BranchNotFound",
            "IntegratorError", "ThresholdError", "ThresholdLocationError", "Thresholds", "Transition",
            "scan_curves_from_rows", "from_row", "failed_point", "mark_global_minima", "branches", "integrator_for",
-           "solve", "solve_all", "follow", "thresholds", "scramble_workers"]
+           "solve", "solve_all", "follow", "thresholds", "scramble_workers", "value_with_error"]
 
 log = logging.getLogger(__name__)
 

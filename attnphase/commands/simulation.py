@@ -135,7 +135,8 @@ def cmd_simulate(args) -> int:
         return 0
     out = sys.stdout
     out.write(f"d={result['d']} alpha={result['alpha']:g} n={result['n']} init={result['init']} "
-              f"optimizer={result['optimizer']} lr={result['lr']:g} steps={result['steps']} "
+              f"attention={spec.attention} teacher={spec.teacher}" + (f" beta={spec.beta:g}" if spec.beta != 1 else "")
+              + f" optimizer={result['optimizer']} lr={result['lr']:g} steps={result['steps']} "
               f"dtype={result['dtype']} device={result['device']}\n")
     # the overlaps of docs/theory.md, section 1.5 for the two-token rank-one model; the
     # invariants and per-column overlaps of section 4.9 for any other shape
@@ -147,7 +148,10 @@ def cmd_simulate(args) -> int:
         out.write(f"{r['run_index']:<4d} " + " ".join(f"{r[c]:{w}.6g}" for c, w in zip(cols, widths))
                   + f" {r['step_time']:9.2e}\n")
     out.write("mean " + " ".join(f"{result[c + '_mean']:{w}.6g}" for c, w in zip(cols, widths)) + "\n")
-    out.write("std  " + " ".join(f"{result[c + '_std']:{w}.6g}" for c, w in zip(cols, widths)) + "\n")
+    if len(result["runs"]) > 1:
+        out.write("std  " + " ".join(f"{result[c + '_std']:{w}.6g}" for c, w in zip(cols, widths)) + "\n")
+    else:  # one run has no spread: not a spread of 0
+        out.write("std  (one run: no spread; --seeds 2 or more gives one)\n")
     out.write(f"wall time {result['wall_time']:.1f} s\n")
     return 0
 

@@ -99,14 +99,14 @@ def config_from_args(args):
     if args.what != "theory":
         check_simulations(len(omegas) * len(alphas) * args.seeds * 2, args.d, max(alphas), args.steps, args.n_test,
                           spec.tokens, spec.rank, args.dtype, args)
-    if args.what != "simulation":
-        check_diagram(len(omegas), len(alphas), args.precision, not spec.is_two_token_rank_one, args)
     if args.what != "simulation":  # refused here, not by every task on the workers
         from numerics.solver_range import check_model_range
 
         check_model_range(spec)
     branches = parse_list(args.branches, "--branches", choices=GENERAL_BRANCHES, allow_empty=True)
     check_dask_options(args)
+    if args.what != "simulation":
+        check_diagram(len(omegas), len(alphas), args.precision, not spec.is_two_token_rank_one, args)
     return SweepConfig(spec=spec, omegas=omegas, alphas=alphas, what=args.what, precision=args.precision,
                        branches=tuple(branches),
                        d=args.d, seeds=args.seeds, seed=args.seed, steps=args.steps, lr=args.lr,

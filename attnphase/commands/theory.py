@@ -110,23 +110,24 @@ def register(sub):
 
 
 def _fp_table(points):
+    from numerics.api import Overlaps
+
     lines = [f"{'alpha':>7} {'branch':>10} {'q':>10} {'m':>10} {'V':>10} {'theta':>10} {'test_err':>11} "
              f"{'train_loss':>11} {'conv':>5} {'global':>6}"]
     for p in points:
-        o = p.overlaps
+        o = Overlaps(*(x + 0.0 for x in p.overlaps.as_array()))  # + 0.0: no -0
         lines.append(f"{p.alpha:7.4f} {p.branch:>10} {o.q:10.6f} {o.m:10.6f} {o.V:10.5f} {o.theta:10.6f} "
                      f"{p.test_error:11.4e} {p.train_loss:11.4e} {str(p.converged):>5} {str(p.global_minimum):>6}")
     return "\n".join(lines)
 
 
 def _with_error(value: float, error: float, zero: bool) -> str:
-    """A value as a person reads it: ``0.0680401 +- 1.2e-06``; ``0`` where the branch holds the field
-    at zero; the value alone where there is no estimate (draft precision)."""
-    if zero:
-        return "0 (by symmetry)"
-    if not math.isfinite(value):
-        return "not finite"
-    return f"{value:.7g} +- {error:.1e}" if math.isfinite(error) else f"{value:.7g}"
+    """A value as a person reads it, to the digits its error supports (``0.114817307377 +- 4.5e-12``,
+    :func:`numerics.api.value_with_error`); ``0`` where the branch holds the field at zero; the value
+    alone where there is no estimate (draft precision)."""
+    from numerics.api import value_with_error
+
+    return "0 (by symmetry)" if zero else value_with_error(value, error)
 
 
 def _fields_table(points) -> str:
@@ -174,7 +175,7 @@ def _check_branches(spec, args, names, flag: str = "--branches") -> str:
 
 
 def _joined(values) -> str:
-    return ",".join(f"{v:.5g}" for v in values)
+    return ",".join(f"{v + 0.0:.5g}" for v in values)  # + 0.0: no -0
 
 
 def _invariants_table(points):
@@ -399,12 +400,13 @@ def _pm(error: float) -> str:
 
 
 def _threshold_text(value: float, error: float) -> str:
-    """``value +- error`` with the value to the error's second significant digit (8 decimals where
-    no error is stated)."""
+    """``value +- error`` with the value to the error's second significant digit
+    (:func:`numerics.api.value_with_error`; 8 decimals where no error is stated)."""
+    from numerics.api import value_with_error
+
     if not (math.isfinite(error) and error > 0):
         return f"{value:.8f} {_pm(error)}"
-    decimals = min(10, max(3, 2 - math.floor(math.log10(error))))
-    return f"{value:.{decimals}f} {_pm(error)}"
+    return value_with_error(value, error)
 
 
 def _threshold_failure(th, alphas):
@@ -550,7 +552,10 @@ def cmd_run(args) -> int:
     if args.json:
         print_json(summary)
     else:
-        print(_points_table([p for p in points if p.global_minimum]))
+        shown = [p for p in points if p.global_minimum]
+        print(f"the global minimum at each alpha: {len(shown)} of the {len(points)} points (every branch is in "
+              f"{csv_path})")
+        print(_points_table(shown))
         if th is not None:
             _print_threshold_values(th)
             print(f"linear baseline test error = {baseline.test_error:.10g}")
