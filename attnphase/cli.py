@@ -162,14 +162,19 @@ class WarningSummary(logging.Handler):
     def emit(self, record):
         self.count += 1
         if not self.first:
-            text = " ".join(self.format(record).split())
-            self.first = text if len(text) <= self.QUOTED else text[:self.QUOTED - 3] + "..."
+            self.first = " ".join(self.format(record).split())
 
-    def line(self) -> str:
+    def line(self, error: str = "") -> str:
+        """The summary; the first warning is not quoted again where ``error`` (the command's error
+        line) already says it, and is cut at a word."""
         if not self.count:
             return ""
+        known = error and self.first[:60] in " ".join(error.split())
+        if known:
+            return f"{self.count} warning{'s' * (self.count > 1)} logged (-v shows them)"
+        first = self.first if len(self.first) <= self.QUOTED else self.first[:self.QUOTED].rsplit(" ", 1)[0] + " ..."
         more = f"{self.count} warnings logged, the first: " if self.count > 1 else "1 warning logged: "
-        return f"{more}{self.first} (-v shows them)"
+        return f"{more}{first} (-v shows them)"
 
 
 def _log_handler(verbose: int) -> logging.Handler:
@@ -243,7 +248,7 @@ def _main(argv) -> int:
         if verbose:
             traceback.print_exc()
         status, message = exit_status(exc)
-        summary = handler.line() if isinstance(handler, WarningSummary) else ""
+        summary = handler.line(message) if isinstance(handler, WarningSummary) else ""
         sys.stderr.write(f"{name}: error: {_shortened(message, verbose)}" + (f" [{summary}]" if summary else "") + "\n")
         return status
     finally:

@@ -49,11 +49,13 @@ DIAGRAM_POINT_S = {"draft": 0.5, "fast": 3.1, "high": 31.0}
 #: (docs/phase_diagram.md); fast and high taken 10 and 100 times longer, as for one solve
 DIAGRAM_GENERAL_POINT_S = {"draft": 4.3, "fast": 43.0, "high": 430.0}
 
-# --- derivation and code generation of a new shape, measured with no cache (seconds, by the number
-# n = L r of prox variables): (L, r) = (2, 1) 3 s, (3, 1) 6 s, (2, 2) 8 s, (4, 1) 12 s, (3, 2) 66 s
-DERIVATION_S_AT_6 = 66.0
-#: the growth of that cost with n, fitted to the measurements from n = 4 to 6 (n^4.7)
-DERIVATION_POWER = 4.7
+# --- derivation and code generation of a new shape, measured with no cache on a shared 2-core machine
+# (seconds, L tokens and rank r): (2, 1) 3, (3, 1) 6, (4, 1) 12, (5, 1) 56, (6, 1) 55, (8, 1) 369,
+# (10, 1) 435; (2, 2) 8, (3, 2) 66, (4, 2) 75, (5, 2) 34, (6, 2) 78. The estimate is their upper
+# envelope in the number n = L r of prox variables: 3 s (n / 2)^3.5 (384 s at n = 8, 838 s at n = 10);
+# beyond n = 12 it is an extrapolation
+DERIVATION_S_AT_2 = 3.0
+DERIVATION_POWER = 3.5
 #: the most points of a sweep's grid
 MAX_GRID_POINTS = 10**6
 #: the most tokens or columns of any model (the teacher's matrix alone has L^2 entries)
@@ -152,8 +154,7 @@ def check_simulations(runs: int, d: int, alpha: float, steps: int, n_test: int, 
 
 def derivation_seconds(L: int, r: int) -> float:
     """The derivation and code generation of a new shape with ``L r`` prox variables (measured above)."""
-    n = L * r
-    return DERIVATION_S_AT_6 * (n / 6.0) ** DERIVATION_POWER if n > 6 else DERIVATION_S_AT_6 * n / 6.0
+    return DERIVATION_S_AT_2 * (L * r / 2.0) ** DERIVATION_POWER
 
 
 def check_shape(tokens: int, rank: int, teacher_rank: int, args, derives: bool = True) -> None:
@@ -163,7 +164,7 @@ def check_shape(tokens: int, rank: int, teacher_rank: int, args, derives: bool =
         if isinstance(value, int) and value > MAX_SHAPE:
             raise UsageError(f"{flag}: {value} is beyond any model this program can derive or simulate (at most "
                              f"{MAX_SHAPE}; the derivation's cost grows as (L r)^{DERIVATION_POWER:g})")
-    if derives and isinstance(tokens, int) and isinstance(rank, int) and tokens * rank > 6:
+    if derives and isinstance(tokens, int) and isinstance(rank, int):
         flag = "--rank" if rank > 1 else "--tokens"
         require_time(derivation_seconds(tokens, rank), flag,
                      f"the first derivation and code generation of L = {tokens} tokens, rank {rank} "

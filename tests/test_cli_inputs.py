@@ -223,3 +223,17 @@ def test_validate_writes_a_no_theory_row_where_the_branch_does_not_exist(tmp_pat
     lines = [line for line in stdout.splitlines() if line.startswith("NO THEORY alpha=0.5")]
     assert len(lines) == 2 and "which the theory does not have at this alpha" in lines[0], stdout
     assert (out / "validate.csv").stat().st_size > 0 and (out / "validate.png").exists()
+
+
+def test_the_warning_summary_does_not_repeat_the_error_and_cuts_at_a_word():
+    import logging
+
+    summary = cli.WarningSummary()
+    summary.setFormatter(logging.Formatter("%(message)s"))
+    text = "alpha_l not bracketed: the global minimiser never beats the linear baseline on alpha in [0.5, 18]; " \
+           "alpha_c is still reported"
+    summary.emit(logging.LogRecord("numerics", logging.WARNING, "", 0, text, None, None))
+    assert summary.line(f"alpha_l not bracketed: the global minimiser never beats the linear baseline on alpha "
+                        f"in [0.5, 18]") == "1 warning logged (-v shows them)"
+    line = summary.line("another error")
+    assert line.endswith("alpha_c is still ... (-v shows them)"), line  # cut after a whole word

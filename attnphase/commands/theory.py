@@ -412,12 +412,15 @@ def _threshold_text(value: float, error: float) -> str:
 def _threshold_failure(th, alphas):
     """Why thresholds ``th`` are not a complete result (``None`` if they are): no change of the
     global branch on the scan, or ``alpha_l`` not found."""
+    # the range scanned, which the thresholds may have extended beyond the one asked for
+    scanned = [p.alpha for p in th.scan] or list(alphas)
+    beyond = max(scanned) > max(alphas) * (1 + 1e-9) or min(scanned) < min(alphas) * (1 - 1e-9)
+    extended = (f" (--alphas asked [{min(alphas):.4g}, {max(alphas):.4g}]; the scan went on where the change or "
+                f"alpha_l could lie beyond it)") if beyond else ""
     if not th.transitions:
-        # the range scanned, which the thresholds may have extended beyond the one asked for
-        alphas = [p.alpha for p in th.scan] or alphas
-        return (f"the global minimum does not change branch on alpha in [{min(alphas):.4g}, {max(alphas):.4g}] "
-                f"({th.global_branches()[0][1]} throughout)")
-    return None if th.alpha_l_status == "ok" else f"alpha_l {th.alpha_l_status}"
+        return (f"the global minimum does not change branch on alpha in [{min(scanned):.4g}, {max(scanned):.4g}] "
+                f"({th.global_branches()[0][1]} throughout){extended}")
+    return None if th.alpha_l_status == "ok" else f"alpha_l {th.alpha_l_status}{extended}"
 
 
 def _threshold_dict(th) -> dict:
