@@ -11,7 +11,8 @@ input (:data:`BAD_INPUT`), 1 for a command whose optional dependencies are not i
 (:class:`~attnphase.errors.MissingExtra`, one line naming the extra), 1 for a computation that failed (any other exception of the
 libraries: a solver, a branch, a threshold, a diverged simulation), for a file that
 could not be read or written (``OSError``) and for a fault of the program itself (named
-as such), 130 on Ctrl-C, 143 on SIGTERM and 129 on SIGHUP (:func:`ending_signals`: each ends the
+as such), 1 for a typed attention whose preparation ran past ``--time-limit``
+(:class:`~attnphase.errors.TimeLimitReached`, naming the stage), 130 on Ctrl-C, 143 on SIGTERM and 129 on SIGHUP (:func:`ending_signals`: each ends the
 command as Ctrl-C does, its files closed and its lock released). A traceback is printed only with
 ``-v``, and without it a message is cut at :data:`MESSAGE_LIMIT` characters.
 
@@ -38,7 +39,7 @@ from attnphase.sweeps import SweepError
 from validation.run_settings import RunSettingsError
 
 from .commands import derive, histogram, paper, simulation, sweep, theory
-from .errors import CommandFailed, MissingExtra, UsageError
+from .errors import CommandFailed, MissingExtra, TimeLimitReached, UsageError
 from .options import add_progress_option, set_progress
 
 #: the command groups, in help order
@@ -236,6 +237,12 @@ def _main(argv) -> int:
         if summary:
             sys.stderr.write(f"{name}: {summary}\n")
         return status
+    except TimeLimitReached as exc:  # a BaseException, as Ctrl-C: no solver's retry takes it for a failure
+        if verbose:
+            traceback.print_exc()
+        summary = handler.line(str(exc)) if isinstance(handler, WarningSummary) else ""
+        _write_line(f"{name}: error: {exc}" + (f" [{summary}]" if summary else ""))
+        return FAILED
     except KeyboardInterrupt as exc:
         if verbose:
             traceback.print_exc()

@@ -21,6 +21,7 @@ import argparse
 import contextlib
 import math
 import os
+import signal
 import sys
 import tempfile
 import threading
@@ -31,7 +32,7 @@ from derivations.spec import BUILTIN_ATTENTIONS, ModelSpec, parse_A, parse_matri
 from numerics.precision import PRECISIONS
 
 from .costs import add_yes_option, check_shape
-from .errors import CommandFailed, UsageError
+from .errors import CommandFailed, TimeLimitReached, UsageError
 
 PRECISION_HELP = ("draft: one coarse rule, no error estimate (curves for figures); fast: error estimates "
                   "~1e-5..1e-4; high: finer rules, about ten times slower than fast")
@@ -39,6 +40,9 @@ PRECISION_HELP = ("draft: one coarse rule, no error estimate (curves for figures
 GRID_HELP = "START:STOP:N (N values, both ends included), a comma-separated list, or one number"
 #: a grid of more values is refused (it would never finish, and is most likely a typo)
 MAX_RANGE_POINTS = 100000
+#: the default of --time-limit: seconds for a typed attention's derivation, code generation and first solve
+#: (a new two-token expression takes about 3 s to derive, a three-token one about 6 s)
+DEFAULT_TIME_LIMIT = 600.0
 
 
 def add_model_options(parser: argparse.ArgumentParser) -> None:
@@ -66,6 +70,10 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
                    help="positional matrix P (L x k), rows separated by ';' (default 1;-1 for two tokens, "
                         "the identity otherwise)")
     add_yes_option(g)
+    g.add_argument("--time-limit", type=float, default=DEFAULT_TIME_LIMIT, metavar="SECONDS",
+                   help="a typed attention (an expression, not a built-in name): the seconds its derivation, code "
+                        f"generation and first solve may take before the command stops, naming the stage (default "
+                        f"{DEFAULT_TIME_LIMIT:g}; 0: no limit)")
 
 
 def model_from_args(args: argparse.Namespace, derives: bool = True) -> ModelSpec:
@@ -79,6 +87,61 @@ def model_from_args(args: argparse.Namespace, derives: bool = True) -> ModelSpec
     return ModelSpec(sigma=args.sigma, lam=args.lam, omega=args.omega, A=A, attention=args.attention, tokens=L,
                      rank=args.rank, teacher_rank=args.teacher_rank, positions=positions, beta=args.beta,
                      teacher=args.teacher_attention)
+
+
+class _Budget:
+    """The stage a :func:`typed_attention_budget` is in; :meth:`done` ends the budget."""
+
+    def __init__(self, seconds: float, active: bool):
+        self.seconds, self.active, self.name = seconds, active, "the preparation of the model"
+
+    def stage(self, name: str) -> None:
+        self.name = name
+
+    def done(self, *_) -> None:
+        if self.active:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            self.active = False
+
+
+@contextlib.contextmanager
+def typed_attention_budget(args: argparse.Namespace, spec: ModelSpec):
+    """For a model with a typed attention (student or teacher an expression), ``--time-limit``
+    seconds for what follows until :meth:`_Budget.done`: the derivation and code generation, which
+    this runs first (:func:`prepare_model`), and the first solve. Past it, :class:`TimeLimitReached`
+    names the stage (one line, exit 1). Nothing for the built-in attentions, whose code is generated
+    in seconds, with ``--time-limit 0``, or outside the main thread (a signal timer)."""
+    seconds = getattr(args, "time_limit", 0) or 0
+    if not (math.isfinite(seconds) and seconds >= 0):
+        raise UsageError(f"--time-limit: must be a number of seconds >= 0, got {seconds}")
+    typed = not (spec.attention in BUILTIN_ATTENTIONS and spec.teacher in BUILTIN_ATTENTIONS)
+    active = typed and seconds > 0 and threading.current_thread() is threading.main_thread()
+    budget = _Budget(seconds, active)
+    if not active:
+        yield budget
+        return
+
+    def reached(signum, frame):
+        raise TimeLimitReached(budget.name, seconds)
+
+    previous = signal.signal(signal.SIGALRM, reached)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        budget.stage("the derivation and code generation of the model")
+        prepare_model(spec)
+        budget.stage("the first solve")
+        yield budget
+    finally:
+        budget.done()
+        signal.signal(signal.SIGALRM, previous)
+
+
+def prepare_model(spec: ModelSpec) -> None:
+    """Derive and generate the model's code now (cached on disk, so that solves here and on a
+    cluster's workers reuse it)."""
+    from derivations import generated_functions
+
+    generated_functions(spec)
 
 
 def add_json_option(parser: argparse.ArgumentParser) -> None:

@@ -237,3 +237,28 @@ def test_the_warning_summary_does_not_repeat_the_error_and_cuts_at_a_word():
                         f"in [0.5, 18]") == "1 warning logged (-v shows them)"
     line = summary.line("another error")
     assert line.endswith("alpha_c is still ... (-v shows them)"), line  # cut after a whole word
+
+
+# --------------------------------------------------------------------------- the time budget of a typed attention
+
+
+@pytest.mark.parametrize("command", ["solve", "curve", "derive"])
+def test_a_typed_attention_past_its_time_limit_stops_naming_the_stage(command, tmp_path, capsys, monkeypatch):
+    """An expression never derived before (an empty cache) takes seconds to derive: with
+    --time-limit 0.3 the command stops there, in one line that names the stage."""
+    monkeypatch.setenv("ATTNPHASE_CACHE_DIR", str(tmp_path / "cache"))
+    argv = {"solve": ["solve", "--alpha", "1", "--precision", "draft", "--branch", "semantic"],
+            "curve": ["curve", "--alphas", "1,2", "--precision", "draft", "--out", tmp_path / "c.csv"],
+            "derive": ["derive"]}[command]
+    status, _, line = run([*argv, "--attention", "(1 + h1**2)/(2 + h1**2 + h2**2 + 0.125*h1*h2)",
+                           "--time-limit", "0.3"], capsys)
+    assert status == 1 and "did not finish within --time-limit 0.3 s" in line, line
+    assert line.startswith(f"attnphase {command}: error: the derivation"), line
+    assert not (tmp_path / "c.csv").exists()
+
+
+def test_a_negative_time_limit_is_refused(capsys, monkeypatch):
+    no_work(monkeypatch)
+    for attention in ("h1", "softmax"):
+        status, _, line = run(["solve", "--alpha", "1", "--attention", attention, "--time-limit", "-1"], capsys)
+        assert status == 2 and "--time-limit: must be a number of seconds >= 0" in line, line

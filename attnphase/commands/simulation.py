@@ -14,7 +14,7 @@ from attnphase.costs import check_simulations
 from attnphase.errors import UsageError, require_simulation
 from attnphase.options import (GRID_HELP, add_alias, add_json_option, add_model_options, add_precision_option,
                                check_output, failed, model_from_args, parse_list, parse_range, print_json,
-                               progress_bar)
+                               progress_bar, typed_attention_budget)
 from validation.run_settings import (DTYPE_NAMES, INITS, OPTIMIZERS, check_alpha, check_dimension,
                                      check_run_settings, check_start)
 
@@ -223,6 +223,9 @@ def cmd_validate(args) -> int:
     # by default fast where the line quadrature solves the theory (seconds a point), draft where QMC does
     precision = args.precision or ("fast" if choose_integrator(spec, "auto", "semantic") == "lines" else "draft")
     theory = None if args.sim_only else default_theory(precision)
+    if theory is not None:
+        with typed_attention_budget(args, spec):  # derived before the simulations, not after them
+            pass
 
     sim_kwargs = _sim_kwargs(args)
     n_points = len(inits) * (len(d_values) if args.d_scan else len(alphas))

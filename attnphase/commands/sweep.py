@@ -14,7 +14,8 @@ from attnphase.costs import check_diagram, check_grid, check_simulations
 from attnphase.errors import UsageError, require_simulation
 from attnphase.options import (GRID_HELP, add_alias, add_dask_options, add_json_option, add_model_options,
                                add_precision_option, check_dask_options, check_not_input, check_output, failed,
-                               model_from_args, parse_list, parse_range, print_json)
+                               model_from_args, parse_list, parse_range, print_json,
+                               typed_attention_budget)
 from validation.run_settings import DTYPE_NAMES, OPTIMIZERS
 
 FIGURE_FORMATS = ("png", "pdf", "svg")
@@ -119,6 +120,9 @@ def cmd_phase_diagram(args, theory_task=None, simulation_task=None, client=None)
     if config.what != "theory" and simulation_task is None:
         require_simulation()
     check_output(args.out, "folder")
+    if config.what != "simulation" and theory_task is None:
+        with typed_attention_budget(args, config.spec):  # derived here: the workers read the cache
+            pass
     from attnphase.sweeps.runner import run_sweep
 
     if logging.getLogger().getEffectiveLevel() > logging.DEBUG:  # Dask's INFO chatter only with -vv

@@ -13,7 +13,8 @@ from attnphase.errors import UsageError
 from attnphase.options import (GRID_HELP, add_alias, add_dask_options, add_json_option,
                                add_model_options, add_precision_option, add_processes_option, check_dask_options,
                                check_distinct_outputs, check_not_input, check_output, failed, model_from_args,
-                               parse_list, parse_range, positive_number, print_json, progress_bar, solve_processes)
+                               parse_list, parse_range, positive_number, print_json, progress_bar, solve_processes,
+                               typed_attention_budget)
 from numerics.channel.integrators import INTEGRATORS
 from numerics.fixed_points.subspaces import GENERAL_BRANCHES
 
@@ -231,7 +232,7 @@ def cmd_solve(args) -> int:
     names = branches(spec) if args.branch == "all" else (args.branch,)
     _check_branches(spec, args, names, "--branch")
     t0 = time.perf_counter()
-    with progress_bar(desc=f"solve alpha={args.alpha:g}"), solve_processes(args):
+    with typed_attention_budget(args, spec), progress_bar(desc=f"solve alpha={args.alpha:g}"), solve_processes(args):
         if args.branch == "all":
             points = solve_all(spec, args.alpha, args.precision, args.integrator)
             payload = [p.to_dict() for p in points]
@@ -247,12 +248,18 @@ def cmd_solve(args) -> int:
     return failed("solve", f"not converged at alpha = {args.alpha:g}: {', '.join(stuck)}") if stuck else 0
 
 
-def _curves(spec, alphas, names, precision, integrator, bar=None) -> dict:
-    """Each branch of ``names`` followed on ``alphas`` (:func:`numerics.api.follow`)."""
+def _curves(spec, alphas, names, precision, integrator, bar=None, first=None) -> dict:
+    """Each branch of ``names`` followed on ``alphas`` (:func:`numerics.api.follow`); ``first()`` is
+    called at each point found (the end of a :func:`typed_attention_budget`)."""
     from numerics.api import follow
 
-    return {b: follow(spec, alphas, b, precision, integrator, progress=(lambda _: bar.update(1)) if bar else None)
-            for b in names}
+    def progress(_):
+        if first:
+            first()
+        if bar:
+            bar.update(1)
+
+    return {b: follow(spec, alphas, b, precision, integrator, progress=progress) for b in names}
 
 
 def _marked(curves) -> list:
@@ -310,8 +317,9 @@ def cmd_curve(args) -> int:
                 read_curve_file(path)
             except UnreadableFile as exc:
                 raise UsageError(f"--compare: {exc}") from None
-    with progress_bar(len(alphas) * len(names), "curve", "pt") as bar, solve_processes(args):
-        curves = _curves(spec, alphas, names, args.precision, args.integrator, bar)
+    with typed_attention_budget(args, spec) as budget, progress_bar(len(alphas) * len(names), "curve", "pt") as bar, \
+            solve_processes(args):
+        curves = _curves(spec, alphas, names, args.precision, args.integrator, bar, first=budget.done)
     points = _marked(curves)
     rows = [p.to_row() for p in points]
     write_rows(args.out, rows)
@@ -484,10 +492,10 @@ def cmd_thresholds(args) -> int:
     try:
         # the line quadrature's pair and a given scan walk no branches
         walks = 0 if pair or scan is not None else len(names)
-        with progress_bar(desc="thresholds", unit="solve") as bar, _branch_mapper(args, walks) as mapper, \
-                solve_processes(args):
-            th = thresholds(spec, args.precision, alphas, args.integrator, names, scan=scan, progress=_reporter(bar),
-                            mapper=mapper)
+        with typed_attention_budget(args, spec) as budget, progress_bar(desc="thresholds", unit="solve") as bar, \
+                _branch_mapper(args, walks) as mapper, solve_processes(args):
+            th = thresholds(spec, args.precision, alphas, args.integrator, names, scan=scan,
+                            progress=_reporter(bar, budget.done), mapper=mapper)
     except ThresholdError as exc:
         # e.g. linear attention: no positional branch, so no alpha_c. Exit status 1 and
         # one line, not a traceback; JSON keeps the baseline, which exists regardless
@@ -530,8 +538,9 @@ def cmd_run(args) -> int:
     # summary.json says "incomplete" from the start until every file is written (a crash, a
     # failure or Ctrl-C leaves it so, with the error)
     with folder_summary(os.path.join(args.out, "summary.json"), summary):
-        with progress_bar(len(names) * len(alphas), "branches", "pt") as bar:
-            curves = _curves(spec, alphas, names, "draft", args.integrator, bar)
+        with typed_attention_budget(args, spec) as budget, progress_bar(len(names) * len(alphas), "branches",
+                                                                         "pt") as bar:
+            curves = _curves(spec, alphas, names, "draft", args.integrator, bar, first=budget.done)
         if any(not c.points for c in curves.values()) and "trivial" not in curves:
             # a regenerated model may lack a branch (linear attention has neither on [0.05, 2.5]):
             # the trivial one is then drawn too, so that the curve and figure are not empty
@@ -593,10 +602,12 @@ def _spinodal_line(sp: dict) -> str:
     return f"spinodal: {sp['branch']} branch ends at alpha = {sp['alpha']:.5f} +- {sp['alpha_error']:.1e}{side}"
 
 
-def _reporter(bar):
+def _reporter(bar, first=None):
     """A ``progress`` callback of the numerics: a message (the root finders) on the bar and in the
-    log, or a count of solves done."""
+    log, or a count of solves done; ``first()`` is called at each (the end of a budget)."""
     def report(message):
+        if first:
+            first()
         if isinstance(message, int):
             bar.update(message)
             return
