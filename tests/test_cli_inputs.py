@@ -262,3 +262,27 @@ def test_a_negative_time_limit_is_refused(capsys, monkeypatch):
     for attention in ("h1", "softmax"):
         status, _, line = run(["solve", "--alpha", "1", "--attention", attention, "--time-limit", "-1"], capsys)
         assert status == 2 and "--time-limit: must be a number of seconds >= 0" in line, line
+
+
+# --------------------------------------------------------------------------- a point asked for by name
+
+
+@pytest.mark.slow
+def test_the_named_positional_point_is_found_where_the_follower_finds_it(capsys):
+    """omega = 0.3, lam = 0.0031, alpha = 0.8: every start of the direct solve falls to the trivial
+    point; the draft follower reaches the branch there (m = 0.116), and so does solve (about 30 s)."""
+    status, out = cli.main(["solve", "--omega", "0.3", "--lam", "0.0031", "--alpha", "0.8", "--branch", "positional",
+                            "--precision", "draft"]), capsys.readouterr().out
+    assert status == 0, out
+    m = float(next(line.split()[1] for line in out.splitlines() if line.startswith("m ")))
+    assert abs(m - 0.116) < 2e-3, out
+
+
+@pytest.mark.slow
+def test_where_the_named_point_lies_past_the_end_at_fast_solve_says_so_and_how_to_find_the_end(capsys):
+    """At fast precision the follower ends the same branch at alpha = 0.77 (a pitchfork near 0.79):
+    solve says the draft rule reaches the point but fast does not, and names the command that
+    locates the end (about a minute)."""
+    status = cli.main(["solve", "--omega", "0.3", "--lam", "0.0031", "--alpha", "0.8", "--branch", "positional"])
+    err = capsys.readouterr().err
+    assert status == 1 and "the draft rule reaches it by continuation" in err and "attnphase curve" in err, err
