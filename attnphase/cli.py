@@ -11,8 +11,10 @@ input (:data:`BAD_INPUT`), 1 for a command whose optional dependencies are not i
 (:class:`~attnphase.errors.MissingExtra`, one line naming the extra), 1 for a computation that failed (any other exception of the
 libraries: a solver, a branch, a threshold, a diverged simulation), for a file that
 could not be read or written (``OSError``) and for a fault of the program itself (named
-as such), 130 on Ctrl-C. A traceback is printed only with ``-v``, and without it a message is
-cut at :data:`MESSAGE_LIMIT` characters.
+as such), 1 for a typed attention whose preparation ran past ``--time-limit``
+(:class:`~attnphase.errors.TimeLimitReached`, naming the stage), 130 on Ctrl-C, 143 on SIGTERM and 129 on SIGHUP (:func:`ending_signals`: each ends the
+command as Ctrl-C does, its files closed and its lock released). A traceback is printed only with
+``-v``, and without it a message is cut at :data:`MESSAGE_LIMIT` characters.
 
 Warnings: the libraries' log records of level WARNING and above, and Python's warnings, are
 kept by :class:`WarningSummary` and summed up in one line at the end (inside the error line
@@ -21,10 +23,13 @@ of a failure); ``-v`` prints each in full.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import re
+import signal
 import sys
+import threading
 import traceback
 
 from derivations.spec import ModelSpecError
@@ -34,7 +39,7 @@ from attnphase.sweeps import SweepError
 from validation.run_settings import RunSettingsError
 
 from .commands import derive, gamp, histogram, paper, simulation, sweep, theory
-from .errors import CommandFailed, MissingExtra, UsageError
+from .errors import CommandFailed, MissingExtra, TimeLimitReached, UsageError
 from .options import add_progress_option, apply_backend, set_progress
 
 #: the command groups, in help order
@@ -53,6 +58,49 @@ LIBRARIES = ("derivations", "numerics", "validation", "attnphase.sweeps", "attnp
 #: exit statuses
 FAILED, BAD = 1, 2
 INTERRUPTED = 130
+#: the signals that end a command as Ctrl-C does (exit status 128 + the signal's number), and the
+#: word of its one line
+ENDING_SIGNALS = {signal.SIGTERM: "terminated (SIGTERM)", signal.SIGHUP: "hung up (SIGHUP)"}
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, raised where the program is: a KeyboardInterrupt, so that every path that
+    ends cleanly on Ctrl-C (a sweep's store and lock, a folder marked incomplete, the Dask cluster
+    shut down) ends so on these too."""
+
+    def __init__(self, signum: int):
+        super().__init__(ENDING_SIGNALS[signum])
+        self.signum = signum
+
+
+def _raise_terminated(signum, frame):
+    signal.signal(signum, signal.SIG_DFL)  # a second one ends the process at once
+    raise Terminated(signum)
+
+
+@contextlib.contextmanager
+def ending_signals():
+    """While the block runs, SIGTERM and SIGHUP raise :class:`Terminated` (in the main thread, and
+    where the signal is not ignored: ``nohup`` keeps its meaning)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {}
+    for signum in ENDING_SIGNALS:
+        if signal.getsignal(signum) is signal.SIG_DFL:
+            previous[signum] = signal.signal(signum, _raise_terminated)
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def _write_line(text: str) -> None:
+    """One line on stderr; nothing when stderr is gone (a terminal that hung up)."""
+    with contextlib.suppress(OSError, ValueError):
+        sys.stderr.write(text + "\n")
+        sys.stderr.flush()
 
 
 def exit_status(exc: BaseException) -> tuple:
@@ -115,14 +163,19 @@ class WarningSummary(logging.Handler):
     def emit(self, record):
         self.count += 1
         if not self.first:
-            text = " ".join(self.format(record).split())
-            self.first = text if len(text) <= self.QUOTED else text[:self.QUOTED - 3] + "..."
+            self.first = " ".join(self.format(record).split())
 
-    def line(self) -> str:
+    def line(self, error: str = "") -> str:
+        """The summary; the first warning is not quoted again where ``error`` (the command's error
+        line) already says it, and is cut at a word."""
         if not self.count:
             return ""
+        known = error and self.first[:60] in " ".join(error.split())
+        if known:
+            return f"{self.count} warning{'s' * (self.count > 1)} logged (-v shows them)"
+        first = self.first if len(self.first) <= self.QUOTED else self.first[:self.QUOTED].rsplit(" ", 1)[0] + " ..."
         more = f"{self.count} warnings logged, the first: " if self.count > 1 else "1 warning logged: "
-        return f"{more}{self.first} (-v shows them)"
+        return f"{more}{first} (-v shows them)"
 
 
 def _log_handler(verbose: int) -> logging.Handler:
@@ -159,6 +212,11 @@ def _shortened(message: str, verbose: int) -> str:
 
 
 def main(argv=None) -> int:
+    with ending_signals():
+        return _main(argv)
+
+
+def _main(argv) -> int:
     name, verbose = "attnphase", 0
     root = logging.getLogger()
     handler, level = None, root.level
@@ -180,16 +238,25 @@ def main(argv=None) -> int:
         if summary:
             sys.stderr.write(f"{name}: {summary}\n")
         return status
-    except KeyboardInterrupt:
+    except TimeLimitReached as exc:  # a BaseException, as Ctrl-C: no solver's retry takes it for a failure
         if verbose:
             traceback.print_exc()
-        sys.stderr.write(f"{name}: interrupted\n")
+        summary = handler.line(str(exc)) if isinstance(handler, WarningSummary) else ""
+        _write_line(f"{name}: error: {exc}" + (f" [{summary}]" if summary else ""))
+        return FAILED
+    except KeyboardInterrupt as exc:
+        if verbose:
+            traceback.print_exc()
+        if isinstance(exc, Terminated):
+            _write_line(f"{name}: {ENDING_SIGNALS[exc.signum]}")
+            return 128 + exc.signum
+        _write_line(f"{name}: interrupted")
         return INTERRUPTED
     except Exception as exc:  # every failure becomes one line and an exit status
         if verbose:
             traceback.print_exc()
         status, message = exit_status(exc)
-        summary = handler.line() if isinstance(handler, WarningSummary) else ""
+        summary = handler.line(message) if isinstance(handler, WarningSummary) else ""
         sys.stderr.write(f"{name}: error: {_shortened(message, verbose)}" + (f" [{summary}]" if summary else "") + "\n")
         return status
     finally:

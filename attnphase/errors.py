@@ -26,3 +26,14 @@ def require_simulation() -> None:
 
 class CommandFailed(RuntimeError):
     """A command ran but did not give its result; the message says why (one line, exit 1)."""
+
+
+class TimeLimitReached(BaseException):
+    """A stage of preparing a typed attention (its derivation and code generation, the first solve)
+    ran past ``--time-limit`` (one line naming the stage, exit 1). A BaseException, as Ctrl-C is, so
+    that no ``except Exception`` of a solver's retries takes it for a failed attempt."""
+
+    def __init__(self, stage: str, seconds: float):
+        super().__init__(f"{stage} did not finish within --time-limit {seconds:g} s (a typed attention; "
+                         f"--time-limit raises it, 0 removes it)")
+        self.stage, self.seconds = stage, seconds

@@ -238,10 +238,22 @@ def read_curve_file(path, allow_empty: bool = False) -> tuple:
     header and no rows gives ``([], None)``."""
     from derivations.spec import ModelSpec, ModelSpecError
 
+    import math
+
+    from tidyio import number
+
     what = "a curve CSV of attnphase curve or run"
-    rows = check_table(path, CURVE_COLUMNS, what, numeric=_NUMERIC_CURVE_COLUMNS, allow_empty=allow_empty).rows
+    rows = check_table(path, CURVE_COLUMNS, what, numeric=_NUMERIC_CURVE_COLUMNS, finite=("alpha",),
+                       allow_empty=allow_empty).rows
     if not rows:
         return [], None
+    for i, r in enumerate(rows, 1):  # a converged point is drawn: its values must be numbers
+        bad = [c for c in _NUMERIC_CURVE_COLUMNS if not math.isfinite(number(r[c]))]
+        if bad and _converged(r):
+            raise UnreadableFile(f"{path}: not {what}: data row {i} (alpha = {r['alpha']}, {r['branch']}) is marked "
+                                 f"converged but {bad[0]} = {r[bad[0]]!r} is not a finite number")
+    if not any(_converged(r) for r in rows):
+        raise UnreadableFile(f"{path}: no converged point to draw (every row has converged = False)")
     try:
         model = ModelSpec.from_columns(rows[0])
     except (ModelSpecError, ValueError, KeyError) as exc:

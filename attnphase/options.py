@@ -21,6 +21,7 @@ import argparse
 import contextlib
 import math
 import os
+import signal
 import sys
 import tempfile
 import threading
@@ -31,7 +32,8 @@ from derivations.spec import BUILTIN_ATTENTIONS, ModelSpec, parse_A, parse_matri
 from numerics.backend import BACKENDS
 from numerics.precision import PRECISIONS
 
-from .errors import CommandFailed, UsageError
+from .costs import add_yes_option, check_shape
+from .errors import CommandFailed, TimeLimitReached, UsageError
 
 PRECISION_HELP = ("draft: one coarse rule, no error estimate (curves for figures); fast: error estimates "
                   "~1e-5..1e-4; high: finer rules, about ten times slower than fast")
@@ -39,6 +41,9 @@ PRECISION_HELP = ("draft: one coarse rule, no error estimate (curves for figures
 GRID_HELP = "START:STOP:N (N values, both ends included), a comma-separated list, or one number"
 #: a grid of more values is refused (it would never finish, and is most likely a typo)
 MAX_RANGE_POINTS = 100000
+#: the default of --time-limit: seconds for a typed attention's derivation, code generation and first solve
+#: (a new two-token expression takes about 3 s to derive, a three-token one about 6 s)
+DEFAULT_TIME_LIMIT = 600.0
 
 
 def add_model_options(parser: argparse.ArgumentParser) -> None:
@@ -65,16 +70,79 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--positions", default=None, metavar="ROWS",
                    help="positional matrix P (L x k), rows separated by ';' (default 1;-1 for two tokens, "
                         "the identity otherwise)")
+    add_yes_option(g)
+    g.add_argument("--time-limit", type=float, default=DEFAULT_TIME_LIMIT, metavar="SECONDS",
+                   help="a typed attention (an expression, not a built-in name): the seconds its derivation, code "
+                        f"generation and first solve may take before the command stops, naming the stage (default "
+                        f"{DEFAULT_TIME_LIMIT:g}; 0: no limit)")
 
 
-def model_from_args(args: argparse.Namespace) -> ModelSpec:
-    """The ModelSpec of the model options; raises ModelSpecError (naming the parameter) on bad input."""
+def model_from_args(args: argparse.Namespace, derives: bool = True) -> ModelSpec:
+    """The ModelSpec of the model options; raises ModelSpecError (naming the parameter) on bad input.
+    Its shape is checked first (:func:`attnphase.costs.check_shape`): the size of the model, and
+    where the command ``derives`` its equations the time of a first derivation."""
+    check_shape(args.tokens, args.rank, args.teacher_rank, args, derives)
     L = args.tokens
     A = None if args.A is None else parse_A(args.A, L if isinstance(L, int) and L >= 2 else None)
     positions = None if args.positions is None else parse_matrix(args.positions, "positions")
     return ModelSpec(sigma=args.sigma, lam=args.lam, omega=args.omega, A=A, attention=args.attention, tokens=L,
                      rank=args.rank, teacher_rank=args.teacher_rank, positions=positions, beta=args.beta,
                      teacher=args.teacher_attention)
+
+
+class _Budget:
+    """The stage a :func:`typed_attention_budget` is in; :meth:`done` ends the budget."""
+
+    def __init__(self, seconds: float, active: bool):
+        self.seconds, self.active, self.name = seconds, active, "the preparation of the model"
+
+    def stage(self, name: str) -> None:
+        self.name = name
+
+    def done(self, *_) -> None:
+        if self.active:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            self.active = False
+
+
+@contextlib.contextmanager
+def typed_attention_budget(args: argparse.Namespace, spec: ModelSpec):
+    """For a model with a typed attention (student or teacher an expression), ``--time-limit``
+    seconds for what follows until :meth:`_Budget.done`: the derivation and code generation, which
+    this runs first (:func:`prepare_model`), and the first solve. Past it, :class:`TimeLimitReached`
+    names the stage (one line, exit 1). Nothing for the built-in attentions, whose code is generated
+    in seconds, with ``--time-limit 0``, or outside the main thread (a signal timer)."""
+    seconds = getattr(args, "time_limit", 0) or 0
+    if not (math.isfinite(seconds) and seconds >= 0):
+        raise UsageError(f"--time-limit: must be a number of seconds >= 0, got {seconds}")
+    typed = not (spec.attention in BUILTIN_ATTENTIONS and spec.teacher in BUILTIN_ATTENTIONS)
+    active = typed and seconds > 0 and threading.current_thread() is threading.main_thread()
+    budget = _Budget(seconds, active)
+    if not active:
+        yield budget
+        return
+
+    def reached(signum, frame):
+        raise TimeLimitReached(budget.name, seconds)
+
+    previous = signal.signal(signal.SIGALRM, reached)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        budget.stage("the derivation and code generation of the model")
+        prepare_model(spec)
+        budget.stage("the first solve")
+        yield budget
+    finally:
+        budget.done()
+        signal.signal(signal.SIGALRM, previous)
+
+
+def prepare_model(spec: ModelSpec) -> None:
+    """Derive and generate the model's code now (cached on disk, so that solves here and on a
+    cluster's workers reuse it)."""
+    from derivations import generated_functions
+
+    generated_functions(spec)
 
 
 def add_json_option(parser: argparse.ArgumentParser) -> None:
@@ -178,12 +246,10 @@ def check_dask_options(args: argparse.Namespace, embedded: bool = True) -> None:
 
 
 def parse_range(text: str, flag: str, positive: bool = False, min_points: int = 1) -> list:
-    """A grid of values: ``START:STOP:N`` (``N`` values from START to STOP, both included, as
-    ``numpy.linspace`` gives them), a comma-separated list of distinct values, or a single
-    number. ``positive``: every value must be > 0. ``min_points``: the fewest values the
-    command can use (a scan that brackets roots needs 3)."""
-    import numpy as np
-
+    """A grid of values: ``START:STOP:N`` (``N`` evenly spaced values from START to STOP, both
+    included, each the decimal it is: :func:`_grid`), a comma-separated list of distinct values,
+    or a single number. ``positive``: every value must be > 0. ``min_points``: the fewest values
+    the command can use (a scan that brackets roots needs 3)."""
     text = str(text)
     parts = text.split(":")
     if "," in text:
@@ -220,13 +286,27 @@ def parse_range(text: str, flag: str, positive: bool = False, min_points: int = 
             raise UsageError(f"{flag}: N = 1 needs START = STOP (or give a single number), got {text!r}")
         if n > 1 and not start < stop:
             raise UsageError(f"{flag}: START must be below STOP, got {text!r}")
-        values = list(np.linspace(start, stop, n))
+        values = _grid(parts[0].strip(), parts[1].strip(), n)
     if positive and any(v <= 0 for v in values):
         raise UsageError(f"{flag}: every value must be a positive number, got {text!r}")
     if len(values) < min_points:
         raise UsageError(f"{flag}: needs at least {min_points} values (START:STOP:N with START < STOP and "
                          f"N >= {min_points}, or a list of {min_points}), got {text!r}")
     return values
+
+
+def _grid(start: str, stop: str, n: int) -> list:
+    """``n`` values from ``start`` to ``stop`` (both included, as written), each the decimal it is:
+    ``0.1:2.5:25`` gives 0.7, not 0.7000000000000001 (numpy.linspace's), so that a row stored with
+    it is found by ``alpha == 0.7``."""
+    import decimal
+
+    with decimal.localcontext(decimal.Context(prec=40)):
+        a, b = decimal.Decimal(start), decimal.Decimal(stop)
+        if n == 1:
+            return [float(a)]
+        step = (b - a) / (n - 1)
+        return [float(a + k * step) for k in range(n - 1)] + [float(b)]
 
 
 _ITEM_KIND = {float: "numbers", int: "integers"}
@@ -280,6 +360,10 @@ def check_output(path, kind: str, flag: str = "--out") -> None:
     p = Path(path)
     if kind == "file" and (p.is_dir() or str(path).endswith(("/", os.sep))):
         raise UsageError(f"{flag}: {path} is a folder; give a file name")
+    if kind == "file" and p.exists() and not p.is_file():
+        # a file is written whole and renamed over the path: a device, a pipe or a socket would be replaced
+        raise UsageError(f"{flag}: {path} is not a regular file (a device, a pipe or a socket) and writing "
+                         f"would replace it; give a file name")
     if kind == "folder" and p.exists() and not p.is_dir():
         raise UsageError(f"{flag}: {path} exists and is not a folder")
     where = p if kind == "folder" and p.is_dir() else p.absolute().parent
@@ -296,14 +380,29 @@ def check_output(path, kind: str, flag: str = "--out") -> None:
     os.unlink(probe)
 
 
+def _same_file(a, b) -> bool:
+    """The same file by any name (a link, ``./``), whether or not it exists yet."""
+    if os.path.exists(a) and os.path.exists(b):
+        return os.path.samefile(a, b)
+    return os.path.realpath(a) == os.path.realpath(b)
+
+
+def check_distinct_outputs(outputs: dict) -> None:
+    """Refuse, before any work, two outputs that are one file (the second would overwrite the
+    first): ``outputs`` maps a flag to the paths it writes."""
+    named = [(flag, path) for flag, paths in outputs.items() for path in paths]
+    for i, (flag, path) in enumerate(named):
+        for other_flag, other in named[i + 1:]:
+            if _same_file(path, other):
+                raise UsageError(f"{flag}: {path} is also written by {other_flag} ({other}), which would overwrite "
+                                 f"it: give another name")
+
+
 def check_not_input(outputs: dict, inputs: dict) -> None:
     """Refuse, before any work, an output that is also an input (writing it would lose the
     input before it is read): ``outputs`` and ``inputs`` map a flag to the paths it names.
     Paths are compared as files: the same file by another name (a link, ``./``) is the same."""
-    def same(a, b) -> bool:
-        if os.path.exists(a) and os.path.exists(b):
-            return os.path.samefile(a, b)
-        return os.path.realpath(a) == os.path.realpath(b)
+    same = _same_file
 
     for out_flag, out_paths in outputs.items():
         for out in out_paths:

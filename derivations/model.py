@@ -115,7 +115,8 @@ def attention_of_scores(text: str, scores: sp.Matrix, role: str, beta: float = 1
     The built-ins are their row expressions written in the forms above, which code generation
     shares and which never evaluate ``inf/inf``: the softmax as :func:`softmax_rows` of ``beta``
     times the scores (exactly ``exp(beta h1) / sum_l exp(beta hl)`` per row), the sigmoid by
-    :func:`sigmoid`. An expression is applied by :func:`derivations.attention.attention_rows`."""
+    :func:`sigmoid`. An expression is applied by :func:`derivations.attention.attention_rows`, its
+    quotients of exponentials in the same forms."""
     from . import attention
 
     if text == "softmax":
@@ -125,7 +126,7 @@ def attention_of_scores(text: str, scores: sp.Matrix, role: str, beta: float = 1
         return scores
     if text == "sigmoid":
         return scores.applyfunc(lambda x: sigmoid(x, logistic))
-    return attention.attention_rows(text, scores, role, beta)
+    return attention.attention_rows(text, scores, role, beta, logistic)
 
 
 def attention_matrix(spec: ModelSpec, h, logistic: bool = False) -> sp.Matrix:

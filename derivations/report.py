@@ -119,7 +119,7 @@ class _Rendering:
 
     def as_text(self) -> str:
         free_energy, equations = self.SECTIONS
-        lines = [f"Model: {self.spec.to_dict()}", "",
+        lines = [f"Model: {self.spec.describe()}", "",
                  f"Free energy (docs/theory.md, section {free_energy}):", f"  F = {self.derivation.free_energy}", "",
                  f"Loss l({self.LOSS_ARGUMENTS}) (student attention {self.spec.attention}"
                  + (f" at beta = {self.spec.beta:g}" if self.spec.beta != 1.0 else "")

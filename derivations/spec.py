@@ -219,6 +219,18 @@ class ModelSpec:
         d["rho"] = self.rho
         return d
 
+    def describe(self) -> str:
+        """The model in one line as a person reads it (``to_dict()`` is the record)."""
+        def matrix(M):
+            return "[" + "; ".join(", ".join(f"{x:g}" for x in row) for row in M) + "]"
+
+        parts = [f"sigma = {self.sigma:g}, lam = {self.lam:g}, omega = {self.omega:g}, A = {matrix(self.A)}",
+                 f"attention {self.attention}" + (f" at beta = {self.beta:g}" if self.beta != 1.0 else ""),
+                 f"teacher {self.teacher}", f"{self.regulariser} penalty",
+                 f"L = {self.tokens} tokens, rank {self.rank}, teacher rank {self.teacher_rank}",
+                 f"positions P = {matrix(self.positions)}"]
+        return ", ".join(parts)
+
     def to_columns(self) -> dict:
         """Every parameter as a flat CSV column: scalars by name, ``A`` as ``A11, A12, ...`` and
         ``P`` as ``P11, P21, ...`` (``A1_10`` style once an index exceeds 9). The one CSV

@@ -40,7 +40,7 @@ from numerics.gamp.iteration import GampError, GampResult, run_gamp
 from numerics.gamp.sample_prox import SampleLoss
 from numerics.gamp.state_evolution import state_evolution
 from numerics.matrix_overlaps import MatrixOverlaps
-from numerics.overlaps import BRANCHES, COMPETING_BRANCHES, HatOverlaps, Overlaps
+from numerics.overlaps import BRANCHES, COMPETING_BRANCHES, HatOverlaps, Overlaps, value_with_error
 from numerics.precision import PRECISIONS
 from numerics.result import FixedPoint, as_matrices, failed_point, from_row, mark_global_minima
 from numerics.stability import RSStability, rs_stability, with_rs_stability
@@ -55,7 +55,7 @@ __all__ = ["Baseline", "linear_baseline", "linear_baseline_mp", "BranchCurve", "
            "IntegratorError", "ThresholdError", "ThresholdLocationError", "Thresholds", "Transition",
            "scan_curves_from_rows", "from_row", "failed_point", "mark_global_minima", "branches", "integrator_for",
            "solve", "solve_all", "follow", "thresholds", "scramble_workers", "WORKER_ENVIRONMENT", "BACKENDS",
-           "current_backend", "use_backend", "as_matrices",
+           "current_backend", "use_backend", "as_matrices", "value_with_error",
            "GampError", "GampResult", "run_gamp", "SampleLoss", "state_evolution", "RSStability", "rs_stability",
            "with_rs_stability"]
 

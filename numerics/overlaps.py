@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 
@@ -23,7 +24,22 @@ COLLAPSE = 1e-4
 
 def named_values(names, values) -> str:
     """``q = 0.11, m = 0, ...``: values by name as a person reads them (plain floats, 6 digits)."""
-    return ", ".join(f"{n} = {float(v):.6g}" for n, v in zip(names, values))
+    return ", ".join(f"{n} = {float(v) + 0.0:.6g}" for n, v in zip(names, values))
+
+
+def value_with_error(value: float, error: float = math.nan) -> str:
+    """A value as its error supports it: to the error's second significant digit, ``0.114817307377
+    +- 4.5e-12``; seven significant digits where no error is stated (a one-rule precision); never
+    ``-0``."""
+    value = float(value) + 0.0  # -0.0 + 0.0 is 0.0
+    if not math.isfinite(value):
+        return "not finite"
+    if not (math.isfinite(error) and error > 0):
+        return f"{value:.7g}"
+    if value == 0:
+        return f"0 +- {error:.1e}"
+    digits = min(17, max(2, math.floor(math.log10(abs(value))) - math.floor(math.log10(error)) + 2))
+    return f"{value:.{digits}g} +- {error:.1e}"
 
 
 @dataclasses.dataclass(frozen=True)

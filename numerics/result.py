@@ -17,7 +17,7 @@ import numpy as np
 from derivations import ModelSpec
 
 from numerics.matrix_overlaps import MatrixHats, MatrixOverlaps, from_scalars
-from numerics.overlaps import ALL_NAMES, FIXED_ZERO, HatOverlaps, Overlaps
+from numerics.overlaps import ALL_NAMES, FIXED_ZERO, HatOverlaps, Overlaps, value_with_error
 from numerics.precision import PRECISIONS
 from tidyio import finite_json, frame
 
@@ -104,11 +104,28 @@ class FixedPoint:
     stability: Optional[Dict[str, float]] = None
 
     def __post_init__(self):
+        # plain floats: what a person prints (np.float64(...) is numpy's repr, not a number's)
+        object.__setattr__(self, "error", {k: float(v) if isinstance(v, (float, np.floating)) else v
+                                           for k, v in self.error.items()})
         if not self.converged and self.status == CONVERGED:
             why = self.diagnostics.get("status") or self.diagnostics.get("reason") or NOT_CONVERGED
             object.__setattr__(self, "status", str(why))
         if self.invariants is None:
             object.__setattr__(self, "invariants", self.matrix_overlaps().invariants())
+
+    def __str__(self) -> str:
+        """A summary a person reads: branch, alpha, status and each field with the digits its error
+        supports (the overlaps, or the gauge invariants of a matrix model, then the test error and
+        the training loss)."""
+        values = self.values
+        if self.scalar:
+            names = list(ALL_NAMES[:4])
+        else:
+            names = [k for k in values if k[:k.rfind("_")] in self.invariants]
+        zero = zero_by_symmetry(self.branch)
+        fields = [f"{n} = 0" if n in zero else f"{n} = {value_with_error(values[n], self.error.get(n, math.nan))}"
+                  for n in names + ["test_error", "train_loss"]]
+        return f"{self.branch} branch at alpha = {self.alpha:g} ({self.precision}, {self.status}): " + ", ".join(fields)
 
     @property
     def scalar(self) -> bool:

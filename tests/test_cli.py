@@ -19,8 +19,14 @@ def test_every_command_is_registered():
     assert tuple(sub.choices) == COMMANDS
 
 
-def test_range_parser_gives_numpy_linspace_values():
-    assert parse_range("0.1:2.5:25", "--alpha") == list(np.linspace(0.1, 2.5, 25))
+def test_range_parser_gives_each_value_as_the_decimal_it_is():
+    """0.75 on the grid 0.05:2.5:50 is 0.75 (numpy.linspace gives 0.7500000000000001): a CSV row
+    written with it is found by ``alpha == 0.75``; within a rounding of linspace's values."""
+    values = parse_range("0.1:2.5:25", "--alpha")
+    assert values == [round(0.1 * k, 10) for k in range(1, 26)]
+    assert np.allclose(values, np.linspace(0.1, 2.5, 25), rtol=1e-15, atol=0)
+    assert 0.75 in parse_range("0.05:2.5:50", "--alpha") and 0.75 not in list(np.linspace(0.05, 2.5, 50))
+    assert parse_range("0:1:4", "--alpha") == list(np.linspace(0, 1, 4))
     assert parse_range("2", "--alpha") == [2.0]
     with pytest.raises(UsageError, match="--alpha: every value must be a positive number"):
         parse_range("0:1:3", "--alpha", positive=True)

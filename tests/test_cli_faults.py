@@ -349,7 +349,7 @@ def test_a_bad_precision_is_a_choice_list(capsys, tmp_path):
     ("a,b\n1,2\n", "no column alpha"),
     (None, "unreadable"),
     ("alpha,branch,q,m,theta,test_error,global_minimum,sigma,lam,omega,attention,teacher,regulariser\n"
-     "one,semantic,0.1,0,0.1,0.1,True,0.5,0.01,0.3,softmax,tanh,l2\n", "alpha = 'one' is not a number"),
+     "one,semantic,0.1,0,0.1,0.1,True,0.5,0.01,0.3,softmax,tanh,l2\n", "alpha = 'one' is not a finite number"),
 ])
 def test_curve_compare_with_a_file_that_is_not_a_curve_is_refused_before_the_curve(
         content, expected, tmp_path, capsys, monkeypatch):
@@ -557,7 +557,7 @@ def test_an_output_that_is_also_an_input_is_refused_and_the_input_kept(tmp_path,
     figure_named = tmp_path / "Y.png"
     figure_named.write_text(CURVE_ROW)
     status, _, err = run(["curve", "--out", tmp_path / "Y.csv", "--figure", "--compare", figure_named], capsys)
-    assert status == 2 and "--out: " in one_line(err, "curve")
+    assert status == 2 and "--figure: " in one_line(err, "curve")
     assert curve.read_text() == CURVE_ROW == figure_named.read_text()
 
 
@@ -941,17 +941,17 @@ def test_the_generated_code_gives_inf_or_nan_without_a_numpy_warning():
 
 
 @pytest.mark.parametrize("argv, expected", [
-    (["solve", "--alpha", "1", "--attention", "h1/(h1 - h2)"], "attention: 'h1/(h1 - h2)' is not finite"),
+    (["solve", "--alpha", "1", "--attention", "h1/(h1 - h2)"], "attention: not finite at h1=0, h2=0"),
     (["thresholds", "--attention", "exp(h1"], "attention: cannot parse 'exp(h1'"),
     (["curve", "--attention", "h1*q"], "attention: unknown symbol 'q'"),
     (["simulate", "--attention", "__import__('os').getcwd()"], "attention: unknown symbol '__import__'"),
-    (["derive", "--attention", "sqrt(h1)"], "attention: 'sqrt(h1)' is not real"),
-    (["validate", "--attention", "log(h1 + h2)"], "attention: 'log(h1 + h2)' is not"),
+    (["derive", "--attention", "sqrt(h1)"], "attention: not real at h1=-1"),
+    (["validate", "--attention", "log(h1 + h2)"], "attention: not finite at h1=0, h2=0"),
     (["solve", "--alpha", "1", "--beta", "0"], "beta: must be a finite number > 0"),
     (["phase-diagram", "--beta", "-2"], "beta: must be a finite number > 0"),
     (["solve", "--alpha", "1", "--attention", "linear", "--beta", "2"], "beta: the student attention 'linear' does"),
     (["run", "--teacher-attention", "beta*h1"], "teacher: unknown symbol 'beta'"),
-    (["solve", "--alpha", "1", "--teacher-attention", "1/(h2 - 0.3)"], "teacher: '1/(h2 - 0.3)' has a pole"),
+    (["solve", "--alpha", "1", "--teacher-attention", "1/(h2 - 0.3)"], "teacher: has a pole: the denominator 'h2 - 3/10' vanishes"),
 ])
 def test_bad_attention_and_beta_are_one_line_exit_2(argv, expected, tmp_path, capsys):
     """An expression that does not parse, names unknown symbols, or is not real and finite on the real

@@ -235,6 +235,84 @@ def test_inverse_temperature_is_the_papers_model_at_lam_over_beta_in_theory(beta
     _assert_same_point(hot, paper, {"q": beta, "V": beta, "m": math.sqrt(beta), "theta": math.sqrt(beta)})
 
 
+def _typed_softmax(beta: float) -> str:
+    return f"exp({beta:g}*h1)/(exp({beta:g}*h1) + exp({beta:g}*h2))"
+
+
+#: the rescaling of the inverse temperature: the paper's model at lam / beta has these fields times beta's
+RESCALED = {"q": 1.0, "V": 1.0, "m": 0.5, "theta": 0.5}
+
+
+def _assert_typed_softmax_identity(beta: float, alpha: float, branch: str):
+    """The typed softmax at ``beta`` is the built-in at ``beta`` (the same generated form: equal to
+    rounding) and the paper's model at ``lam / beta`` (the rescaling identity) to relative 1e-6."""
+    from numerics.api import solve
+
+    typed, named, paper = (solve(spec, alpha, branch, "draft")
+                           for spec in (ModelSpec(attention=_typed_softmax(beta)), ModelSpec(beta=beta),
+                                        ModelSpec(lam=0.01 / beta)))
+    assert typed.converged and named.converged and paper.converged
+    for name, power in RESCALED.items():
+        t, n, p = (getattr(x.overlaps, name) for x in (typed, named, paper))
+        assert abs(t - n) <= 1e-12 * max(1.0, abs(n)), (name, t, n)
+        assert abs(beta ** power * t - p) <= 1e-6 * max(abs(p), 1e-3), (name, t, p)
+    for name in ("test_error", "train_loss"):
+        t, n, p = (getattr(x, name) for x in (typed, named, paper))
+        assert abs(t - n) <= 1e-12 * abs(n) and abs(t - p) <= 1e-6 * abs(p), (name, t, n, p)
+
+
+@pytest.mark.parametrize("beta", [2.0, 3.0])
+@pytest.mark.parametrize("alpha", [1.0, 2.0])
+def test_the_softmax_typed_at_an_inverse_temperature_is_the_builtin_and_the_papers_model(beta, alpha):
+    """``exp(2*h1)/(exp(2*h1) + exp(2*h2))`` overflowed to inf/inf in the integrands at alpha = 2 (no
+    start converged); written in the built-in's form it is the built-in at --beta 2."""
+    _assert_typed_softmax_identity(beta, alpha, "semantic")
+
+
+@pytest.mark.slow
+def test_the_typed_softmax_on_the_positional_branch_is_the_builtin_and_the_papers_model():
+    """About a minute: three positional solves, each searching its starts."""
+    _assert_typed_softmax_identity(2.0, 1.0, "positional")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("beta, alpha", [(2.0, 2.0), (3.0, 1.0), (3.0, 2.0)])
+def test_where_the_positional_branch_is_absent_it_is_absent_for_all_three(beta, alpha):
+    """There the paper's model at lam / beta has no positional branch either (it ends between alpha =
+    1 and 1.5 at lam = 0.005, docs/studies/positional_small_lam.md): each of the three says so."""
+    from numerics.api import BranchNotFound, solve
+
+    for spec in (ModelSpec(attention=_typed_softmax(beta)), ModelSpec(beta=beta), ModelSpec(lam=0.01 / beta)):
+        with pytest.raises(BranchNotFound):
+            solve(spec, alpha, "positional", "draft")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("beta", [2.0, 3.0])
+def test_the_typed_softmax_has_the_thresholds_of_the_papers_model_at_lam_over_beta(beta):
+    """At lam = 0.01 beta, the typed softmax at beta is the paper's model at lam = 0.01: the same
+    thresholds (draft: 1.5 to 2.5 minutes each on a shared 2-core machine)."""
+    from numerics.api import thresholds
+
+    typed = thresholds(ModelSpec(attention=_typed_softmax(beta), lam=0.01 * beta), "draft")
+    paper = thresholds(ModelSpec(), "draft")
+    assert typed.transitions and paper.transitions
+    assert abs(typed.alpha_c - paper.alpha_c) <= 1e-6 and abs(typed.alpha_l - paper.alpha_l) <= 1e-6
+
+
+def test_a_quotient_of_exponentials_is_generated_in_the_builtins_form():
+    """The typed softmax and sigmoid give the built-ins' numbers where the text as written gives
+    inf/inf (scores of 1000), and the same numbers elsewhere."""
+    from numerics.model.bound import bind
+
+    h1, h2 = np.array([1000.0, -1000.0, 0.3, 2.0]), np.array([-1000.0, 1000.0, -0.2, 2.5])
+    hs1, hs2 = np.array([0.5, -0.5, 1.0, 0.1]), np.array([0.2, 0.7, -1.0, 0.4])
+    for typed, named in ((ModelSpec(attention=_typed_softmax(2.0)), ModelSpec(beta=2.0)),
+                         (ModelSpec(attention="exp(h1)/(1 + exp(h1))"), ModelSpec(attention="sigmoid"))):
+        a, b = (np.asarray(bind(s).loss(h1, h2, hs1, hs2), dtype=float) for s in (typed, named))
+        assert np.isfinite(a).all() and np.allclose(a, b, rtol=1e-13, atol=0), (a, b)
+
+
 @pytest.mark.slow
 def test_softmax_typed_as_an_expression_and_as_the_teacher_solve_to_the_builtins_point():
     from numerics.api import solve

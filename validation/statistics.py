@@ -141,7 +141,7 @@ def compare_point(result: dict, spec, theory: Optional[Theory], quantities: Iter
         row = {"alpha": result["alpha"], "init": result["init"], "branch": branch, "quantity": qty,
                **stats_row(values[qty], th.get(qty) if usable else None),
                "theory_converged": th.get("converged", ""),
-               "theory_on_branch": th.get("on_branch", "")}
+               "theory_on_branch": th.get("on_branch", ""), "theory_present": th.get("present", "")}
         rows.append({**_context(result), **row})
     return rows
 
@@ -250,7 +250,8 @@ def unmatched(rows: Sequence[dict]) -> List[dict]:
         if bad and key not in seen:
             seen.add(key)
             out.append({"d": r["d"], "alpha": r["alpha"], "init": r["init"], "branch": r["branch"],
-                        "theory_converged": r["theory_converged"], "theory_on_branch": r["theory_on_branch"]})
+                        "theory_converged": r["theory_converged"], "theory_on_branch": r["theory_on_branch"],
+                        "theory_present": r.get("theory_present", "")})
     return out
 
 

@@ -266,8 +266,16 @@ def invariant_curves(theory: Theory, spec, alphas: Sequence[float]) -> List[dict
 
 
 def theory_point(theory: Theory, spec, alpha: float, branch: str) -> Dict[str, float]:
-    """Theory values of :data:`QUANTITIES` on ``branch`` (main order parameter positive)."""
-    sol = theory.solve(spec, alpha, branch, precision=theory.precision)
+    """Theory values of :data:`QUANTITIES` on ``branch`` (main order parameter positive). Where the
+    branch does not exist at ``alpha`` (:class:`BranchNotFound`), ``present`` is False, the values
+    NaN and ``converged`` and ``on_branch`` False: a simulation there has no theory counterpart
+    (its rows say so, ``validation.statistics.unmatched``), which ends no command."""
+    try:
+        sol = theory.solve(spec, alpha, branch, precision=theory.precision)
+    except BranchNotFound as exc:
+        log.info("theory: no %s branch at alpha=%g (%s)", branch, alpha, exc)
+        return {**{qty: math.nan for qty in QUANTITIES}, "converged": False, "on_branch": False, "present": False,
+                "status": f"absent: {exc}"}
     th, m = float(_overlap(sol, "theta")) / spec.sigma ** 2, float(_overlap(sol, "m"))
     if branch == "semantic":
         th = abs(th)
@@ -279,7 +287,7 @@ def theory_point(theory: Theory, spec, alpha: float, branch: str) -> Dict[str, f
         log.warning("theory: the %s solve at alpha=%g left its branch (m=%g, theta/sigma^2=%g)", branch, alpha, m, th)
     return {"test_error": float(sol.test_error), "train_loss": float(sol.train_loss),
             "theta_over_sigma2": th, "m": m, "q": float(_overlap(sol, "q")), "converged": bool(sol.converged),
-            "on_branch": bool(on_branch)}
+            "on_branch": bool(on_branch), "present": True, "status": str(getattr(sol, "status", ""))}
 
 
 def theory_crossing(theory: Theory, spec, alphas: Sequence[float], refine: bool = True, xtol: float = 2e-3) -> float:
@@ -327,6 +335,8 @@ def theory_curves(theory: Theory, spec, alphas: Sequence[float], branches=COMPET
 
     def values_at(alpha, branch):
         point = theory_point(theory, spec, alpha, branch)
+        if not point["present"]:  # skipped, as a solve that raises
+            raise BranchNotFound(point["status"], branch, alpha)
         return {qty: point[qty] for qty in QUANTITIES}, point["converged"] and point["on_branch"]
 
     rows = _curve_rows(branches, alphas, values_at)

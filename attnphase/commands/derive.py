@@ -5,7 +5,8 @@ import argparse
 import logging
 
 from attnphase.errors import UsageError
-from attnphase.options import add_json_option, add_model_options, model_from_args, print_json, progress_bar
+from attnphase.options import (add_json_option, add_model_options, model_from_args, print_json, progress_bar,
+                               typed_attention_budget)
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +38,9 @@ def run(args) -> int:
     if len(asked) > 1:
         raise UsageError(f"--json, --latex: choose one output format, got {', '.join(sorted(asked))}")
     fmt = asked.pop() if asked else "text"
-    with progress_bar(desc="derive"):  # SymPy takes minutes for a new shape (then it is cached)
+    # SymPy takes minutes for a new shape (then it is cached)
+    with typed_attention_budget(args, spec) as budget, progress_bar(desc="derive"):
+        budget.stage("the derivation")
         rep = report(spec)
     if fmt == "json":
         print_json(rep.as_json())

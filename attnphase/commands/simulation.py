@@ -10,10 +10,11 @@ import logging
 import math
 import sys
 
+from attnphase.costs import check_simulations
 from attnphase.errors import UsageError, require_simulation
 from attnphase.options import (GRID_HELP, add_alias, add_json_option, add_model_options, add_precision_option,
                                check_output, failed, model_from_args, parse_list, parse_range, print_json,
-                               progress_bar)
+                               progress_bar, typed_attention_budget)
 from validation.run_settings import (DTYPE_NAMES, INITS, OPTIMIZERS, check_alpha, check_dimension,
                                      check_run_settings, check_start)
 
@@ -90,8 +91,14 @@ def register(subparsers) -> None:
 # --------------------------------------------------------------------------- checks
 
 
+#: the largest learning rate each working dtype holds (torch converts it to the dtype)
+LARGEST = {"float32": 3.4028234663852886e38, "float64": 1.7976931348623157e308}
+
+
 def _check_common(args) -> None:
     check_run_settings(args.steps, args.lr, args.n_test, args.seeds, args.seed)
+    if args.lr is not None and args.lr > LARGEST[args.dtype]:
+        raise UsageError(f"--lr: must be at most {LARGEST[args.dtype]:.3g}, the largest {args.dtype}, got {args.lr:g}")
     if args.device:
         import torch
 
@@ -111,11 +118,13 @@ def _sim_kwargs(args) -> dict:
 
 def cmd_simulate(args) -> int:
     require_simulation()
-    spec = model_from_args(args)
+    spec = model_from_args(args, derives=False)
     check_dimension(args.d, k=spec.k)
     check_alpha(args.alpha, args.d)
     _check_common(args)
     check_start(args.init, spec.rank)
+    check_simulations(args.seeds, args.d, args.alpha, args.steps, args.n_test, spec.tokens, spec.rank, args.dtype,
+                      args)
     from validation.simulate import AGGREGATED, aggregated_keys, simulate
 
     with progress_bar(args.seeds * args.steps, f"simulate d={args.d} alpha={args.alpha:g} {args.init}",
@@ -126,7 +135,8 @@ def cmd_simulate(args) -> int:
         return 0
     out = sys.stdout
     out.write(f"d={result['d']} alpha={result['alpha']:g} n={result['n']} init={result['init']} "
-              f"optimizer={result['optimizer']} lr={result['lr']:g} steps={result['steps']} "
+              f"attention={spec.attention} teacher={spec.teacher}" + (f" beta={spec.beta:g}" if spec.beta != 1 else "")
+              + f" optimizer={result['optimizer']} lr={result['lr']:g} steps={result['steps']} "
               f"dtype={result['dtype']} device={result['device']}\n")
     # the overlaps of docs/theory.md, section 1.5 for the two-token rank-one model; the
     # invariants and per-column overlaps of section 4.9 for any other shape
@@ -138,7 +148,10 @@ def cmd_simulate(args) -> int:
         out.write(f"{r['run_index']:<4d} " + " ".join(f"{r[c]:{w}.6g}" for c, w in zip(cols, widths))
                   + f" {r['step_time']:9.2e}\n")
     out.write("mean " + " ".join(f"{result[c + '_mean']:{w}.6g}" for c, w in zip(cols, widths)) + "\n")
-    out.write("std  " + " ".join(f"{result[c + '_std']:{w}.6g}" for c, w in zip(cols, widths)) + "\n")
+    if len(result["runs"]) > 1:
+        out.write("std  " + " ".join(f"{result[c + '_std']:{w}.6g}" for c, w in zip(cols, widths)) + "\n")
+    else:  # one run has no spread: not a spread of 0
+        out.write("std  (one run: no spread; --seeds 2 or more gives one)\n")
     out.write(f"wall time {result['wall_time']:.1f} s\n")
     return 0
 
@@ -179,7 +192,7 @@ def cmd_validate(args) -> int:
     if not (math.isfinite(args.tolerance) and args.tolerance > 0):
         raise UsageError(f"--tolerance: must be a positive number, got {args.tolerance}")
     inits = parse_list(args.inits, "--inits", choices=INITS)
-    spec = model_from_args(args)
+    spec = model_from_args(args, derives=not args.sim_only)
     if not args.sim_only:  # the theory's range, before any simulation
         from numerics.solver_range import check_model_range
 
@@ -192,11 +205,15 @@ def cmd_validate(args) -> int:
         for d in d_values:
             check_dimension(d, "--d-values", spec.k)
             check_alpha(args.alpha, d)
+            check_simulations(len(inits) * args.seeds * len(d_values), d, args.alpha, args.steps, args.n_test,
+                              spec.tokens, spec.rank, args.dtype, args, d_flag="--d-values")
     else:
         check_dimension(args.d, k=spec.k)
         alphas = parse_range(args.alphas, "--alphas")
         for a in alphas:
             check_alpha(a, args.d, "--alphas")
+        check_simulations(len(inits) * args.seeds * len(alphas), args.d, max(alphas), args.steps, args.n_test,
+                          spec.tokens, spec.rank, args.dtype, args)
     check_output(args.out, "folder")
     from validation import runs
     from validation.theory_cache import default_theory
@@ -206,6 +223,9 @@ def cmd_validate(args) -> int:
     # by default fast where the line quadrature solves the theory (seconds a point), draft where QMC does
     precision = args.precision or ("fast" if choose_integrator(spec, "auto", "semantic") == "lines" else "draft")
     theory = None if args.sim_only else default_theory(precision)
+    if theory is not None:
+        with typed_attention_budget(args, spec):  # derived before the simulations, not after them
+            pass
 
     sim_kwargs = _sim_kwargs(args)
     n_points = len(inits) * (len(d_values) if args.d_scan else len(alphas))
@@ -226,9 +246,12 @@ def cmd_validate(args) -> int:
             sys.stdout.write("FAIL " + " ".join(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}"
                                                 for k, v in f.items()) + "\n")
         for u in summary.get("unmatched", []):
+            why = ("which the theory does not have at this alpha (its solve falls to the trivial point)"
+                   if u.get("theory_present") is False else
+                   f"whose theory solve did not converge or left the branch (converged={u['theory_converged']}, "
+                   f"on_branch={u['theory_on_branch']})")
             sys.stdout.write(f"NO THEORY alpha={u['alpha']:g} init={u['init']}: the simulation sits on the "
-                             f"{u['branch']} branch, whose theory solve did not converge or left the branch "
-                             f"(converged={u['theory_converged']}, on_branch={u['theory_on_branch']})\n")
+                             f"{u['branch']} branch, {why}\n")
         for g in summary.get("global_minimum", []):
             sys.stdout.write(_global_minimum_line(g) + "\n")
         if "crossing" in summary:

@@ -10,10 +10,12 @@ import logging
 import sys
 from pathlib import Path
 
+from attnphase.costs import check_diagram, check_grid, check_simulations
 from attnphase.errors import UsageError, require_simulation
 from attnphase.options import (GRID_HELP, add_alias, add_dask_options, add_json_option, add_model_options,
                                add_precision_option, check_dask_options, check_not_input, check_output, failed,
-                               model_from_args, parse_list, parse_range, print_json)
+                               model_from_args, parse_list, parse_range, print_json,
+                               typed_attention_budget)
 from validation.run_settings import DTYPE_NAMES, OPTIMIZERS
 
 FIGURE_FORMATS = ("png", "pdf", "svg")
@@ -89,17 +91,23 @@ def config_from_args(args):
 
     omegas = parse_range(args.omegas, "--omegas")
     alphas = parse_range(args.alphas, "--alphas", positive=True)
+    check_grid(len(omegas), len(alphas))
     for w in omegas:  # checked here so that the message names the grid option
         if not 0.0 <= w <= 1.0:
             raise UsageError(f"--omegas: values must lie in [0, 1], got {w:g}")
     args_at = argparse.Namespace(**{**vars(args), "omega": omegas[0]})
-    spec = model_from_args(args_at)
+    spec = model_from_args(args_at, derives=args.what != "simulation")
+    if args.what != "theory":
+        check_simulations(len(omegas) * len(alphas) * args.seeds * 2, args.d, max(alphas), args.steps, args.n_test,
+                          spec.tokens, spec.rank, args.dtype, args)
     if args.what != "simulation":  # refused here, not by every task on the workers
         from numerics.solver_range import check_model_range
 
         check_model_range(spec)
     branches = parse_list(args.branches, "--branches", choices=GENERAL_BRANCHES, allow_empty=True)
     check_dask_options(args)
+    if args.what != "simulation":
+        check_diagram(len(omegas), len(alphas), args.precision, not spec.is_two_token_rank_one, args)
     return SweepConfig(spec=spec, omegas=omegas, alphas=alphas, what=args.what, precision=args.precision,
                        branches=tuple(branches),
                        d=args.d, seeds=args.seeds, seed=args.seed, steps=args.steps, lr=args.lr,
@@ -112,6 +120,9 @@ def cmd_phase_diagram(args, theory_task=None, simulation_task=None, client=None)
     if config.what != "theory" and simulation_task is None:
         require_simulation()
     check_output(args.out, "folder")
+    if config.what != "simulation" and theory_task is None:
+        with typed_attention_budget(args, config.spec):  # derived here: the workers read the cache
+            pass
     from attnphase.sweeps.runner import run_sweep
 
     if logging.getLogger().getEffectiveLevel() > logging.DEBUG:  # Dask's INFO chatter only with -vv

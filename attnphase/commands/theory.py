@@ -8,11 +8,13 @@ import os
 import sys
 import time
 
+from attnphase.costs import check_theory_points
 from attnphase.errors import UsageError
 from attnphase.options import (GRID_HELP, add_alias, add_dask_options, add_json_option,
                                add_model_options, add_precision_option, add_processes_option, check_dask_options,
-                               check_not_input, check_output, failed, model_from_args, parse_list, parse_range,
-                               positive_number, print_json, progress_bar, solve_processes)
+                               check_distinct_outputs, check_not_input, check_output, failed, model_from_args,
+                               parse_list, parse_range, positive_number, print_json, progress_bar, solve_processes,
+                               typed_attention_budget)
 from numerics.channel.integrators import INTEGRATORS
 from numerics.fixed_points.subspaces import GENERAL_BRANCHES
 
@@ -119,23 +121,24 @@ def register(sub):
 
 
 def _fp_table(points):
+    from numerics.api import Overlaps
+
     lines = [f"{'alpha':>7} {'branch':>10} {'q':>10} {'m':>10} {'V':>10} {'theta':>10} {'test_err':>11} "
              f"{'train_loss':>11} {'conv':>5} {'global':>6}"]
     for p in points:
-        o = p.overlaps
+        o = Overlaps(*(x + 0.0 for x in p.overlaps.as_array()))  # + 0.0: no -0
         lines.append(f"{p.alpha:7.4f} {p.branch:>10} {o.q:10.6f} {o.m:10.6f} {o.V:10.5f} {o.theta:10.6f} "
                      f"{p.test_error:11.4e} {p.train_loss:11.4e} {str(p.converged):>5} {str(p.global_minimum):>6}")
     return "\n".join(lines)
 
 
 def _with_error(value: float, error: float, zero: bool) -> str:
-    """A value as a person reads it: ``0.0680401 +- 1.2e-06``; ``0`` where the branch holds the field
-    at zero; the value alone where there is no estimate (draft precision)."""
-    if zero:
-        return "0 (by symmetry)"
-    if not math.isfinite(value):
-        return "not finite"
-    return f"{value:.7g} +- {error:.1e}" if math.isfinite(error) else f"{value:.7g}"
+    """A value as a person reads it, to the digits its error supports (``0.114817307377 +- 4.5e-12``,
+    :func:`numerics.api.value_with_error`); ``0`` where the branch holds the field at zero; the value
+    alone where there is no estimate (draft precision)."""
+    from numerics.api import value_with_error
+
+    return "0 (by symmetry)" if zero else value_with_error(value, error)
 
 
 def _fields_table(points) -> str:
@@ -183,7 +186,7 @@ def _check_branches(spec, args, names, flag: str = "--branches") -> str:
 
 
 def _joined(values) -> str:
-    return ",".join(f"{v:.5g}" for v in values)
+    return ",".join(f"{v + 0.0:.5g}" for v in values)  # + 0.0: no -0
 
 
 def _invariants_table(points):
@@ -245,7 +248,7 @@ def cmd_solve(args) -> int:
     names = branches(spec) if args.branch == "all" else (args.branch,)
     _check_branches(spec, args, names, "--branch")
     t0 = time.perf_counter()
-    with progress_bar(desc=f"solve alpha={args.alpha:g}"), solve_processes(args):
+    with typed_attention_budget(args, spec), progress_bar(desc=f"solve alpha={args.alpha:g}"), solve_processes(args):
         if args.branch == "all":
             points = solve_all(spec, args.alpha, args.precision, args.integrator)
         else:
@@ -264,12 +267,18 @@ def cmd_solve(args) -> int:
     return failed("solve", f"not converged at alpha = {args.alpha:g}: {', '.join(stuck)}") if stuck else 0
 
 
-def _curves(spec, alphas, names, precision, integrator, bar=None) -> dict:
-    """Each branch of ``names`` followed on ``alphas`` (:func:`numerics.api.follow`)."""
+def _curves(spec, alphas, names, precision, integrator, bar=None, first=None) -> dict:
+    """Each branch of ``names`` followed on ``alphas`` (:func:`numerics.api.follow`); ``first()`` is
+    called at each point found (the end of a :func:`typed_attention_budget`)."""
     from numerics.api import follow
 
-    return {b: follow(spec, alphas, b, precision, integrator, progress=(lambda _: bar.update(1)) if bar else None)
-            for b in names}
+    def progress(_):
+        if first:
+            first()
+        if bar:
+            bar.update(1)
+
+    return {b: follow(spec, alphas, b, precision, integrator, progress=progress) for b in names}
 
 
 def _marked(curves) -> list:
@@ -308,8 +317,12 @@ def cmd_curve(args) -> int:
     compare = parse_list(args.compare, "--compare", allow_empty=True)
     check_output(args.out, "file")
     figures = [os.path.splitext(args.out)[0] + ext for ext in (".png", ".pdf")] if args.figure else []
-    check_not_input({"--out": [args.out, *figures]}, {"--compare": compare})
+    for path in figures:
+        check_output(path, "file", "--figure")
+    check_distinct_outputs({"--out": [args.out], "--figure": figures})
+    check_not_input({"--out": [args.out], "--figure": figures}, {"--compare": compare})
     lines = _check_branches(spec, args, names) == "lines"
+    check_theory_points(len(alphas) * len(names), args.precision, not lines, "--alphas", "the curve", args)
     if compare and not lines:
         raise UsageError("--compare: not available for the general model yet")
     if compare and not args.figure:
@@ -323,8 +336,9 @@ def cmd_curve(args) -> int:
                 read_curve_file(path)
             except UnreadableFile as exc:
                 raise UsageError(f"--compare: {exc}") from None
-    with progress_bar(len(alphas) * len(names), "curve", "pt") as bar, solve_processes(args):
-        curves = _curves(spec, alphas, names, args.precision, args.integrator, bar)
+    with typed_attention_budget(args, spec) as budget, progress_bar(len(alphas) * len(names), "curve", "pt") as bar, \
+            solve_processes(args):
+        curves = _curves(spec, alphas, names, args.precision, args.integrator, bar, first=budget.done)
     points = _marked(curves)
     if args.stability:
         from numerics.api import with_rs_stability
@@ -367,7 +381,7 @@ def _read_scan(path, spec, precision) -> list:
              "other than the two-token rank-one one; it has an integrator column)"
     try:
         table = check_table(path, ("alpha", "branch", "converged", "train_loss", "precision"), "a curve CSV",
-                            numeric=("alpha", "train_loss"))
+                            numeric=("alpha", "train_loss"), finite=("alpha",))
     except UnreadableFile as exc:
         raise UsageError(f"--scan: {exc}; {needed}") from None
     if "integrator" not in table.header:
@@ -417,23 +431,27 @@ def _pm(error: float) -> str:
 
 
 def _threshold_text(value: float, error: float) -> str:
-    """``value +- error`` with the value to the error's second significant digit (8 decimals where
-    no error is stated)."""
+    """``value +- error`` with the value to the error's second significant digit
+    (:func:`numerics.api.value_with_error`; 8 decimals where no error is stated)."""
+    from numerics.api import value_with_error
+
     if not (math.isfinite(error) and error > 0):
         return f"{value:.8f} {_pm(error)}"
-    decimals = min(10, max(3, 2 - math.floor(math.log10(error))))
-    return f"{value:.{decimals}f} {_pm(error)}"
+    return value_with_error(value, error)
 
 
 def _threshold_failure(th, alphas):
     """Why thresholds ``th`` are not a complete result (``None`` if they are): no change of the
     global branch on the scan, or ``alpha_l`` not found."""
+    # the range scanned, which the thresholds may have extended beyond the one asked for
+    scanned = [p.alpha for p in th.scan] or list(alphas)
+    beyond = max(scanned) > max(alphas) * (1 + 1e-9) or min(scanned) < min(alphas) * (1 - 1e-9)
+    extended = (f" (--alphas asked [{min(alphas):.4g}, {max(alphas):.4g}]; the scan went on where the change or "
+                f"alpha_l could lie beyond it)") if beyond else ""
     if not th.transitions:
-        # the range scanned, which the thresholds may have extended beyond the one asked for
-        alphas = [p.alpha for p in th.scan] or alphas
-        return (f"the global minimum does not change branch on alpha in [{min(alphas):.4g}, {max(alphas):.4g}] "
-                f"({th.global_branches()[0][1]} throughout)")
-    return None if th.alpha_l_status == "ok" else f"alpha_l {th.alpha_l_status}"
+        return (f"the global minimum does not change branch on alpha in [{min(scanned):.4g}, {max(scanned):.4g}] "
+                f"({th.global_branches()[0][1]} throughout){extended}")
+    return None if th.alpha_l_status == "ok" else f"alpha_l {th.alpha_l_status}{extended}"
 
 
 def _threshold_dict(th) -> dict:
@@ -486,6 +504,8 @@ def cmd_thresholds(args) -> int:
         names = branches(spec)
     _check_branches(spec, args, names)
     alphas = parse_range(args.alphas, "--alphas", positive=True, min_points=3 if pair else 2)
+    if not args.scan:
+        check_theory_points(len(alphas) * len(names), "draft", not pair, "--alphas", "the thresholds' scan", args)
     scan = None
     if args.scan:
         points = _read_scan(args.scan, spec, args.precision)
@@ -495,10 +515,10 @@ def cmd_thresholds(args) -> int:
     try:
         # the line quadrature's pair and a given scan walk no branches
         walks = 0 if pair or scan is not None else len(names)
-        with progress_bar(desc="thresholds", unit="solve") as bar, _branch_mapper(args, walks) as mapper, \
-                solve_processes(args):
-            th = thresholds(spec, args.precision, alphas, args.integrator, names, scan=scan, progress=_reporter(bar),
-                            mapper=mapper)
+        with typed_attention_budget(args, spec) as budget, progress_bar(desc="thresholds", unit="solve") as bar, \
+                _branch_mapper(args, walks) as mapper, solve_processes(args):
+            th = thresholds(spec, args.precision, alphas, args.integrator, names, scan=scan,
+                            progress=_reporter(bar, budget.done), mapper=mapper)
     except ThresholdError as exc:
         # e.g. linear attention: no positional branch, so no alpha_c. Exit status 1 and
         # one line, not a traceback; JSON keeps the baseline, which exists regardless
@@ -533,6 +553,7 @@ def cmd_run(args) -> int:
     names = COMPETING_BRANCHES if pair else branches(spec)
     if not pair:
         _check_branches(spec, args, names)
+    check_theory_points(len(alphas) * len(names), "draft", not pair, "--alphas", "the curve", args)
     t0 = time.perf_counter()
     csv_path = os.path.join(args.out, "curve.csv")
     summary = {"model": spec.to_dict(), "branches": list(names), "curve_csv": csv_path, "curve_precision": "draft",
@@ -540,8 +561,9 @@ def cmd_run(args) -> int:
     # summary.json says "incomplete" from the start until every file is written (a crash, a
     # failure or Ctrl-C leaves it so, with the error)
     with folder_summary(os.path.join(args.out, "summary.json"), summary):
-        with progress_bar(len(names) * len(alphas), "branches", "pt") as bar:
-            curves = _curves(spec, alphas, names, "draft", args.integrator, bar)
+        with typed_attention_budget(args, spec) as budget, progress_bar(len(names) * len(alphas), "branches",
+                                                                         "pt") as bar:
+            curves = _curves(spec, alphas, names, "draft", args.integrator, bar, first=budget.done)
         if any(not c.points for c in curves.values()) and "trivial" not in curves:
             # a regenerated model may lack a branch (linear attention has neither on [0.05, 2.5]):
             # the trivial one is then drawn too, so that the curve and figure are not empty
@@ -565,7 +587,10 @@ def cmd_run(args) -> int:
     if args.json:
         print_json(summary)
     else:
-        print(_points_table([p for p in points if p.global_minimum]))
+        shown = [p for p in points if p.global_minimum]
+        print(f"the global minimum at each alpha: {len(shown)} of the {len(points)} points (every branch is in "
+              f"{csv_path})")
+        print(_points_table(shown))
         if th is not None:
             _print_threshold_values(th)
             print(f"linear baseline test error = {baseline.test_error:.10g}")
@@ -600,10 +625,12 @@ def _spinodal_line(sp: dict) -> str:
     return f"spinodal: {sp['branch']} branch ends at alpha = {sp['alpha']:.5f} +- {sp['alpha_error']:.1e}{side}"
 
 
-def _reporter(bar):
+def _reporter(bar, first=None):
     """A ``progress`` callback of the numerics: a message (the root finders) on the bar and in the
-    log, or a count of solves done."""
+    log, or a count of solves done; ``first()`` is called at each (the end of a budget)."""
     def report(message):
+        if first:
+            first()
         if isinstance(message, int):
             bar.update(message)
             return

@@ -24,7 +24,7 @@ PAPER = ("H. Cui, F. Behrens, F. Krzakala, L. Zdeborova, \"A phase transition be
 READ_OFF_FIGURES = "read off the paper's figures"
 AUTHORS_THEORY = ("the authors' theory, as hard-coded in their plotting notebook (their solver: a degree-7 cubature "
                   "iterated to 1e-4; no stated error)")
-STATED_IN_TEXT = "stated by the paper to the digits shown (docs/theory.md, section 3.8)"
+STATED_IN_TEXT = "stated by the paper as approximate, to the digits shown (docs/theory.md, section 3.8)"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,10 +48,11 @@ def _thresholds(name: str, values: dict) -> tuple:
 
 
 def _stated(quantity: str, text: str, **where) -> Published:
-    """A value the paper states in its text as ``~ text``: its error is half a unit in the
-    last digit given (the rounding of the number as printed)."""
+    """A value the paper states in its text as ``~ text``: its error is one unit in the last digit
+    given (the paper writes ``q ~ 0.114`` for a value that rounds to 0.115: printed "about", to the
+    digits shown, rounded or cut)."""
     decimals = len(text.split(".")[1]) if "." in text else 0
-    return Published(quantity, float(text), 0.5 * 10.0 ** -decimals, source=STATED_IN_TEXT, **where)
+    return Published(quantity, float(text), 10.0 ** -decimals, source=STATED_IN_TEXT, **where)
 
 
 PUBLISHED = (

@@ -23,7 +23,7 @@ from numerics.fixed_points.lines import (COLLAPSE, DEFAULT_START, BranchNotFound
 from numerics.precision import PRECISIONS
 from numerics.result import FixedPoint
 from numerics.model.bound import bind
-from numerics.overlaps import COMPETING_BRANCHES, Overlaps
+from numerics.overlaps import COMPETING_BRANCHES, Overlaps, value_with_error
 from numerics.solver.iteration import OUTSIDE_DOMAIN, SolverError
 from numerics.fixed_points.start_search import search_starts
 
@@ -41,7 +41,7 @@ ANCHORS = {
 LOST_BELOW_FACTOR = 10.0
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(repr=False)
 class BranchCurve:
     """A branch followed along an ``alpha`` grid: its points, its spinodals, a ``note`` on
     where it was not found, and ``failure``: why the solver failed where no point was
@@ -52,6 +52,21 @@ class BranchCurve:
     spinodals: List[dict]
     note: str = ""
     failure: str = ""
+
+    def __str__(self) -> str:
+        """A summary a person reads: how many points on which alphas, how many converged, the
+        spinodals, the note and the failure (``.points`` holds each point, ``to_frame()`` the table)."""
+        alphas = sorted(p.alpha for p in self.points)
+        where = f" on alpha in [{alphas[0]:g}, {alphas[-1]:g}]" if alphas else ""
+        done = sum(p.converged for p in self.points)
+        lines = [f"{self.branch} branch: {len(self.points)} points{where}, {done} converged"]
+        lines += [f"spinodal: {s.get('side', '')} end at alpha = "
+                  f"{value_with_error(s['alpha'], s.get('alpha_error', float('nan')))}" for s in self.spinodals]
+        lines += [f"note: {self.note}"] * bool(self.note) + [f"failure: {self.failure}"] * bool(self.failure)
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return f"<BranchCurve {str(self).splitlines()[0]}>"
 
     def to_frame(self):
         """One row per point (:meth:`~numerics.result.FixedPoint.to_row`), in alpha order; the

@@ -65,7 +65,7 @@ class Transition:
                 "kind": self.kind, "bracket": list(self.bracket), "details": dict(self.details)}
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, repr=False)
 class Thresholds:
     """``alpha_c`` (the first change of the global branch, ``transitions[0]``; NaN where there is
     none) and ``alpha_l`` (where the global minimum's test error falls below the linear baseline's;
@@ -90,6 +90,26 @@ class Thresholds:
     details: dict = dataclasses.field(default_factory=dict)
     notes: tuple = ()
     error_reasons: dict = dataclasses.field(default_factory=dict)
+
+    def __str__(self) -> str:
+        """A summary a person reads: each change of the global branch, ``alpha_l``, the baseline, the
+        spinodals and the notes, each number with its error (``to_dict()`` holds the whole record)."""
+        from numerics.overlaps import value_with_error
+
+        lines = [f"alpha_c = {value_with_error(t.alpha, t.error)}   {t.below} -> {t.above} ({t.kind})"
+                 for t in self.transitions] or ["alpha_c: no change of the global branch on the scan"]
+        lines.append(f"alpha_l = {value_with_error(self.alpha_l, self.alpha_l_error)}" if self.alpha_l_status == "ok"
+                     else f"alpha_l: {self.alpha_l_status}")
+        lines.append(f"linear baseline test error = "
+                     f"{value_with_error(self.linear_test_error, self.linear_test_error_error)}")
+        lines += [f"spinodal: {s['branch']} branch, {s.get('side', '')} end at alpha = "
+                  f"{value_with_error(s['alpha'], s.get('alpha_error', math.nan))}" for s in self.spinodals]
+        lines += [f"note: {n}" for n in self.notes]
+        return f"thresholds ({self.precision})\n" + "\n".join(lines)
+
+    def __repr__(self) -> str:
+        first = f"alpha_c = {self.alpha_c:.6g}" if self.transitions else "no alpha_c"
+        return f"<Thresholds {self.precision}: {first}, alpha_l = {self.alpha_l:.6g}>"
 
     def global_branches(self) -> List[tuple]:
         """``(alpha, branch)`` of the global minimum at each scanned alpha (empty without a scan)."""
