@@ -466,7 +466,7 @@ def test_a_complete_run_says_so(tmp_path, capsys, monkeypatch):
 
     monkeypatch.setattr(api, "follow_branch", fake_follow_branch)
     found = types.SimpleNamespace(alpha_c=1.0, alpha_c_error=1e-4, alpha_l=1.2, alpha_l_error=1e-4, alpha_l_status="ok",
-                                  spinodals=[], transitions=("a crossing",), to_dict=lambda: {"alpha_c": 1.0, "alpha_l": 1.2,
+                                  spinodals=[], transitions=("a crossing",), scan=(), to_dict=lambda: {"alpha_c": 1.0, "alpha_l": 1.2,
                                                                  "alpha_l_error": float("nan")})
     monkeypatch.setattr(api, "thresholds", lambda spec, precision, alphas=None, integrator="auto", names=None, scan=None,
                         progress=None: found)
