@@ -57,12 +57,12 @@ def test_global_prox_matches_dense_grid_search(attention, q, m, V, newton_from_w
             fc = model.prox_objective(c1, c2, w1, w2, hs1, hs2, V)
         better = fc < best
         best, b1, b2 = np.where(better, fc, best), np.where(better, c1, b1), np.where(better, c2, b2)
-    r1, r2, _ = newton_prox(model, b1, b2, w1, w2, hs1, hs2, V)
+    r1, r2, _, _ = newton_prox(model, b1, b2, w1, w2, hs1, hs2, V)
     ref = model.prox_objective(r1, r2, w1, w2, hs1, hs2, V)
     assert np.all(f <= ref + 1e-14)
     assert np.max(gn) < 1e-10
     # and Newton from w alone is not enough for the softmax (the reason for the safeguard)
-    n1, n2, _ = newton_prox(model, w1, w2, w1, w2, hs1, hs2, V)
+    n1, n2, _, _ = newton_prox(model, w1, w2, w1, w2, hs1, hs2, V)
     assert np.any(model.prox_objective(n1, n2, w1, w2, hs1, hs2, V) > ref + 1e-10) == newton_from_w_fails
 
 
@@ -76,7 +76,8 @@ def test_newton_terms_returned_and_reflected(attention):
     rng = np.random.default_rng(7)
     w1, w2, hs1, hs2 = rng.standard_normal((4, 300))
     V = 5.0
-    b1, b2, gn, terms = newton_prox(bound, w1, w2, w1, w2, hs1, hs2, V, tol=1e-12, return_terms=True)
+    b1, b2, gn, f, terms = newton_prox(bound, w1, w2, w1, w2, hs1, hs2, V, tol=1e-12, return_terms=True)
+    np.testing.assert_allclose(f, terms[0], rtol=1e-13, atol=1e-15)
     direct = bound.prox_newton(b1, b2, w1, w2, hs1, hs2, V)
     for got, want in zip(terms, direct):
         np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-15)

@@ -45,9 +45,10 @@ def newton_prox(model: BoundModel, h1, h2, w1, w2, hs1, hs2, V, tol: float = 1e-
                 known=None, capture: float = 1e-3, return_terms: bool = False):
     """Saddle-free Newton descent on the prox objective from ``(h1, h2)`` at every node (arrays
     broadcast together): the one local solver of every prox (:mod:`numerics.prox.newton`, by the
-    model's backend, :meth:`BoundModel.newton`) in ``R^2``. Returns ``(h1, h2, gradient_norm)``
-    (the largest gradient component); nodes whose gradient norm is still above ``tol`` after
-    ``maxiter`` steps are reported through that norm, never hidden.
+    model's backend, :meth:`BoundModel.newton`) in ``R^2``. Returns ``(h1, h2, gradient_norm,
+    objective)`` (the gradient norm the largest component, the objective at the returned points);
+    nodes whose gradient norm is still above ``tol`` after ``maxiter`` steps are reported through
+    that norm, never hidden.
 
     ``known = (k1, k2)``: a local minimum per node already found. Nodes whose iterate comes
     within ``capture`` (max norm) of it stop there (they are converging to that minimum, and
@@ -58,9 +59,9 @@ def newton_prox(model: BoundModel, h1, h2, w1, w2, hs1, hs2, V, tol: float = 1e-
     args = (h1, h2, w1, w2, hs1, hs2) + (() if known is None else tuple(known))
     shape, pairs = _pairs(*args)
     h, w, hs = pairs[:3]
-    out, _, gn = model.newton(h, w, hs, V, tol, maxiter, known=None if known is None else pairs[3], capture=capture)
+    out, f, gn = model.newton(h, w, hs, V, tol, maxiter, known=None if known is None else pairs[3], capture=capture)
     b1, b2 = out[:, 0].reshape(shape), out[:, 1].reshape(shape)
-    result = (b1, b2, gn.reshape(shape))
+    result = (b1, b2, gn.reshape(shape), f.reshape(shape))
     if return_terms:
         result += (model.prox_newton(b1, b2, w1, w2, hs1, hs2, V),)
     return result

@@ -90,9 +90,9 @@ class Accumulator:
         """Refine the followed branch at a batch of nodes (continuation) and queue
         the nodes; the checks and integrands run over all queued nodes in
         :meth:`finish` (one large vectorised batch instead of many small ones)."""
-        b1, b2, gn = newton_prox(self.model, branch[0], branch[1], w1, w2, hs1, hs2, self.ov.V,
-                                 tol=self.rule.newton_tol)
-        self._queue.append((b1, b2, gn, w1, w2, hs1, hs2, weight))
+        b1, b2, gn, fb = newton_prox(self.model, branch[0], branch[1], w1, w2, hs1, hs2, self.ov.V,
+                                     tol=self.rule.newton_tol)
+        self._queue.append((b1, b2, gn, w1, w2, hs1, hs2, weight, fb))
         return b1, b2
 
     def finish(self):
@@ -111,10 +111,9 @@ class Accumulator:
 
     def _finish_chunk(self, arrays):
         model, V = self.model, self.ov.V
-        b1, b2, gn, w1, w2, hs1, hs2, weight = arrays[:8]
+        b1, b2, gn, w1, w2, hs1, hs2, weight, fb = arrays
         best1, best2, bestgn, unresolved = b1, b2, gn, 0.0
         if self.rule.check_global:
-            fb = model.prox_objective(b1, b2, w1, w2, hs1, hs2, V)
             best1, best2, bestgn, unresolved = self._checked(b1, b2, gn, w1, w2, hs1, hs2, weight, fb)
         xi1, xi2, y1, y2 = xi_y(self.B_inv, self.mu_w, w1, w2, hs1, hs2)
         ov = self.ov
@@ -133,16 +132,14 @@ class Accumulator:
         if not self.rule.check_from_w and model.loss_is_even:
             starts = starts[1:]  # the reflected start alone (ChannelRule.check_from_w)
         for s1, s2 in starts:
-            c1, c2, _ = newton_prox(model, s1, s2, w1, w2, hs1, hs2, V, tol=tol, maxiter=CHECK_STEPS,
-                                    known=(best1, best2))
-            fc = model.prox_objective(c1, c2, w1, w2, hs1, hs2, V)
+            c1, c2, _, fc = newton_prox(model, s1, s2, w1, w2, hs1, hs2, V, tol=tol, maxiter=CHECK_STEPS,
+                                        known=(best1, best2))
             better = np.nonzero(fc < bestf - 1e-13 * np.maximum(1.0, np.abs(bestf)))[0]
             if better.size == 0:
                 continue
             sub = (w1[better], w2[better], hs1[better], hs2[better])
-            d1, d2, dgn = newton_prox(model, c1[better], c2[better], *sub, V, tol=tol)
-            best1[better], best2[better], bestgn[better] = d1, d2, dgn
-            bestf[better] = model.prox_objective(d1, d2, *sub, V)
+            d1, d2, dgn, df = newton_prox(model, c1[better], c2[better], *sub, V, tol=tol)
+            best1[better], best2[better], bestgn[better], bestf[better] = d1, d2, dgn, df
         jumped = bestf < fb - 1e-13 * np.maximum(1.0, np.abs(fb))
         return best1, best2, bestgn, float(weight[jumped].sum())
 

@@ -84,10 +84,10 @@ def locate_switches(model, rule, V, w_of, t0, hs1, hs2, has_pair, half_width: fl
         tm = trial[act]
         w1, w2 = at(tm, act)
         h_s = (hs1[lines[act]], hs2[lines[act]])
-        a1, a2, _ = newton_prox(model, A1[act], A2[act], w1, w2, *h_s, V, tol=rule.newton_tol)
-        b1, b2, _ = newton_prox(model, B1[act], B2[act], w1, w2, *h_s, V, tol=rule.newton_tol)
+        a1, a2, _, fa = newton_prox(model, A1[act], A2[act], w1, w2, *h_s, V, tol=rule.newton_tol)
+        b1, b2, _, fb = newton_prox(model, B1[act], B2[act], w1, w2, *h_s, V, tol=rule.newton_tol)
         both = np.hypot(a1 - b1, a2 - b2) > gap_tol
-        D = model.prox_objective(a1, a2, w1, w2, *h_s, V) - model.prox_objective(b1, b2, w1, w2, *h_s, V)
+        D = fa - fb
         dD = ((b1 - a1) * dw1[act] + (b2 - a2) * dw2[act]) / V
         # merged: attribute the point to the minimum it continues
         nearer_A = np.hypot(a1 - A1[act], a2 - A2[act]) <= np.hypot(a1 - B1[act], a2 - B2[act])
