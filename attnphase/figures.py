@@ -276,7 +276,7 @@ def plot_curve_files(paths, stem, default_model=None, labels=None):
     read back from its file (:func:`read_curve_file`) and labelled by the model in its rows
     (:func:`model_label`, or ``labels[i]`` for file ``i``), with that model's linear baseline.
     ``default_model``: the model of a file without rows. Returns the figure paths."""
-    from numerics.baseline import linear_baseline
+    from numerics.api import linear_baseline
 
     curves = {}
     for i, path in enumerate(paths):

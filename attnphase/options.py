@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from derivations.spec import BUILTIN_ATTENTIONS, ModelSpec, parse_A, parse_matrix
-from numerics.backend import BACKENDS
-from numerics.precision import PRECISIONS
+from numerics.api import BACKENDS
+from numerics.api import PRECISIONS
 
 from .costs import add_yes_option, check_shape
 from .errors import CommandFailed, TimeLimitReached, UsageError

@@ -29,35 +29,60 @@ from typing import Optional, Sequence
 
 from derivations import ModelSpec
 
-from numerics.baseline import Baseline, linear_baseline, linear_baseline_mp
-from numerics.branches.follow import BranchCurve, follow_branch, is_on_branch
-from numerics.channel.integrators import IntegratorError, choose_integrator
-from numerics.branches.walk import walk_branch
-from numerics.fixed_points.lines import BranchNotFound
-from numerics.fixed_points.solve import branches, solve
-from numerics.fixed_points.workers import scramble_workers
-from numerics.gamp.iteration import GampError, GampResult, run_gamp
-from numerics.gamp.sample_prox import SampleLoss
-from numerics.gamp.state_evolution import state_evolution
-from numerics.matrix_overlaps import MatrixOverlaps
-from numerics.overlaps import BRANCHES, COMPETING_BRANCHES, HatOverlaps, Overlaps, value_with_error
-from numerics.precision import PRECISIONS
-from numerics.result import FixedPoint, as_matrices, failed_point, from_row, mark_global_minima
-from numerics.stability import RSStability, rs_stability, with_rs_stability
-from numerics.thresholds.newton_pair import newton_thresholds, scan_curves_from_rows
-from numerics.thresholds.record import ThresholdError, ThresholdLocationError, Thresholds, Transition
-from numerics.thresholds.scan_changes import scan_thresholds
-from numerics.threads import WORKER_ENVIRONMENT, one_blas_thread
-from numerics.backend import BACKENDS, current_backend, use_backend
+from numerics.threads import one_blas_thread
 
-__all__ = ["Baseline", "linear_baseline", "linear_baseline_mp", "BranchCurve", "is_on_branch", "BRANCHES",
-           "PRECISIONS", "FixedPoint", "HatOverlaps", "Overlaps", "MatrixOverlaps", "BranchNotFound",
-           "IntegratorError", "ThresholdError", "ThresholdLocationError", "Thresholds", "Transition",
-           "scan_curves_from_rows", "from_row", "failed_point", "mark_global_minima", "branches", "integrator_for",
-           "solve", "solve_all", "follow", "thresholds", "scramble_workers", "WORKER_ENVIRONMENT", "BACKENDS",
-           "current_backend", "use_backend", "as_matrices", "value_with_error",
-           "GampError", "GampResult", "run_gamp", "SampleLoss", "state_evolution", "RSStability", "rs_stability",
-           "with_rs_stability"]
+#: every public name and the module that defines it: imported at first use (PEP 562), so that a
+#: command that only parses its options, or fails on them, does not import the solvers (0.7 s)
+_LAZY = {
+    **dict.fromkeys(("Baseline", "linear_baseline", "linear_baseline_mp"), "numerics.baseline"),
+    **dict.fromkeys(("BranchCurve", "follow_branch", "is_on_branch"), "numerics.branches.follow"),
+    **dict.fromkeys(("IntegratorError", "choose_integrator", "INTEGRATORS"), "numerics.channel.integrators"),
+    "walk_branch": "numerics.branches.walk",
+    "BranchNotFound": "numerics.fixed_points.lines",
+    **dict.fromkeys(("branches", "solve"), "numerics.fixed_points.solve"),
+    "GENERAL_BRANCHES": "numerics.fixed_points.subspaces",
+    "scramble_workers": "numerics.fixed_points.workers",
+    **dict.fromkeys(("GampError", "GampResult", "run_gamp"), "numerics.gamp.iteration"),
+    "SampleLoss": "numerics.gamp.sample_prox",
+    "state_evolution": "numerics.gamp.state_evolution",
+    "MatrixOverlaps": "numerics.matrix_overlaps",
+    **dict.fromkeys(("BRANCHES", "COMPETING_BRANCHES", "HatOverlaps", "Overlaps", "value_with_error"),
+                    "numerics.overlaps"),
+    "PRECISIONS": "numerics.precision",
+    **dict.fromkeys(("FixedPoint", "as_matrices", "failed_point", "from_row", "mark_global_minima",
+                     "zero_by_symmetry"), "numerics.result"),
+    "check_model_range": "numerics.solver_range",
+    **dict.fromkeys(("RSStability", "rs_stability", "with_rs_stability"), "numerics.stability"),
+    **dict.fromkeys(("newton_thresholds", "scan_curves_from_rows"), "numerics.thresholds.newton_pair"),
+    **dict.fromkeys(("ThresholdError", "ThresholdLocationError", "Thresholds", "Transition"),
+                    "numerics.thresholds.record"),
+    "scan_thresholds": "numerics.thresholds.scan_changes",
+    "WORKER_ENVIRONMENT": "numerics.threads",
+    **dict.fromkeys(("BACKENDS", "current_backend", "use_backend"), "numerics.backend"),
+}
+
+__all__ = sorted(set(_LAZY) | {"integrator_for", "default_branches", "default_precision", "general_integrator",
+                               "solve_all", "follow", "thresholds"})
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))
+
+
+def _use(name: str):
+    """A public name as this module holds it now (imported at first use; a test may have replaced it)."""
+    return globals()[name] if name in globals() else __getattr__(name)
+
 
 log = logging.getLogger(__name__)
 
@@ -65,8 +90,27 @@ log = logging.getLogger(__name__)
 def integrator_for(spec: ModelSpec, names: Sequence[str], integrator: str = "auto") -> str:
     """The one integrator that solves every branch of ``names`` (``lines`` only if it applies to
     all of them; :class:`IntegratorError` for an integrator the model does not have)."""
-    chosen = {choose_integrator(spec, integrator, b) for b in names}
+    chosen = {_use("choose_integrator")(spec, integrator, b) for b in names}
     return "lines" if chosen == {"lines"} else "qmc"
+
+
+def default_branches(spec: ModelSpec, integrator: str = "auto") -> tuple:
+    """The branches compared by default: the paper's competing pair where the line quadrature
+    solves both, every branch of the model (:func:`branches`) otherwise."""
+    pair = tuple(_use("COMPETING_BRANCHES"))
+    return pair if integrator_for(spec, pair, integrator) == "lines" else tuple(_use("branches")(spec))
+
+
+def default_precision(spec: ModelSpec, integrator: str = "auto") -> str:
+    """The precision a theory point is solved at by default beside a simulation: ``fast`` where the
+    line quadrature solves the model (a few seconds a point), ``draft`` otherwise (a fast QMC point
+    costs tens of seconds)."""
+    return "fast" if integrator_for(spec, ("semantic",), integrator) == "lines" else "draft"
+
+
+def general_integrator(spec: ModelSpec) -> bool:
+    """Whether the model's default branches are solved by the general (QMC) integrator."""
+    return integrator_for(spec, default_branches(spec)) != "lines"
 
 
 @one_blas_thread
@@ -79,12 +123,12 @@ def solve_all(spec: ModelSpec, alpha: float, precision: str = "fast", integrator
     converge is reported as it is (``converged=False`` with its residual), since a failure is not
     an absence."""
     found = []
-    for branch in names or branches(spec):
+    for branch in names or _use("branches")(spec):
         try:
-            found.append(solve(spec, alpha, branch, precision, integrator))
-        except BranchNotFound as exc:
+            found.append(_use("solve")(spec, alpha, branch, precision, integrator))
+        except _use("BranchNotFound") as exc:
             log.info("%s", exc)
-    return mark_global_minima(found)
+    return _use("mark_global_minima")(found)
 
 
 @one_blas_thread
@@ -99,8 +143,8 @@ def follow(spec: ModelSpec, alphas: Sequence[float], branch: str, precision: str
     the last point found, and keeps a solve that raised as a failed point. ``progress(x)`` is
     called as the points come (its argument is not to be relied on)."""
     if integrator_for(spec, (branch,), integrator) == "lines":
-        return follow_branch(spec, alphas, branch, precision, progress=progress)
-    return walk_branch(spec, alphas, branch, precision, "qmc", progress=progress)
+        return _use("follow_branch")(spec, alphas, branch, precision, progress=progress)
+    return _use("walk_branch")(spec, alphas, branch, precision, "qmc", progress=progress)
 
 
 @one_blas_thread
@@ -127,6 +171,7 @@ def thresholds(spec: ModelSpec, precision: str = "fast", alphas: Optional[Sequen
     the record is one :class:`Thresholds`:
     ``alpha_c`` the first of its ``transitions`` (NaN where the global branch does not change on
     the scan), ``alpha_l`` NaN with its ``alpha_l_status`` where it is not bracketed."""
+    COMPETING_BRANCHES = _use("COMPETING_BRANCHES")
     compared = tuple(names or COMPETING_BRANCHES)
     matrices = scan is not None and any(not getattr(p, "scalar", True) for c in scan.values() for p in c.points)
     if (set(compared) == set(COMPETING_BRANCHES) and not matrices
@@ -135,11 +180,11 @@ def thresholds(spec: ModelSpec, precision: str = "fast", alphas: Optional[Sequen
         # is the root finder's own (as the phase diagram's threshold tasks have always run it)
         scan_range = {} if alphas is None or scan is not None else {
             "alpha_min": float(alphas[0]), "alpha_max": float(alphas[-1]), "n_scan": len(alphas)}
-        return newton_thresholds(spec, precision, progress=progress, scan_curves=scan, **scan_range, **options)
-    compared = tuple(names or branches(spec))
+        return _use("newton_thresholds")(spec, precision, progress=progress, scan_curves=scan, **scan_range, **options)
+    compared = tuple(names or _use("branches")(spec))
     points = None
     if scan is not None:
-        points = [as_matrices(p) for curve in scan.values() for p in curve.points]
+        points = [_use("as_matrices")(p) for curve in scan.values() for p in curve.points]
         alphas = sorted({p.alpha for p in points}) if alphas is None else alphas
         if any(p.precision != precision for p in points):
             # the changes of the global branch are located from the scan's own points: a scan at
@@ -148,5 +193,5 @@ def thresholds(spec: ModelSpec, precision: str = "fast", alphas: Optional[Sequen
     alphas = [0.5 + 0.25 * i for i in range(9)] if alphas is None else alphas
     # a scan solved here is extended where the change or alpha_l lies beyond it, as the line
     # quadrature's is; a given scan is the range asked for
-    return scan_thresholds(spec, alphas, precision, integrator, compared, scan=points, progress=progress,
-                           extend=scan is None, mapper=mapper)
+    return _use("scan_thresholds")(spec, alphas, precision, integrator, compared, scan=points,
+                                   progress=progress, extend=scan is None, mapper=mapper)

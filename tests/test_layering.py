@@ -134,3 +134,19 @@ def test_the_checker_allows_downward_and_own_imports():
     assert imported_modules("from .rule import ChannelRule\nfrom .. import tidy\n", "numerics.channel.lines.geometry") == [
         (1, "numerics.channel.lines.rule"), (2, "numerics.channel")]
     assert imported_modules("from . import SweepError\n", "attnphase.sweeps", is_package=True) == [(1, "attnphase.sweeps")]
+
+
+def numerics_internals(source: str, module: str, is_package: bool = False) -> list:
+    """The imports of ``module`` (above numerics) of a numerics module other than ``numerics.api``."""
+    return [f"{module}:{line} -> {target}" for line, target in imported_modules(source, module, is_package)
+            if target.split(".")[0] == "numerics" and target not in ("numerics", "numerics.api")]
+
+
+def test_the_layers_above_numerics_import_its_api_alone():
+    """validation and attnphase reach numerics through ``numerics.api`` only: its internals may move."""
+    bad = []
+    for name, path, is_package in our_modules():
+        if unit(name) in ("validation", "attnphase", "attnphase.sweeps", "attnphase.paper"):
+            bad += numerics_internals(path.read_text(), name, is_package)
+    assert bad == []
+    assert numerics_internals("def f():\n    from numerics.prox.matrix import GlobalProx\n", "validation.runs") != []

@@ -34,7 +34,7 @@ import torch
 from scipy import stats
 
 from derivations.spec import ModelSpec
-from numerics.overlaps import COMPETING_BRANCHES
+from numerics.api import COMPETING_BRANCHES
 from validation.simulate import (fit_linear_baseline, linear_test_error, make_problem, summary_statistics,
                                  test_error, train, train_loss)
 

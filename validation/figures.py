@@ -7,7 +7,7 @@ from typing import Sequence
 
 import numpy as np
 
-from numerics.overlaps import COMPETING_BRANCHES
+from numerics.api import COMPETING_BRANCHES
 from tidyio import atomic_output, read_rows
 
 

@@ -174,7 +174,7 @@ def invariant_quantities(run: dict) -> List[str]:
 def branch_groups(result: dict) -> Dict[str, List[dict]]:
     """The runs of a general-model result grouped by :func:`run_branch`, in the order of
     :data:`numerics.fixed_points.subspaces.GENERAL_BRANCHES`."""
-    from numerics.fixed_points.subspaces import GENERAL_BRANCHES
+    from numerics.api import GENERAL_BRANCHES
 
     spec = result_spec(result)
     groups: Dict[str, List[dict]] = {}

@@ -31,8 +31,8 @@ import os
 import types
 from typing import Callable, Dict, List, Optional, Sequence
 
-from numerics.fixed_points.lines import BranchNotFound
-from numerics.overlaps import COMPETING_BRANCHES
+from numerics.api import BranchNotFound
+from numerics.api import COMPETING_BRANCHES
 from tidyio import UnreadableFile, move_aside, read_checked_json, write_checked_json
 
 log = logging.getLogger(__name__)

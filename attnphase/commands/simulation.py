@@ -194,7 +194,7 @@ def cmd_validate(args) -> int:
     inits = parse_list(args.inits, "--inits", choices=INITS)
     spec = model_from_args(args, derives=not args.sim_only)
     if not args.sim_only:  # the theory's range, before any simulation
-        from numerics.solver_range import check_model_range
+        from numerics.api import check_model_range
 
         check_model_range(spec)
     for init in inits:
@@ -218,10 +218,10 @@ def cmd_validate(args) -> int:
     from validation import runs
     from validation.theory_cache import default_theory
 
-    from numerics.channel.integrators import choose_integrator
+    from numerics.api import default_precision
 
     # by default fast where the line quadrature solves the theory (seconds a point), draft where QMC does
-    precision = args.precision or ("fast" if choose_integrator(spec, "auto", "semantic") == "lines" else "draft")
+    precision = args.precision or default_precision(spec)
     theory = None if args.sim_only else default_theory(precision)
     if theory is not None:
         with typed_attention_budget(args, spec):  # derived before the simulations, not after them

@@ -86,7 +86,7 @@ def register(subparsers) -> None:
 def config_from_args(args):
     """The :class:`attnphase.sweeps.config.SweepConfig` of parsed arguments; bad input raises UsageError
     (or the library's own bad-input errors)."""
-    from numerics.fixed_points.subspaces import GENERAL_BRANCHES
+    from numerics.api import GENERAL_BRANCHES
     from attnphase.sweeps.config import SweepConfig
 
     omegas = parse_range(args.omegas, "--omegas")
@@ -101,13 +101,15 @@ def config_from_args(args):
         check_simulations(len(omegas) * len(alphas) * args.seeds * 2, args.d, max(alphas), args.steps, args.n_test,
                           spec.tokens, spec.rank, args.dtype, args)
     if args.what != "simulation":  # refused here, not by every task on the workers
-        from numerics.solver_range import check_model_range
+        from numerics.api import check_model_range
 
         check_model_range(spec)
     branches = parse_list(args.branches, "--branches", choices=GENERAL_BRANCHES, allow_empty=True)
     check_dask_options(args)
     if args.what != "simulation":
-        check_diagram(len(omegas), len(alphas), args.precision, not spec.is_two_token_rank_one, args)
+        from numerics.api import general_integrator
+
+        check_diagram(len(omegas), len(alphas), args.precision, general_integrator(spec), args)
     return SweepConfig(spec=spec, omegas=omegas, alphas=alphas, what=args.what, precision=args.precision,
                        branches=tuple(branches),
                        d=args.d, seeds=args.seeds, seed=args.seed, steps=args.steps, lr=args.lr,

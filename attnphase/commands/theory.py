@@ -15,8 +15,8 @@ from attnphase.options import (GRID_HELP, add_alias, add_dask_options, add_json_
                                check_distinct_outputs, check_not_input, check_output, failed, model_from_args,
                                parse_list, parse_range, positive_number, print_json, progress_bar, solve_processes,
                                typed_attention_budget)
-from numerics.channel.integrators import INTEGRATORS
-from numerics.fixed_points.subspaces import GENERAL_BRANCHES
+from numerics.api import INTEGRATORS
+from numerics.api import GENERAL_BRANCHES
 
 log = logging.getLogger(__name__)
 
@@ -146,7 +146,7 @@ def _fields_table(points) -> str:
     the packed components, the gauge invariants of docs/theory.md, section 4.9, test error and
     training loss); then each branch's status, iterations, residual and whether it is the global
     minimum."""
-    from numerics.result import zero_by_symmetry
+    from numerics.api import zero_by_symmetry
 
     names = list(points[0].values)
     width = max(24, *(len(p.branch) + 2 for p in points))

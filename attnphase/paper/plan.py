@@ -25,7 +25,7 @@ from typing import Callable, Dict, Optional, Sequence
 import numpy as np
 
 from derivations import ModelSpec
-from numerics.overlaps import COMPETING_BRANCHES
+from numerics.api import COMPETING_BRANCHES
 from attnphase.histogram_task import experiment as histogram_experiment
 from attnphase.sweeps.grid import fmt
 

@@ -6,8 +6,8 @@ import hashlib
 import json
 from typing import Callable, Optional
 
-from numerics.overlaps import COMPETING_BRANCHES
-from numerics.precision import PRECISIONS
+from numerics.api import COMPETING_BRANCHES
+from numerics.api import PRECISIONS
 from validation.run_settings import DTYPE_NAMES, INITS, OPTIMIZERS, check_alpha, check_dimension, check_run_settings
 
 from . import SweepError
@@ -24,10 +24,10 @@ WHATS = ("theory", "simulation", "both")
 def every_branch(spec) -> bool:
     """Whether a diagram of ``spec`` follows every branch of the model and locates every change of the
     global branch: wherever the line quadrature does not solve the paper's two branches (there the
-    diagram is theirs, :func:`numerics.channel.integrators.choose_integrator`)."""
-    from numerics.channel.integrators import choose_integrator
+    diagram is theirs, :func:`numerics.api.general_integrator`)."""
+    from numerics.api import general_integrator
 
-    return {choose_integrator(spec, "auto", b) for b in THEORY_BRANCHES} != {"lines"}
+    return general_integrator(spec)
 
 
 @dataclasses.dataclass(frozen=True)

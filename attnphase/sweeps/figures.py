@@ -36,7 +36,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from numerics.overlaps import COMPETING_BRANCHES
+from numerics.api import COMPETING_BRANCHES
 from tidyio import UnreadableFile, atomic_output, check_table, is_true, number
 
 from .store import THRESHOLDS_CSV
@@ -116,7 +116,7 @@ def theory_points(rows: list) -> list:
     baseline (with their errors), and each branch's training loss (``train_loss_<branch>``); where the
     branches are the paper's two competing ones, also their difference ``train_loss_diff``
     (positional - semantic) with its error, which the first map then shows."""
-    from numerics.fixed_points.subspaces import GENERAL_BRANCHES
+    from numerics.api import GENERAL_BRANCHES
 
     groups = defaultdict(dict)
     for r in rows:
@@ -163,7 +163,7 @@ def simulation_points(rows: list) -> list:
     error with their standard errors, the global start the one of lowest mean training loss, the
     baseline the runs' own. Runs from other starts (``random``) are left out: they are on no
     known branch."""
-    from numerics.fixed_points.subspaces import GENERAL_BRANCHES
+    from numerics.api import GENERAL_BRANCHES
 
     groups = defaultdict(lambda: defaultdict(list))
     for r in rows:
