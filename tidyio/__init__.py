@@ -34,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import datetime
+import hashlib
 import io
 import json
 import logging
@@ -41,7 +42,7 @@ import math
 import os
 import zlib
 from pathlib import Path
-from typing import Iterable, Optional, Sequence
+from typing import Callable, Iterable, Optional, Sequence
 
 log = logging.getLogger(__name__)
 
@@ -409,6 +410,41 @@ def read_checked_json(path):
     if format(zlib.crc32(_canonical(data).encode()), "08x") != crc:
         raise UnreadableFile(f"{path}: checksum mismatch (a changed value)")
     return from_json(data)
+
+
+class Records:
+    """A folder of results kept by key: each a checked JSON file (:func:`write_checked_json`) named
+    ``<prefix>_<digest>.json``, the digest a hash of the key (a JSON-ready value). :meth:`get` gives
+    a record back only where it reads back whole and ``valid(record)`` holds; a file that does not
+    is moved aside (:func:`move_aside`, with the reason) and the caller computes it again; so a
+    run stopped at any point resumes with what it had stored."""
+
+    def __init__(self, folder, prefix: str):
+        self.folder, self.prefix = Path(folder), prefix
+
+    def path(self, key) -> Path:
+        digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+        return self.folder / f"{self.prefix}_{digest}.json"
+
+    def get(self, key, valid: Callable[[object], bool] = lambda record: True, what: str = "record",
+            redo: str = "computing it again"):
+        """The record of ``key``, or None (absent, or unreadable: moved aside, the warning naming
+        ``what`` and ``redo``)."""
+        path = self.path(key)
+        if not path.exists():
+            return None
+        try:
+            record = read_checked_json(path)
+            if not valid(record):
+                raise UnreadableFile(f"{path}: not the {what} of {valid.__doc__ or 'its key'}")
+        except UnreadableFile as exc:
+            move_aside(path, f"unreadable cached {what} ({exc}); {redo}")
+            return None
+        return record
+
+    def put(self, key, record) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        write_checked_json(self.path(key), record)
 
 
 @contextlib.contextmanager

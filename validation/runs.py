@@ -5,8 +5,6 @@ figures.
 """
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import math
 import os
@@ -14,8 +12,7 @@ from typing import Callable, Dict, Optional, Sequence
 
 import numpy as np
 
-from tidyio import (UnreadableFile, atomic_write_text, folder_summary, move_aside, read_checked_json,
-                           render_csv, write_checked_json)
+from tidyio import Records, atomic_write_text, folder_summary, render_csv
 
 from .figures import plot_dscan, plot_validate
 from .statistics import (branch_groups, compare, crossing_alpha, csv_fields, failing, fit_finite_size, linear_rows,
@@ -26,11 +23,9 @@ from .theory_cache import (Theory, branches_at, invariant_curves, invariant_poin
 log = logging.getLogger(__name__)
 
 
-def _cache_key(spec, d, alpha, init, sim_kwargs) -> str:
-    blob = json.dumps({"model": spec.to_dict(), "d": d, "alpha": alpha, "init": init,
-                       **{k: v for k, v in sim_kwargs.items() if k != "device"}},
-                      sort_keys=True)
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+def _cache_key(spec, d, alpha, init, sim_kwargs) -> dict:
+    return {"model": spec.to_dict(), "d": d, "alpha": alpha, "init": init,
+            **{k: v for k, v in sim_kwargs.items() if k != "device"}}
 
 
 def cached_simulate(spec, d: int, alpha: float, inits: Sequence[str], sim_kwargs: dict, cache_dir: Optional[str],
@@ -46,22 +41,17 @@ def cached_simulate(spec, d: int, alpha: float, inits: Sequence[str], sim_kwargs
     called per start. ``progress(n)``: told the steps taken (all of them at once for a cached
     start)."""
     seeds = sim_kwargs.get("seeds", 1)
-    results, paths = {}, {}
-    for init in inits:
-        if not cache_dir:
-            continue
-        paths[init] = path = os.path.join(cache_dir, f"sim_{_cache_key(spec, d, alpha, init, sim_kwargs)}.json")
-        if not os.path.exists(path):
-            continue
-        try:
-            result = read_checked_json(path)
-            if not (isinstance(result, dict) and len(result.get("runs", ())) == seeds
-                    and result.get("d") == d and result.get("init") == init):
-                raise UnreadableFile(f"{path}: not the simulation of these settings")
-        except UnreadableFile as exc:
-            move_aside(path, f"unreadable cached simulation ({exc}); simulating again")
-        else:
-            log.info("reusing %s", path)
+    records = Records(cache_dir, "sim") if cache_dir else None
+    results = {}
+    for init in inits if records is not None else ():
+        def valid(result, init=init):
+            return isinstance(result, dict) and len(result.get("runs", ())) == seeds and result.get("d") == d \
+                and result.get("init") == init
+
+        valid.__doc__ = "these settings"
+        result = records.get(_cache_key(spec, d, alpha, init, sim_kwargs), valid, "simulation", "simulating again")
+        if result is not None:
+            log.info("reusing %s", records.path(_cache_key(spec, d, alpha, init, sim_kwargs)))
             if progress:
                 progress(seeds * sim_kwargs.get("steps", 0))
             results[init] = result
@@ -73,9 +63,8 @@ def cached_simulate(spec, d: int, alpha: float, inits: Sequence[str], sim_kwargs
             fresh = simulate_starts(spec, d, alpha, missing, progress=progress, **sim_kwargs)
         else:
             fresh = {init: simulate_fn(spec, d, alpha, init, progress=progress, **sim_kwargs) for init in missing}
-        for init in missing:
-            if init in paths:
-                write_checked_json(paths[init], fresh[init])
+        for init in missing if records is not None else ():
+            records.put(_cache_key(spec, d, alpha, init, sim_kwargs), fresh[init])
         results.update(fresh)
     return {init: results[init] for init in inits}
 

@@ -22,18 +22,15 @@ differ on purpose (``validation.statistics``, "Branch and sign conventions"):
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 import logging
 import math
 import numbers
-import os
 import types
 from typing import Callable, Dict, List, Optional, Sequence
 
 from numerics.api import BranchNotFound
 from numerics.api import COMPETING_BRANCHES
-from tidyio import UnreadableFile, move_aside, read_checked_json, write_checked_json
+from tidyio import Records
 
 log = logging.getLogger(__name__)
 
@@ -120,25 +117,19 @@ def _memo_on_disk(compute: Callable, cache_dir: Optional[str]) -> Callable:
     message}``, raised again as :class:`RuntimeError`. A file that does not read back whole as the
     solve of its key is moved aside (with a warning) and the point solved again."""
     solves = {}
+    records = Records(cache_dir, "theory") if cache_dir else None
 
-    def path_of(key):
-        blob = {"model": key[0].to_dict(), "alpha": key[1], "branch": key[2], "precision": key[3]}
-        digest = hashlib.sha256(json.dumps(blob, sort_keys=True).encode()).hexdigest()[:16]
-        return os.path.join(cache_dir, f"theory_{digest}.json")
+    def blob(key):
+        return {"model": key[0].to_dict(), "alpha": key[1], "branch": key[2], "precision": key[3]}
 
     def read(key):
-        path = path_of(key)
-        if not os.path.exists(path):
-            return None
-        try:
-            stored = read_checked_json(path)
-            if not (isinstance(stored, dict) and stored.get("branch") == key[2] and stored.get("alpha") == key[1]
-                    and ("failure" in stored or "absent" in stored or all(k in stored for k in _CORE))):
-                raise UnreadableFile(f"{path}: not the solve of alpha = {key[1]:g}, {key[2]}")
-        except UnreadableFile as exc:
-            move_aside(path, f"unreadable cached theory solve ({exc}); solving again")
-            return None
-        return _decode(stored, key)
+        def valid(stored):
+            return (isinstance(stored, dict) and stored.get("branch") == key[2] and stored.get("alpha") == key[1]
+                    and ("failure" in stored or "absent" in stored or all(k in stored for k in _CORE)))
+
+        valid.__doc__ = f"alpha = {key[1]:g}, {key[2]}"
+        stored = records.get(blob(key), valid, "theory solve", "solving again")
+        return None if stored is None else _decode(stored, key)
 
     def solve(spec, alpha, branch, precision="fast"):
         key = (spec, round(float(alpha), 12), branch, precision)
@@ -155,7 +146,7 @@ def _memo_on_disk(compute: Callable, cache_dir: Optional[str]) -> Callable:
                 stored = {"failure": f"{type(exc).__name__}: {exc}"}
             solves[key] = _decode(stored, key)
             if cache_dir:
-                write_checked_json(path_of(key), {**stored, "alpha": key[1], "branch": branch, "precision": precision})
+                records.put(blob(key), {**stored, "alpha": key[1], "branch": branch, "precision": precision})
         if isinstance(solves[key], Exception):
             raise solves[key]
         return solves[key]
