@@ -10,8 +10,8 @@ For the ``compiled`` backend :func:`derivations.codegen.generated_functions` wri
   or a tuple of arrays of their shape out), calling that loop;
 
 and ``newton_prox_newton_of_T``: the whole per-node saddle-free Newton iteration of
-:mod:`derivations.kernels` bound to the prox objective in the teacher's matrix, so that a node iterates to its own tolerance
-with no Python in between. The functions evaluated once per evaluation of the saddle-point map
+:mod:`derivations.kernels` bound to the prox objective in the teacher's matrix, so that a node
+iterates to its own tolerance with no Python in between. The functions evaluated once per evaluation of the saddle-point map
 (the prior side, the conjugates from averaged moments) are the numpy backend's.
 
 numba caches the machine code next to the generated module (``__pycache__`` beside it), keyed by
@@ -117,8 +117,8 @@ def _kernel_source(terms: str) -> str:
     for fn in names:
         new = f"newton_{terms}" if fn == "newton_nodes" else f"{fn}_{terms}"
         body = re.sub(rf"\b{fn}\b", new, body)
-    body = re.sub(r"\b_TERMS\b", f"_terms_{terms}", body)
-    body = re.sub(r"\b_OBJECTIVE\b", f"_objective_{terms}", body)
+    for template, bound in zip(kernels.TEMPLATE_NAMES, (f"_terms_{terms}", f"_objective_{terms}")):
+        body = re.sub(rf"\b{template}\b", bound, body)
     body = re.sub(r"^def ", JIT + "\ndef ", body, flags=re.M)
     body = body.replace("  # pragma: no cover - compiled in a generated module", "").replace("  # pragma: no cover", "")
     constants = "\n".join(f"{k} = {getattr(kernels, k)!r}"
