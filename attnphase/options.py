@@ -158,6 +158,17 @@ def add_precision_option(parser: argparse.ArgumentParser, help_prefix: str = "",
     add_backend_option(parser)
 
 
+def add_instance_options(parser: argparse.ArgumentParser) -> None:
+    """The finite instance of ``simulate`` and ``gamp``: ``--d``, ``--alpha``, ``--init``, ``--seeds``."""
+    from validation.run_settings import INITS
+
+    parser.add_argument("--d", type=int, default=1000, help="dimension (default 1000)")
+    parser.add_argument("--alpha", type=float, default=2.0,
+                        help="samples per dimension, n = round(alpha d) (default 2)")
+    parser.add_argument("--init", default="semantic", choices=INITS, help="start (default semantic)")
+    parser.add_argument("--seeds", type=int, default=1, help="number of independent runs (default 1)")
+
+
 def add_backend_option(parser: argparse.ArgumentParser) -> None:
     """``--backend``: how the per-node functions run (numerics.backend)."""
     parser.add_argument("--backend", choices=BACKENDS, default=None,

@@ -7,8 +7,9 @@ from __future__ import annotations
 import sys
 
 from attnphase.errors import UsageError, require_simulation
-from attnphase.options import add_json_option, add_model_options, model_from_args, parse_list, print_json, progress_bar
-from validation.run_settings import INITS, check_alpha, check_dimension, check_start
+from attnphase.options import (add_instance_options, add_json_option, add_model_options, model_from_args, parse_list,
+                               print_json, progress_bar)
+from validation.run_settings import check_alpha, check_dimension, check_start
 
 DATA_CHOICES = ("numpy", "simulate")
 
@@ -26,10 +27,7 @@ def register(subparsers) -> None:
                                           "damping went wrong. Cost on 2 cores: about 2-4 s per run at d = 1000, "
                                           "alpha = 2 (semantic start), growing as d^2 alpha; X takes 8 L n d "
                                           "bytes (half with --dtype float32).")
-    p.add_argument("--d", type=int, default=1000, help="dimension (default 1000)")
-    p.add_argument("--alpha", type=float, default=2.0, help="samples per dimension, n = round(alpha d) (default 2)")
-    p.add_argument("--init", default="semantic", choices=INITS, help="start (default semantic)")
-    p.add_argument("--seeds", type=int, default=1, help="number of independent runs (default 1)")
+    add_instance_options(p)
     p.add_argument("--seed", type=int, default=0,
                    help="integer seed; run k uses numpy SeedSequence(seed, spawn_key=(k,)) (default 0)")
     p.add_argument("--data", default="numpy", choices=DATA_CHOICES,

@@ -12,7 +12,7 @@ import sys
 
 from attnphase.costs import check_simulations
 from attnphase.errors import UsageError, require_simulation
-from attnphase.options import (GRID_HELP, add_alias, add_json_option, add_model_options, add_precision_option,
+from attnphase.options import (GRID_HELP, add_alias, add_instance_options, add_json_option, add_model_options, add_precision_option,
                                check_output, failed, model_from_args, parse_list, parse_range, print_json,
                                progress_bar, typed_attention_budget)
 from validation.run_settings import (DTYPE_NAMES, INITS, OPTIMIZERS, check_alpha, check_dimension,
@@ -41,10 +41,7 @@ def register(subparsers) -> None:
                                           "and the linear baseline. Needs the simulation extra (pip install "
                                           "'attnphase[simulation]'). Cost on 2 cores: about 7 s per run of 5000 "
                                           "steps at d = 1000 (the defaults), growing as d^2 * alpha.")
-    p.add_argument("--d", type=int, default=1000, help="dimension (default 1000)")
-    p.add_argument("--alpha", type=float, default=2.0, help="samples per dimension, n = round(alpha d) (default 2)")
-    p.add_argument("--init", default="semantic", choices=INITS, help="initial condition (default semantic)")
-    p.add_argument("--seeds", type=int, default=1, help="number of independent runs (default 1)")
+    add_instance_options(p)
     _add_training_options(p)
     add_model_options(p)
     add_json_option(p)
