@@ -61,7 +61,7 @@ _LAZY = {
     **dict.fromkeys(("BACKENDS", "current_backend", "use_backend"), "numerics.backend"),
 }
 
-__all__ = sorted(set(_LAZY) | {"integrator_for", "default_branches", "default_precision", "general_integrator",
+__all__ = sorted(set(_LAZY) | {"integrator_for", "default_branches", "default_precision", "solved_by_qmc",
                                "solve_all", "follow", "thresholds"})
 
 
@@ -108,8 +108,8 @@ def default_precision(spec: ModelSpec, integrator: str = "auto") -> str:
     return "fast" if integrator_for(spec, ("semantic",), integrator) == "lines" else "draft"
 
 
-def general_integrator(spec: ModelSpec) -> bool:
-    """Whether the model's default branches are solved by the general (QMC) integrator."""
+def solved_by_qmc(spec: ModelSpec) -> bool:
+    """Whether the model's default branches are solved by the quasi-Monte Carlo integrator (not the line quadrature)."""
     return integrator_for(spec, default_branches(spec)) != "lines"
 
 

@@ -107,9 +107,9 @@ def config_from_args(args):
     branches = parse_list(args.branches, "--branches", choices=GENERAL_BRANCHES, allow_empty=True)
     check_dask_options(args)
     if args.what != "simulation":
-        from numerics.api import general_integrator
+        from numerics.api import solved_by_qmc
 
-        check_diagram(len(omegas), len(alphas), args.precision, general_integrator(spec), args)
+        check_diagram(len(omegas), len(alphas), args.precision, solved_by_qmc(spec), args)
     return SweepConfig(spec=spec, omegas=omegas, alphas=alphas, what=args.what, precision=args.precision,
                        branches=tuple(branches),
                        d=args.d, seeds=args.seeds, seed=args.seed, steps=args.steps, lr=args.lr,

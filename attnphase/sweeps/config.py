@@ -24,10 +24,10 @@ WHATS = ("theory", "simulation", "both")
 def every_branch(spec) -> bool:
     """Whether a diagram of ``spec`` follows every branch of the model and locates every change of the
     global branch: wherever the line quadrature does not solve the paper's two branches (there the
-    diagram is theirs, :func:`numerics.api.general_integrator`)."""
-    from numerics.api import general_integrator
+    diagram is theirs, :func:`numerics.api.solved_by_qmc`)."""
+    from numerics.api import solved_by_qmc
 
-    return general_integrator(spec)
+    return solved_by_qmc(spec)
 
 
 @dataclasses.dataclass(frozen=True)
