@@ -28,6 +28,12 @@ ones, and a non-finite number written as ``null``, the record saying why in
 ``"null_reasons": {path: reason}`` (``"runs.0.test_error": "not finite (nan)"``), which
 :func:`from_json` reads back into the number. :func:`write_checked_json` and
 :func:`read_checked_json` add a checksum for files that are read back as data (caches).
+
+Keyed results
+-------------
+:class:`KeyedStore` keeps results that took long to compute, one checked JSON file per key in a
+folder, so that an interrupted computation resumes where it stopped and a finished result is never
+computed again.
 """
 from __future__ import annotations
 
@@ -42,7 +48,7 @@ import math
 import os
 import zlib
 from pathlib import Path
-from typing import Callable, Iterable, Optional, Sequence
+from typing import Callable, Iterable, Iterator, Optional, Sequence
 
 log = logging.getLogger(__name__)
 
@@ -412,41 +418,6 @@ def read_checked_json(path):
     return from_json(data)
 
 
-class Records:
-    """A folder of results kept by key: each a checked JSON file (:func:`write_checked_json`) named
-    ``<prefix>_<digest>.json``, the digest a hash of the key (a JSON-ready value). :meth:`get` gives
-    a record back only where it reads back whole and ``valid(record)`` holds; a file that does not
-    is moved aside (:func:`move_aside`, with the reason) and the caller computes it again; so a
-    run stopped at any point resumes with what it had stored."""
-
-    def __init__(self, folder, prefix: str):
-        self.folder, self.prefix = Path(folder), prefix
-
-    def path(self, key) -> Path:
-        digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
-        return self.folder / f"{self.prefix}_{digest}.json"
-
-    def get(self, key, valid: Callable[[object], bool] = lambda record: True, what: str = "record",
-            redo: str = "computing it again"):
-        """The record of ``key``, or None (absent, or unreadable: moved aside, the warning naming
-        ``what`` and ``redo``)."""
-        path = self.path(key)
-        if not path.exists():
-            return None
-        try:
-            record = read_checked_json(path)
-            if not valid(record):
-                raise UnreadableFile(f"{path}: not the {what} of {valid.__doc__ or 'its key'}")
-        except UnreadableFile as exc:
-            move_aside(path, f"unreadable cached {what} ({exc}); {redo}")
-            return None
-        return record
-
-    def put(self, key, record) -> None:
-        self.folder.mkdir(parents=True, exist_ok=True)
-        write_checked_json(self.path(key), record)
-
-
 @contextlib.contextmanager
 def folder_summary(path, summary: dict):
     """The JSON summary of a folder of results, marked incomplete until the block ends.
@@ -464,3 +435,93 @@ def folder_summary(path, summary: dict):
         raise
     summary.setdefault("status", "complete")
     write_json(path, {"status": summary["status"], **summary})
+
+
+# --------------------------------------------------------------------------- keyed results
+
+
+def key_digest(key: dict) -> str:
+    """The name of ``key`` (a dict of JSON values) in a :class:`KeyedStore`: the first 16 hex digits of
+    the SHA-256 of its JSON with sorted keys."""
+    return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+
+
+class KeyedStore:
+    """Results by key, on disk: ``folder/<prefix><digest>.json`` per key (:func:`key_digest`), each
+    written whole with a checksum (:func:`write_checked_json`) as ``{"key": key, "value": value}``.
+
+    A file that does not read back whole, or that answers another key, is moved aside
+    (:func:`move_aside`, with a warning) and counts as absent, so its result is computed again; a
+    result is never overwritten by a second :meth:`put` of the same key unless asked."""
+
+    def __init__(self, folder, prefix: str = "", what: str = "result"):
+        self.folder = Path(folder)
+        self.prefix = prefix
+        #: what a result is, in the warnings (``unreadable cached simulation``)
+        self.what = what
+
+    def path(self, key: dict) -> Path:
+        return self.folder / f"{self.prefix}{key_digest(key)}.json"
+
+    def _read(self, path: Path):
+        """``(key, value)`` of a stored file, or None (a damaged file moved aside)."""
+        try:
+            stored = read_checked_json(path)
+            if not (isinstance(stored, dict) and set(stored) == {"key", "value"}):
+                raise UnreadableFile(f"{path}: not a keyed result")
+        except UnreadableFile as exc:
+            move_aside(path, f"unreadable cached {self.what} ({exc}); it will be computed again")
+            return None
+        return stored["key"], stored["value"]
+
+    def get(self, key: dict, default=None, valid: Optional[Callable[[object], bool]] = None):
+        """The value stored for ``key``, or ``default``; with ``valid``, a stored value for which it is
+        False (not what the key promises: a result of other settings) is moved aside too."""
+        path = self.path(key)
+        if not path.exists():
+            return default
+        found = self._read(path)
+        if found is None:
+            return default
+        if found[0] != from_json(json.loads(_canonical(key))):
+            move_aside(path, f"stored for another key ({found[0]}), not {key}")
+            return default
+        if valid is not None and not valid(found[1]):
+            move_aside(path, f"not the {self.what} of {key}; it will be computed again")
+            return default
+        return found[1]
+
+    def __contains__(self, key: dict) -> bool:
+        return self.get(key, _ABSENT) is not _ABSENT
+
+    def put(self, key: dict, value, replace: bool = False) -> None:
+        """Store ``value`` for ``key`` (its file written whole); a key already stored is an error
+        unless ``replace``."""
+        if not replace and key in self:
+            raise FileExistsError(f"{self.path(key)}: a result for {key} is stored already")
+        self.folder.mkdir(parents=True, exist_ok=True)
+        write_checked_json(self.path(key), {"key": key, "value": value})
+
+    def cached(self, key: dict, compute: Callable[[], object]):
+        """The stored value of ``key``, else ``compute()``, stored and returned."""
+        value = self.get(key, _ABSENT)
+        if value is _ABSENT:
+            value = compute()
+            self.put(key, value, replace=True)
+            value = self.get(key)
+        return value
+
+    def items(self) -> Iterator[tuple]:
+        """``(key, value)`` of every readable result in the folder (in file-name order)."""
+        if not self.folder.is_dir():
+            return
+        for path in sorted(self.folder.glob(f"{self.prefix}*.json")):
+            found = self._read(path)
+            if found is not None:
+                yield found
+
+    def values(self) -> Iterator:
+        return (value for _, value in self.items())
+
+
+_ABSENT = object()

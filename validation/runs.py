@@ -12,7 +12,7 @@ from typing import Callable, Dict, Optional, Sequence
 
 import numpy as np
 
-from tidyio import Records, atomic_write_text, folder_summary, render_csv
+from tidyio import KeyedStore, atomic_write_text, folder_summary, render_csv
 
 from .figures import plot_dscan, plot_validate
 from .statistics import (branch_groups, compare, crossing_alpha, csv_fields, failing, fit_finite_size, linear_rows,
@@ -41,15 +41,14 @@ def cached_simulate(spec, d: int, alpha: float, inits: Sequence[str], sim_kwargs
     called per start. ``progress(n)``: told the steps taken (all of them at once for a cached
     start)."""
     seeds = sim_kwargs.get("seeds", 1)
-    records = Records(cache_dir, "sim") if cache_dir else None
+    records = KeyedStore(cache_dir, "sim_", "simulation") if cache_dir else None
     results = {}
     for init in inits if records is not None else ():
         def valid(result, init=init):
             return isinstance(result, dict) and len(result.get("runs", ())) == seeds and result.get("d") == d \
                 and result.get("init") == init
 
-        valid.__doc__ = "these settings"
-        result = records.get(_cache_key(spec, d, alpha, init, sim_kwargs), valid, "simulation", "simulating again")
+        result = records.get(_cache_key(spec, d, alpha, init, sim_kwargs), valid=valid)
         if result is not None:
             log.info("reusing %s", records.path(_cache_key(spec, d, alpha, init, sim_kwargs)))
             if progress:
@@ -64,7 +63,7 @@ def cached_simulate(spec, d: int, alpha: float, inits: Sequence[str], sim_kwargs
         else:
             fresh = {init: simulate_fn(spec, d, alpha, init, progress=progress, **sim_kwargs) for init in missing}
         for init in missing if records is not None else ():
-            records.put(_cache_key(spec, d, alpha, init, sim_kwargs), fresh[init])
+            records.put(_cache_key(spec, d, alpha, init, sim_kwargs), fresh[init], replace=True)
         results.update(fresh)
     return {init: results[init] for init in inits}
 

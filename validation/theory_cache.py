@@ -30,7 +30,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 from numerics.api import BranchNotFound
 from numerics.api import COMPETING_BRANCHES
-from tidyio import Records
+from tidyio import KeyedStore
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +117,7 @@ def _memo_on_disk(compute: Callable, cache_dir: Optional[str]) -> Callable:
     message}``, raised again as :class:`RuntimeError`. A file that does not read back whole as the
     solve of its key is moved aside (with a warning) and the point solved again."""
     solves = {}
-    records = Records(cache_dir, "theory") if cache_dir else None
+    records = KeyedStore(cache_dir, "theory_", "theory solve") if cache_dir else None
 
     def blob(key):
         return {"model": key[0].to_dict(), "alpha": key[1], "branch": key[2], "precision": key[3]}
@@ -127,8 +127,7 @@ def _memo_on_disk(compute: Callable, cache_dir: Optional[str]) -> Callable:
             return (isinstance(stored, dict) and stored.get("branch") == key[2] and stored.get("alpha") == key[1]
                     and ("failure" in stored or "absent" in stored or all(k in stored for k in _CORE)))
 
-        valid.__doc__ = f"alpha = {key[1]:g}, {key[2]}"
-        stored = records.get(blob(key), valid, "theory solve", "solving again")
+        stored = records.get(blob(key), valid=valid)
         return None if stored is None else _decode(stored, key)
 
     def solve(spec, alpha, branch, precision="fast"):
@@ -146,7 +145,8 @@ def _memo_on_disk(compute: Callable, cache_dir: Optional[str]) -> Callable:
                 stored = {"failure": f"{type(exc).__name__}: {exc}"}
             solves[key] = _decode(stored, key)
             if cache_dir:
-                records.put(blob(key), {**stored, "alpha": key[1], "branch": branch, "precision": precision})
+                records.put(blob(key), {**stored, "alpha": key[1], "branch": branch, "precision": precision},
+                            replace=True)
         if isinstance(solves[key], Exception):
             raise solves[key]
         return solves[key]
