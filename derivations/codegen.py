@@ -112,7 +112,7 @@ def _shared_logistics(expr):
     same logistic in up to four spellings (``h1**2 - h1*h2``, ``h1*(h1 - h2)``, and their
     negatives); once they are one symbol CSE shares it, and the prox Newton terms of the
     two-token softmax need 4 exponentials instead of 16 (1.35-1.5x faster,
-    ``benchmarks/bench_prox_kernel.py``). The form
+    ``benchmarks/kernels.py prox-forms``). The form
     ``1 - Logistic(a)`` is exact in exact arithmetic; in float64 it is accurate in
     absolute terms (to ~1e-16), which is how the prox uses it: gradients are compared
     with an absolute tolerance and objectives with each other."""
@@ -140,7 +140,7 @@ def _prox_derivatives(objective, h):
     for a logistic) itself written in the ``u``. The result is the same function as ``sympy.diff``
     gives, but grouped by the factors ``dE/du_k``, which CSE then computes once: for the two-token
     softmax the prox Newton terms take about 199 arithmetic operations instead of 313 (about 4x
-    faster than ``sympy.diff`` of the unshared form, ``benchmarks/bench_prox_kernel.py``).
+    faster than ``sympy.diff`` of the unshared form, ``benchmarks/kernels.py prox-forms``).
     Without opaque values this is plain differentiation. Softmax values are written out by
     :func:`~derivations.model.explicit_softmax` at the end."""
     import sympy as sp
@@ -221,7 +221,7 @@ def _matrix_expressions(spec: ModelSpec) -> Dict[str, Tuple[tuple, object, str]]
     obj_fast = explicit_softmax(obj_opaque)
     # the same terms in the teacher's matrix T instead of h*: a Newton iteration at fixed nodes
     # computes T(h*) once, where the terms in h* recompute the teacher's softmax at every step
-    # (a third of the terms' cost at (3, 1, 1), benchmarks/bench_prox_kernel.py)
+    # (a third of the terms' cost at (3, 1, 1), benchmarks/kernels.py prox-forms)
     TT = tuple(ms.T)
     obj_T_opaque = _shared_logistics(prox_objective(spec, logistic=True, teacher=ms.T))
     grad_T, hess_T = _prox_derivatives(obj_T_opaque, H)

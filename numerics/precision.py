@@ -53,7 +53,7 @@ PRECISIONS = {
     # difference sees each factor's error. Against reference fixed points
     # (80/24/40/48/64) at the six accuracy-target points the reporting rule is within
     # 7.3e-6 relative in every field, the estimate covers the difference in 48 of 48
-    # entries, and the largest estimate is 4.8e-5 (benchmarks/rules_vs_reference.py;
+    # entries, and the largest estimate is 4.8e-5 (benchmarks/accuracy.py reference;
     # docs/studies/soft_direction_lines.md). A pair coarser in the lines
     # (24/10/12/16/8 and 28/12/16/20/16) had errors of 1e-4 at semantic alpha = 1.
     "fast": Precision("fast", ChannelRule(n_eta=20, n_r=12, n_u=10, n_t=14, n_near=6, check_from_w=False),
@@ -63,7 +63,7 @@ PRECISIONS = {
     # (ChannelRule.band_split). Against reference fixed points (112/32/48/56/32, band
     # split) at the six accuracy-target points every field is within 1.6e-8 relative
     # and every estimate at most 1.9e-8; the estimates cover the difference in 42 of 48
-    # entries, the misses at the 1e-9..1e-8 level (benchmarks/rules_vs_reference.py;
+    # entries, the misses at the 1e-9..1e-8 level (benchmarks/accuracy.py reference;
     # docs/studies/band_beyond_cusp_ends.md). Without the band split (40/14/20/24/10
     # and 56/18/28/32/32) the estimates reached 6.6e-6.
     "high": Precision("high", ChannelRule(n_eta=56, n_r=18, n_u=28, n_t=32, n_near=32, band_split=True),

@@ -5,7 +5,7 @@ kernels whose BLAS calls are small: a dot product over 16384 line nodes, batched
 solves. OpenBLAS splits such calls over all cores by default, and where the other core is busy (a
 second worker process, a Dask worker, the test suite) each split call waits for it: a dot product
 of 16384 numbers took 2.4 ms with two threads and 0.15 ms with one beside a busy core, and a loaded
-fixed point twice the time (``python benchmarks/bench_threads.py``). The parallelism of this
+fixed point twice the time (``python benchmarks/kernels.py threads``). The parallelism of this
 package is across processes (the scramblings' workers, Dask workers), one thread each, so the
 per-node work asks for one BLAS thread wherever it runs.
 

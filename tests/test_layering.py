@@ -1,7 +1,7 @@
 """The packages import one way: tidyio (tidy CSV/JSON files, at the bottom) -> derivations ->
 numerics -> validation -> attnphase.sweeps -> attnphase.paper -> attnphase (the command-line
 program, and its figures); attnphase.histogram_task stands apart, and attnphase.paper uses it.
-Benchmarks, examples and tests sit on top: they may import any of these, and nothing imports them.
+Benchmarks, studies, examples and tests sit on top: they may import any of these, and nothing imports them.
 Numerics computes and does not draw: no module of it imports matplotlib.
 
 Every module's imports are parsed (``ast``), including imports inside functions and
@@ -30,6 +30,7 @@ ALLOWED = {
                         "attnphase.histogram_task"},
     "attnphase": set(LIBRARIES) - {"attnphase"},
     "benchmarks": set(LIBRARIES),
+    "studies": set(LIBRARIES),
     "examples": set(LIBRARIES),
     "tests": set(LIBRARIES),
 }
@@ -75,8 +76,8 @@ def forbidden_edges(source: str, module: str, is_package: bool = False) -> list:
 
 
 def our_modules():
-    for package in ("tidyio", "derivations", "numerics", "validation", "attnphase", "benchmarks", "examples",
-                    "tests"):
+    for package in ("tidyio", "derivations", "numerics", "validation", "attnphase", "benchmarks", "studies",
+                    "examples", "tests"):
         for path in sorted((ROOT / package).rglob("*.py")):
             parts = path.relative_to(ROOT).with_suffix("").parts
             is_package = parts[-1] == "__init__"
@@ -112,6 +113,7 @@ def test_numerics_does_not_draw():
     ("import validation\n", "numerics.solver.iteration"),
     # nothing imports the benchmarks or the tests
     ("from benchmarks.compare_outputs import main\n", "attnphase.paper.run"),
+    ("from studies.omega_zero_minima import one_run\n", "validation.runs"),
     ("from tests.fakes import FakeTheoryAPI\n", "attnphase.sweeps.tasks"),
     ("from examples.theory import main\n", "numerics.api"),
     # a library importing the command-line program from a method

@@ -55,7 +55,7 @@ class Runs:
     steps, learning rate (None: the optimiser's default) and fresh test samples. ``adam_stop``:
     Adam runs stop once settled (``validation.simulate.StopRule()``; their numbers stay within
     2.1e-3 relative of the full runs', at least 390 times below their spread over seeds at d = 1000:
-    ``python benchmarks/bench_simulation.py --shapes "" --early-stop``)."""
+    ``python benchmarks/simulation.py --shapes "" --early-stop``)."""
 
     d: int
     seeds: int

@@ -23,7 +23,7 @@ from numerics.solver_range import check_model_range
 
 #: nodes per call of a generated per-node function: its few hundred temporaries then stay in the
 #: processor's cache (a fast (3, 1, 1) or (2, 2, 1) fixed point costs 0.77-0.89 of the CPU time of
-#: calls on whole 32768-node scramblings; ``python benchmarks/bench_node_blocks.py``)
+#: calls on whole 32768-node scramblings; ``python benchmarks/kernels.py node-blocks``)
 NODE_BLOCK = 4096
 #: the same for the compiled backend, whose loops keep no temporaries: the block only bounds the
 #: copy of the arguments a call makes

@@ -78,7 +78,7 @@ def _softmax_rule(beta: float) -> _Rule:
             s = beta * s
         # exp2, not torch.softmax or torch.exp: on the CPU those open a thread-parallel region even
         # for a few thousand float64 entries, which waits a scheduler slice (~16 ms) for its second
-        # thread when the cores are oversubscribed (benchmarks/bench_simulation.py --kernels); exp2
+        # thread when the cores are oversubscribed (benchmarks/simulation.py --kernels); exp2
         # and the other elementwise operations here stay on one thread. Out of place, so that
         # autograd can differentiate the reference through it.
         e = torch.exp2((s - s.amax(dim=-2, keepdim=True)) * _LOG2_E)

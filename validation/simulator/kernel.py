@@ -25,14 +25,13 @@ the runs or sums over the small axes, so each run's numbers do not depend on the
 its batch, bit for bit (tested). A single student is the batch of one
 (:func:`risk_and_grad`).
 
-Speed (``benchmarks/bench_simulation.py --kernels``, d = 1000, n = 2000, float32, one thread): a
+Speed (``benchmarks/simulation.py --kernels``, d = 1000, n = 2000, float32, one thread): a
 product of ``X`` with a ``d x m`` matrix of few columns, torch's or numpy's, costs more than ``m``
 matrix-vector products (``m = 2``: 1.1-1.4 ms against 0.5 ms), so the batch does not share the
 read of ``X`` between its columns; what it shares is the data, and the per-step work in between,
 whose cost is that of launching torch operations on small arrays. On the CPU the matrix-vector
-products are numpy's (its OpenBLAS, on one thread), not torch's: interleaved on a loaded 2-core
-machine, a step of this kernel took 0.65-0.81 of the time of the former general form, which
-differed from it mainly there (``--closed-form --before PATH``); both work on the same memory. Batched products of many tiny ``L x L`` matrices (``bmm``,
+products are numpy's (its OpenBLAS, on one thread), not torch's, which take longer on the same
+arrays (the ``--kernels`` table sets them side by side). Batched products of many tiny ``L x L`` matrices (``bmm``,
 ``einsum``) are orders of magnitude slower on the CPU than the elementwise form.
 """
 from __future__ import annotations
@@ -60,9 +59,8 @@ def from_rows(rows: torch.Tensor, vector: bool) -> torch.Tensor:
 
 
 #: numpy's BLAS, which the products below run on one thread: its threads split the sums of
-#: ``X^T g``, so their number would change the numbers, and two processes of two threads each on
-#: two busy cores ran a step 11 times slower (benchmarks/bench_simulation.py --closed-form, the
-#: default environment). Set around each call (2 microseconds), so the caller's setting stands.
+#: ``X^T g``, so their number would change the numbers, and on two busy cores two threads took 11
+#: times as long for ``X^T g`` as one (benchmarks/simulation.py --kernels). Set around each call (2 microseconds), so the caller's setting stands.
 _NUMPY_BLAS = ThreadpoolController().select(user_api="blas").lib_controllers
 
 

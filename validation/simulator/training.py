@@ -27,7 +27,7 @@ Training looks at each run every :data:`CHECK_EVERY` steps and on the recorded s
   training loss ``R(Q)`` has changed by at most ``loss_rtol`` relative since the look before and
   the gradient ``|dR/dQ|_F / sqrt(d)`` is at most ``grad_tol``. Its record is that of the full
   run's first ``steps_run`` steps (its loss curve ends there), not the full run's: how close that
-  comes to the full run is measured by ``benchmarks/bench_simulation.py --early-stop``.
+  comes to the full run is measured by ``benchmarks/simulation.py --early-stop``.
 """
 from __future__ import annotations
 

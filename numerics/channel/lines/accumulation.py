@@ -17,7 +17,7 @@ from numerics.prox.scalar import global_prox, newton_prox
 # Newton steps a safety check may take before it is abandoned. A check only matters
 # where it reaches an objective below the followed branch; the prox Newton is a
 # descent method, so a check already below is continued to convergence. Measured by
-# benchmarks/check_steps_study.py on six overlaps (both branches, the trivial point,
+# studies/check_steps.py on six overlaps (both branches, the trivial point,
 # V from 11 to 24) with the fast reporting rule: a single check can need up to 13
 # steps to go below, but with both checks at 4 steps the channel expectations differ
 # from those with 60 steps by at most 1.8e-11 relative.
