@@ -169,6 +169,34 @@ def _tangent(J: np.ndarray, direction: float) -> np.ndarray:
     return t if t[-1] * direction > 0 else -t
 
 
+def _first_point(curve: _Curve, y: np.ndarray, tol: float) -> tuple:
+    """The start ``y`` solved at its fixed parameter (the last coordinate pinned) where its residual
+    is above ``tol``: ``(y, residual)``, the residual None outside the map's domain."""
+    g = curve.residual(y)
+    if g is None or g[1] > tol:
+        n = y.size - 1
+        first = scipy.optimize.root(lambda zz: _or_large(curve.residual(np.append(zz, y[-1])), n), y[:-1],
+                                    method="hybr", options=dict(maxfev=CORRECTOR_EVALUATIONS, eps=DIFF_STEP**2))
+        y = np.append(first.x, y[-1])
+        g = curve.residual(y)
+    return y, g
+
+
+def _corrected(curve: _Curve, y_pred: np.ndarray, t: np.ndarray) -> tuple:
+    """The corrector: the fixed point on the hyperplane through the prediction ``y_pred`` normal to
+    the tangent ``t``, by MINPACK's hybrid method; ``(y, residual, evaluations spent)``."""
+    n = y_pred.size - 1
+
+    def augmented(v):
+        r = curve.residual(v)
+        return np.append(r[0] if r is not None else np.full(n, 1e3), t @ (v - y_pred))
+
+    before = curve.evaluations
+    sol = scipy.optimize.root(augmented, y_pred, method="hybr",
+                              options=dict(maxfev=CORRECTOR_EVALUATIONS, eps=DIFF_STEP**2))
+    return sol.x, curve.residual(sol.x), curve.evaluations - before
+
+
 def follow_through_fold(spec: ModelSpec, alpha: float, branch: str, start: Overlaps, parameter: str = "alpha",
                         direction: float = 1.0, rule: Optional[ChannelRule] = None, step: float = 0.05,
                         max_points: int = 30, past_fold: int = 3, bounds: Tuple[float, float] = (1e-6, 1e4),
@@ -191,14 +219,8 @@ def follow_through_fold(spec: ModelSpec, alpha: float, branch: str, start: Overl
     p0 = alpha if parameter == "alpha" else spec.lam
     curve = _Curve(spec, alpha, branch, rule, parameter, start.as_array()[_Map(bind(spec), alpha, branch, rule).free])
     y = curve.y_of(p0, start.as_array()[curve.free])
-    n = y.size - 1
     # the first point: the start solved at fixed p (its last coordinate pinned)
-    g = curve.residual(y)
-    if g is None or g[1] > tol:
-        first = scipy.optimize.root(lambda zz: _or_large(curve.residual(np.append(zz, y[-1])), n), y[:-1],
-                                    method="hybr", options=dict(maxfev=CORRECTOR_EVALUATIONS, eps=DIFF_STEP**2))
-        y = np.append(first.x, y[-1])
-        g = curve.residual(y)
+    y, g = _first_point(curve, y, tol)
     if g is None or g[1] > tol:
         return ArcCurve(branch, parameter, (), f"the start is not a fixed point (residual "
                         f"{g[1] if g else float('inf'):.2e})", spec.sigma, curve.evaluations)
@@ -211,19 +233,9 @@ def follow_through_fold(spec: ModelSpec, alpha: float, branch: str, start: Overl
             stopped = f"{past_fold} points past the turn"
             break
         y_pred = y + h * t
-        tt = t.copy()
-
-        def augmented(v, y_pred=y_pred, tt=tt):
-            r = curve.residual(v)
-            return np.append(r[0] if r is not None else np.full(n, 1e3), tt @ (v - y_pred))
-
-        before = curve.evaluations
-        sol = scipy.optimize.root(augmented, y_pred, method="hybr",
-                                  options=dict(maxfev=CORRECTOR_EVALUATIONS, eps=DIFF_STEP**2))
-        spent = curve.evaluations - before
-        g = curve.residual(sol.x)
-        ok = g is not None and g[1] < tol and np.linalg.norm(sol.x - y_pred) <= h
-        if ok and defining_overlap(Overlaps.from_array(_full(curve, sol.x)), branch, spec.sigma) < COLLAPSE:
+        y_new, g, spent = _corrected(curve, y_pred, t)
+        ok = g is not None and g[1] < tol and np.linalg.norm(y_new - y_pred) <= h
+        if ok and defining_overlap(Overlaps.from_array(_full(curve, y_new)), branch, spec.sigma) < COLLAPSE:
             ok = False  # onto the trivial point: not this branch
         if not ok:
             log.debug("arclength: corrector failed at step %.3g (residual %s, %d evaluations)", h,
@@ -233,7 +245,7 @@ def follow_through_fold(spec: ModelSpec, alpha: float, branch: str, start: Overl
                 stopped = f"the corrector failed down to the step {min_step:g}"
                 break
             continue
-        previous, y = y, sol.x
+        previous, y = y, y_new
         points.append(_point(curve, y, g[1]))
         p = float(np.exp(y[-1]))
         log.info("arclength %s: %s = %.6g, residual %.1e, %d evaluations, step %.3g", branch, parameter, p, g[1],

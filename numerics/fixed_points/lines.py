@@ -202,6 +202,40 @@ def solve_with_rule(model: BoundModel, alpha: float, branch: str, rule: ChannelR
                                checks_moved=checked.evaluations > 1)
 
 
+def _attempts(damping: float, maxiter: int, history: tuple, skip_history_attempt: bool,
+              first_attempt_only: bool) -> list:
+    """The attempts of :func:`solve_on_map`, in order: ``(damping, Anderson depth, iterations,
+    history)``.
+
+    A borrowed history can mislead: across a long continuation step (the thresholds' draft scan
+    steps 0.25 in alpha) its first Anderson step once collapsed the positional branch at omega = 0,
+    which then looked like a spinodal. So a seeded attempt that fails is repeated without it. The
+    positional iteration oscillates (Jacobian eigenvalues below -1): if the accelerated iteration
+    fails, it is retried more heavily damped with a short history. (A solve that starts from
+    another rule's solution at the same alpha starts within that rule's quadrature error of its
+    fixed point: if it stalls there, this rule has no fixed point nearby (past its fold), and
+    retrying cost up to 80 evaluations of the reporting rule at the positional folds. Such a solve
+    normally converges in 2-5 evaluations, so :func:`solve_on_map` also gives it half the stall
+    window.)"""
+    attempts = ([(damping, 4, maxiter, history)] if history else []) + [(damping, 4, maxiter, ()),
+                                                                         (0.2, 2, 3 * maxiter, ())]
+    if skip_history_attempt and history:
+        attempts = attempts[1:]
+    return attempts[:1] if first_attempt_only else attempts
+
+
+def _rule_solution(F: _Map, res) -> RuleSolution:
+    """The :class:`RuleSolution` at the solver's last iterate ``res.x`` of the map ``F`` (the channel
+    side of its last evaluation where that was at ``res.x``)."""
+    ov = Overlaps.from_array(F.full(res.x))
+    if F.last is not None and np.array_equal(F.last[0], res.x):
+        side = F.last[1]
+    else:
+        side = update_hat_overlaps(F.model, ov, F.alpha, F.rule)
+    return RuleSolution(ov, side, bool(res.converged), res.iterations, _residual8(F.model, ov, side), F.evaluations,
+                        res.pairs, at_floor=res.at_floor, stopped=res.stopped)
+
+
 def solve_on_map(model: BoundModel, alpha: float, branch: str, rule: ChannelRule, start: Overlaps,
                   tol: float, maxiter: int = 80, damping: float = 0.5,
                   seed: Optional["RuleSolution"] = None, lost_below: Optional[float] = None,
@@ -247,23 +281,8 @@ def solve_on_map(model: BoundModel, alpha: float, branch: str, rule: ChannelRule
     floor = FLOOR[F.free]
     if seed is not None and seed.history and np.array_equal(seed.history[-1][0], x0):
         history = seed.history
-    # A borrowed history can mislead: across a long continuation step (the thresholds'
-    # draft scan steps 0.25 in alpha) its first Anderson step once collapsed the
-    # positional branch at omega = 0, which then looked like a spinodal. So a seeded
-    # attempt that fails is repeated without it. The positional iteration oscillates
-    # (Jacobian eigenvalues below -1): if the accelerated iteration fails, retry more
-    # heavily damped with a short history. A solve that starts from another rule's
-    # solution at the same alpha (``seed``) starts within that rule's quadrature error
-    # of its fixed point: if it stalls there, this rule has no fixed point nearby (past
-    # its fold), and retrying cost up to 80 evaluations of the reporting rule at the
-    # positional folds. Such a solve normally converges in 2-5 evaluations, so it is
-    # also given half the stall window.
     final_stall = seed is not None
-    attempts = ([(damping, 4, maxiter, history)] if history else []) + [(damping, 4, maxiter, ()),
-                                                                         (0.2, 2, 3 * maxiter, ())]
-    if skip_history_attempt and history:
-        attempts = attempts[1:]
-    attempts = attempts[:1] if first_attempt_only else attempts
+    attempts = _attempts(damping, maxiter, history, skip_history_attempt, first_attempt_only)
     fallback = newton and not first_attempt_only
     res, lost = None, None
     for k, (beta, depth, iters, hist) in enumerate(attempts):
@@ -294,13 +313,7 @@ def solve_on_map(model: BoundModel, alpha: float, branch: str, rule: ChannelRule
         res = _root_fallback(F, model, branch, res, x0, tol, accept_tol, budget, lost_below, lost)
     elif res is None:
         raise lost
-    ov = Overlaps.from_array(F.full(res.x))
-    if F.last is not None and np.array_equal(F.last[0], res.x):
-        side = F.last[1]
-    else:
-        side = update_hat_overlaps(model, ov, alpha, rule)
-    return RuleSolution(ov, side, bool(res.converged), res.iterations, _residual8(model, ov, side), F.evaluations,
-                        res.pairs, at_floor=res.at_floor, stopped=res.stopped)
+    return _rule_solution(F, res)
 
 
 def _residual8(model: BoundModel, ov: Overlaps, side) -> float:

@@ -330,40 +330,21 @@ def approach_qmc(spec: ModelSpec, alpha: float, branch: str = "semantic", precis
                     setting.subspace.defining_overlap(a.overlaps, spec.sigma))
 
 
-def solve_qmc(spec: ModelSpec, alpha: float, branch: str = "semantic", precision: str = "fast",
-              start: Optional[MatrixOverlaps] = None, gauge: bool = True, subspace: Optional[BranchSubspace] = None,
-              model: Optional[GeneralModel] = None):
-    """The fixed point of ``branch`` at ``alpha`` with the QMC integrator, with error bars (module
-    docstring). Returns a :class:`~numerics.result.FixedPoint`.
-
-    ``start``: the overlaps to start from (projected onto the subspace); by default
-    :func:`default_start` (:func:`_on_subspace`). ``gauge``: compose the map with the canonical orientation (off only to
-    test what it does). ``subspace``: a subspace other than the named branch's."""
-    from numerics.result import FixedPoint
-
-    t0 = time.perf_counter()
-    setting = _Setting(spec, alpha, branch, precision, start, gauge, subspace, model)
-    prec, model, subspace, gauge = setting.prec, setting.model, setting.subspace, setting.gauge
-    channel, free, floor = setting.channel, setting.free, setting.floor
+def _other_scramblings(setting: _Setting, first: ScrambleSolution) -> tuple:
+    """Scramblings ``1..R-1`` solved from the first one's fixed point and history, in worker
+    processes where :func:`~numerics.fixed_points.workers.current_workers` allows (their nodes' records
+    taken back into the channel for the polish); ``(solutions, processes)``."""
+    spec, alpha, prec, channel = setting.spec, setting.alpha, setting.prec, setting.channel
     R = prec.rule.scrambles
-    maps = [_Map(model, channel, alpha, [j], gauge) for j in range(R)]
-    approach = setting.approach()
-    defining = subspace.defining_overlap(approach.overlaps, spec.sigma)
-    if defining < COLLAPSE:
-        # the iteration fell to a smaller branch: reported as it is, not converged, without the
-        # cost of the other scramblings
-        log.info("alpha=%g %s: the approach collapsed (defining overlap %.2e)", alpha, subspace.name, defining)
-        point = _collapsed(spec, alpha, subspace, prec, approach, defining, time.perf_counter() - t0, model)
-        raise BranchNotFound(point.status, subspace.name, float(alpha), point)
-    first = _solve_scramble(maps[0], approach.overlaps.pack()[free], prec, floor, history=approach.pairs)
-    solutions = [first]
-    x0 = first.overlaps.pack()[free]
+    x0 = first.overlaps.pack()[setting.free]
     n_workers = min(current_workers(), R - 1) if not prec.rule.line_cells else 1
+    solutions = []
     if n_workers > 1:
         # the other scramblings depend only on the first one's fixed point and history: solved in
         # other processes, each on its own nodes, and their nodes' records taken back for the polish
-        tasks = [pool(n_workers).submit(_scramble_task, spec, alpha, subspace, prec, gauge, j, x0, floor,
-                                        first.pairs, channel.prox.n_ellipsoid, model.backend) for j in range(1, R)]
+        tasks = [pool(n_workers).submit(_scramble_task, spec, alpha, setting.subspace, prec, setting.gauge, j, x0,
+                                        setting.floor, first.pairs, channel.prox.n_ellipsoid, setting.model.backend)
+                 for j in range(1, R)]
         try:
             for j, task in enumerate(tasks, 1):
                 solution, state = task.result()
@@ -375,8 +356,18 @@ def solve_qmc(spec: ModelSpec, alpha: float, branch: str = "semantic", precision
                 task.cancel()
     else:
         for j in range(1, R):
-            solutions.append(_solve_scramble(maps[j], x0, prec, floor, history=first.pairs,
+            F = _Map(setting.model, channel, alpha, [j], setting.gauge)
+            solutions.append(_solve_scramble(F, x0, prec, setting.floor, history=first.pairs,
                                              anderson=SEEDED_ANDERSON))
+    return solutions, max(n_workers, 1)
+
+
+def _pooled_point(setting: _Setting, solutions: list) -> tuple:
+    """The scramblings' fixed points aligned with the first one's (``(overlaps, isotropic hats,
+    E[M])`` each), and the pooled map's fixed point polished from their mean, in the first one's
+    gauge: ``(aligned, overlaps, estimate, pooled evaluations, residual)``."""
+    model, alpha, channel, subspace, free = setting.model, setting.alpha, setting.channel, setting.subspace, setting.free
+    first = solutions[0]
     # near a symmetric point the canonical orientation turns with the quadrature noise: the
     # scramblings' fixed points are aligned with the first one before they are compared or averaged
     blocks = subspace.gauge_blocks()
@@ -391,11 +382,11 @@ def solve_qmc(spec: ModelSpec, alpha: float, branch: str = "semantic", precision
     # error on a large field, so x̄ is polished by a few evaluations of the pooled map
     # every pooled evaluation runs the dense check, so that the last one is the reported estimate
     # (another evaluation at the same point would cost as much as the polish's own)
-    polish = _solve_scramble(_Map(model, channel, alpha, None, gauge, dense_check=True), xbar,
-                             dataclasses.replace(prec, maxiter=POLISH), floor)
+    polish = _solve_scramble(_Map(model, channel, alpha, None, setting.gauge, dense_check=True), xbar,
+                             dataclasses.replace(setting.prec, maxiter=POLISH), setting.floor)
     pooled = _Map(model, channel, alpha, None, gauge=False)
     ov, est, pooled_evaluations = polish.overlaps, polish.estimate, polish.evaluations
-    O, W = alignment(ov, first.overlaps, subspace.gauge_blocks())
+    O, W = alignment(ov, first.overlaps, blocks)
     if not (np.array_equal(O, np.eye(len(O))) and np.array_equal(W, np.eye(len(W)))):
         # the nodes are not invariant under the rotation: the channel is evaluated at the point reported
         ov = ov.rotated(O, W)
@@ -403,7 +394,15 @@ def solve_qmc(spec: ModelSpec, alpha: float, branch: str = "semantic", precision
         pooled_evaluations += 1
     est = dataclasses.replace(est, hats=subspace.isotropic(est.hats))
     residual = _matrix_residual(pooled.image(est), ov)
+    return aligned, ov, est, pooled_evaluations, residual
 
+
+def _error_bars(setting: _Setting, ov: MatrixOverlaps, est: ChannelEstimate, aligned: list, residual: float) -> tuple:
+    """Every reported field at the pooled point and its error (one standard error over the
+    scramblings plus the residual's share), with the quadrature's relative error of the overlaps:
+    ``(value, error, quadrature)``."""
+    spec, model, alpha, prec = setting.spec, setting.model, setting.alpha, setting.prec
+    R = prec.rule.scrambles
     test_nodes = gaussian_nodes(model.shape, prec.rule.test_log2_points, prec.rule.test_scrambles,
                                 prec.rule.seed + 1)
     # the test error from each scrambling of its own rule: their mean is reported, their spread is
@@ -415,7 +414,6 @@ def solve_qmc(spec: ModelSpec, alpha: float, branch: str = "semantic", precision
     # for it (the integrand is smooth in the overlaps), the whole rule for the reported value only
     per = [_fields(model, alpha, *a, test_error_estimates(model, a[0], test_nodes, prec.rule.points).mean())
            for a in aligned]
-    t_factor = float(stats.t.ppf(0.975, R - 1))
     # the residual's share of each field's error: residual x the size of its matrix (of the field
     # itself for invariants, test error and training loss)
     sizes = {n: np.linalg.norm(getattr(record, name)) for record in (ov, est.hats) for name in record.NAMES
@@ -429,6 +427,39 @@ def solve_qmc(spec: ModelSpec, alpha: float, branch: str = "semantic", precision
     quadrature = max(np.sqrt(sum(statistical[n] ** 2 for n in packing.names(name, spec.shape)))
                      / max(np.linalg.norm(getattr(ov, name)), 1e-300)
                      for name in MatrixOverlaps.NAMES if np.linalg.norm(getattr(ov, name)) > 0)
+    return value, error, quadrature
+
+
+def solve_qmc(spec: ModelSpec, alpha: float, branch: str = "semantic", precision: str = "fast",
+              start: Optional[MatrixOverlaps] = None, gauge: bool = True, subspace: Optional[BranchSubspace] = None,
+              model: Optional[GeneralModel] = None):
+    """The fixed point of ``branch`` at ``alpha`` with the QMC integrator, with error bars (module
+    docstring). Returns a :class:`~numerics.result.FixedPoint`.
+
+    ``start``: the overlaps to start from (projected onto the subspace); by default
+    :func:`default_start` (:func:`_on_subspace`). ``gauge``: compose the map with the canonical orientation (off only to
+    test what it does). ``subspace``: a subspace other than the named branch's."""
+    from numerics.result import FixedPoint
+
+    t0 = time.perf_counter()
+    setting = _Setting(spec, alpha, branch, precision, start, gauge, subspace, model)
+    prec, model, subspace = setting.prec, setting.model, setting.subspace
+    R = prec.rule.scrambles
+    approach = setting.approach()
+    defining = subspace.defining_overlap(approach.overlaps, spec.sigma)
+    if defining < COLLAPSE:
+        # the iteration fell to a smaller branch: reported as it is, not converged, without the
+        # cost of the other scramblings
+        log.info("alpha=%g %s: the approach collapsed (defining overlap %.2e)", alpha, subspace.name, defining)
+        point = _collapsed(spec, alpha, subspace, prec, approach, defining, time.perf_counter() - t0, model)
+        raise BranchNotFound(point.status, subspace.name, float(alpha), point)
+    first = _solve_scramble(_Map(model, setting.channel, alpha, [0], setting.gauge),
+                            approach.overlaps.pack()[setting.free], prec, setting.floor, history=approach.pairs)
+    others, processes = _other_scramblings(setting, first)
+    solutions = [first] + others
+    aligned, ov, est, pooled_evaluations, residual = _pooled_point(setting, solutions)
+    value, error, quadrature = _error_bars(setting, ov, est, aligned, residual)
+    t_factor = float(stats.t.ppf(0.975, R - 1))
     converged = all(s.converged for s in solutions) and residual < max(prec.residual_tol, 0.25 * quadrature)
     defining = subspace.defining_overlap(ov, spec.sigma)
     # the branch counts as lost when its defining overlap is within the half-width of its 95% interval of zero
@@ -454,9 +485,9 @@ def solve_qmc(spec: ModelSpec, alpha: float, branch: str = "semantic", precision
         "scramble_fixed_points": [a[0].pack().tolist() for a in aligned],
         "map_evaluations": sum(s.evaluations for s in solutions) + approach.evaluations,
         # processes that solved the scramblings after the first (numerics.fixed_points.workers)
-        "processes": max(n_workers, 1),
+        "processes": processes,
         "pooled_evaluations": pooled_evaluations,
-        "full_searches": channel.full_searches,
+        "full_searches": setting.channel.full_searches,
         "nodes": est.diagnostics["nodes"],
         "max_prox_gradient": est.diagnostics["max_prox_gradient"],
         "dense_nodes": est.diagnostics.get("dense_nodes"),

@@ -97,6 +97,33 @@ def _directions(H: np.ndarray, g: np.ndarray, floor: float) -> Tuple[np.ndarray,
     return d, convex
 
 
+def _armijo_steps(objective: Callable, a, b, c, f0, g, d, convex) -> Tuple[np.ndarray, np.ndarray]:
+    """The length of each node's step along its direction ``d``: the full step where the minimum is
+    strict and close by (it converges quadratically, no search) or where it satisfies Armijo's
+    condition, else the longest of :data:`_STEP_BLOCKS` that does, searched a block of lengths at a
+    time; ``(step, stuck)``, ``stuck`` the nodes where no length decreases the objective."""
+    todo = np.nonzero(~convex | (np.max(np.abs(d), axis=1) > FULL_STEP))[0]
+    step = np.ones(len(a))
+    stuck = np.zeros(len(a), dtype=bool)
+    if todo.size:
+        slope = np.einsum("ni,ni->n", g[todo], d[todo])
+        trial = objective(a[todo] + d[todo], b[todo], c[todo])
+        fail = np.nonzero(~(trial <= f0[todo] + ARMIJO * slope))[0]
+        for block in _STEP_BLOCKS:
+            if fail.size == 0:
+                break
+            sel = todo[fail]
+            k = len(block)
+            trial = objective((a[sel][None] + block[:, None, None] * d[sel][None]).reshape(-1, a.shape[1]),
+                              np.tile(b[sel], (k, 1)), np.tile(c[sel], (k, 1))).reshape(k, -1)
+            ok = trial <= f0[sel][None] + ARMIJO * block[:, None] * slope[fail][None]
+            accepted = ok.any(axis=0)
+            step[sel] = np.where(accepted, block[np.argmax(ok, axis=0)], 0.0)
+            fail = fail[~accepted]
+        stuck[todo[fail]] = True
+    return step, stuck
+
+
 def saddle_free_newton(terms: Callable, objective: Callable, h, w, c, floor: float, tol: float = 1e-11,
                        maxiter: int = 60, known: Optional[np.ndarray] = None,
                        known_objective: Optional[np.ndarray] = None, capture: float = 1e-2,
@@ -154,31 +181,12 @@ def saddle_free_newton(terms: Callable, objective: Callable, h, w, c, floor: flo
                 f0, g, H, gn = f0[keep], g[keep], H[keep], gn[keep]
                 a, b, c = active["a"], active["b"], active["c"]
             d, convex = _directions(H, g, floor)
-            # a strict minimum close by: the full Newton step converges quadratically, no search
-            todo = np.nonzero(~convex | (np.max(np.abs(d), axis=1) > FULL_STEP))[0]
-            step = np.ones(len(a))
-            if todo.size:
-                slope = np.einsum("ni,ni->n", g[todo], d[todo])
-                trial = objective(a[todo] + d[todo], b[todo], c[todo])
-                fail = np.nonzero(~(trial <= f0[todo] + ARMIJO * slope))[0]
-                for block in _STEP_BLOCKS:
-                    if fail.size == 0:
-                        break
-                    sel = todo[fail]
-                    k = len(block)
-                    trial = objective((a[sel][None] + block[:, None, None] * d[sel][None]).reshape(-1, a.shape[1]),
-                                      np.tile(b[sel], (k, 1)), np.tile(c[sel], (k, 1))).reshape(k, -1)
-                    ok = trial <= f0[sel][None] + ARMIJO * block[:, None] * slope[fail][None]
-                    accepted = ok.any(axis=0)
-                    step[sel] = np.where(accepted, block[np.argmax(ok, axis=0)], 0.0)
-                    fail = fail[~accepted]
-                if fail.size:
-                    # no decrease at any length: rounding hides it, and the node is as converged as
-                    # float64 can tell; it is finished where it is
-                    stuck = np.zeros(len(a), dtype=bool)
-                    stuck[todo[fail]] = True
-                    keep = finish(stuck, f0, gn)
-                    d, step = d[keep], step[keep]
+            step, stuck = _armijo_steps(objective, a, b, c, f0, g, d, convex)
+            if stuck.any():
+                # no decrease at any length: rounding hides it, and the node is as converged as
+                # float64 can tell; it is finished where it is
+                keep = finish(stuck, f0, gn)
+                d, step = d[keep], step[keep]
             active["a"] = active["a"] + step[:, None] * d
     return h, obj_out, gn_out
 

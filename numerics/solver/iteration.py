@@ -17,6 +17,7 @@ below the precision's acceptance tolerance is a converged solve at that precisio
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import time
 from typing import Callable, Optional
@@ -83,6 +84,47 @@ def _scaled_residual(x, Fx, floor):
     return float(np.max(np.abs(Fx - x) / np.maximum(np.abs(x), floor)))
 
 
+def _spend_and_evaluate(F: Callable, budget: Optional[Budget], point: np.ndarray) -> np.ndarray:
+    """``F(point)`` as an array, counted against ``budget``."""
+    if budget is not None:
+        budget.spend()
+    return np.asarray(F(point), dtype=float)
+
+
+def _start_image(evaluate: Callable, x: np.ndarray) -> np.ndarray:
+    """``F`` at the starting point, where a solve cannot begin unless it is defined and finite."""
+    try:
+        Fx = evaluate(x)
+    except OUTSIDE_DOMAIN as exc:
+        raise SolverError(f"the map cannot be evaluated at the starting point {_point(x)} ({exc})") from exc
+    if not np.isfinite(Fx).all():
+        raise SolverError(f"the map is not finite at the starting point {_point(x)}")
+    return Fx
+
+
+def _evaluable_step(evaluate: Callable, x: np.ndarray, Fx: np.ndarray, x_new: np.ndarray, damping: float,
+                    budget: Optional[Budget]) -> tuple:
+    """The step to ``x_new`` and the map there, where the map is defined and finite; else the damped
+    Picard step from ``x``, halved up to 8 times: ``(x_new, F(x_new), shortened, spent)``, ``spent``
+    the budget's reason where it ran out first (the step then not taken). A map defined nowhere
+    along the shortened steps is a :class:`SolverError`."""
+    beta, shortened = 1.0, False
+    for _ in range(8):
+        spent = budget.exhausted() if budget is not None else ""
+        if spent:
+            return x, Fx, shortened, spent
+        try:
+            Fx_new = evaluate(x_new)
+            if np.isfinite(Fx_new).all():
+                return x_new, Fx_new, shortened, ""
+        except OUTSIDE_DOMAIN as exc:
+            log.debug("step left the domain (%s); shortening", exc)
+        beta *= 0.5
+        x_new = x + beta * damping * (Fx - x)
+        shortened = True
+    raise SolverError(f"map not evaluable near x = {x} even with step {beta * damping:g}")
+
+
 def solve_fixed_point(F: Callable[[np.ndarray], np.ndarray], x0, *, tol: float = 1e-10, maxiter: int = 100,
                       damping: float = 1.0, anderson: int = 4, floor=1e-8, history: tuple = (),
                       callback: Optional[Callable[[int, np.ndarray, float], None]] = None,
@@ -109,17 +151,8 @@ def solve_fixed_point(F: Callable[[np.ndarray], np.ndarray], x0, *, tol: float =
     x = np.asarray(x0, dtype=float).copy()
     floor = np.broadcast_to(np.asarray(floor, dtype=float), x.shape)
 
-    def evaluate(point):
-        if budget is not None:
-            budget.spend()
-        return np.asarray(F(point), dtype=float)
-
-    try:
-        Fx = evaluate(x)
-    except OUTSIDE_DOMAIN as exc:
-        raise SolverError(f"the map cannot be evaluated at the starting point {_point(x)} ({exc})") from exc
-    if not np.isfinite(Fx).all():
-        raise SolverError(f"the map is not finite at the starting point {_point(x)}")
+    evaluate = functools.partial(_spend_and_evaluate, F, budget)
+    Fx = _start_image(evaluate, x)
     xs, gs = [x.copy()], [Fx - x]
     if history and anderson > 0:
         xs, gs = _seeded_history(history, x, Fx - x, anderson)
@@ -151,23 +184,12 @@ def solve_fixed_point(F: Callable[[np.ndarray], np.ndarray], x0, *, tol: float =
         elif stall_window is not None and it - mark_it >= stall_window:
             log.debug("stalled: residual %.3e has not halved in %d iterations", mark, stall_window)
             return stop(STALLED, it - 1)
-        x_new = _anderson_step(xs, gs, damping, anderson)
-        beta = 1.0
-        for attempt in range(8):
-            spent = budget.exhausted() if budget is not None else ""
-            if spent:
-                return stop(spent, it - 1)
-            try:
-                Fx_new = evaluate(x_new)
-                if np.isfinite(Fx_new).all():
-                    break
-            except OUTSIDE_DOMAIN as exc:
-                log.debug("step left the domain (%s); shortening", exc)
-            beta *= 0.5
-            x_new = x + beta * damping * (Fx - x)
+        x_new, Fx_new, shortened, spent = _evaluable_step(evaluate, x, Fx, _anderson_step(xs, gs, damping, anderson),
+                                                          damping, budget)
+        if shortened:
             xs, gs = [x.copy()], [Fx - x]  # history is not trustworthy across a failed step
-        else:
-            raise SolverError(f"map not evaluable near x = {x} even with step {beta * damping:g}")
+        if spent:
+            return stop(spent, it - 1)
         x, Fx = x_new, Fx_new
         xs.append(x.copy())
         gs.append(Fx - x)

@@ -27,6 +27,43 @@ class Switches(NamedTuple):
     switched: np.ndarray
 
 
+#: two minima closer than this (max of the two coordinates' distance) at a trial point are one
+GAP_TOL = 1e-7
+#: the minima at a bracket's ends this close: one branch, no switch. A switch's gap is below this
+#: only within ~1e-4 of a cusp end of its segment (gap ~ sqrt(distance)); such a jump left in a line
+#: is small, and the checks report its nodes. (1e-4 gave bitwise the same channel values on six
+#: study points, with 7 more bisection steps.)
+JOIN_TOL = 1e-2
+
+
+def _brackets(model, rule, V, at, t0, hs1, hs2, half_width: float) -> tuple:
+    """The starting brackets ``t0 -+ half_width`` of the lines (within the rule's truncation), the
+    global minima at their ends and the direction of ``w`` along the lines (``w`` is affine in
+    ``t``): ``(tl, tr, A, B, dw)``."""
+    tl = np.maximum(t0 - half_width, -rule.t_max)
+    tr = np.minimum(t0 + half_width, rule.t_max)
+    A = global_prox(model, *at(tl, slice(None)), hs1, hs2, V, tol=rule.newton_tol)[:2]
+    B = global_prox(model, *at(tr, slice(None)), hs1, hs2, V, tol=rule.newton_tol)[:2]
+    wa, wb = at(np.ones(t0.size), slice(None)), at(np.zeros(t0.size), slice(None))
+    return tl, tr, A, B, (wa[0] - wb[0], wa[1] - wb[1])
+
+
+def _trial_step(model, rule, V, w, hs, A, B, dw) -> tuple:
+    """Both minima continued to the trial points (at ``w``) from the bracket's ends ``A`` and ``B``:
+    ``(a, b, both, go_right, step)``; ``both``: they are distinct there; ``go_right``: the switch lies
+    right of the trial point (by the sign of ``D = M_a - M_b`` where both exist, else by the minimum
+    the merged point continues); ``step``: Newton's step on ``D``, ``dD/dt = (b - a)/V . dw/dt``."""
+    a1, a2, _, fa = newton_prox(model, A[0], A[1], w[0], w[1], *hs, V, tol=rule.newton_tol)
+    b1, b2, _, fb = newton_prox(model, B[0], B[1], w[0], w[1], *hs, V, tol=rule.newton_tol)
+    both = np.hypot(a1 - b1, a2 - b2) > GAP_TOL
+    D = fa - fb
+    dD = ((b1 - a1) * dw[0] + (b2 - a2) * dw[1]) / V
+    nearer_A = np.hypot(a1 - A[0], a2 - A[1]) <= np.hypot(a1 - B[0], a2 - B[1])
+    go_right = np.where(both, D < 0, nearer_A)
+    step = np.where(both & (dD != 0), -D / np.where(dD != 0, dD, 1.0), np.inf)
+    return (a1, a2), (b1, b2), both, go_right, step
+
+
 def locate_switches(model, rule, V, w_of, t0, hs1, hs2, has_pair, half_width: float = 2.0,
                     max_iter: int = 80) -> Switches:
     """The switch ``t*`` of each line: where the global minimiser jumps between two
@@ -41,7 +78,7 @@ def locate_switches(model, rule, V, w_of, t0, hs1, hs2, has_pair, half_width: fl
     ``D`` says on which side ``t*`` lies. Where they have merged, one of them has
     ended in a fold, and a fold of the left minimum lies right of ``t*`` (and vice
     versa); the merged point is attributed to the minimum it is nearer to. A line
-    whose bracket ends come to hold minima within ``join_tol`` (1e-2) of each other
+    whose bracket ends come to hold minima within :data:`JOIN_TOL` of each other
     carries no switch; its split stays at ``t0``. Near the cusp ends of a switching segment,
     where both minima exist only in a narrow window, this keeps the switch that
     Newton's method from ``t0 -+ 1`` lost (docs/studies/switch_location.md).
@@ -57,42 +94,23 @@ def locate_switches(model, rule, V, w_of, t0, hs1, hs2, has_pair, half_width: fl
     lines = np.nonzero(has_pair)[0]
     if lines.size == 0:
         return Switches(t_split, tuple(left), tuple(right), switched)
-    gap_tol = 1e-7
-    # A and B this close at the bracket's ends: one branch, no switch. A switch's gap is
-    # below this only within ~1e-4 of a cusp end of its segment (gap ~ sqrt(distance));
-    # such a jump left in a line is small, and the checks report its nodes. (1e-4 gave
-    # bitwise the same channel values on six study points, with 7 more bisection steps.)
-    join_tol = 1e-2
-    tl = np.maximum(t0[lines] - half_width, -rule.t_max)
-    tr = np.minimum(t0[lines] + half_width, rule.t_max)
 
     def at(t, idx):
         return w_of(t, idx=lines[idx])
 
-    A1, A2 = global_prox(model, *at(tl, slice(None)), hs1[lines], hs2[lines], V, tol=rule.newton_tol)[:2]
-    B1, B2 = global_prox(model, *at(tr, slice(None)), hs1[lines], hs2[lines], V, tol=rule.newton_tol)[:2]
-    # the direction of w along the lines (w is affine in t)
-    wa, wb = at(np.ones(lines.size), slice(None)), at(np.zeros(lines.size), slice(None))
-    dw1, dw2 = wa[0] - wb[0], wa[1] - wb[1]
+    tl, tr, (A1, A2), (B1, B2), (dw1, dw2) = _brackets(model, rule, V, at, t0[lines], hs1[lines], hs2[lines],
+                                                       half_width)
     trial = 0.5 * (tl + tr)
-    done = np.hypot(A1 - B1, A2 - B2) <= gap_tol  # the same minimum at both ends: no switch
+    done = np.hypot(A1 - B1, A2 - B2) <= GAP_TOL  # the same minimum at both ends: no switch
     found = np.zeros(lines.size, dtype=bool)
     for _ in range(max_iter):
         act = np.nonzero(~done)[0]
         if act.size == 0:
             break
         tm = trial[act]
-        w1, w2 = at(tm, act)
-        h_s = (hs1[lines[act]], hs2[lines[act]])
-        a1, a2, _, fa = newton_prox(model, A1[act], A2[act], w1, w2, *h_s, V, tol=rule.newton_tol)
-        b1, b2, _, fb = newton_prox(model, B1[act], B2[act], w1, w2, *h_s, V, tol=rule.newton_tol)
-        both = np.hypot(a1 - b1, a2 - b2) > gap_tol
-        D = fa - fb
-        dD = ((b1 - a1) * dw1[act] + (b2 - a2) * dw2[act]) / V
-        # merged: attribute the point to the minimum it continues
-        nearer_A = np.hypot(a1 - A1[act], a2 - A2[act]) <= np.hypot(a1 - B1[act], a2 - B2[act])
-        go_right = np.where(both, D < 0, nearer_A)  # t* lies right of tm
-        step = np.where(both & (dD != 0), -D / np.where(dD != 0, dD, 1.0), np.inf)
+        (a1, a2), (b1, b2), both, go_right, step = _trial_step(
+            model, rule, V, at(tm, act), (hs1[lines[act]], hs2[lines[act]]), (A1[act], A2[act]),
+            (B1[act], B2[act]), (dw1[act], dw2[act]))
         conv = both & (np.abs(step) < 1e-13)
         # update the bracket
         r, l_ = act[go_right], act[~go_right]
@@ -107,7 +125,7 @@ def locate_switches(model, rule, V, w_of, t0, hs1, hs2, has_pair, half_width: fl
         # a bracket that has shrunk to nothing: a switch if the minima still differ
         width = tr[act] - tl[act]
         tiny = ~conv & (width < 1e-12 * np.maximum(1.0, np.abs(tm)))
-        joined = ~conv & (np.hypot(A1[act] - B1[act], A2[act] - B2[act]) <= join_tol)
+        joined = ~conv & (np.hypot(A1[act] - B1[act], A2[act] - B2[act]) <= JOIN_TOL)
         s = act[tiny & ~joined]
         t_split[lines[s]] = 0.5 * (tl[s] + tr[s])
         found[s] = True
