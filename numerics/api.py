@@ -38,7 +38,7 @@ _LAZY = {
     **dict.fromkeys(("BranchCurve", "follow_branch", "is_on_branch"), "numerics.branches.follow"),
     **dict.fromkeys(("IntegratorError", "choose_integrator", "INTEGRATORS"), "numerics.channel.integrators"),
     "walk_branch": "numerics.branches.walk",
-    "BranchNotFound": "numerics.fixed_points.lines",
+    "BranchNotFound": "numerics.fixed_points.errors",
     **dict.fromkeys(("branches", "solve"), "numerics.fixed_points.solve"),
     "GENERAL_BRANCHES": "numerics.fixed_points.subspaces",
     "scramble_workers": "numerics.fixed_points.workers",

@@ -41,7 +41,8 @@ import numpy as np
 
 from derivations import ModelSpec
 from numerics.branches.follow import follow_branch
-from numerics.fixed_points.lines import BranchNotFound, solve_branch
+from numerics.fixed_points.errors import BranchNotFound
+from numerics.fixed_points.lines import solve_branch
 from numerics.overlaps import Overlaps
 from tidyio import KeyedStore
 

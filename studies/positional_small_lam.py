@@ -39,7 +39,8 @@ import numpy as np
 from derivations import ModelSpec
 from numerics.model.bound import bind
 from numerics.branches.follow import classify_end
-from numerics.fixed_points.lines import DEFAULT_START, BranchLost, _Map, map_jacobian_eigenvalues, solve_with_rule
+from numerics.fixed_points.errors import BranchLost
+from numerics.fixed_points.lines import DEFAULT_START, _Map, map_jacobian_eigenvalues, solve_with_rule
 from numerics.overlaps import Overlaps
 from numerics.precision import PRECISIONS
 

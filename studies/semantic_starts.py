@@ -4,7 +4,7 @@
 
 At each alpha, MINPACK's hybrid method (``scipy.optimize.root``) on ``(F(x) - x) / x`` of the
 semantic branch (draft rule, global-prox checks off), in the domain coordinates ``log q, log V,
-atanh(theta / sqrt(rho q))`` (``numerics.fixed_points.lines.DomainCoordinates``), from 18 starts: ``q`` in
+atanh(theta / sqrt(rho q))`` (``numerics.fixed_points.root_fallback.DomainCoordinates``), from 18 starts: ``q`` in
 (0.01, 0.05, 0.2), ``V`` in (3, 12, 40), ``theta`` at half and 0.9 of its bound ``sqrt(rho q)``.
 Prints one line per start: the residual and the point reached. About 10-20 s per start on 2 idle cores.
 """
@@ -19,7 +19,8 @@ import scipy.optimize
 
 from derivations import ModelSpec
 from numerics.model.bound import bind
-from numerics.fixed_points.lines import DomainCoordinates, _Map
+from numerics.fixed_points.lines import _Map
+from numerics.fixed_points.root_fallback import DomainCoordinates
 from numerics.precision import PRECISIONS
 
 

@@ -22,7 +22,7 @@ import time
 import numpy as np
 
 from derivations import ModelSpec
-from numerics.fixed_points.lines import BranchNotFound
+from numerics.fixed_points.errors import BranchNotFound
 from numerics.fixed_points.solve import solve
 from numerics.matrix_overlaps import MatrixOverlaps
 from numerics.solver.iteration import SolverError

@@ -333,7 +333,7 @@ class FakeInvariantSolve:
     """A test double of ``numerics.api.solve`` for validation: closed-form invariants per
     branch (a :class:`~numerics.result.FixedPoint`'s ``invariants``, ``test_error``,
     ``train_loss``, ``error``, ``converged``, ``status``), every stated error ``error`` (absolute),
-    the branches in ``absent`` raising :class:`numerics.fixed_points.lines.BranchNotFound`. ``calls``
+    the branches in ``absent`` raising :class:`numerics.fixed_points.errors.BranchNotFound`. ``calls``
     records each solve. Training losses: mixed < semantic < positional < trivial."""
 
     VALUES = {  # branch: (q eigenvalues, m singular values, theta singular values, test error, train loss)
@@ -349,7 +349,7 @@ class FakeInvariantSolve:
     def __call__(self, spec, alpha, branch, precision="draft"):
         from types import SimpleNamespace
 
-        from numerics.fixed_points.lines import BranchNotFound
+        from numerics.fixed_points.errors import BranchNotFound
 
         self.calls.append((alpha, branch, precision))
         if branch in self.absent:

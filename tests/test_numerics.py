@@ -574,7 +574,7 @@ def test_a_collapsing_solve_is_abandoned_as_lost():
     """Below the semantic spinodal (~0.70) the semantic start collapses onto theta = 0;
     with ``lost_below`` the solve stops early with BranchLost instead of converging
     theta to zero, and follow_branch records the spinodal from such losses."""
-    from numerics.fixed_points.lines import BranchLost
+    from numerics.fixed_points.errors import BranchLost
 
     model = bind(SPEC)
     rule = ChannelRule(n_eta=12, n_r=6, n_u=6, n_t=10, n_near=4)
@@ -814,7 +814,8 @@ def test_only_the_checked_map_decides_that_a_branch_is_lost(model, monkeypatch):
     from the same start: near the positional folds at small omega the unchecked map's
     fold comes ~0.02 in alpha earlier than the checked map's."""
     from numerics.fixed_points import lines as fixed_point
-    from numerics.fixed_points.lines import BranchLost, RuleSolution
+    from numerics.fixed_points.errors import BranchLost
+    from numerics.fixed_points.lines import RuleSolution
 
     calls = []
 
@@ -835,7 +836,8 @@ def test_after_a_failed_approach_the_checked_solve_runs_only_the_retries(model, 
     it fails, the checked solve goes on with the retries (no history first) instead of
     repeating that attempt on a map that differs only by the checks."""
     from numerics.fixed_points import lines as fixed_point
-    from numerics.fixed_points.lines import BranchLost, RuleSolution
+    from numerics.fixed_points.errors import BranchLost
+    from numerics.fixed_points.lines import RuleSolution
 
     calls = []
 

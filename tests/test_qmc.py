@@ -21,7 +21,7 @@ import pytest
 from derivations import ModelSpec, packing
 from numerics.api import solve
 from numerics.channel.integrators import IntegratorError, LineChannel, choose_integrator
-from numerics.fixed_points.lines import BranchNotFound
+from numerics.fixed_points.errors import BranchNotFound
 from numerics.fixed_points.gauge import alignment, canonical
 from numerics.model.general import bind_general
 from numerics.matrix_overlaps import MatrixHats, MatrixOverlaps, from_scalars

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from derivations.spec import ModelSpec
-from numerics.fixed_points.lines import BranchNotFound
+from numerics.fixed_points.errors import BranchNotFound
 from tidyio import read_rows
 from tests.fakes import FakeInvariantSolve
 from validation import runs, statistics, theory_cache

@@ -5,7 +5,7 @@ for every model: an object with ``test_error``, ``train_loss``, ``converged`` an
 solution has them, the scalar overlaps ``q, m, V, theta`` of the two-token rank-one model (flat or
 under ``overlaps``), the ``invariants`` of docs/theory.md, section 4.9, the stated errors
 ``error`` and ``status`` (as :class:`numerics.result.FixedPoint`); it raises
-:class:`numerics.fixed_points.lines.BranchNotFound` where the branch does not exist. Beside it,
+:class:`numerics.fixed_points.errors.BranchNotFound` where the branch does not exist. Beside it,
 ``linear_baseline(spec)`` (an object with ``test_error``). :func:`default_theory` gives
 ``numerics.api``'s; tests pass fakes. :func:`memoized` remembers every solve (they take minutes),
 so an interrupted or repeated ``validate`` does not solve again.

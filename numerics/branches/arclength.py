@@ -5,7 +5,7 @@ map over the branch's free overlaps, ``s`` their scale at the start, ``p`` the p
 continuation in ``p`` alone cannot pass a fold, where the curve turns back in ``p``: there
 ``dG/dx`` is singular and no solution exists beyond it. Parametrised by arclength, the curve goes
 on: each step predicts along the tangent ``t`` (the null vector of the Jacobian of ``G`` in
-``y = (z, log p)``, ``z`` the domain coordinates of :class:`~numerics.fixed_points.lines.DomainCoordinates`)
+``y = (z, log p)``, ``z`` the domain coordinates of :class:`~numerics.fixed_points.root_fallback.DomainCoordinates`)
 and corrects on the augmented system ``G(y) = 0``, ``t . (y - y_pred) = 0`` (Keller's method),
 with MINPACK's hybrid method (``scipy.optimize.root``). After the first step the tangent is the
 secant of the last two points, oriented along the way the curve is travelled.
@@ -26,7 +26,8 @@ from derivations import ModelSpec
 
 from numerics.model.bound import bind
 from numerics.channel.lines.rule import ChannelRule
-from numerics.fixed_points.lines import FLOOR, DomainCoordinates, _Map, defining_overlap, map_jacobian_eigenvalues
+from numerics.fixed_points.lines import FLOOR, _Map, defining_overlap, map_jacobian_eigenvalues
+from numerics.fixed_points.root_fallback import DomainCoordinates
 from numerics.overlaps import COLLAPSE, Overlaps
 from numerics.precision import PRECISIONS
 from numerics.solver.iteration import OUTSIDE_DOMAIN, _scaled_residual

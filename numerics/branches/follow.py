@@ -18,7 +18,8 @@ import numpy as np
 from derivations import ModelSpec
 
 from numerics.fixed_points.lines import WANDERED as WANDERED_RESIDUAL
-from numerics.fixed_points.lines import (COLLAPSE, DEFAULT_START, BranchNotFound, defining_overlap, map_jacobian_eigenvalues,
+from numerics.fixed_points.errors import BranchNotFound
+from numerics.fixed_points.lines import (COLLAPSE, DEFAULT_START, defining_overlap, map_jacobian_eigenvalues,
                           solve_branch, start_for_model)
 from numerics.precision import PRECISIONS
 from numerics.result import FixedPoint

@@ -13,7 +13,7 @@ from typing import Sequence
 from derivations import ModelSpec
 
 from numerics.branches.follow import BranchCurve
-from numerics.fixed_points.lines import BranchNotFound
+from numerics.fixed_points.errors import BranchNotFound
 from numerics.fixed_points.solve import solve
 from numerics.result import as_matrices, failed_point
 from numerics.solver.iteration import SolverError
@@ -26,7 +26,7 @@ def walk_branch(spec: ModelSpec, alphas: Sequence[float], branch: str, precision
     """``branch`` along ``alphas`` by continuation, as a :class:`BranchCurve` of matrix records
     (:func:`~numerics.result.as_matrices`; no spinodals, a note on where it was not found): each
     solve starts from the last point found on the branch; a solve from the previous point that does not converge, or falls to a smaller
-    branch, is retried once from the default start. Alphas where the branch is not found (:class:`~numerics.fixed_points.lines.BranchNotFound`)
+    branch, is retried once from the default start. Alphas where the branch is not found (:class:`~numerics.fixed_points.errors.BranchNotFound`)
     are left out, and the next one starts afresh; a solve that raises :class:`~numerics.solver.iteration.SolverError`
     is kept as a failed point (:func:`~numerics.result.failed_point`). ``progress(alpha)`` is
     called after each alpha. ``start``: the overlaps the first solve starts from (a point of the

@@ -27,8 +27,10 @@ from numerics.channel.lines.rule import ChannelRule
 from numerics.overlaps import ALL_NAMES, COLLAPSE, COMPETING_BRANCHES, FIXED_ZERO, Overlaps
 from numerics.precision import PRECISIONS, Precision
 from numerics.result import CONVERGED, FixedPoint, assess
+from numerics.fixed_points.errors import BranchLost, BranchNotFound
+from numerics.fixed_points.root_fallback import root_fallback
 from numerics.model.saddle_point import free_energy, test_error, update_hat_overlaps, update_overlaps
-from numerics.solver.iteration import OUTSIDE_DOMAIN, Budget, SolverError, _scaled_residual, root_fixed_point, solve_fixed_point
+from numerics.solver.iteration import OUTSIDE_DOMAIN, Budget, SolverError, solve_fixed_point
 from numerics.solver_range import check_solver_range
 from numerics.fixed_points.start_search import search_starts
 
@@ -124,21 +126,6 @@ def defining_overlap(overlaps: Overlaps, branch: str, sigma: float) -> float:
     """The overlap that vanishes when ``branch`` merges with the trivial one:
     ``|theta|/sigma^2`` (semantic) or ``|m|`` (positional)."""
     return abs(overlaps.theta) / sigma**2 if branch == "semantic" else abs(overlaps.m)
-
-
-class BranchNotFound(RuntimeError):
-    """A solve for a branch ended on another one (the trivial point): the branch does not
-    exist there, or not from that start. ``point``: what the solve fell to, labelled as
-    what it is (or ``None`` when the solve was abandoned while collapsing)."""
-
-    def __init__(self, message: str, branch: str = "", alpha: float = float("nan"),
-                 point: Optional[FixedPoint] = None):
-        super().__init__(message)
-        self.branch, self.alpha, self.point = branch, alpha, point
-
-
-class BranchLost(BranchNotFound):
-    """The iteration left the branch: its defining overlap fell below ``lost_below``."""
 
 
 def solve_with_rule(model: BoundModel, alpha: float, branch: str, rule: ChannelRule, start: Overlaps,
@@ -310,7 +297,8 @@ def solve_on_map(model: BoundModel, alpha: float, branch: str, rule: ChannelRule
         if res.converged or (res.stalled and final_stall) or (budget is not None and budget.exhausted()):
             break
     if fallback and (res is None or not res.converged) and not (budget is not None and budget.exhausted()):
-        res = _root_fallback(F, model, branch, res, x0, tol, accept_tol, budget, lost_below, lost)
+        res = root_fallback(F, model.spec.rho, branch, res, x0, tol, accept_tol, budget, floor,
+                            _lost_check(F, model, branch, lost_below), lost)
     elif res is None:
         raise lost
     return _rule_solution(F, res)
@@ -330,105 +318,6 @@ def _unsolved(model: BoundModel, alpha: float, branch: str, rule: ChannelRule, s
     ov = _on_branch(start, branch)
     side = update_hat_overlaps(model, ov, alpha, rule)
     return RuleSolution(ov, side, False, 0, _residual8(model, ov, side), 1, stopped=reason)
-
-
-#: evaluations of the map that the root finder may spend from each start (a solve in three
-#: overlaps converges in 10-25: a difference Jacobian, then Broyden's updates)
-ROOT_EVALUATIONS = 40
-
-
-@dataclasses.dataclass(frozen=True)
-class DomainCoordinates:
-    """Coordinates of a branch's free overlaps in which every point is in the map's domain:
-    ``log q``, ``m``, ``log V`` and ``atanh(theta / sqrt(rho q))`` (``theta^2 < rho q``,
-    docs/theory.md, section 2.2). A root finder or a continuation that steps in them never
-    proposes a point where the channel's covariance is not positive."""
-
-    names: tuple
-    rho: float
-
-    @classmethod
-    def of(cls, F: "_Map", rho: float) -> "DomainCoordinates":
-        return cls(tuple(("q", "m", "V", "theta")[i] for i in F.free), float(rho))
-
-    def to_z(self, x) -> np.ndarray:
-        full = dict(zip(self.names, x))
-        z = []
-        for name, value in zip(self.names, x):
-            if name in ("q", "V"):
-                if value <= 0:
-                    raise FloatingPointError(f"{name} = {value} <= 0")
-                z.append(np.log(value))
-            elif name == "theta":
-                z.append(np.arctanh(value / np.sqrt(self.rho * full["q"])))
-            else:
-                z.append(value)
-        z = np.array(z)
-        if not np.isfinite(z).all():
-            raise FloatingPointError(f"outside the domain: {full}")
-        return z
-
-    def from_z(self, z) -> np.ndarray:
-        full = dict(zip(self.names, z))
-        q = np.exp(full["q"])
-        return np.array([np.exp(v) if n in ("q", "V") else (np.tanh(v) * np.sqrt(self.rho * q) if n == "theta" else v)
-                         for n, v in zip(self.names, z)])
-
-
-def _root_fallback(F: "_Map", model: BoundModel, branch: str, previous, x0, tol: float,
-                   accept_tol: Optional[float], budget: Optional[Budget], lost_below: Optional[float],
-                   lost: Optional[BranchLost]):
-    """A root of ``x - F(x)`` (:func:`~numerics.solver.iteration.root_fixed_point`) where the
-    Anderson iteration failed: it stalled, or it collapsed onto the trivial point
-    (``lost``). The Anderson iteration cannot converge on a fixed point that repels it
-    (the positional map's Jacobian has eigenvalues below -1, and near small ``lam`` a
-    complex pair outside the unit circle); a root finder converges regardless.
-
-    Solved in coordinates where every point is in the map's domain: ``log q``, ``m``,
-    ``log V`` and ``atanh(theta / sqrt(rho q))``, from the iteration's best point (if it
-    stalled) and from the solve's start (the continuation's prediction). Returns the
-    first converged result, else the best; raises ``lost`` again where the root finder
-    too collapsed from every start."""
-    coords = DomainCoordinates.of(F, model.spec.rho)
-    to_z, from_z = coords.to_z, coords.from_z
-    floor = FLOOR[F.free]
-
-    def in_x(x_z, Fx_z):
-        return _scaled_residual(from_z(x_z), from_z(Fx_z), floor)
-
-    starts = [np.asarray(x0, dtype=float)]
-    if previous is not None and not np.array_equal(previous.x, starts[0]):
-        starts.insert(0, previous.x)
-    check = _lost_check(F, model, branch, lost_below)
-    best, falls = previous, 0
-    for start in starts:
-        try:
-            z0 = to_z(start)
-            res = root_fixed_point(lambda z: to_z(F(from_z(z))), z0, tol=tol, accept_tol=accept_tol,
-                                   max_evaluations=ROOT_EVALUATIONS, scale=np.ones_like(z0), initial_step=0.3,
-                                   residual=in_x, budget=budget,
-                                   callback=(lambda it, z, r: check(it, from_z(z), r)) if check else None)
-        except BranchLost as exc:
-            log.debug("alpha=%g %s: the root finder too collapsed (%s)", F.alpha, branch, exc)
-            falls += 1
-            lost = lost or exc
-            continue
-        except OUTSIDE_DOMAIN as exc:
-            log.debug("alpha=%g %s: no root search from %s (%s)", F.alpha, branch, start, exc)
-            continue
-        res = dataclasses.replace(res, x=from_z(res.x), Fx=from_z(res.Fx),
-                                  pairs=previous.pairs if previous is not None else ())
-        log.debug("alpha=%g %s: root finder from %s: %s, residual %.2e, %d evaluations", F.alpha, branch, start,
-                  "converged" if res.converged else res.stopped, res.residual, res.iterations)
-        if res.converged:
-            return res
-        if best is None or res.residual < best.residual:
-            best = res
-        if budget is not None and budget.exhausted():
-            break
-    if best is None or (lost is not None and falls == len(starts) and previous is None):
-        raise lost if lost is not None else SolverError(f"alpha={F.alpha:g} {branch}: no root search could start")
-    return best
 
 
 def map_jacobian_eigenvalues(model: BoundModel, alpha: float, branch: str, rule: ChannelRule, overlaps: Overlaps,

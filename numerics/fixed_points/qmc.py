@@ -26,12 +26,12 @@ from scipy import stats
 
 from derivations import ModelSpec, packing
 
-from numerics.fixed_points.lines import BranchNotFound
+from numerics.fixed_points.errors import BranchNotFound
 from numerics.fixed_points.gauge import alignment, canonical_rotation
 from numerics.model.general import GeneralModel, bind_general
 from numerics.matrix_overlaps import MatrixHats, MatrixOverlaps
 from numerics.overlaps import COLLAPSE
-from numerics.solver.iteration import OUTSIDE_DOMAIN, SolverError, root_fixed_point, solve_fixed_point
+from numerics.solver.iteration import OUTSIDE_DOMAIN, ROOT_EVALUATIONS, SolverError, root_fixed_point, solve_fixed_point
 from numerics.fixed_points.subspaces import BranchSubspace, branch_subspace
 from numerics.channel.qmc.channel import ChannelEstimate, QMCChannel
 from numerics.channel.qmc.nodes import gaussian_nodes
@@ -51,8 +51,6 @@ DAMPING, ANDERSON, STALL_WINDOW = 0.5, 4, 20
 SEEDED_ANDERSON = 8
 #: evaluations of the pooled map (all scramblings) that polish the mean of their fixed points
 POLISH = 8
-#: evaluations of the root finder where the iteration leaves the map's domain
-ROOT_EVALUATIONS = 40
 
 
 def default_start(spec: ModelSpec, subspace: BranchSubspace) -> MatrixOverlaps:

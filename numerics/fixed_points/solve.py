@@ -43,10 +43,11 @@ def solve(spec: ModelSpec, alpha: float, branch: str = "semantic", precision: st
     or matrix). ``roles``: the student directions' roles of a subspace other than the named branch's
     (QMC only, :func:`numerics.fixed_points.subspaces.subspace_of_roles`). ``gauge``: fix the
     orientation at each iteration (QMC; off only to study what it does). Raises
-    :class:`~numerics.fixed_points.lines.BranchNotFound` where the solve falls onto a smaller branch."""
+    :class:`~numerics.fixed_points.errors.BranchNotFound` where the solve falls onto a smaller branch."""
     choice = choose_integrator(spec, "qmc" if roles is not None and integrator == "auto" else integrator, branch)
     if choice == "lines":
-        from numerics.fixed_points.lines import BranchNotFound, solve_branch
+        from numerics.fixed_points.errors import BranchNotFound
+        from numerics.fixed_points.lines import solve_branch
 
         try:
             return solve_branch(spec, alpha, branch, precision, start=_scalars(start))
@@ -75,7 +76,8 @@ def _by_continuation(spec: ModelSpec, alpha: float, branch: str, precision: str,
     at ``precision`` from there. Where it is not reached, ``absent`` (the :class:`BranchNotFound` of
     the direct solve) again, told where the continuation ended and how to follow the branch."""
     from numerics.branches.follow import follow_branch
-    from numerics.fixed_points.lines import BranchNotFound, solve_branch
+    from numerics.fixed_points.errors import BranchNotFound
+    from numerics.fixed_points.lines import solve_branch
 
     grid = [alpha * f for f in CONTINUATION_GRID[branch]]
     lo, hi = min(grid), max(grid)

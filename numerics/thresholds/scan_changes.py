@@ -101,7 +101,7 @@ class _Branch:
 
     def solve(self, alpha: float) -> Optional[FixedPoint]:
         """The branch at ``alpha``, or None where it is not found; raises where a solve fails."""
-        from numerics.fixed_points.lines import BranchNotFound
+        from numerics.fixed_points.errors import BranchNotFound
 
         if alpha in self.points:
             return self.points[alpha]
@@ -143,7 +143,7 @@ class _Branch:
         note)``; where it settles, at draft precision by a solve of at most :data:`PROBE_MAXITER`
         iterations per scrambling, found where it converges and ``(None, note)`` where it does not;
         at a finer precision ``(None, note)`` (that solve is not affordable there)."""
-        from numerics.fixed_points.lines import BranchNotFound
+        from numerics.fixed_points.errors import BranchNotFound
         from numerics.fixed_points.qmc import approach_qmc
 
         start = self._nearest_start(alpha)
@@ -505,7 +505,7 @@ def _refined_root(precision, root: float, error: float, samples: Sequence, fine_
     scrambling, for the fixed point and the test error), and the root becomes :func:`shifted_root`'s:
     the shape of ``samples`` (``(alpha, value, error)`` on the located rule) through that value.
     Where the refining solve fails the located root stands, and ``details["refinement"]`` says why."""
-    from numerics.fixed_points.lines import BranchNotFound
+    from numerics.fixed_points.errors import BranchNotFound
 
     fine = refined(precision)
     located = {"root": root, "error": error}
