@@ -139,7 +139,7 @@ def test_run_of_the_general_path_writes_curve_thresholds_and_figure(tmp_path, ca
 
 
 def test_the_onset_of_a_pitchfork_is_where_the_square_of_its_overlap_vanishes():
-    from numerics.thresholds.scan_changes import pitchfork_onset
+    from numerics.thresholds.noisy_roots import pitchfork_onset
 
     alphas = [0.55, 0.6, 0.7]
     exact = [0.3 * math.sqrt(a - 0.52) for a in alphas]
@@ -156,7 +156,7 @@ def test_a_root_is_located_to_its_noise_and_no_further():
     """On a line ``1.7 (a - r)`` plus a bounded deterministic noise (at most the stated noise), the
     root finder stops at the first point where the value is zero within its noise, and the root it
     reports from there lies within its stated error of the true one; without noise it is Brent's."""
-    from numerics.thresholds.scan_changes import root_within_noise
+    from numerics.thresholds.noisy_roots import root_within_noise
 
     r, slope = 0.314611, 1.7
     for noise in (5e-4, 1e-3, 3e-3):
@@ -185,7 +185,7 @@ def test_a_root_refined_on_a_finer_rule_lies_within_its_stated_error_as_often_as
     point sets the error: below its own error over the slope times 1.1. (A weighted fit through all
     six as independent points states errors 1.38 times too small here.) Exact points give the exact
     root."""
-    from numerics.thresholds.scan_changes import shifted_root
+    from numerics.thresholds.noisy_roots import shifted_root
 
     r, at, fine_error = 0.56825, 0.5682, 1.1e-3
     alphas = np.array([0.5, 0.568404, 0.573454, 0.58, 0.75])
@@ -295,7 +295,7 @@ def test_the_mixed_branch_is_born_where_the_old_extrapolation_put_it():
     # the birth located on the positional branch (the multiplier of the semantic direction crosses 1)
     # against the onset extrapolated from the mixed branch's own overlap, within their errors
     from numerics.branches.bifurcation import growth_multiplier
-    from numerics.thresholds.scan_changes import pitchfork_onset
+    from numerics.thresholds.noisy_roots import pitchfork_onset
 
     spec = ModelSpec(rank=2, omega=0.3)
     lo, hi = (growth_multiplier(spec, solve(spec, a, "positional", "draft"), "mixed", "draft")

@@ -38,168 +38,31 @@ its mode's aim is refined once on four times the points (:func:`_refined_root`).
 """
 from __future__ import annotations
 
-import dataclasses
 import functools
 import logging
 import math
 import time
 from typing import Callable, Dict, Optional, Sequence
 
-import numpy as np
-from scipy.optimize import brentq
 
 from derivations import ModelSpec, packing
 
 from numerics.branches.walk import walk_branch
 from numerics.fixed_points.solve import branches as model_branches
-from numerics.fixed_points.solve import solve
-from numerics.result import FixedPoint, as_matrices, mark_global_minima
+from numerics.result import FixedPoint, mark_global_minima
 from numerics.thresholds.newton_pair import EXTEND_DOWN, EXTEND_UP
 from numerics.channel.qmc.precision import as_qmc_precision, refined
 from numerics.solver.iteration import SolverError
+from numerics.thresholds.scanned_branch import ScannedBranch
+from numerics.thresholds.noisy_roots import pitchfork_onset, root_within_noise, shifted_root
 from numerics.thresholds.record import NotConverged, ThresholdError, ThresholdLocationError, Thresholds, Transition
 
 log = logging.getLogger(__name__)
 
-#: the smallest root-finding tolerance in alpha; below it the stated errors dominate anyway
-MIN_XTOL = 1e-4
-#: the width to which the end of a branch is located by bisection
-END_XTOL = 4e-3
 #: a branch that appears within this many stated errors of the global one's F bifurcates from it
 CONTINUOUS_GAP = 3.0
-#: the iterations per scrambling of the probe for a child below a birth's crossing: next to a birth
-#: the child's map barely contracts, and a whole fast solve there ran every scrambling to its limit
-#: (60, minutes) to end unconverged
-PROBE_MAXITER = 15
 #: an overlap this many scramblings' spreads above zero is resolved (fitted at an onset)
 RESOLVED = 3.0
-#: the noises within which the root finder stops where the root is refined on a finer rule
-#: afterwards: the rank-2 birth then takes one solve and multiplier at fast fewer (about 2 of 15 minutes)
-REFINED_STOP = 3.0
-
-
-class _Branch:
-    """The solved points of one branch, and solves at new alphas started from the nearest of them;
-    ``mapper``: the scan's (:func:`scan_thresholds`), for the multipliers of a birth on it."""
-
-    def __init__(self, spec, name, precision, integrator, points: Sequence[FixedPoint], progress, mapper=None):
-        self.spec, self.name, self.precision, self.integrator = spec, name, precision, integrator
-        self.mapper = mapper
-        self.points = {p.alpha: p for p in points if p.converged and p.precision == precision}
-        # the scan's points at another precision: starts only
-        self.starts = {p.alpha: p.overlaps for p in points if p.converged}
-        self.progress = progress
-
-    def __contains__(self, alpha) -> bool:
-        """Whether the branch was found at ``alpha`` (on the scan, or by a solve)."""
-        return alpha in self.points or alpha in self.starts
-
-    def _nearest_start(self, alpha: float):
-        """The overlaps of the branch's point nearest ``alpha`` (solved here or on the scan); None if none."""
-        starts = {**self.starts, **{a: p.overlaps for a, p in self.points.items()}}
-        return starts[min(starts, key=lambda a: abs(a - alpha))] if starts else None
-
-    def solve(self, alpha: float) -> Optional[FixedPoint]:
-        """The branch at ``alpha``, or None where it is not found; raises where a solve fails."""
-        from numerics.fixed_points.errors import BranchNotFound
-
-        if alpha in self.points:
-            return self.points[alpha]
-        start = self._nearest_start(alpha)
-        try:
-            try:
-                fp = as_matrices(solve(self.spec, alpha, self.name, self.precision, self.integrator, start=start))
-            except BranchNotFound:
-                if start is None:
-                    raise
-                fp = None
-            if (fp is None or not fp.converged) and start is not None:
-                # as in walk_branch: from the nearest point the iteration may fall to a smaller
-                # branch or fail where the default start finds the branch
-                fp = as_matrices(solve(self.spec, alpha, self.name, self.precision, self.integrator))
-        except BranchNotFound as exc:
-            log.info("%s", exc)
-            return None
-        finally:
-            if self.progress:
-                self.progress(1)
-        if not fp.converged:
-            raise NotConverged(f"{self.name} branch at alpha = {alpha:g}: {fp.status}", fp)
-        self.points[alpha] = fp
-        return fp
-
-    def solve_on(self, precision, alpha: float) -> FixedPoint:
-        """The branch at ``alpha`` on another QMC rule (a refinement), started from its nearest point;
-        raises where it is not found or does not converge."""
-        fp = as_matrices(solve(self.spec, alpha, self.name, precision, "qmc", start=self._nearest_start(alpha)))
-        if not fp.converged:
-            raise NotConverged(f"{self.name} branch at alpha = {alpha:g} on the {precision.name} rule: {fp.status}", fp)
-        return fp
-
-    def reached(self, alpha: float) -> tuple:
-        """``(found, note)``: whether the branch is found at ``alpha`` from its nearest point, tested
-        first by the approach of a QMC solve alone (:func:`~numerics.fixed_points.qmc.approach_qmc`):
-        where that falls to a smaller branch it is not found, where it does not settle ``(None,
-        note)``; where it settles, at draft precision by a solve of at most :data:`PROBE_MAXITER`
-        iterations per scrambling, found where it converges and ``(None, note)`` where it does not;
-        at a finer precision ``(None, note)`` (that solve is not affordable there)."""
-        from numerics.fixed_points.errors import BranchNotFound
-        from numerics.fixed_points.qmc import approach_qmc
-
-        start = self._nearest_start(alpha)
-        reach = approach_qmc(self.spec, alpha, self.name, self.precision, start=start)
-        log.info("%s at alpha = %g from the nearest point: approach %s (defining overlap %.2e, residual %.1e)",
-                 self.name, alpha, "collapsed" if reach.collapsed else ("settled" if reach.converged else
-                                                                        "did not settle"),
-                 reach.defining, reach.residual)
-        if reach.collapsed:
-            return False, ""
-        if not reach.converged:
-            # a whole solve would not settle either, at a higher cost: with the cap below, at fast
-            # precision one scrambling of the three-token child took 22-66 s and ended unconverged
-            return None, (f"the approach from the nearest point did not settle in {reach.iterations} iterations "
-                          f"(residual {reach.residual:.1e}, defining overlap {reach.defining:.2e})")
-        if self.precision != "draft":
-            # next to a birth the child's map contracts at a rate within a few 1e-3 of 1, so that a
-            # settled approach is weak evidence and a capped solve rarely converges; at fast it cost
-            # more than 10 minutes for the rank-2 mixed child (approach settled at 7e-3 below the
-            # birth) and is left out, the birth standing with this note
-            return None, (f"the approach from the nearest point settled (defining overlap {reach.defining:.2e}, "
-                          f"residual {reach.residual:.1e}); the capped solve that would decide is run at draft "
-                          f"precision only")
-        capped = dataclasses.replace(as_qmc_precision(self.precision), maxiter=PROBE_MAXITER)
-        try:
-            fp = solve(self.spec, alpha, self.name, capped, "qmc", start=start)
-        except BranchNotFound as exc:
-            log.info("%s", exc)
-            return False, ""
-        finally:
-            if self.progress:
-                self.progress(1)
-        if not fp.converged:
-            return None, f"the probe did not converge in {PROBE_MAXITER} iterations per scrambling: {fp.status}"
-        return True, ""
-
-    def end(self, inside: float, outside: float) -> tuple:
-        """``(last alpha found, first alpha not found, note)`` between a point where the branch exists
-        and one where it does not, by bisection to :data:`END_XTOL`. Near its end a branch's solve may
-        not converge (the fixed point loses stability there); the bisection then stops and the end is
-        known to the interval reached, which the note says."""
-        while abs(outside - inside) > END_XTOL:
-            mid = 0.5 * (inside + outside)
-            try:
-                found = self.solve(mid) is not None
-            except NotConverged as exc:
-                note = f"stopped at a width of {abs(outside - inside):.2g}: {exc}"
-                log.info("%s end: %s", self.name, note)
-                return inside, outside, note
-            if found:
-                inside = mid
-            else:
-                outside = mid
-        return inside, outside, ""
-
-
 def _error(p: FixedPoint, field: str) -> float:
     """The stated error of ``field`` at ``p``; NaN where the precision mode states none (the line
     quadrature's draft mode), which makes the threshold's error NaN too."""
@@ -207,77 +70,11 @@ def _error(p: FixedPoint, field: str) -> float:
     return float(e) if e is not None else math.nan
 
 
-class _ZeroWithinNoise(Exception):
-    """``f`` at ``at``, inside the bracket, is zero within its noise: the root finder stops there."""
-
-    def __init__(self, at: float):
-        super().__init__(at)
-        self.at = at
-
-
-def root_within_noise(f, lo: float, hi: float, noise: Callable[[float], float],
-                      refined_above: Callable[[], float] = lambda: math.inf) -> tuple:
-    """The root of ``f`` in ``[lo, hi]`` with its error.
-
-    Brent's method to a tolerance below the noise; its error is the noise in ``f`` over the slope at
-    the root, plus the tolerance. It stops early at a point ``a`` inside the bracket where ``|f(a)|``
-    is within the noise there, as further evaluations could only move the root within its error:
-    the root is then ``a - f(a) / s``, with ``s`` the secant to the nearest point where ``f`` has the
-    other sign, and its error ``noise(a) / |s|`` plus ``|f(a)|`` times the secant's own error
-    (the two points' noises in quadrature over their distance) over ``s^2``. The line's curvature
-    enters at second order in a distance below ``noise / |s|`` and is left out. ``refined_above()``
-    (asked once ``f`` is known at both ends): where the noise over the bracket's slope is above it,
-    the root is refined afterwards on a finer rule (:func:`_refined_root`), which needs only the
-    shape of ``f`` near it, and the search stops within :data:`REFINED_STOP` noises instead (the curvature then enters at a distance below
-    ``REFINED_STOP noise / |s|``, and the refinement's shape carries it)."""
-    f_lo, f_hi = f(lo), f(hi)
-    if not f_lo * f_hi <= 0:
-        # the scan's order of the branches is not the located one (a scan point that a solve missed)
-        raise ThresholdLocationError(f"no sign change on [{lo:g}, {hi:g}] ({f_lo:.3g}, {f_hi:.3g}) where the scan "
-                                    f"put one")
-    slope0 = (f_hi - f_lo) / (hi - lo)
-    n0 = noise(lo)
-    xtol = max(MIN_XTOL, 0.3 * n0 / abs(slope0)) if slope0 != 0 and math.isfinite(n0) else MIN_XTOL
-    seen = {lo: f_lo, hi: f_hi}
-    within = REFINED_STOP if slope0 != 0 and n0 / abs(slope0) > refined_above() else 1.0
-
-    def g(a):
-        if a not in seen:
-            seen[a] = f(a)
-            if abs(seen[a]) <= within * noise(a):
-                raise _ZeroWithinNoise(a)
-        return seen[a]
-
-    try:
-        root = brentq(g, lo, hi, xtol=xtol, rtol=4 * np.finfo(float).eps, maxiter=40)
-    except _ZeroWithinNoise as stop:
-        a, fa = stop.at, seen[stop.at]
-        other = min((x for x in seen if x != a and seen[x] * fa <= 0 and seen[x] != 0), key=lambda x: abs(x - a))
-        slope = (seen[other] - fa) / (other - a)
-        slope_error = math.hypot(noise(a), noise(other)) / abs(other - a)
-        error = noise(a) / abs(slope) + abs(fa) * slope_error / slope**2
-        return float(a - fa / slope), float(error), {"slope": float(slope), "xtol": float(xtol),
-                                                     "evaluations": len(seen), "stopped_within_noise_at": float(a),
-                                                     "samples": _samples(seen, noise)}
-    # the slope from the two solved points nearest the root
-    near = sorted(seen, key=lambda a: abs(a - root))[:2]
-    slope = (seen[near[0]] - seen[near[1]]) / (near[0] - near[1]) if near[0] != near[1] else slope0
-    slope = slope if slope != 0 else slope0
-    error = noise(root) / abs(slope) + xtol
-    return float(root), float(error), {"slope": float(slope), "xtol": float(xtol), "evaluations": len(seen),
-                                       "samples": _samples(seen, noise)}
-
-
-def _samples(seen: dict, noise: Callable[[float], float]) -> list:
-    """``[alpha, f, noise]`` at each point the root finder solved, in ``alpha``: what a refinement fits."""
-    return [[float(a), float(seen[a]), float(noise(a))] for a in sorted(seen)]
-
-
-def _nearest(branch: _Branch, alpha: float) -> FixedPoint:
+def _nearest(branch: ScannedBranch, alpha: float) -> FixedPoint:
     return branch.points[min(branch.points, key=lambda a: abs(a - alpha))]
 
 
-def _crossing(lower: _Branch, upper: _Branch, lo: float, hi: float) -> tuple:
+def _crossing(lower: ScannedBranch, upper: ScannedBranch, lo: float, hi: float) -> tuple:
     """Where ``F_upper - F_lower`` changes sign in ``[lo, hi]`` (both branches exist there)."""
     def dF(a):
         pl, pu = lower.solve(a), upper.solve(a)
@@ -303,26 +100,6 @@ def _crossing(lower: _Branch, upper: _Branch, lo: float, hi: float) -> tuple:
     return root, error, details
 
 
-def pitchfork_onset(alphas: Sequence[float], d: Sequence[float], d_error: Sequence[float]) -> tuple:
-    """``(alpha_s, error, three-point root)`` where an overlap ``d`` growing out of zero as
-    ``d^2 ~ alpha - alpha_s`` (a pitchfork) vanishes, from its values at ``alphas`` (nearest the
-    onset first; three or more). ``alpha_s`` is the root of the line through ``d^2`` at the nearest
-    two points (the least bent by the curvature of ``d^2``); its error is its change to the
-    least-squares line through the nearest three (the curvature's effect, larger over the longer
-    span) plus the stated error of ``d`` at the nearest point carried through the line.
-    NaN where ``d^2`` does not grow."""
-    a = np.asarray(alphas[:3], dtype=float)
-    d = np.asarray(d[:3], dtype=float)
-    slope3, icpt3 = np.polyfit(a, d**2, 1)
-    slope2, icpt2 = np.polyfit(a[:2], d[:2] ** 2, 1)
-    if not (slope3 > 0 and slope2 > 0) or not (a[0] < a[1]):
-        return math.nan, math.nan, math.nan
-    root3, root2 = -icpt3 / slope3, -icpt2 / slope2
-    # d^2 at the nearest point moved by its stated error moves the root by 2 d delta d / slope
-    noise = 2 * d[0] * float(d_error[0]) / slope2
-    return float(root2), float(abs(root3 - root2) + noise), float(root3)
-
-
 def _scramblings(precision: str) -> float:
     """``sqrt(R)``: one scrambling's spread in stated errors (1 for the line quadrature's modes)."""
     from numerics.channel.qmc.precision import QMC_PRECISIONS
@@ -331,7 +108,7 @@ def _scramblings(precision: str) -> float:
     return math.sqrt(mode.rule.scrambles) if mode is not None else 1.0
 
 
-def _onset(branch: _Branch, missing: float, lowest: float) -> Optional[tuple]:
+def _onset(branch: ScannedBranch, missing: float, lowest: float) -> Optional[tuple]:
     """``(alpha, error, details)`` of a continuous onset of ``branch`` (docs/theory.md, section 4.10)
     from its defining overlap (:meth:`numerics.fixed_points.subspaces.BranchSubspace.defining_overlap`) at the three
     solved points nearest the onset (:func:`pitchfork_onset`). None when fewer than three points, or a
@@ -374,7 +151,7 @@ def _gap_at_end(pa, pb) -> dict:
     return {"train_loss_gap_at_end": gap, "train_loss_gap_at_end_in_errors": gap / spread if spread > 0 else math.nan}
 
 
-def _bifurcation(parent: _Branch, child: _Branch, a0: float, a1: float) -> Optional[Transition]:
+def _bifurcation(parent: ScannedBranch, child: ScannedBranch, a0: float, a1: float) -> Optional[Transition]:
     """The birth of ``child`` out of ``parent`` in ``[a0, a1]``, located on the parent where the
     multiplier of the child's new direction crosses 1 (:mod:`numerics.branches.bifurcation`): the root in alpha
     (Brent, as :func:`root_within_noise`), its error the multiplier's stated error over its slope plus the
@@ -439,7 +216,7 @@ def _bifurcation(parent: _Branch, child: _Branch, a0: float, a1: float) -> Optio
     probe = root - 3.0 * error
     # next to a birth the child's map barely contracts (its multiplier is near 1) and each scrambling
     # sees its own birth, a spread of the root's error apart: an unconverged probe is no evidence
-    # either way, and its cost is capped (_Branch.reached)
+    # either way, and its cost is capped (ScannedBranch.reached)
     found, probe_note = child.reached(probe) if probe > a0 else (False, "")
     if found:
         log.info("%s found at alpha = %g, below the crossing %g: not a continuous birth", child.name, probe, root)
@@ -451,48 +228,14 @@ def _bifurcation(parent: _Branch, child: _Branch, a0: float, a1: float) -> Optio
     return Transition(root, error, parent.name, child.name, "bifurcation", (a0, a1), details)
 
 
-def shifted_root(alphas: Sequence[float], values: Sequence[float], errors: Sequence[float], at: float,
-                 value: float, value_error: float) -> tuple:
-    """``(root, error)`` of a function sampled at ``alphas`` on one rule and at ``at`` on a finer one
-    (``value +- value_error``).
-
-    The samples of one rule share its quadrature error: its nodes are the same at every ``alpha``, so
-    the error varies slowly along the branch, and the samples fix the function's shape much better
-    than its value (two three-token samples 0.009 apart gave a slope within 4% of the bracket's, where
-    independent errors would allow 27%). The shape is the polynomial of degree ``min(2, n - 1)``
-    fitted to the ``n`` samples (least squares weighted by ``1/errors^2``), moved to pass through the
-    finer rule's value at ``at``; the root is that curve's nearest ``at``. Its error: ``value_error``
-    over the slope at the root, and the fit's covariance of the shape (slope and curvature; the offset
-    drops out) carried through the root, in quadrature; the latter is the covariance of independent
-    errors, an upper bound for errors that move together."""
-    a, y, e = (np.asarray(v, dtype=float) for v in (alphas, values, errors))
-    degree = min(2, len(a) - 1)
-    c, cov = np.polyfit(a - at, y, degree, w=1.0 / e, cov="unscaled")
-    moved = c.copy()
-    moved[-1] = value
-    roots = np.roots(moved)
-    real = roots[np.abs(roots.imag) <= 1e-12 * (1 + np.abs(roots.real))].real
-    if real.size == 0:
-        raise ThresholdLocationError(f"the curve through the points at {', '.join(f'{x:g}' for x in a)} moved to "
-                                     f"{value:.6g} at {at:g} has no real root")
-    r = float(real[np.argmin(np.abs(real))])
-    slope = np.polyval(np.polyder(moved), r)
-    # d root / d c_k = -(r^(degree - k) - [k = degree]) / p'(r), c highest power first: the fitted
-    # offset is replaced by the finer rule's value
-    powers = r ** np.arange(degree, -1, -1.0)
-    powers[-1] = 0.0
-    grad = -powers / slope
-    return at + r, float(np.hypot(value_error / slope, np.sqrt(grad @ cov @ grad)))
-
-
-def _aim(branch: _Branch, alpha: float) -> float:
+def _aim(branch: ScannedBranch, alpha: float) -> float:
     """The error a threshold on ``branch``'s QMC solutions near ``alpha`` aims at
     (:attr:`~numerics.channel.qmc.precision.QMCPrecision.threshold_aim`); none (inf) on the line
     quadrature's."""
     return as_qmc_precision(branch.precision).threshold_aim if _nearest(branch, alpha).integrator == "qmc" else math.inf
 
 
-def _above_aim(branch: _Branch, alpha: float, error: float) -> bool:
+def _above_aim(branch: ScannedBranch, alpha: float, error: float) -> bool:
     """Whether a root located on ``branch``'s solutions has an error above the aim (:func:`_aim`)."""
     return error > _aim(branch, alpha)
 
@@ -523,7 +266,7 @@ def _refined_root(precision, root: float, error: float, samples: Sequence, fine_
     return new_root, new_error
 
 
-def _refined_birth(parent: _Branch, child: str, root: float, error: float, seen: dict, details: dict) -> tuple:
+def _refined_birth(parent: ScannedBranch, child: str, root: float, error: float, seen: dict, details: dict) -> tuple:
     """A birth refined (:func:`_refined_root`) on the multiplier of ``child``'s direction on the parent."""
     from numerics.branches.bifurcation import growth_multiplier
 
@@ -537,7 +280,7 @@ def _refined_birth(parent: _Branch, child: str, root: float, error: float, seen:
     return _refined_root(parent.precision, root, error, samples, fine_value, details)
 
 
-def _locate(below: _Branch, above: _Branch, a0: float, a1: float, birth_from: Optional[float] = None) -> Transition:
+def _locate(below: ScannedBranch, above: ScannedBranch, a0: float, a1: float, birth_from: Optional[float] = None) -> Transition:
     """The change of the global minimum from ``below`` (global at ``a0``) to ``above`` (at ``a1``).
     ``birth_from``: where the birth of ``above`` on ``below`` is looked for from (None: it is not)."""
     kind, lo, hi, extra = "crossing", a0, a1, {}
@@ -573,7 +316,7 @@ def _locate(below: _Branch, above: _Branch, a0: float, a1: float, birth_from: Op
     return Transition(alpha, error, below.name, above.name, kind, (a0, a1), {**extra, **details})
 
 
-def _test_error_root(branch: _Branch, lo: float, hi: float, eps_lin: float, eps_err: float) -> tuple:
+def _test_error_root(branch: ScannedBranch, lo: float, hi: float, eps_lin: float, eps_err: float) -> tuple:
     """``(root, error, details)`` of the branch's test error minus the linear baseline's in ``[lo, hi]``,
     refined on a finer rule where its error is above the mode's aim (:func:`_refined_root`)."""
     def g(a):
@@ -598,7 +341,7 @@ def _with_status(located: tuple) -> tuple:
     return root, error, "ok", details
 
 
-def _alpha_l(branches: Dict[str, _Branch], globals_: list, transitions: list, eps_lin: float, eps_err: float,
+def _alpha_l(branches: Dict[str, ScannedBranch], globals_: list, transitions: list, eps_lin: float, eps_err: float,
              scanned: Dict[tuple, FixedPoint]):
     """``(alpha_l, error, status, details)`` (docs/theory.md, section 3.5); ``scanned``: the scan's point
     of each ``(alpha, branch)``, whose test errors bracket the root; ``details``: the root finder's
@@ -712,7 +455,7 @@ def scan_thresholds(spec: ModelSpec, alphas: Sequence[float], precision: str = "
         if extend:
             scan, extension_notes = _extend(walk, scan, alphas, eps_lin)
     scan = mark_global_minima([p for p in scan if p.branch in names])
-    by = {b: _Branch(spec, b, precision, integrator, [p for p in scan if p.branch == b], progress, mapper)
+    by = {b: ScannedBranch(spec, b, precision, integrator, [p for p in scan if p.branch == b], progress, mapper)
           for b in names}
     notes = extension_notes + [f"{p.branch} at alpha = {p.alpha:g} did not converge ({p.status}); the global minimum "
                                f"there is the lowest of the converged branches" for p in scan if not p.converged]
