@@ -207,7 +207,8 @@ def _check_runs(args, runs: int, d: int, alpha: float, spec, d_flag: str = "--d"
 
 def _not_converged_line(p: dict) -> str:
     converged = p["runs"] - p["not_converged"]
-    compared = "no rows compared" if not converged else f"z-scores from the {converged} that did"
+    compared = ("no rows compared" if not converged else "the one that did compared (one run: no z-score)"
+                if converged == 1 else f"z-scores from the {converged} that did")
     more = f" (and {len(p['reasons']) - 1} more)" if len(p["reasons"]) > 1 else ""
     return (f"NOT CONVERGED alpha={p['alpha']:g} init={p['init']}: GAMP converged on {converged} of {p['runs']} "
             f"runs, {compared}; {p['reasons'][0]}{more}")
