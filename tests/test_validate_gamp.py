@@ -168,3 +168,17 @@ def test_validate_by_message_passing_runs_without_torch(tmp_path):
                           "--seeds", "2", "--n-test", "200", "--sim-only", "--no-progress", "--out", "v", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "v" / "validate.csv").is_file() and proc.stdout.startswith("method=gamp")
+
+
+def test_a_finite_size_scan_by_message_passing_fits_gamps_runs(tmp_path):
+    kw = {"seeds": 2, "seed": 0, "dtype": "float64", "n_test": 300, "dampings": (0.5, 0.25)}
+    summary = runs.run_dscan(SPEC, 2.0, ["semantic"], [60, 80, 100], kw, str(tmp_path), method="gamp")
+    rows = read_rows(str(tmp_path / "dscan.csv"))
+    assert {r["method"] for r in rows} == {"gamp"} and summary["method"] == "gamp"
+    assert summary["not_converged"] == []
+    fit = next(f for f in summary["fits"] if f["quantity"] == "q")
+    assert fit["branch"] == "semantic" and fit["d_values"] == "60;80;100" and math.isfinite(fit["a"])
+    # each d has its own seed (validation.runs.scan_seed), as gradient descent's scan
+    point = gamp_module.gamp_point(SPEC, 80, 2.0, "semantic", seeds=2, seed=runs.scan_seed(0, 80), n_test=300)
+    (q80,) = [r for r in rows if r["d"] == "80" and r["quantity"] == "q"]
+    assert float(q80["sim_mean"]) == pytest.approx(np.mean([r["q"] for r in point["runs"]]), rel=1e-12)
