@@ -42,7 +42,7 @@ _LAZY = {
     **dict.fromkeys(("branches", "solve"), "numerics.fixed_points.solve"),
     "GENERAL_BRANCHES": "numerics.fixed_points.subspaces",
     "scramble_workers": "numerics.fixed_points.workers",
-    **dict.fromkeys(("GampError", "GampResult", "run_gamp"), "numerics.gamp.iteration"),
+    **dict.fromkeys(("DAMPINGS", "GampError", "GampResult", "run_gamp"), "numerics.gamp.iteration"),
     "SampleLoss": "numerics.gamp.sample_prox",
     "state_evolution": "numerics.gamp.state_evolution",
     "MatrixOverlaps": "numerics.matrix_overlaps",

@@ -202,7 +202,7 @@ def gamp_point(spec: ModelSpec, d: int, alpha: float, init: str, seeds: int = 1,
     damping schedule. A run whose GAMP does not converge (:class:`GampRunFailed`) is no record of
     ``runs`` but an entry of ``not_converged``: its index, its reason (the message of
     :class:`GampRunFailed`) and its instance's ``linear_test_error``. ``progress(1)``: told each run done."""
-    from numerics.gamp.iteration import DAMPINGS
+    from numerics.api import DAMPINGS
     from validation.run_settings import LINEAR_RIDGE
 
     if seeds < 1:
