@@ -55,6 +55,10 @@ DIAGRAM_POINT_S = {"draft": 0.5, "fast": 3.1, "high": 31.0}
 #: (docs/phase_diagram.md); fast and high taken 10 and 100 times longer, as for one solve
 DIAGRAM_GENERAL_POINT_S = {"draft": 4.3, "fast": 43.0, "high": 430.0}
 
+#: the replica-symmetric stability of a grid point's branches (``phase-diagram --stability``), two workers:
+#: about 1-2 s a converged point of a branch at the default 2^13 x 8 nodes (docs/gamp.md, section 5)
+STABILITY_GRID_POINT_S = 2.0
+
 # --- derivation and code generation of a new shape, measured with no cache on a shared 2-core machine
 # (seconds, L tokens and rank r): (2, 1) 3, (3, 1) 6, (4, 1) 12, (5, 1) 56, (6, 1) 55, (8, 1) 369,
 # (10, 1) 435; (2, 2) 8, (3, 2) 66, (4, 2) 75, (5, 2) 34, (6, 2) 78. The estimate is their upper
@@ -212,8 +216,12 @@ def check_grid(n_omegas: int, n_alphas: int) -> None:
                          f"what a sweep can store and draw (at most {MAX_GRID_POINTS:.0e})")
 
 
-def check_diagram(n_omegas: int, n_alphas: int, precision: str, general: bool, args) -> None:
-    """The theory of a sweep: :data:`DIAGRAM_POINT_S` (or :data:`DIAGRAM_GENERAL_POINT_S`) a grid point."""
+def check_diagram(n_omegas: int, n_alphas: int, precision: str, general: bool, args,
+                  stability: bool = False) -> None:
+    """The theory of a sweep: :data:`DIAGRAM_POINT_S` (or :data:`DIAGRAM_GENERAL_POINT_S`) a grid point,
+    and :data:`STABILITY_GRID_POINT_S` (twice that for the general model's branches) with ``stability``."""
     rate = (DIAGRAM_GENERAL_POINT_S if general else DIAGRAM_POINT_S)[precision]
+    if stability:
+        rate += STABILITY_GRID_POINT_S * (2 if general else 1)
     require_time(n_omegas * n_alphas * rate, "--omegas, --alphas",
                  f"the theory on {n_omegas} x {n_alphas} grid points at {precision} precision", args)

@@ -52,7 +52,7 @@ _LAZY = {
     **dict.fromkeys(("FixedPoint", "as_matrices", "failed_point", "from_row", "mark_global_minima",
                      "zero_by_symmetry"), "numerics.result"),
     "check_model_range": "numerics.solver_range",
-    **dict.fromkeys(("RSStability", "rs_stability", "with_rs_stability"), "numerics.stability"),
+    **dict.fromkeys(("RSStability", "rs_stability", "rs_unstable", "with_rs_stability"), "numerics.stability"),
     **dict.fromkeys(("newton_thresholds", "scan_curves_from_rows"), "numerics.thresholds.newton_pair"),
     **dict.fromkeys(("ThresholdError", "ThresholdLocationError", "Thresholds", "Transition"),
                     "numerics.thresholds.record"),
