@@ -37,6 +37,12 @@ TRAIN_COPIES = 8
 TEST_COPIES = 1
 PROGRAM_BYTES = 0.55e9
 
+# --- message passing (validation.gamp), measured: 70-78 iterations in 0.7-0.8 s at d = 1000, alpha = 2, two
+# tokens, rank one (docs/gamp.md, section 6): about 2.5e-9 s per iteration, training sample, dimension, token
+# and column; a run is taken at 100 iterations (one that does not converge takes up to 400 per damping)
+GAMP_ITERATION_S = 2.5e-9
+GAMP_ITERATIONS = 100
+
 # --- theory (README and the commands' --help): seconds of one point of one branch
 #: the two-token rank-one model's line quadrature, by precision
 LINE_POINT_S = {"draft": 0.5, "fast": 7.0, "high": 70.0}
@@ -48,6 +54,10 @@ DIAGRAM_POINT_S = {"draft": 0.5, "fast": 3.1, "high": 31.0}
 #: the same for the general model: the rank-2 diagram of 640 points took about 46 minutes at draft
 #: (docs/phase_diagram.md); fast and high taken 10 and 100 times longer, as for one solve
 DIAGRAM_GENERAL_POINT_S = {"draft": 4.3, "fast": 43.0, "high": 430.0}
+
+#: the replica-symmetric stability of a grid point's branches (``phase-diagram --stability``), two workers:
+#: about 1-2 s a converged point of a branch at the default 2^13 x 8 nodes (docs/gamp.md, section 5)
+STABILITY_GRID_POINT_S = 2.0
 
 # --- derivation and code generation of a new shape, measured with no cache on a shared 2-core machine
 # (seconds, L tokens and rank r): (2, 1) 3, (3, 1) 6, (4, 1) 12, (5, 1) 56, (6, 1) 55, (8, 1) 369,
@@ -128,6 +138,16 @@ def simulation_run(d: int, alpha: float, steps: int, n_test: int, L: int, r: int
     return seconds, nbytes
 
 
+def gamp_run(d: int, alpha: float, n_test: int, L: int, r: int, dtype: str) -> tuple:
+    """``(seconds, bytes)`` of one GAMP run (module constants): ``X`` (``L n d`` items) held once, its
+    chunked products and the test set's chunks beside it, and the program."""
+    item = 8 if dtype == "float64" else 4
+    n = max(1, round(alpha * d))
+    seconds = GAMP_ITERATIONS * n * d * L * r * GAMP_ITERATION_S + n_test * d * L * TEST_S
+    nbytes = PROGRAM_BYTES + n * L * d * item + 2 * 2048 * L * d * 8
+    return seconds, nbytes
+
+
 #: the defaults of the simulation's sizes, to name the one that makes a run too large
 SIMULATION_DEFAULTS = {"--d": 1000, "--alpha": 2.0, "--n-test": 10000, "--steps": 5000, "--seeds": 1}
 
@@ -150,6 +170,18 @@ def check_simulations(runs: int, d: int, alpha: float, steps: int, n_test: int, 
     time_flag = _largest({"--d": d, "--alpha": alpha, "--n-test": n_test, "--steps": steps, "--seeds": runs}, d_flag)
     require_time(runs * seconds, time_flag, f"{runs:.3g} run(s) of {steps:.3g} steps at d = {d:.3g}, alpha = {alpha:g}",
                  args)
+
+
+def check_gamp_runs(runs: int, d: int, alpha: float, n_test: int, L: int, r: int, dtype: str, args,
+                    d_flag: str = "--d") -> None:
+    """``runs`` GAMP runs at these sizes (:func:`gamp_run`): the memory of one, the time of all."""
+    seconds, nbytes = gamp_run(d, alpha, n_test, L, r, dtype)
+    n = max(1, round(alpha * d))
+    memory_flag = _largest({"--d": d, "--alpha": alpha, "--n-test": n_test}, d_flag)
+    require_memory(nbytes, memory_flag, f"the design of one GAMP run (n = {n:.3g} samples of {L} tokens in d = "
+                                        f"{d:.3g} dimensions, {dtype})")
+    time_flag = _largest({"--d": d, "--alpha": alpha, "--n-test": n_test, "--seeds": runs}, d_flag)
+    require_time(runs * seconds, time_flag, f"{runs:.3g} GAMP run(s) at d = {d:.3g}, alpha = {alpha:g}", args)
 
 
 def derivation_seconds(L: int, r: int) -> float:
@@ -184,8 +216,12 @@ def check_grid(n_omegas: int, n_alphas: int) -> None:
                          f"what a sweep can store and draw (at most {MAX_GRID_POINTS:.0e})")
 
 
-def check_diagram(n_omegas: int, n_alphas: int, precision: str, general: bool, args) -> None:
-    """The theory of a sweep: :data:`DIAGRAM_POINT_S` (or :data:`DIAGRAM_GENERAL_POINT_S`) a grid point."""
+def check_diagram(n_omegas: int, n_alphas: int, precision: str, general: bool, args,
+                  stability: bool = False) -> None:
+    """The theory of a sweep: :data:`DIAGRAM_POINT_S` (or :data:`DIAGRAM_GENERAL_POINT_S`) a grid point,
+    and :data:`STABILITY_GRID_POINT_S` (twice that for the general model's branches) with ``stability``."""
     rate = (DIAGRAM_GENERAL_POINT_S if general else DIAGRAM_POINT_S)[precision]
+    if stability:
+        rate += STABILITY_GRID_POINT_S * (2 if general else 1)
     require_time(n_omegas * n_alphas * rate, "--omegas, --alphas",
                  f"the theory on {n_omegas} x {n_alphas} grid points at {precision} precision", args)

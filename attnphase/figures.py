@@ -106,8 +106,9 @@ def _rs_unstable(r) -> bool:
         except ValueError:
             return float("nan")
 
-    smooth, switching, error = number("rs_stability"), number("rs_switching"), number("rs_switching_error")
-    return bool(smooth >= 1.0 or switching > 2.0 * error)
+    from numerics.api import rs_unstable
+
+    return rs_unstable(number("rs_stability"), number("rs_switching"), number("rs_switching_error"))
 
 
 @_talk_size

@@ -149,6 +149,13 @@ def rs_stability(fp, log2_points: int = LOG2_POINTS, scrambles: int = SCRAMBLES,
                        hessian_vhat_gap_error=se(gaps))
 
 
+def rs_unstable(rs_stability: float, rs_switching: float, rs_switching_error: float) -> bool:
+    """Whether a point is not replica-symmetric stable (docs/gamp.md, section 5): the smooth replicon
+    eigenvalue at or above 1, or switching surfaces of weight above two standard errors. False where it
+    was not computed (NaN)."""
+    return bool(rs_stability >= 1.0 or rs_switching > 2.0 * rs_switching_error)
+
+
 def with_rs_stability(fp, **options):
     """``fp`` with its :func:`rs_stability` in the record (``FixedPoint.stability``: the columns
     ``rs_stability``, ``rs_switching`` and their errors); a point that did not converge is returned

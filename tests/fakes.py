@@ -38,13 +38,15 @@ class FakePoint:
     error: dict
     model: object
     precision: str
+    stability: Optional[dict] = None
 
     def to_row(self) -> dict:
-        """As ``numerics.result.FixedPoint.to_row``: values, errors, solver setting and the model."""
+        """As ``numerics.result.FixedPoint.to_row``: values, errors, solver setting, the model and the
+        stability where it was computed."""
         return {"alpha": self.alpha, "branch": self.branch, **dataclasses.asdict(self.overlaps),
                 "test_error": self.test_error, "train_loss": self.train_loss, "converged": self.converged,
                 **{f"{k}_error": v for k, v in self.error.items()}, "precision": self.precision,
-                **self.model.to_columns()}
+                **self.model.to_columns(), **(self.stability or {})}
 
 
 class FakeTheoryAPI:
@@ -103,6 +105,14 @@ class FakeTheoryAPI:
         return SimpleNamespace(points=pts, spinodals=sp)
 
     follow = follow_branch
+
+    @staticmethod
+    def with_rs_stability(p):
+        """As ``numerics.api.with_rs_stability``, in the toy: the semantic branch stable, the positional
+        one's switching surfaces of weight 1e-3 +- 1e-4 (unstable)."""
+        switching = (0.0, 0.0) if p.branch == "semantic" else (1e-3, 1e-4)
+        return dataclasses.replace(p, stability={"rs_stability": 0.3, "rs_stability_error": 0.01,
+                                                 "rs_switching": switching[0], "rs_switching_error": switching[1]})
 
     @staticmethod
     def integrator_for(spec, names, integrator="auto"):

@@ -490,3 +490,37 @@ def test_an_expression_attention_and_beta_travel_to_the_rows_and_the_settings(cl
     assert {ModelSpec.from_columns(r).replace(omega=spec.omega) for r in rows} == {spec}
     other = config(omegas=(0.1,), spec=spec.replace(beta=3.0))
     assert other.theory_settings(FAKE) != c.theory_settings(FAKE)
+
+
+def test_stability_marks_the_points_whose_global_branch_is_not_rs_stable(client, tmp_path):
+    """``--stability``: each converged point's row carries its replica-symmetric stability, and the
+    derived points say where the global branch is not stable (the toy: the positional branch, global
+    below alpha_c = 0.8 + 2 omega), which the maps mark with a cross."""
+    from attnphase.sweeps import figures
+
+    assert "stability" not in config().theory_settings(FAKE)  # a folder without it keeps its settings
+    assert config(stability=True).theory_settings(FAKE)["stability"] is True
+    s = run_sweep(config(stability=True), tmp_path, client=client, theory_task=FAKE, progress=False)
+    assert s["failed"] == []
+    _, rows = read_csv_rows(tmp_path / THEORY_CSV)
+    done = [r for r in rows if r["exists"] == "True"]
+    assert done and all(r["rs_stability"] == "0.3" for r in done)
+    _, pts = read_csv_rows(tmp_path / "theory_points.csv")
+    marked = {(r["omega"], r["alpha"]) for r in pts if r["global_rs_unstable"] == "True"}
+    assert marked == {(r["omega"], r["alpha"]) for r in pts if r["global_branch"] == "positional"}
+    assert ("0.0", "0.6") in marked and ("0.0", "1.0") not in marked
+    points = figures.points_from_csv(tmp_path / "theory_points.csv")
+    fig = figures.draw(points)
+    crosses = [line for line in fig.axes[0].get_lines() if line.get_label() == figures.RS_UNSTABLE_TEXT]
+    assert len(crosses) == 1 and len(crosses[0].get_xdata()) == len(marked)
+    # without the stability: no column, no cross
+    plain = figures.theory_points([{k: v for k, v in r.items() if not k.startswith("rs_")} for r in rows])
+    assert all("global_rs_unstable" not in p for p in plain)
+    assert not [line for line in figures.draw(plain).axes[0].get_lines()
+                if line.get_label() == figures.RS_UNSTABLE_TEXT]
+
+
+def test_stability_needs_the_theory(tmp_path, capsys):
+    status = main(["phase-diagram", "--what", "simulation", "--stability", "--out", str(tmp_path / "p")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert status == 2 and len(err) == 1 and "--stability" in err[0]

@@ -6,11 +6,15 @@ own draw (``data="simulate"``, torch needed).
 A record holds the overlaps' invariants at the fixed point (``q_eigenvalues_1``, ...,
 ``m_singular_values_1``, ..., ``theta_singular_values_1``, ..., ``V_eigenvalues_1``, ...: the names of
 :class:`numerics.api.FixedPoint`), for two tokens and rank one also ``q``, ``m`` and ``theta`` (``m``
-and ``theta`` in absolute value), the training loss ``R/d`` and the test error on the run's fresh
+and ``theta`` in absolute value, ``m_signed`` and ``theta_signed`` with their sign), the training loss ``R/d`` and the test error on the run's fresh
 samples, and GAMP's checks: ``risk_gradient_norm`` (``|dR/dQ|_F / |lam Q|_F``), ``grad_norm``
 (``|dR/dQ|_F / sqrt(d)``, as gradient descent's ``final_grad_norm``), the iterations, the damping
 that converged, the samples whose prox switched in the last iteration and the replicon eigenvalue of
 the instance (``instance_stability``).
+
+:func:`gamp_point` is the counterpart of :func:`validation.simulate.simulate` for ``attnphase validate
+--method gamp``: its runs in the simulator's record names (:func:`simulation_names`), the linear
+baseline on each instance, and the runs that did not converge kept beside them, each with its reason.
 """
 from __future__ import annotations
 
@@ -24,7 +28,7 @@ import numpy as np
 from derivations import ModelSpec
 
 from numerics.api import GampError, SampleLoss, run_gamp
-from validation.instances import draw_instance, from_problem, initial_Q, overlaps, test_error
+from validation.instances import draw_instance, from_problem, initial_Q, linear_test_error, overlaps, test_error
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +60,8 @@ def invariants(instance, Q, V=None) -> dict:
         values["V_eigenvalues"] = np.sort(np.linalg.eigvalsh(np.asarray(V)))[::-1]
     out = {f"{name}_{i + 1}": float(v) for name, vals in values.items() for i, v in enumerate(vals)}
     if instance.spec.shape[1:] == (1, 1, 1):
-        out.update(q=float(o["q"][0, 0]), m=abs(float(o["m"][0, 0])), theta=abs(float(o["theta"][0, 0])))
+        m, theta = float(o["m"][0, 0]), float(o["theta"][0, 0])
+        out.update(q=float(o["q"][0, 0]), m=abs(m), theta=abs(theta), m_signed=m, theta_signed=theta)
     return out
 
 
@@ -89,13 +94,15 @@ def instance_for(spec: ModelSpec, d: int, alpha: float, seed: int, run_index: in
 def gamp_run(spec: ModelSpec, d: int, alpha: float, init: str, seed: int = 0, run_index: int = 0,
              data: str = "numpy", dtype: str = "float64", n_test: int = 10000,
              dampings: Optional[Sequence[float]] = None, history: bool = False,
-             progress: Optional[Callable] = None, plateau_window: int = 30, **options) -> dict:
+             progress: Optional[Callable] = None, plateau_window: int = 30, instance=None, **options) -> dict:
     """One seeded run: draw the instance, run GAMP from ``init`` (docs/theory.md, section 1.4), measure.
     Returns a JSON-ready record (module docstring); ``history``: with the per-iteration invariants.
+    ``instance``: the run's instance already drawn (:func:`instance_for` of these arguments).
     ``options`` go to :func:`numerics.api.run_gamp`. Raises :class:`GampRunFailed` where GAMP does not
     converge, with the invariants' mean and spread over its last ``plateau_window`` iterations."""
     t0 = time.perf_counter()
-    instance = instance_for(spec, d, alpha, seed, run_index, data, dtype, n_test)
+    if instance is None:
+        instance = instance_for(spec, d, alpha, seed, run_index, data, dtype, n_test)
     drawn = time.perf_counter() - t0
 
     def track(Q):
@@ -157,3 +164,68 @@ def gamp(spec: ModelSpec, d: int, alpha: float, init: str, seeds: int = 1, seed:
     out["wall_time"] = time.perf_counter() - t0
     out["runs"] = runs
     return out
+
+
+# --------------------------------------------------------------------------- validate's points
+
+#: GAMP's record name -> the simulator's (validation.simulator.records.summary_statistics); component
+#: ``j`` is ``<name>_<j>`` in both
+SIMULATION_PREFIXES = {"q_eigenvalues": "q_eig", "m_singular_values": "m_sv", "theta_singular_values": "theta_sv"}
+
+
+def simulation_names(record: dict, spec: ModelSpec) -> dict:
+    """A GAMP record under the names of a trained run's record, so that :mod:`validation.statistics`
+    compares it as it compares gradient descent's: the invariants ``q_eig_j``, ``m_sv_j``,
+    ``theta_sv_j``, and for two tokens and rank one ``theta_over_sigma2`` (``|Q*.Q| / d``), its signed
+    value and ``m_signed``; ``final_grad_norm`` is GAMP's ``grad_norm``. GAMP's own checks are kept."""
+    out = {}
+    for key, value in record.items():
+        name, _, j = key.rpartition("_")
+        if name in SIMULATION_PREFIXES and j.isdigit():
+            out[f"{SIMULATION_PREFIXES[name]}_{j}"] = value
+        elif key not in ("theta", "theta_signed"):
+            out[key] = value
+    if "theta" in record:
+        s2 = spec.sigma ** 2
+        out.update(theta_over_sigma2=record["theta"] / s2, theta_over_sigma2_signed=record["theta_signed"] / s2)
+    out["final_grad_norm"] = record["grad_norm"]
+    return out
+
+
+def gamp_point(spec: ModelSpec, d: int, alpha: float, init: str, seeds: int = 1, seed: int = 0,
+               dtype: str = "float64", n_test: int = 10000, dampings: Optional[Sequence[float]] = None,
+               progress: Optional[Callable[[int], None]] = None) -> dict:
+    """``seeds`` GAMP runs from ``init`` (run ``k`` of ``seed``: the simulator's seed streams, numpy's
+    draw) as ``attnphase validate --method gamp`` compares them: a result shaped as
+    :func:`validation.simulate.simulate`'s (``runs`` in :func:`simulation_names`, each with the linear
+    baseline's test error on its instance, ``linear_test_error``), with ``"method": "gamp"`` and the
+    damping schedule. A run whose GAMP does not converge (:class:`GampRunFailed`) is no record of
+    ``runs`` but an entry of ``not_converged``: its index, its reason (the message of
+    :class:`GampRunFailed`) and its instance's ``linear_test_error``. ``progress(1)``: told each run done."""
+    from numerics.api import DAMPINGS
+    from validation.run_settings import LINEAR_RIDGE
+
+    if seeds < 1:
+        raise ValueError(f"seeds: must be >= 1, got {seeds}")
+    dampings = tuple(DAMPINGS if dampings is None else dampings)
+    t0 = time.perf_counter()
+    runs, failed = [], []
+    n = None
+    for k in range(seeds):
+        instance = draw_instance(spec, d, alpha, seed, k, dtype, n_test)
+        n = instance.n
+        linear = linear_test_error(instance)
+        try:
+            record = gamp_run(spec, d, alpha, init, seed, k, "numpy", dtype, n_test, dampings, instance=instance)
+        except GampRunFailed as exc:
+            log.info("d=%d alpha=%g init=%s: %s", d, alpha, init, exc)
+            failed.append({"run_index": k, "seed": seed, "reason": str(exc), "linear_test_error": linear})
+        else:
+            runs.append({**simulation_names(record, spec), "linear_test_error": linear})
+        del instance
+        if progress:
+            progress(1)
+    return {"model": spec.to_dict(), "d": d, "alpha": alpha, "n": n, "init": init, "seeds": seeds, "seed": seed,
+            "method": "gamp", "damping": list(dampings), "dtype": dtype, "data": "numpy", "n_test": n_test,
+            "linear_ridge": LINEAR_RIDGE, "wall_time": time.perf_counter() - t0, "runs": runs,
+            "not_converged": failed}

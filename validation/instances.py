@@ -202,6 +202,37 @@ def test_error(instance: Instance, Q, loss) -> float:
     return total / count
 
 
+def split_coefficients(coef: np.ndarray, L: int) -> tuple:
+    """Each sample's ``X_i X_i^T / d`` (``(n, L, L)``), ``Y_i X_i^T / d`` (``(n, L, L)``) and ``|Y_i|_F^2 / d``
+    (``(n,)``) from its coefficients (:func:`coefficients`)."""
+    n = len(coef)
+    iu = np.triu_indices(L)
+    ng = len(iu[0])
+    G = np.empty((n, L, L))
+    G[:, iu[0], iu[1]] = coef[:, :ng]
+    G[:, iu[1], iu[0]] = coef[:, :ng]
+    return G, coef[:, ng:ng + L * L].reshape(n, L, L), coef[:, -1]
+
+
+def linear_test_error(instance: Instance, ridge: Optional[float] = None) -> float:
+    """The linear positional baseline's test error (docs/theory.md, section 1.7) on this run's training
+    and test sets, as the simulator fits it (:func:`validation.simulate.fit_linear_baseline`): ``B``
+    minimises ``sum_i |Y_i - B X_i|_F^2 / (2d) + (ridge / 2) |B|_F^2``, i.e. ``B (sum_i g_i + ridge I) =
+    sum_i c_i``, and its loss per test sample is ``(yy + sum_ab B_ab (B g - 2 c)_ab) / 2``."""
+    from validation.run_settings import LINEAR_RIDGE
+
+    L = instance.spec.L
+    ridge = LINEAR_RIDGE if ridge is None else ridge
+    G, C, _ = split_coefficients(instance.coef, L)
+    B = np.linalg.solve(G.sum(0) + ridge * np.eye(L), C.sum(0).T).T      # B Gs = Cs, Gs symmetric
+    total, count = 0.0, 0
+    for _, c in _test_batches(instance):
+        g, cc, yy = split_coefficients(c, L)
+        total += float(np.sum(yy + np.einsum("ab,nab->n", B, np.einsum("ac,ncb->nab", B, g) - 2 * cc)) / 2)
+        count += len(c)
+    return total / count
+
+
 def from_problem(problem) -> Instance:
     """The simulator's own draw (a :class:`validation.simulate.Problem`; needs torch) as an instance, its
     test set included."""

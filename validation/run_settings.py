@@ -11,8 +11,13 @@ from typing import Optional
 
 INITS = ("semantic", "positional", "random", "mixed")
 OPTIMIZERS = ("gd", "adam")
+#: how ``attnphase validate`` finds each point's students: the simulator's training, or message passing
+METHODS = ("gd", "gamp")
 DTYPE_NAMES = ("float32", "float64")
 DEFAULT_LR = {"gd": 0.15, "adam": 0.01}
+#: the ridge of the linear positional baseline (docs/theory.md, section 1.7), in the simulator and on the
+#: numpy instances of message passing alike
+LINEAR_RIDGE = 1e-4
 
 
 class RunSettingsError(ValueError):

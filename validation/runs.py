@@ -1,7 +1,8 @@
 """Running the simulations of ``attnphase validate``: an alpha grid (:func:`run_validate`)
 and a finite-size scan (:func:`run_dscan`), each simulated point cached on disk
 (:func:`cached_simulate`), compared with the theory and written as tidy CSVs, JSON and
-figures.
+figures. With ``method="gamp"`` each point is run by message passing on the same seeds' instances
+instead (:func:`cached_gamp`, :func:`validation.gamp.gamp_point`) and compared in the same way.
 """
 from __future__ import annotations
 
@@ -15,8 +16,9 @@ import numpy as np
 from tidyio import KeyedStore, atomic_write_text, folder_summary, render_csv
 
 from .figures import plot_dscan, plot_validate
+from .run_settings import METHODS
 from .statistics import (branch_groups, compare, crossing_alpha, csv_fields, failing, fit_finite_size, linear_rows,
-                         linear_theory, unmatched)
+                         linear_theory, not_converged, unmatched)
 from .theory_cache import (Theory, branches_at, invariant_curves, invariant_point, memoized, theory_crossing,
                            theory_curves, theory_point)
 
@@ -68,6 +70,54 @@ def cached_simulate(spec, d: int, alpha: float, inits: Sequence[str], sim_kwargs
     return {init: results[init] for init in inits}
 
 
+def _gamp_key(spec, d, alpha, init, gamp_kwargs) -> dict:
+    return {"method": "gamp", "model": spec.to_dict(), "d": d, "alpha": alpha, "init": init, "data": "numpy",
+            **{k: (list(v) if isinstance(v, (list, tuple)) else v) for k, v in gamp_kwargs.items()}}
+
+
+def cached_gamp(spec, d: int, alpha: float, inits: Sequence[str], gamp_kwargs: dict, cache_dir: Optional[str],
+                gamp_fn: Optional[Callable] = None,
+                progress: Optional[Callable[[int], None]] = None) -> Dict[str, dict]:
+    """``{init: result}``: :func:`validation.gamp.gamp_point` of each start (``gamp_kwargs``: its
+    ``seeds``, ``seed``, ``dtype``, ``n_test``, ``dampings``), reusing ``cache_dir/gamp_<key>.json`` as
+    :func:`cached_simulate` reuses its files; the key names the method, so a simulation's file never
+    answers it. Runs that did not converge are kept in the result, and cached, as such.
+    ``gamp_fn`` (tests): a function with :func:`~validation.gamp.gamp_point`'s signature.
+    ``progress(n)``: told the runs done."""
+    seeds = gamp_kwargs.get("seeds", 1)
+    records = KeyedStore(cache_dir, "gamp_", "GAMP result") if cache_dir else None
+    if gamp_fn is None:
+        from .gamp import gamp_point as gamp_fn
+    out = {}
+    for init in inits:
+        key = _gamp_key(spec, d, alpha, init, gamp_kwargs)
+
+        def valid(result, init=init):
+            return isinstance(result, dict) and result.get("method") == "gamp" and result.get("d") == d \
+                and result.get("init") == init \
+                and len(result.get("runs", ())) + len(result.get("not_converged", ())) == seeds
+
+        result = records.get(key, valid=valid) if records is not None else None
+        if result is not None:
+            log.info("reusing %s", records.path(key))
+            if progress:
+                progress(seeds)
+        else:
+            result = gamp_fn(spec, d, alpha, init, progress=progress, **gamp_kwargs)
+            if records is not None:
+                records.put(key, result, replace=True)
+        out[init] = result
+    return out
+
+
+def _cached_points(method, spec, d, alpha, inits, kwargs, cache, run_fn, progress) -> Dict[str, dict]:
+    if method not in METHODS:
+        raise ValueError(f"method: choose from {', '.join(METHODS)}, got {method!r}")
+    if method == "gamp":
+        return cached_gamp(spec, d, alpha, inits, kwargs, cache, run_fn, progress)
+    return cached_simulate(spec, d, alpha, inits, kwargs, cache, run_fn, progress)
+
+
 def write_csv(path: str, rows: Sequence[dict], fields: Sequence[str]) -> None:
     """Rows as a CSV of the columns ``fields`` (cells as every CSV of the project writes them,
     :func:`tidyio.cell`), written whole."""
@@ -77,8 +127,14 @@ def write_csv(path: str, rows: Sequence[dict], fields: Sequence[str]) -> None:
 def run_validate(spec, alphas: Sequence[float], inits: Sequence[str], d: int, sim_kwargs: dict, out: str,
                  tolerance: float = 3.0, theory: Optional[Theory] = None, curve_points: int = 7,
                  resume: bool = True, simulate_fn: Optional[Callable] = None,
-                 progress: Optional[Callable[[int], None]] = None) -> dict:
+                 progress: Optional[Callable[[int], None]] = None, method: str = "gd") -> dict:
     """Simulate the grid, compare with ``theory`` (None: simulation only), write files to ``out``.
+
+    ``method``: ``gd``, the simulator's training (``sim_kwargs`` those of
+    :func:`validation.simulate.simulate`), or ``gamp``, message passing on the same seeds' instances
+    (``sim_kwargs`` those of :func:`validation.gamp.gamp_point`; ``simulate_fn`` in its place). A GAMP
+    point whose runs did not all converge is listed in ``summary["not_converged"]`` with each reason;
+    its rows compare the runs that did, or say that none did (:func:`validation.statistics.not_converged_rows`).
 
     The theory is solved (memoized) at the simulated alphas and at ``curve_points``
     evenly spaced alphas over the same range, for the curves and the theory crossing.
@@ -90,19 +146,19 @@ def run_validate(spec, alphas: Sequence[float], inits: Sequence[str], d: int, si
     """
     theory = memoized(theory, os.path.join(out, "theory") if resume else None) if theory is not None else None
     cache = os.path.join(out, "runs") if resume else None
-    summary = {"d": d, "alphas": list(alphas), "inits": list(inits), "tolerance": tolerance,
+    summary = {"d": d, "alphas": list(alphas), "inits": list(inits), "tolerance": tolerance, "method": method,
                "model": spec.to_dict(), "simulation": dict(sim_kwargs), "theory": theory is not None}
     with folder_summary(os.path.join(out, "validate.json"), summary):
         results = {}
         for alpha in alphas:
-            at = cached_simulate(spec, d, alpha, inits, sim_kwargs, cache, simulate_fn, progress)
+            at = _cached_points(method, spec, d, alpha, inits, sim_kwargs, cache, simulate_fn, progress)
             results.update({(alpha, init): res for init, res in at.items()})
         rows = []
         for alpha in alphas:
             for init in inits:
                 rows += compare(results[(alpha, init)], spec, theory)
             rows += linear_rows(results[(alpha, inits[0])], theory)
-        write_csv(os.path.join(out, "validate.csv"), rows, csv_fields(spec))
+        write_csv(os.path.join(out, "validate.csv"), rows, csv_fields(spec, method))
         # the two-token rank-one model is read through its signed scalar overlaps, any other through
         # its invariants (validation.statistics, "Branch and sign conventions")
         scalar = spec.is_two_token_rank_one
@@ -112,9 +168,11 @@ def run_validate(spec, alphas: Sequence[float], inits: Sequence[str], d: int, si
         if theory is not None and curve_points > 0:
             lo, hi = min(alphas), max(alphas)
             grid = sorted(set(grid) | set(np.round(np.linspace(lo, hi, curve_points), 10).tolist()))
-        if "semantic" in inits and len(alphas) > 1:
-            sem = [results[(a, "semantic")]["runs"] for a in alphas]
-            summary["crossing"] = crossing_alpha(alphas, [[r["test_error"] for r in rs] for rs in sem],
+        # the alphas with runs (a GAMP point may have none that converged)
+        crossed = [a for a in alphas if "semantic" in inits and results[(a, "semantic")]["runs"]]
+        if len(crossed) > 1:
+            sem = [results[(a, "semantic")]["runs"] for a in crossed]
+            summary["crossing"] = crossing_alpha(crossed, [[r["test_error"] for r in rs] for rs in sem],
                                                  [[r["linear_test_error"] for r in rs] for rs in sem],
                                                  rng=np.random.default_rng(sim_kwargs.get("seed", 0)))
             if theory is not None and scalar:
@@ -127,6 +185,8 @@ def run_validate(spec, alphas: Sequence[float], inits: Sequence[str], d: int, si
         summary["failing"] = [{k: r[k] for k in ("alpha", "init", "branch", "quantity", "sim_mean", "theory", "z")}
                               for r in fails]
         summary["unmatched"] = unmatched(rows)
+        if method == "gamp":
+            summary["not_converged"] = not_converged(results[(a, i)] for a in alphas for i in inits)
         summary["rows"] = len(rows)
         plot_validate(out)
     return summary
@@ -183,25 +243,27 @@ def _dscan_theory(theory: Optional[Theory], spec, alpha: float, branch: str, qty
 
 def run_dscan(spec, alpha: float, inits: Sequence[str], d_values: Sequence[int], sim_kwargs: dict, out: str,
               tolerance: float = 3.0, theory: Optional[Theory] = None, resume: bool = True,
-              simulate_fn: Optional[Callable] = None, progress: Optional[Callable[[int], None]] = None) -> dict:
+              simulate_fn: Optional[Callable] = None, progress: Optional[Callable[[int], None]] = None,
+              method: str = "gd") -> dict:
     """Finite-size scan at fixed ``alpha``: rows per ``(d, init, quantity)``, a fit ``a + b/d``
     per ``(init, quantity)``, its intercept compared with the theory. ``dscan.json`` says
-    ``"status": "incomplete"`` until every file is written."""
+    ``"status": "incomplete"`` until every file is written. ``method``: as for :func:`run_validate`."""
     cache = os.path.join(out, "runs") if resume else None
     theory = memoized(theory, os.path.join(out, "theory") if resume else None) if theory is not None else None
     summary = {"alpha": alpha, "d_values": list(d_values), "inits": list(inits), "tolerance": tolerance,
-               "model": spec.to_dict(), "theory": theory is not None}
+               "method": method, "model": spec.to_dict(), "theory": theory is not None}
     with folder_summary(os.path.join(out, "dscan.json"), summary):
-        rows = []
+        rows, results = [], []
         for d in d_values:
             kw = {**sim_kwargs, "seed": scan_seed(sim_kwargs.get("seed", 0), d)}
-            at = cached_simulate(spec, d, alpha, inits, kw, cache, simulate_fn, progress)
+            at = _cached_points(method, spec, d, alpha, inits, kw, cache, simulate_fn, progress)
+            results += [at[init] for init in inits]
             for init in inits:
                 res = at[init]
                 rows += compare(res, spec, None)
                 if init == inits[0]:
                     rows += linear_rows(res, None)
-        write_csv(os.path.join(out, "dscan.csv"), rows, csv_fields(spec))
+        write_csv(os.path.join(out, "dscan.csv"), rows, csv_fields(spec, method))
         fits = []
         keys = sorted({(r["init"], r["branch"], r["quantity"]) for r in rows})
         for init, branch, qty in keys:
@@ -222,5 +284,7 @@ def run_dscan(spec, alpha: float, inits: Sequence[str], d_values: Sequence[int],
         fails = failing(fits, tolerance)
         summary["fits"] = fits
         summary["failing"] = [{k: r[k] for k in ("init", "branch", "quantity", "a", "theory", "z")} for r in fails]
+        if method == "gamp":
+            summary["not_converged"] = not_converged(results)
         plot_dscan(out)
     return summary

@@ -65,11 +65,17 @@ TRIVIAL_CUT = 0.05
 STAT_FIELDS = ("d", "alpha", "init", "branch", "quantity", "n_seeds", "sim_mean", "sim_std", "sim_sem",
                "theory", "theory_error", "z", "p_value", "theory_converged", "theory_on_branch")
 RUN_FIELDS = ("steps", "lr", "optimizer", "dtype", "seed", "n_test")
+#: the same for message passing (``validate --method gamp``, :func:`validation.gamp.gamp_point`): its
+#: damping schedule, the storage of ``X``, and how many of the point's runs converged and did not
+GAMP_FIELDS = ("method", "damping", "runs_converged", "runs_not_converged", "dtype", "seed", "n_test")
+#: the branch of the rows of a point none of whose GAMP runs converged (:func:`not_converged_rows`)
+NOT_CONVERGED = "not_converged"
 
 
-def csv_fields(spec: ModelSpec) -> tuple:
-    """The columns of ``validate.csv``/``dscan.csv`` for runs of ``spec``."""
-    return STAT_FIELDS + tuple(spec.to_columns()) + RUN_FIELDS
+def csv_fields(spec: ModelSpec, method: str = "gd") -> tuple:
+    """The columns of ``validate.csv``/``dscan.csv`` for runs of ``spec`` found by ``method`` (``gd``:
+    the simulator's training, ``gamp``: message passing)."""
+    return STAT_FIELDS + tuple(spec.to_columns()) + (GAMP_FIELDS if method == "gamp" else RUN_FIELDS)
 
 
 # --------------------------------------------------------------------------- per-point comparison
@@ -123,9 +129,13 @@ def stats_row(values: np.ndarray, theory: Optional[float], theory_error: float =
 
 
 def _context(result: dict) -> dict:
-    return {"d": result["d"], **result_spec(result).to_columns(), "steps": result["steps"], "lr": result["lr"],
-            "optimizer": result["optimizer"], "dtype": result["dtype"], "seed": result["seed"],
-            "n_test": result["n_test"]}
+    if result.get("method") == "gamp":
+        run = {"method": "gamp", "damping": ";".join(f"{g:g}" for g in result["damping"]),
+               "runs_converged": len(result["runs"]), "runs_not_converged": len(result["not_converged"])}
+    else:
+        run = {"steps": result["steps"], "lr": result["lr"], "optimizer": result["optimizer"]}
+    return {"d": result["d"], **result_spec(result).to_columns(), **run, "dtype": result["dtype"],
+            "seed": result["seed"], "n_test": result["n_test"]}
 
 
 def compare_point(result: dict, spec, theory: Optional[Theory], quantities: Iterable[str] = QUANTITIES) -> List[dict]:
@@ -206,10 +216,42 @@ def compare_invariants(result: dict, spec, theory: Optional[Theory]) -> List[dic
 
 def compare(result: dict, spec, theory: Optional[Theory]) -> List[dict]:
     """:func:`compare_point` for the two-token rank-one model (its signed overlaps, the module
-    docstring), :func:`compare_invariants` otherwise."""
+    docstring), :func:`compare_invariants` otherwise; a GAMP point none of whose runs converged gives
+    :func:`not_converged_rows` (one whose runs partly converged is compared through those)."""
+    if not result["runs"]:
+        return not_converged_rows(result, spec)
     if spec.is_two_token_rank_one:
         return compare_point(result, spec, theory)
     return compare_invariants(result, spec, theory)
+
+
+def not_converged_rows(result: dict, spec) -> List[dict]:
+    """The rows of a GAMP point none of whose runs converged (:func:`validation.gamp.gamp_point`): one
+    per quantity it would have had, on the branch :data:`NOT_CONVERGED`, with no runs (``n_seeds`` 0,
+    ``runs_not_converged`` all of them) and so no mean and no z-score."""
+    if spec.is_two_token_rank_one:
+        quantities = list(QUANTITIES)
+    else:
+        _, r, t, k = spec.shape
+        quantities = ([f"q_eig_{j}" for j in range(1, r + 1)] + [f"m_sv_{j}" for j in range(1, min(r, k) + 1)]
+                      + [f"theta_sv_{j}" for j in range(1, min(r, t) + 1)] + list(OUTPUTS))
+    nan = float("nan")
+    return [{**_context(result), "alpha": result["alpha"], "init": result["init"], "branch": NOT_CONVERGED,
+             "quantity": qty, "n_seeds": 0, "sim_mean": nan, "sim_std": nan, "sim_sem": nan, "theory": nan,
+             "theory_error": nan, "z": nan, "p_value": nan, "theory_converged": "", "theory_on_branch": ""}
+            for qty in quantities]
+
+
+def not_converged(results: Iterable[dict]) -> List[dict]:
+    """The GAMP points with runs that did not converge (one entry per point): how many of how many, and
+    each such run's reason."""
+    out = []
+    for res in results:
+        if res.get("not_converged"):
+            out.append({"d": res["d"], "alpha": res["alpha"], "init": res["init"], "runs": res["seeds"],
+                        "not_converged": len(res["not_converged"]),
+                        "reasons": [f["reason"] for f in res["not_converged"]]})
+    return out
 
 
 def linear_theory(theory: Optional[Theory], spec) -> Optional[float]:
@@ -227,8 +269,9 @@ def linear_theory(theory: Optional[Theory], spec) -> Optional[float]:
 
 
 def linear_rows(result: dict, theory: Optional[Theory]) -> List[dict]:
-    """The linear baseline's test error at one point (its data are shared by all starts of a seed)."""
-    vals = np.array([r["linear_test_error"] for r in result["runs"]])
+    """The linear baseline's test error at one point (its data are shared by all starts of a seed), on
+    every run's data set, those of GAMP runs that did not converge included."""
+    vals = np.array([r["linear_test_error"] for r in result["runs"] + result.get("not_converged", [])])
     th = linear_theory(theory, result_spec(result))
     row = {"alpha": result["alpha"], "init": "linear", "branch": "linear", "quantity": "test_error",
            **stats_row(vals, th), "theory_converged": True if th is not None else ""}

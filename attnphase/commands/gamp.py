@@ -35,16 +35,21 @@ def register(subparsers) -> None:
                         "not its draw); simulate: the simulator's own draw (needs torch) (default numpy)")
     p.add_argument("--dtype", default="float64", choices=("float64", "float32"),
                    help="storage of the design X (default float64)")
-    p.add_argument("--damping", default="0.5,0.25", metavar="LIST",
-                   help="damping schedule: each factor in (0, 1] is taken where the one before stalled; 1 is "
-                        "plain GAMP, whose overlaps follow the state evolution (default 0.5,0.25)")
+    add_damping_option(p)
     p.add_argument("--n-test", type=int, default=10000, help="fresh samples for the test error (default 10000)")
     add_model_options(p)
     add_json_option(p)
     p.set_defaults(func=cmd_gamp)
 
 
-def _dampings(text: str) -> list:
+def add_damping_option(p) -> None:
+    """``--damping``: GAMP's damping schedule (``attnphase gamp``, ``attnphase validate --method gamp``)."""
+    p.add_argument("--damping", default="0.5,0.25", metavar="LIST",
+                   help="damping schedule: each factor in (0, 1] is taken where the one before stalled; 1 is "
+                        "plain GAMP, whose overlaps follow the state evolution (default 0.5,0.25)")
+
+
+def dampings(text: str) -> list:
     values = parse_list(text, "--damping", item=float)
     for v in values:
         if not 0.0 < v <= 1.0:
@@ -66,7 +71,7 @@ def cmd_gamp(args) -> int:
         raise UsageError(f"--seed: must be >= 0, got {args.seed}")
     if args.n_test < 1:
         raise UsageError(f"--n-test: must be >= 1, got {args.n_test}")
-    dampings = _dampings(args.damping)
+    schedule = dampings(args.damping)
     if args.data == "simulate":
         require_simulation()
     from validation.gamp import aggregated_keys, gamp
@@ -77,13 +82,13 @@ def cmd_gamp(args) -> int:
             bar.update(1)
 
         result = gamp(spec, args.d, args.alpha, args.init, args.seeds, args.seed, args.data, args.dtype, args.n_test,
-                      dampings, progress=progress)
+                      schedule, progress=progress)
     if args.json:
         print_json(result)
         return 0
     out = sys.stdout
     out.write(f"d={result['d']} alpha={result['alpha']:g} n={result['n']} init={result['init']} data={result['data']} "
-              f"dtype={result['dtype']} damping schedule {','.join(f'{g:g}' for g in dampings)}\n")
+              f"dtype={result['dtype']} damping schedule {','.join(f'{g:g}' for g in schedule)}\n")
     first = result["runs"][0]
     cols = [c for c in COLUMNS_SCALAR if c in first] if "q" in first else aggregated_keys(first)
     widths = [max(12, len(c)) for c in cols]

@@ -10,23 +10,29 @@ import logging
 import math
 import sys
 
-from attnphase.costs import check_simulations
+from attnphase.commands.gamp import add_damping_option, dampings
+from attnphase.costs import check_gamp_runs, check_simulations
 from attnphase.errors import UsageError, require_simulation
 from attnphase.options import (GRID_HELP, add_alias, add_instance_options, add_json_option, add_model_options, add_precision_option,
                                check_output, failed, model_from_args, parse_list, parse_range, print_json,
                                progress_bar, typed_attention_budget)
-from validation.run_settings import (DTYPE_NAMES, INITS, OPTIMIZERS, check_alpha, check_dimension,
+from validation.run_settings import (DTYPE_NAMES, INITS, METHODS, OPTIMIZERS, check_alpha, check_dimension,
                                      check_run_settings, check_start)
 
 log = logging.getLogger(__name__)
 
 
-def _add_training_options(p: argparse.ArgumentParser) -> None:
+def _add_training_options(p: argparse.ArgumentParser, gamp: bool = False) -> None:
     g = p.add_argument_group("training (docs/theory.md, section 1.3)")
     g.add_argument("--steps", type=int, default=5000, help="full-batch steps (default 5000)")
     g.add_argument("--lr", type=float, default=None, help="learning rate (default 0.15 for gd, 0.01 for adam)")
     g.add_argument("--optimizer", default="gd", choices=OPTIMIZERS, help="optimiser (default gd)")
-    g.add_argument("--dtype", default="float32", choices=DTYPE_NAMES, help="working dtype (default float32)")
+    if gamp:
+        g.add_argument("--dtype", default=None, choices=DTYPE_NAMES,
+                       help="working dtype (default float32); with --method gamp the storage of the design X "
+                            "(default float64)")
+    else:
+        g.add_argument("--dtype", default="float32", choices=DTYPE_NAMES, help="working dtype (default float32)")
     g.add_argument("--seed", type=int, default=0,
                    help="integer seed; run k uses numpy SeedSequence(seed, spawn_key=(k,)) (default 0)")
     g.add_argument("--n-test", type=int, default=10000, help="fresh samples for the test error (default 10000)")
@@ -58,7 +64,11 @@ def register(subparsers) -> None:
                                           "Needs the simulation extra (pip install 'attnphase[simulation]'). "
                                           "Cost on 2 cores: 5-10 minutes with the defaults (40 runs of 5000 "
                                           "steps at d = 1000, about 7 s each, and the theory curves); "
-                                          "finished runs are kept under OUT/runs.")
+                                          "finished runs are kept under OUT/runs. With --method gamp each run "
+                                          "is message passing (docs/gamp.md) on the same seeds' instances "
+                                          "instead, without torch, about 1-4 s a run at d = 1000; a point "
+                                          "whose runs do not converge is said so (NOT CONVERGED), with no "
+                                          "z-score from those runs.")
     v.add_argument("--alphas", default="0.5,1.0,1.5,2.0", metavar="GRID",
                    help=f"the alpha grid: {GRID_HELP} (default 0.5,1.0,1.5,2.0)")
     v.add_argument("--inits", default="semantic,positional",
@@ -79,7 +89,13 @@ def register(subparsers) -> None:
     v.add_argument("--alpha", type=float, default=2.0, help="alpha of the d-scan (default 2)")
     v.add_argument("--d-values", default="100,200,400,800,1600",
                    help="d-scan dimensions (default 100,200,400,800,1600)")
-    _add_training_options(v)
+    v.add_argument("--method", default="gd", choices=METHODS,
+                   help="how each point's students are found: gd, trained by the simulator (the training "
+                        "options below); gamp, message passing on the same seeds' instances drawn with numpy "
+                        "(--damping, --dtype; the training options other than --seed and --n-test are not "
+                        "used) (default gd)")
+    add_damping_option(v)
+    _add_training_options(v, gamp=True)
     add_model_options(v)
     add_json_option(v)
     v.set_defaults(func=cmd_validate)
@@ -181,9 +197,31 @@ def _crossing_line(c: dict) -> str:
             f"[{min(alphas):g}, {max(alphas):g}]")
 
 
+def _check_runs(args, runs: int, d: int, alpha: float, spec, d_flag: str = "--d") -> None:
+    """The cost of ``runs`` runs of the method (:mod:`attnphase.costs`)."""
+    if args.method == "gamp":
+        check_gamp_runs(runs, d, alpha, args.n_test, spec.tokens, spec.rank, args.dtype, args, d_flag)
+    else:
+        check_simulations(runs, d, alpha, args.steps, args.n_test, spec.tokens, spec.rank, args.dtype, args, d_flag)
+
+
+def _not_converged_line(p: dict) -> str:
+    converged = p["runs"] - p["not_converged"]
+    compared = ("no rows compared" if not converged else "the one that did compared (one run: no z-score)"
+                if converged == 1 else f"z-scores from the {converged} that did")
+    more = f" (and {len(p['reasons']) - 1} more)" if len(p["reasons"]) > 1 else ""
+    return (f"NOT CONVERGED alpha={p['alpha']:g} init={p['init']}: GAMP converged on {converged} of {p['runs']} "
+            f"runs, {compared}; {p['reasons'][0]}{more}")
+
+
 def cmd_validate(args) -> int:
-    require_simulation()
+    gamp = args.method == "gamp"
+    if not gamp:
+        require_simulation()
+    if args.dtype is None:  # X is stored in float64 by GAMP, the simulator trains in float32
+        args.dtype = "float64" if gamp else "float32"
     _check_common(args)
+    schedule = dampings(args.damping) if gamp else None
     if args.curve_points < 0:
         raise UsageError(f"--curve-points: must be >= 0, got {args.curve_points}")
     if not (math.isfinite(args.tolerance) and args.tolerance > 0):
@@ -202,15 +240,13 @@ def cmd_validate(args) -> int:
         for d in d_values:
             check_dimension(d, "--d-values", spec.k)
             check_alpha(args.alpha, d)
-            check_simulations(len(inits) * args.seeds * len(d_values), d, args.alpha, args.steps, args.n_test,
-                              spec.tokens, spec.rank, args.dtype, args, d_flag="--d-values")
+            _check_runs(args, len(inits) * args.seeds * len(d_values), d, args.alpha, spec, d_flag="--d-values")
     else:
         check_dimension(args.d, k=spec.k)
         alphas = parse_range(args.alphas, "--alphas")
         for a in alphas:
             check_alpha(a, args.d, "--alphas")
-        check_simulations(len(inits) * args.seeds * len(alphas), args.d, max(alphas), args.steps, args.n_test,
-                          spec.tokens, spec.rank, args.dtype, args)
+        _check_runs(args, len(inits) * args.seeds * len(alphas), args.d, max(alphas), spec)
     check_output(args.out, "folder")
     from validation import runs
     from validation.theory_cache import default_theory
@@ -224,20 +260,28 @@ def cmd_validate(args) -> int:
         with typed_attention_budget(args, spec):  # derived before the simulations, not after them
             pass
 
-    sim_kwargs = _sim_kwargs(args)
+    if gamp:
+        sim_kwargs = {"seeds": args.seeds, "seed": args.seed, "dtype": args.dtype, "n_test": args.n_test,
+                      "dampings": schedule}
+    else:
+        sim_kwargs = _sim_kwargs(args)
     n_points = len(inits) * (len(d_values) if args.d_scan else len(alphas))
-    with progress_bar(n_points * args.seeds * args.steps, "validate: simulations", "step") as bar:
+    total, unit = (n_points * args.seeds, "run") if gamp else (n_points * args.seeds * args.steps, "step")
+    with progress_bar(total, f"validate: {'GAMP runs' if gamp else 'simulations'}", unit) as bar:
         if args.d_scan:
             summary = runs.run_dscan(spec, args.alpha, inits, d_values, sim_kwargs, args.out, args.tolerance,
-                                     theory, resume=not args.no_resume, progress=bar.update)
+                                     theory, resume=not args.no_resume, progress=bar.update, method=args.method)
         else:
             summary = runs.run_validate(spec, alphas, inits, args.d, sim_kwargs, args.out, args.tolerance,
                                         theory, curve_points=args.curve_points, resume=not args.no_resume,
-                                        progress=bar.update)
+                                        progress=bar.update, method=args.method)
     if args.json:
         print_json(summary)
     else:
         name = "dscan" if args.d_scan else "validate"
+        if gamp:
+            sys.stdout.write(f"method=gamp damping={','.join(f'{g:g}' for g in schedule)} dtype={args.dtype}: "
+                             f"message passing on the instances of seed {args.seed}, runs 0-{args.seeds - 1}\n")
         sys.stdout.write(f"wrote {args.out}/{name}.csv, {args.out}/{name}.png, {args.out}/{name}.json\n")
         for f in summary["failing"]:
             sys.stdout.write("FAIL " + " ".join(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}"
@@ -249,6 +293,8 @@ def cmd_validate(args) -> int:
                    f"on_branch={u['theory_on_branch']})")
             sys.stdout.write(f"NO THEORY alpha={u['alpha']:g} init={u['init']}: the simulation sits on the "
                              f"{u['branch']} branch, {why}\n")
+        for p in summary.get("not_converged", []):
+            sys.stdout.write(_not_converged_line(p) + "\n")
         for g in summary.get("global_minimum", []):
             sys.stdout.write(_global_minimum_line(g) + "\n")
         if "crossing" in summary:

@@ -52,6 +52,11 @@ def register(subparsers) -> None:
                    help="general model: the branches followed in each omega column (comma-separated; default "
                         "every branch of the model: semantic, positional, trivial, and mixed for --rank >= 2)")
     add_precision_option(p, "theory precision (default fast). ")
+    p.add_argument("--stability", action="store_true",
+                   help="also the replica-symmetric stability of each converged theory point (rs_stability, "
+                        "rs_switching and their errors in theory.csv; docs/gamp.md, section 5; about 1-2 s a "
+                        "point of a branch); the maps mark with a cross where the global branch is not "
+                        "replica-symmetric stable")
     p.add_argument("--out", default="phase_out", help="output folder (default phase_out)")
     g = add_dask_options(p)
     g.add_argument("--no-plot", action="store_true", help="do not draw the figures at the end")
@@ -105,15 +110,18 @@ def config_from_args(args):
 
         check_model_range(spec)
     branches = parse_list(args.branches, "--branches", choices=GENERAL_BRANCHES, allow_empty=True)
+    if args.stability and args.what == "simulation":
+        raise UsageError("--stability: the stability is the theory's; give --what theory or both")
     check_dask_options(args)
     if args.what != "simulation":
         from numerics.api import solved_by_qmc
 
-        check_diagram(len(omegas), len(alphas), args.precision, solved_by_qmc(spec), args)
+        check_diagram(len(omegas), len(alphas), args.precision, solved_by_qmc(spec), args, args.stability)
     return SweepConfig(spec=spec, omegas=omegas, alphas=alphas, what=args.what, precision=args.precision,
                        branches=tuple(branches),
                        d=args.d, seeds=args.seeds, seed=args.seed, steps=args.steps, lr=args.lr,
-                       optimizer=args.optimizer, dtype=args.dtype, n_test=args.n_test)
+                       optimizer=args.optimizer, dtype=args.dtype, n_test=args.n_test,
+                       stability=args.stability)
 
 
 def cmd_phase_diagram(args, theory_task=None, simulation_task=None, client=None) -> int:

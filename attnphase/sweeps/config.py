@@ -33,7 +33,9 @@ def every_branch(spec) -> bool:
 @dataclasses.dataclass(frozen=True)
 class SweepConfig:
     """What to compute. ``spec`` gives the model; its ``omega`` is replaced per column. ``branches``:
-    the branches followed in each column of the general model (default: every branch it has)."""
+    the branches followed in each column of the general model (default: every branch it has).
+    ``stability``: each converged theory point also carries its replica-symmetric stability
+    (``numerics.api.with_rs_stability``; docs/gamp.md, section 5)."""
 
     spec: object  # derivations.spec.ModelSpec
     omegas: tuple
@@ -49,6 +51,7 @@ class SweepConfig:
     optimizer: str = "gd"
     dtype: str = "float32"
     n_test: int = 10000
+    stability: bool = False
 
     def __post_init__(self):
         # rounded to 12 digits (sweeps.grid.fmt): keys and rows never carry float noise
@@ -133,9 +136,12 @@ class SweepConfig:
         return d
 
     def theory_settings(self, task_fn: Callable) -> dict:
-        return {"kind": "theory", "model": self.model_settings(), "precision": self.precision,
-                "alphas": [fmt(a) for a in self.alphas], "branches": list(self.theory_branches),
-                "task": _callable_name(task_fn)}
+        settings = {"kind": "theory", "model": self.model_settings(), "precision": self.precision,
+                    "alphas": [fmt(a) for a in self.alphas], "branches": list(self.theory_branches),
+                    "task": _callable_name(task_fn)}
+        if self.stability:  # named only when asked, so that a folder without it keeps its settings
+            settings["stability"] = True
+        return settings
 
     def simulation_settings(self, task_fn: Callable) -> dict:
         return {"kind": "simulation", "model": self.model_settings(), "d": self.d, "seed": self.seed,

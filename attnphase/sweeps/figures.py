@@ -18,6 +18,10 @@ a point has ``global_branch``, the existing, converged branch of lowest training
 all those followed (semantic, positional, trivial, mixed), ``train_loss_<branch>`` of each,
 and ``test_error_diff``; the figure's first map is then ``global_branch``, by colour.
 
+Where the theory rows carry the replica-symmetric stability (``attnphase phase-diagram --stability``),
+a point has ``global_rs_unstable``: whether the global branch there is not replica-symmetric stable
+(``numerics.api.rs_unstable``; docs/gamp.md, section 5), and both maps mark such points with a cross.
+
 ``plot_file`` draws both as colour maps over ``(alpha, omega)`` with ``alpha_c(omega)``
 and ``alpha_l(omega)`` from ``thresholds.csv`` overlaid, and the spinodals (those met
 while following the branches, from ``theory.csv``, else those of ``thresholds.csv``), in
@@ -50,6 +54,11 @@ THRESHOLD_FILE_COLUMNS = ("omega", "alpha_c", "alpha_c_error", "alpha_l", "alpha
 POINT_COLUMNS = ("omega", "alpha", "source", "train_loss_semantic", "train_loss_positional", "train_loss_diff",
                  "train_loss_diff_error", "global_branch", "global_test_error", "linear_test_error",
                  "test_error_diff", "test_error_diff_error")
+
+#: the replica-symmetric stability of a theory row (``numerics.api.rs_unstable``'s arguments, in order)
+STABILITY_COLUMNS = ("rs_stability", "rs_switching", "rs_switching_error")
+#: the legend of the points marked where the global branch is not replica-symmetric stable
+RS_UNSTABLE_TEXT = "global minimum not replica-symmetric stable"
 
 #: the columns of each kind of file whose numbers are drawn (besides ``train_loss_<branch>``)
 DRAWN_NUMBERS = {
@@ -116,8 +125,9 @@ def theory_points(rows: list) -> list:
     baseline (with their errors), and each branch's training loss (``train_loss_<branch>``); where the
     branches are the paper's two competing ones, also their difference ``train_loss_diff``
     (positional - semantic) with its error, which the first map then shows."""
-    from numerics.api import GENERAL_BRANCHES
+    from numerics.api import GENERAL_BRANCHES, rs_unstable
 
+    stability = any(str(r.get("rs_stability", "")).strip() for r in rows)
     groups = defaultdict(dict)
     for r in rows:
         groups[(number(r["omega"]), number(r["alpha"]))][r["branch"]] = r
@@ -137,7 +147,11 @@ def theory_points(rows: list) -> list:
         values = {b: v for b, v in values.items() if math.isfinite(v[0])}
         lin_row = next(iter(by.values()))
         lin, lin_err = number(lin_row.get("linear_test_error")), _zero_nan(number(lin_row.get("linear_test_error_error")))
-        out.append({**_point(w, a, "theory", branches, values, lin, lin_err), **keep})
+        point = _point(w, a, "theory", branches, values, lin, lin_err)
+        if stability:
+            g = by.get(point["global_branch"], {})
+            point["global_rs_unstable"] = rs_unstable(*(number(g.get(k)) for k in STABILITY_COLUMNS))
+        out.append({**point, **keep})
     return out
 
 
@@ -360,7 +374,8 @@ def draw(points: list, thresholds: Optional[list] = None, spinodals: Optional[li
          title: Optional[str] = None):
     """A matplotlib Figure with the two colour maps and the threshold curves: the training-loss
     difference of the two branches (the two-token rank-one model) or the global branch (the
-    general model), and the global minimiser's test error minus the linear baseline."""
+    general model), and the global minimiser's test error minus the linear baseline; a cross where
+    the global branch is not replica-symmetric stable (``global_rs_unstable``)."""
     from matplotlib.colors import Normalize
     from matplotlib.figure import Figure
 
@@ -385,6 +400,7 @@ def draw(points: list, thresholds: Optional[list] = None, spinodals: Optional[li
                                  norm=Normalize(-vmax, vmax), shading="flat")
             fig.colorbar(mesh, ax=ax, label=label)
         _overlay(ax, thresholds or [], spinodals or [])
+        _mark_rs_unstable(ax, points)
         ax.set_xlim(_edges(alphas)[[0, -1]])
         ax.set_ylim(_edges(omegas)[[0, -1]])
         ax.set_xlabel(r"$\alpha = n/d$")
@@ -402,6 +418,14 @@ def draw(points: list, thresholds: Optional[list] = None, spinodals: Optional[li
         fig.legend(handles, labels, loc="outside lower center", ncol=min(3, len(handles)), fontsize=9, frameon=False)
     fig.suptitle(title if title is not None else _title(points), fontsize=10)
     return fig
+
+
+def _mark_rs_unstable(ax, points: list) -> None:
+    """A black cross at each point whose global branch is not replica-symmetric stable."""
+    marked = sorted((p["alpha"], p["omega"]) for p in points if is_true(p.get("global_rs_unstable", "")))
+    if marked:
+        a, w = zip(*marked)
+        ax.plot(a, w, "+", color="k", ms=6, mew=1.2, ls="none", label=RS_UNSTABLE_TEXT)
 
 
 def _overlay(ax, thresholds: list, spinodals: list) -> None:

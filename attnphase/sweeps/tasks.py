@@ -60,6 +60,8 @@ def make_tasks(config: SweepConfig, theory_task: Callable, simulation_task: Call
                     payload["branches"] = list(branches)  # whose rows it starts from
                 else:
                     payload["branch"] = job
+                    if config.stability:
+                        payload["stability"] = True
                 tasks.append(Task(theory_key(w, job), "theory", theory_task, payload))
     if "simulation" in config.kinds:
         for w in config.omegas:
@@ -96,7 +98,8 @@ def theory_task(payload: dict, api=None) -> dict:
 
     * ``"branch"``: follow ``payload["branch"]`` along the ``alpha`` grid by continuation;
       returns ``{"rows": [...]}``, one row per grid ``alpha``, with the linear baseline and
-      the spinodals met on the way;
+      the spinodals met on the way (with ``payload["stability"]``, each converged point's
+      replica-symmetric stability too);
     * ``"thresholds"``: ``alpha_c``, ``alpha_l``, every change of the global branch
       (``transitions``, JSON; ``alpha_c`` the first of them) and the spinodals where the line
       quadrature locates them; returns ``{"thresholds": {...}}``. No threshold gives NaN and
@@ -150,8 +153,11 @@ def _branch_job(payload: dict, api) -> dict:
     spec, alphas, branch = payload["spec"], list(payload["alphas"]), payload["branch"]
     lin, lin_err = _baseline(api, spec)
     curve = api.follow(spec, alphas, branch, precision=payload["precision"])
+    points = curve.points
+    if payload.get("stability"):  # rs_stability, rs_switching and their errors in each converged point's row
+        points = [api.with_rs_stability(p) for p in points]
     scalar = _scalars(api, spec, (branch,))
-    rows = _branch_rows(curve.points, alphas, branch) if scalar else _matrix_rows(curve.points, alphas, branch)
+    rows = _branch_rows(points, alphas, branch) if scalar else _matrix_rows(points, alphas, branch)
     extra = {"linear_test_error": lin, "linear_test_error_error": lin_err}
     if scalar:
         extra.update(_curve_spinodal_columns([dict(sp) for sp in getattr(curve, "spinodals", [])]))

@@ -6,8 +6,7 @@ import torch
 
 from .data import Batch
 from .kernel import loss_of_scores
-
-LINEAR_RIDGE = 1e-4
+from ..run_settings import LINEAR_RIDGE
 
 
 def fit_linear_baseline(batch: Batch, ridge: float = LINEAR_RIDGE) -> torch.Tensor:
