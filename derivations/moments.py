@@ -24,7 +24,7 @@ import sympy as sp
 from . import packing
 from . import symbols as S
 from .model import DerivationError, positions
-from .replica import expect_terms
+from .expectations import expect_terms
 from .spec import ModelSpec
 
 #: the moment matrices, in the order of the generated functions' arguments and outputs

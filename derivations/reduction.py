@@ -26,8 +26,9 @@ import sympy as sp
 from . import symbols as S
 from .cache import cache_dir, package_source_hash, write_atomic
 from .model import DerivationError, positional_mean
-from .replica import (GaussianFrame, derive, dump_dataclass, expect_equal, integrand_of,
-                      integrate_by_parts, load_dataclass, normal_form)
+from .cache import dump_dataclass, load_dataclass
+from .expectations import GaussianFrame, expect_equal, integrand_of, integrate_by_parts, normal_form
+from .replica import derive
 from .spec import ModelSpec
 
 log = logging.getLogger(__name__)

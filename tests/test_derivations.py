@@ -18,9 +18,9 @@ from numpy.polynomial.hermite_e import hermegauss
 
 from derivations import (CHANNEL_NAMES, DerivationError, ModelSpec, ModelSpecError, derive, derive_lines,
                          generated_functions)
-from derivations import codegen, reduction, replica
+from derivations import cache, codegen, reduction, replica
 from derivations import symbols as S
-from derivations.replica import expect_equal, integrate_by_parts
+from derivations.expectations import expect_equal, integrate_by_parts
 
 Ex = S.Expect
 sq = sp.sqrt
@@ -584,12 +584,12 @@ def test_derivation_cache_round_trip(tmp_path, monkeypatch, which):
     # memoised in-process; write it out and read it back
     fresh = derive_lines(ModelSpec()) if which == "lines" else derive(ModelSpec(tokens=2, rank=2))
     path = tmp_path / "d.json"
-    path.write_text(replica.dump_dataclass(fresh))
-    loaded = replica.load_dataclass(type(fresh), path)
+    path.write_text(cache.dump_dataclass(fresh))
+    loaded = cache.load_dataclass(type(fresh), path)
     for field in dc.fields(fresh):
         assert getattr(loaded, field.name) == getattr(fresh, field.name), field.name
     path.write_text("{not json")
-    assert replica.load_dataclass(type(fresh), path) is None
+    assert cache.load_dataclass(type(fresh), path) is None
 
 
 def test_cache_hit_in_fresh_process_is_fast_and_sympy_free(cache_env):

@@ -18,10 +18,10 @@ import pytest
 import sympy as sp
 
 from derivations import ModelSpec, derive, generated_functions, packing
-from derivations import codegen, moments, reduction, replica
+from derivations import codegen, expectations, moments, reduction, replica
 from derivations import symbols as S
 from derivations.model import positions
-from derivations.replica import expect_equal, integrate_by_parts, x_frame
+from derivations.expectations import expect_equal, integrate_by_parts, x_frame
 
 Ex = S.Expect
 SHAPES = [(3, 1, 1), (2, 2, 1), (2, 1, 2)]
@@ -103,7 +103,7 @@ def test_channel_side_equals_the_stein_forms(cache_env, shape):
 
 def vanishes(expr, d):
     """Whether ``expr`` is zero as expectations once ``Sigmainv`` and ``K`` are the inverses they stand for."""
-    det, terms = replica.expect_terms(expr)
+    det, terms = expectations.expect_terms(expr)
     return all(sp.cancel(d.explicit(c)) == 0 for c in (det, *terms.values()))
 
 
