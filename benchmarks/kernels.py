@@ -8,8 +8,8 @@
 
 * ``prox-forms``: the generated prox Newton terms of the paper's model (objective, gradient,
   Hessian) in three forms: ``sympy.diff`` of the objective with opaque logistics; every logistic over
-  one canonical argument (``codegen._shared_logistics``); and the derivatives taken through the
-  logistic values (``codegen._prox_derivatives``), which ``derivations`` generates. The minimum over
+  one canonical argument (``expressions.shared_logistics``); and the derivatives taken through the
+  logistic values (``expressions.prox_derivatives``), which ``derivations`` generates. The minimum over
   30 interleaved calls on 16384 random nodes, the exponentials and arithmetic operators of the
   generated source, the ratio to the first form and the largest difference from the generated one.
 * ``general``: per shape ``(L, r, t)``: the cold generation time (``generated_functions`` in a
@@ -65,7 +65,7 @@ def cmd_prox_forms(args) -> None:
 
     from derivations import ModelSpec
     from derivations import symbols as S
-    from derivations.codegen import _prox_derivatives, _shared_logistics
+    from derivations.expressions import prox_derivatives, shared_logistics
     from derivations.model import prox_objective
 
     spec = ModelSpec(omega=0.3)
@@ -73,9 +73,9 @@ def cmd_prox_forms(args) -> None:
     obj = prox_objective(spec, logistic=True)
     second = [(S.h1, S.h1), (S.h1, S.h2), (S.h2, S.h2)]
     plain = (obj,) + tuple(sp.diff(obj, h) for h in S.H) + tuple(sp.diff(obj, *hh) for hh in second)
-    shared = tuple(_shared_logistics(e) for e in plain)
-    obj_shared = _shared_logistics(obj)
-    grad, hess = _prox_derivatives(obj_shared, S.H)
+    shared = tuple(shared_logistics(e) for e in plain)
+    obj_shared = shared_logistics(obj)
+    grad, hess = prox_derivatives(obj_shared, S.H)
     forms = {"sympy.diff, opaque logistics": plain, "logistics shared": shared,
              "shared + chain rule (generated)": (obj_shared,) + grad + hess}
     rng = np.random.default_rng(0)

@@ -129,7 +129,7 @@ def _kernel_source(terms: str) -> str:
 def compiled_source(exprs: Dict[str, Tuple[tuple, object, str]], names: Sequence[str], n_params: int,
                     n_h: int, header: str) -> str:
     """The source of a model's compiled module: :data:`PER_NODE` functions among ``names`` and the
-    Newton kernels (``exprs``: :func:`derivations.codegen.build_expressions`)."""
+    Newton kernels (``exprs``: :func:`derivations.expressions.build_expressions`)."""
     parts = [header, "from math import *  # noqa: F401,F403 - the math printer's functions",
              "import numpy as np", "from numba import njit", "", "from derivations.compiled import call_vectorised",
              "from derivations.kernel_linalg import direction, max_abs"]

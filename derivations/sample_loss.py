@@ -51,7 +51,7 @@ def _expressions(spec: ModelSpec) -> Dict[str, tuple]:
     import sympy as sp
 
     from . import symbols as S
-    from .codegen import _prox_derivatives, _shared_logistics
+    from .expressions import prox_derivatives, shared_logistics
     from .model import attention_matrix, explicit_softmax, inverse
 
     ms = S.matrix_symbols(spec.shape)
@@ -75,10 +75,10 @@ def _expressions(spec: ModelSpec) -> Dict[str, tuple]:
 
     Vinv = inverse(ms.V)
     quad = sum(((ms.h[l, :] - ms.w[l, :]) * Vinv * (ms.h[l, :] - ms.w[l, :]).T)[0, 0] for l in range(L)) / 2
-    loss_opaque = _shared_logistics(loss(True))
-    loss_grad, _ = _prox_derivatives(loss_opaque, H)
-    obj_opaque = _shared_logistics(quad + loss(True))
-    grad, hess = _prox_derivatives(obj_opaque, H)
+    loss_opaque = shared_logistics(loss(True))
+    loss_grad, _ = prox_derivatives(loss_opaque, H)
+    obj_opaque = shared_logistics(quad + loss(True))
+    grad, hess = prox_derivatives(obj_opaque, H)
     obj = explicit_softmax(obj_opaque)
     hess_names = ", ".join(f"H[{i},{j}]" for i in range(len(H)) for j in range(i, len(H)))
     coefs = tuple(coef)

@@ -18,7 +18,7 @@ import pytest
 import sympy as sp
 
 from derivations import ModelSpec, derive, generated_functions, packing
-from derivations import codegen, expectations, moments, reduction, replica
+from derivations import codegen, expectations, expressions, moments, reduction, replica
 from derivations import symbols as S
 from derivations.model import positions
 from derivations.expectations import expect_equal, integrate_by_parts, x_frame
@@ -299,7 +299,7 @@ def test_channel_moments_and_conjugates_follow_their_definitions(cache_env, shap
     Vhat_dl = -(alpha * mean["fx"][:, :r] - thetahat_dl @ mats["theta"].T) @ np.linalg.inv(mats["q"])
     forms = {"qhat": alpha * mean["ff"], "mhat": alpha * mean["pf"], "Vhat": -(G[:, :r] + G[:, :r].T) / 2,
              "thetahat": G[:, r:], "thetahat_dl": thetahat_dl, "Vhat_dl": (Vhat_dl + Vhat_dl.T) / 2}
-    expected = [v for form in codegen.CONJUGATE_FORMS
+    expected = [v for form in expressions.CONJUGATE_FORMS
                 for v in packing.pack(form.split("_")[0], forms[form], spec.shape)]
     assert len(conj) == len(expected) == len(gm.conjugate_names)
     np.testing.assert_allclose(conj, expected, rtol=1e-11, atol=1e-13)
@@ -352,7 +352,7 @@ def test_numpy_and_mpmath_agree_with_and_without_cse(cache_env, shape):
         conj.update(packing.as_dict(name, packing.pack(name, np.eye(spec.rank) * 0.8, spec.shape), spec.shape))
     point.update(conj)
     reference = generated_functions(spec, "mpmath", cse=True)
-    assert set(reference.functions) == set(codegen.MATRIX_FUNCTION_NAMES)
+    assert set(reference.functions) == set(expressions.MATRIX_FUNCTION_NAMES)
     pm = tuple(mpmath.mpf(x) for x in generated_functions(spec).params(spec))  # the same binary inputs
     with mpmath.workdps(40):
         want = {name: call(reference, name, {k: mpmath.mpf(v) for k, v in point.items()}, pm)

@@ -150,7 +150,7 @@ class GeneralModel:
 
     # ------------------------------------------------------------------ averaged
     def conjugates_from_moments(self, alpha: float, means, q, theta) -> Dict[str, np.ndarray]:
-        """``{form: matrix}`` for each of ``codegen.CONJUGATE_FORMS`` from the averaged moments
+        """``{form: matrix}`` for each of ``expressions.CONJUGATE_FORMS`` from the averaged moments
         ``means`` (without the envelope). ``means`` may be ``(n_moments - 1,)`` or
         ``(R, n_moments - 1)``; each matrix then carries the leading ``R``."""
         means = np.asarray(means, dtype=float)
@@ -158,7 +158,7 @@ class GeneralModel:
         out = self._call("conjugates_from_moments", alpha, *np.moveaxis(means, -1, 0), *self.pack("q", q),
                          *self.pack("theta", theta))
         values = np.stack([np.broadcast_to(np.asarray(o, dtype=float), lead) for o in out], axis=-1)
-        from derivations.codegen import CONJUGATE_FORMS
+        from derivations.expressions import CONJUGATE_FORMS
 
         forms, start = {}, 0
         for form in CONJUGATE_FORMS:
