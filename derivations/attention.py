@@ -40,7 +40,7 @@ import math
 import tokenize
 from typing import Tuple
 
-from .spec import BUILTIN_ATTENTIONS, ModelSpecError
+from .vocabulary import BUILTIN_ATTENTIONS, ModelSpecError
 
 #: the functions an expression may use (name in the text -> SymPy name)
 FUNCTIONS = ("exp", "log", "sqrt", "tanh", "sinh", "cosh", "sin", "cos", "atan", "erf", "Abs")

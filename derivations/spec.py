@@ -16,9 +16,8 @@ import math
 import operator
 from typing import Optional, Tuple
 
-#: the attentions known by name (derivations.attention); any other is an expression of the scores
-BUILTIN_ATTENTIONS = ("softmax", "linear", "sigmoid")
-REGULARISERS = ("ridge",)
+from .vocabulary import BUILTIN_ATTENTIONS, REGULARISERS, ModelSpecError
+
 
 #: the largest sigma whose square is a float
 SIGMA_LIMIT = 1e150
@@ -37,14 +36,6 @@ def default_positions(L: int) -> Tuple[Tuple[float, ...], ...]:
     if L == 2:
         return ((1.0,), (-1.0,))
     return tuple(tuple(1.0 if i == j else 0.0 for j in range(L)) for i in range(L))
-
-
-class ModelSpecError(ValueError):
-    """A model specification is invalid. ``parameter`` names the culprit."""
-
-    def __init__(self, parameter: str, message: str):
-        super().__init__(f"{parameter}: {message}")
-        self.parameter = parameter
 
 
 @dataclasses.dataclass(frozen=True)

@@ -13,16 +13,13 @@ import json
 import logging
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import Callable, Optional
 
 from tidyio import (ROW_CHECK, append_text, atomic_write_text, json_text, move_aside, read_table,
                            render_csv)
 
 from . import SweepError
 from .config import settings_hash
-
-if TYPE_CHECKING:
-    from .tasks import Task
 
 log = logging.getLogger(__name__)
 
@@ -234,7 +231,9 @@ class SweepStore:
             atomic_write_text(path, render_csv(header, table.rows + list(rows), True))
         self._headers[name] = header
 
-    def record_failure(self, task: Task, error: str, tb: str, run_started: str) -> None:
+    def record_failure(self, task, error: str, tb: str, run_started: str) -> None:
+        """A row of the failures file for ``task``: anything with a ``key``, a ``kind`` and a ``payload``
+        (a sweep's task or the paper's), so that the store depends on no kind of task."""
         row = {"run_started": run_started, "task": task.key, "kind": task.kind,
                "omega": task.payload.get("omega"), "alpha": task.payload.get("alpha", ""),
                "error": error, "traceback": tb.strip().replace("\n", " | ")}
