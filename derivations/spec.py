@@ -10,8 +10,6 @@ arguments, so changing a number never requires regenerating code.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 import math
 import operator
 from typing import Optional, Tuple
@@ -194,10 +192,6 @@ class ModelSpec:
         if self.beta != 1.0:
             key["beta"] = self.beta
         return key
-
-    def structural_hash(self) -> str:
-        blob = json.dumps(self.structural_key(), sort_keys=True).encode()
-        return hashlib.sha256(blob).hexdigest()[:16]
 
     def to_dict(self) -> dict:
         """Every field (``beta`` only when it is not 1: records of the paper's model keep their form

@@ -112,29 +112,6 @@ def plot_dscan(out: str) -> str:
     return path
 
 
-def markdown_table(rows: Sequence[dict], digits: int = 4,
-                   cols: Sequence[str] = ("alpha", "init", "branch", "quantity", "sim_mean", "sim_sem", "theory", "z"),
-                   ) -> str:
-    """``validate.csv``-style rows as a Markdown table (for docs/validation.md)."""
-    out = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    for r in rows:
-        cells = []
-        for c in cols:
-            v = r.get(c, "")
-            x = _f(v)
-            if c in ("alpha", "d"):
-                cells.append(f"{x:g}")
-            elif c == "z":
-                cells.append("" if not math.isfinite(x) else f"{x:+.2f}")
-            elif isinstance(v, (int, float)) or (isinstance(v, str) and math.isfinite(x)):
-                cells.append(f"{x:.{digits}g}" if math.isfinite(x) else "")
-            else:
-                cells.append(str(v) if str(v) != "nan" else "")
-        out.append("| " + " | ".join(cells) + " |")
-    return "\n".join(out)
-
-
-
 def theory_column_overlaps(row: dict, sigma: float) -> dict:
     """Per student column ``j`` of a theory row (``numerics.result.FixedPoint.to_row``: packed
     ``m_a_j``, ``theta_j_c``): the largest and smallest over ``j`` of ``|m_.j|`` and ``|theta_j.|/sigma^2``, as

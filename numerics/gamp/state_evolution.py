@@ -56,9 +56,3 @@ def state_evolution(spec: ModelSpec, alpha: float, start: MatrixOverlaps, steps:
             x = subspace.project(x)
         out.append(x)
     return out
-
-
-def from_measured(spec: ModelSpec, q, m, V, theta) -> MatrixOverlaps:
-    """The overlaps of a measured iterate (matrices or numbers) as a record."""
-    return MatrixOverlaps(spec.shape, q=q, m=m, V=V, theta=theta)
-
