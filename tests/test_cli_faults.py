@@ -942,7 +942,7 @@ def test_the_generated_code_gives_inf_or_nan_without_a_numpy_warning():
 
 @pytest.mark.parametrize("argv, expected", [
     (["solve", "--alpha", "1", "--attention", "h1/(h1 - h2)"], "attention: not finite at h1=0, h2=0"),
-    (["thresholds", "--attention", "exp(h1"], "attention: cannot parse 'exp(h1'"),
+    (["thresholds", "--attention", "exp(h1"], "attention: cannot parse (EOF in multi-line statement): 'exp(h1'"),
     (["curve", "--attention", "h1*q"], "attention: unknown symbol 'q'"),
     (["simulate", "--attention", "__import__('os').getcwd()"], "attention: unknown symbol '__import__'"),
     (["derive", "--attention", "sqrt(h1)"], "attention: not real at h1=-1"),

@@ -79,7 +79,8 @@ SOLVE = ["solve", "--alpha", "1", "--precision", "draft", "--branch", "semantic"
     ("1/Abs(h1 - 0.3)", "not twice differentiable: a kink where h1 - 3/10 = 0"),
     ("log(Abs(h1 - 0.3))", "not twice differentiable: a kink where h1 - 3/10 = 0"),
     ("+".join(["h1"] * 30000), "too long to be an attention (89999 characters"),
-    ("(" * 300 + "h1" + ")" * 300, "cannot parse"),
+    ("(" * 300 + "h1" + ")" * 300, "cannot parse (too many nested parentheses): '((((("),
+    ("h1 $ 2", "cannot parse: '$' is not allowed"),
     ("7" * 5000 + "*h1", "too long to be an attention (5003 characters"),
     ("h1**(10**7)", "the exponent 1e+07 exceeds 64"),
 ])
