@@ -960,3 +960,31 @@ def test_bad_attention_and_beta_are_one_line_exit_2(argv, expected, tmp_path, ca
         argv = [*argv, "--out", str(tmp_path / "out")]
     status, _, err = run(argv, capsys)
     assert status == 2 and expected in one_line(err, argv[0])
+
+
+def test_run_says_its_table_is_the_global_minima_and_prints_no_negative_zero(tmp_path, capsys, monkeypatch):
+    """A value that rounds to zero in the table's decimals (m = -1e-9 on a trivial-like point) is
+    printed 0.000000, not -0.000000; the line above the table says what it holds."""
+    import dataclasses
+
+    import numerics.api as api
+
+    def follow(spec, alphas, branch, precision="fast", progress=None, **kw):
+        curve = fake_follow_branch(spec, alphas, branch, precision, progress)
+        tiny = Overlaps(q=0.1, m=-1e-9, V=5.0, theta=-2e-8)
+        points = [dataclasses.replace(p, overlaps=tiny) for p in curve.points]
+        return type(curve)(branch, points, [])
+
+    monkeypatch.setattr(api, "follow_branch", follow)
+    found = types.SimpleNamespace(alpha_c=1.0, alpha_c_error=1e-4, alpha_l=1.2, alpha_l_error=1e-4, alpha_l_status="ok",
+                                  spinodals=[], scan=(), notes=(), transitions=(types.SimpleNamespace(
+                                      alpha=1.0, error=1e-4, below="positional", above="semantic", kind="crossing"),),
+                                  to_dict=lambda: {"alpha_c": 1.0, "alpha_l": 1.2})
+    monkeypatch.setattr(api, "thresholds", lambda *a, **k: found)
+    status, out, err = run(["run", "--alpha", "0.5:1.5:3", "--out", tmp_path], capsys)
+    assert status == 0 and not err, err
+    assert re.search(r"^the global minimum at each alpha: \d+ of the 6 points \(every branch is in .*curve\.csv\)$",
+                     out, re.M), out
+    rows = [line.split() for line in out.splitlines() if re.match(r"\s*\d\.\d{4} ", line)]
+    assert rows and all(r[3] == "0.000000" and r[5] == "0.000000" for r in rows), out
+    assert "-0.0" not in out, out
