@@ -988,3 +988,32 @@ def test_run_says_its_table_is_the_global_minima_and_prints_no_negative_zero(tmp
     rows = [line.split() for line in out.splitlines() if re.match(r"\s*\d\.\d{4} ", line)]
     assert rows and all(r[3] == "0.000000" and r[5] == "0.000000" for r in rows), out
     assert "-0.0" not in out, out
+
+
+def test_print_of_a_curve_and_of_thresholds_is_a_short_summary_with_the_digits_their_errors_support():
+    """What ``print(follow(...))``, ``print(thresholds(...))`` and ``print(solve(...))`` show a newcomer:
+    a few lines in words, each number to its error, no dataclass repr, no -0."""
+    from numerics.api import BranchCurve, Thresholds, Transition
+
+    spec = ModelSpec()
+    points = [fixed_point(spec, a, "semantic", error={"q": 3e-6, "theta": 2e-6}) for a in (0.5, 1.0, 1.5)]
+    curve = BranchCurve("semantic", points, [{"branch": "semantic", "alpha": 0.4123456, "alpha_error": 2e-3,
+                                              "side": "lower"}])
+    assert str(curve).splitlines() == ["semantic branch: 3 points on alpha in [0.5, 1.5], 3 converged",
+                                       "spinodal: lower end at alpha = 0.4123 +- 2.0e-03"]
+    assert repr(curve) == "<BranchCurve semantic branch: 3 points on alpha in [0.5, 1.5], 3 converged>"
+    th = Thresholds(alpha_c=1.234567891, alpha_c_error=3e-5, alpha_l=1.4, alpha_l_error=math.nan,
+                    linear_test_error=0.00197123456, linear_test_error_error=1e-9, precision="fast", model=spec,
+                    wall_time=1.0, alpha_l_status="not bracketed on the scan",
+                    transitions=(Transition(1.234567891, 3e-5, "positional", "semantic", "crossing", (1.0, 1.5), {}),))
+    assert str(th).splitlines() == ["thresholds (fast)", "alpha_c = 1.234568 +- 3.0e-05   positional -> semantic "
+                                    "(crossing)", "alpha_l: not bracketed on the scan",
+                                    "linear baseline test error = 0.0019712346 +- 1.0e-09"]
+    one = fixed_point(spec, 1.0, "semantic", overlaps=Overlaps(q=0.1, m=-0.0, V=5.0, theta=0.15),
+                      error={"q": 3e-6, "V": 1e-4, "theta": 2e-6, "test_error": 1e-9, "train_loss": 1e-9})
+    text = str(one)
+    assert text.startswith("semantic branch at alpha = 1 (draft, converged): q = 0.1 +- 3.0e-06, m = 0, V = 5 +- "
+                           "1.0e-04"), text
+    assert "\n" not in text
+    for shown in (str(curve), str(th), text):
+        assert "Overlaps(" not in shown and "{" not in shown and "-0 " not in shown
