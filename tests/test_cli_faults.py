@@ -1015,5 +1015,20 @@ def test_print_of_a_curve_and_of_thresholds_is_a_short_summary_with_the_digits_t
     assert text.startswith("semantic branch at alpha = 1 (draft, converged): q = 0.1 +- 3.0e-06, m = 0, V = 5 +- "
                            "1.0e-04"), text
     assert "\n" not in text
+    # to the error's second significant digit: solve --precision high's errors of 1e-12 show 12 decimals
+    from numerics.api import value_with_error
+
+    assert value_with_error(0.11481730737712345, 4.5e-12) == "0.1148173073771 +- 4.5e-12"
+    assert value_with_error(0.11481730737712345, 3e-5) == "0.114817 +- 3.0e-05"
+    assert value_with_error(-1e-9 * 0.0) == "0" and value_with_error(0.11481730737712345) == "0.1148173"
     for shown in (str(curve), str(th), text):
         assert "Overlaps(" not in shown and "{" not in shown and "-0 " not in shown
+
+
+def test_simulate_with_one_seed_shows_no_spread_and_names_its_attention(capsys):
+    status, out, err = run(["simulate", "--attention", "sigmoid", *SIM], capsys)
+    assert status == 0 and not err
+    lines = out.splitlines()
+    assert "attention=sigmoid teacher=softmax" in lines[0], lines[0]
+    std = [line for line in lines if line.startswith("std")]
+    assert std == ["std  (one run: no spread; --seeds 2 or more gives one)"], out

@@ -138,7 +138,7 @@ def _fp_table(points):
 
 
 def _with_error(value: float, error: float, zero: bool) -> str:
-    """A value as a person reads it, to the digits its error supports (``0.114817307377 +- 4.5e-12``,
+    """A value as a person reads it, to the digits its error supports (``0.1148173073771 +- 4.5e-12``,
     :func:`numerics.api.value_with_error`); ``0`` where the branch holds the field at zero; the value
     alone where there is no estimate (draft precision)."""
     from numerics.api import value_with_error
