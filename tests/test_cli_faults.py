@@ -1032,3 +1032,14 @@ def test_simulate_with_one_seed_shows_no_spread_and_names_its_attention(capsys):
     assert "attention=sigmoid teacher=softmax" in lines[0], lines[0]
     std = [line for line in lines if line.startswith("std")]
     assert std == ["std  (one run: no spread; --seeds 2 or more gives one)"], out
+
+
+def test_curve_csv_stores_each_alpha_as_the_grids_decimal(tmp_path, capsys, monkeypatch):
+    """0.05:2.5:50 holds 0.75 (numpy.linspace's is 0.7500000000000001): the CSV says 0.75."""
+    import numerics.api as api
+
+    monkeypatch.setattr(api, "follow_branch", fake_follow_branch)
+    status, _, err = run(["curve", "--alphas", "0.05:2.5:50", "--out", tmp_path / "c.csv"], capsys)
+    assert status == 0 and not err
+    alphas = [line.split(",")[0] for line in (tmp_path / "c.csv").read_text().splitlines()[1:]]
+    assert "0.75" in alphas and not [a for a in alphas if len(a) > 6], alphas
