@@ -1043,3 +1043,22 @@ def test_curve_csv_stores_each_alpha_as_the_grids_decimal(tmp_path, capsys, monk
     assert status == 0 and not err
     alphas = [line.split(",")[0] for line in (tmp_path / "c.csv").read_text().splitlines()[1:]]
     assert "0.75" in alphas and not [a for a in alphas if len(a) > 6], alphas
+
+
+def test_the_solve_outputs_docs_extending_shows_are_laid_out_as_solve_prints_them(capsys, monkeypatch):
+    """Each block of docs/extending.md that quotes ``attnphase solve`` (a line ``alpha = A, precision P``
+    first) has the command's rows, in its order: the fields, then status, iterations, residual and
+    global min."""
+    import numerics.api as api
+
+    monkeypatch.setattr(api, "solve", lambda spec, alpha, branch, precision="fast", *_, **__: fixed_point(
+        spec, alpha, branch, precision="fast", error={"q": 1e-8}))
+    status, out, err = run(["solve", "--alpha", "1"], capsys)
+    assert status == 0 and not err
+    labels = [line.split()[0] for line in out.splitlines()[2:] if line.strip() and not line.startswith("wall")]
+    blocks = (ROOT / "docs" / "extending.md").read_text().split("```\n")
+    quoted = [b for b in blocks if re.match(r"alpha = [\d.]+, precision \w+\n", b)]
+    assert quoted, "docs/extending.md quotes no solve output"
+    for block in quoted:
+        shown = [line.split()[0] for line in block.splitlines()[2:] if line.strip()]
+        assert shown == labels, (shown, labels)
