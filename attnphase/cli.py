@@ -216,28 +216,49 @@ def main(argv=None) -> int:
         return _main(argv)
 
 
+def _interruption_within(exc: BaseException):
+    """The Ctrl-C, signal or time limit that ``exc`` carries, else None: raised by a signal handler
+    while compiled code returns (numba's dispatcher), it comes back as a SystemError ("returned a
+    result with an exception set") whose cause is that exception."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, (KeyboardInterrupt, TimeLimitReached)):
+            return exc
+        if not isinstance(exc, SystemError):
+            return None
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
 def _main(argv) -> int:
     name, verbose = "attnphase", 0
     root = logging.getLogger()
     handler, level = None, root.level
     try:
         try:
-            args = build_parser().parse_args(argv)
-        except SystemExit as exc:  # bad input (one line, 2) or --help (0): a status, as every other outcome
-            return exc.code
-        name, verbose = f"attnphase {args.command}", args.verbose
-        set_progress(args.progress)
-        apply_backend(args)
-        handler = _log_handler(verbose)
-        root.addHandler(handler)
-        root.setLevel([logging.WARNING, logging.INFO, logging.DEBUG][min(verbose, 2)])
-        logging.captureWarnings(True)
-        quiet_child_processes()
-        status = int(args.func(args) or 0)
-        summary = handler.line() if isinstance(handler, WarningSummary) else ""
-        if summary:
-            sys.stderr.write(f"{name}: {summary}\n")
-        return status
+            try:
+                args = build_parser().parse_args(argv)
+            except SystemExit as exc:  # bad input (one line, 2) or --help (0): a status, as every other outcome
+                return exc.code
+            name, verbose = f"attnphase {args.command}", args.verbose
+            set_progress(args.progress)
+            apply_backend(args)
+            handler = _log_handler(verbose)
+            root.addHandler(handler)
+            root.setLevel([logging.WARNING, logging.INFO, logging.DEBUG][min(verbose, 2)])
+            logging.captureWarnings(True)
+            quiet_child_processes()
+            status = int(args.func(args) or 0)
+            summary = handler.line() if isinstance(handler, WarningSummary) else ""
+            if summary:
+                sys.stderr.write(f"{name}: {summary}\n")
+            return status
+        except Exception as exc:  # a Ctrl-C, signal or time limit that compiled code wrapped: as itself
+            interruption = _interruption_within(exc)
+            if interruption is None:
+                raise
+            raise interruption from None
     except TimeLimitReached as exc:  # a BaseException, as Ctrl-C: no solver's retry takes it for a failure
         if verbose:
             traceback.print_exc()

@@ -64,9 +64,9 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--teacher-attention", default="softmax", metavar="NAME|EXPR",
                    help="the teacher's attention T0 in T = (1 - omega) T0 + omega A, set like --attention "
                         "(default softmax)")
-    g.add_argument("--tokens", type=int, default=2, help="number of tokens L (default 2)")
-    g.add_argument("--rank", type=int, default=1, help="rank r of the student (default 1)")
-    g.add_argument("--teacher-rank", type=int, default=1, help="rank t of the teacher (default 1)")
+    g.add_argument("--tokens", type=whole_number, default=2, help="number of tokens L (default 2)")
+    g.add_argument("--rank", type=whole_number, default=1, help="rank r of the student (default 1)")
+    g.add_argument("--teacher-rank", type=whole_number, default=1, help="rank t of the teacher (default 1)")
     g.add_argument("--positions", default=None, metavar="ROWS",
                    help="positional matrix P (L x k), rows separated by ';' (default 1;-1 for two tokens, "
                         "the identity otherwise)")
@@ -162,11 +162,11 @@ def add_instance_options(parser: argparse.ArgumentParser) -> None:
     """The finite instance of ``simulate`` and ``gamp``: ``--d``, ``--alpha``, ``--init``, ``--seeds``."""
     from validation.run_settings import INITS
 
-    parser.add_argument("--d", type=int, default=1000, help="dimension (default 1000)")
+    parser.add_argument("--d", type=whole_number, default=1000, help="dimension (default 1000)")
     parser.add_argument("--alpha", type=float, default=2.0,
                         help="samples per dimension, n = round(alpha d) (default 2)")
     parser.add_argument("--init", default="semantic", choices=INITS, help="start (default semantic)")
-    parser.add_argument("--seeds", type=int, default=1, help="number of independent runs (default 1)")
+    parser.add_argument("--seeds", type=whole_number, default=1, help="number of independent runs (default 1)")
 
 
 def add_backend_option(parser: argparse.ArgumentParser) -> None:
@@ -216,7 +216,7 @@ def add_dask_options(parser: argparse.ArgumentParser, embedded: bool = True):
                    help="run on this existing Dask scheduler (its workers must import this project; default: "
                         + ("an embedded cluster on this machine)" if embedded else "no Dask)"))
     if embedded:
-        g.add_argument("--workers", type=int, default=None,
+        g.add_argument("--workers", type=whole_number, default=None,
                        help="worker processes of the embedded cluster (default: the machine's cores)")
     return g
 
@@ -229,7 +229,7 @@ PROCESSES_HELP = ("general model: processes that solve the quasi-Monte Carlo scr
 
 def add_processes_option(parser: argparse.ArgumentParser) -> None:
     """``--workers`` of the commands that solve in this process (:func:`solve_processes`)."""
-    parser.add_argument("--workers", type=int, default=None, help=PROCESSES_HELP + " (default 1)")
+    parser.add_argument("--workers", type=whole_number, default=None, help=PROCESSES_HELP + " (default 1)")
 
 
 def solve_processes(args: argparse.Namespace):
@@ -340,6 +340,29 @@ def parse_list(text: str, flag: str, item: Callable = str, choices: Optional[Seq
             if v not in choices:
                 raise UsageError(f"{flag}: unknown value {v!r}; choose from {', '.join(map(str, choices))}")
     return values
+
+
+#: a whole number written with more digits than this is beyond every count the program takes
+_MAX_COUNT_DIGITS = 18
+
+
+def whole_number(text: str) -> int:
+    """An argparse ``type``: an integer, written as one (``1000``) or in a float's notation with
+    an integral value (``1e6``, ``1000.0``), as a count is often written; the size checks then
+    refuse what is too large with its cost. Digits beyond :data:`_MAX_COUNT_DIGITS` are refused
+    here (the exact integer of ``1e999999999`` would take minutes to build)."""
+    import decimal
+
+    try:
+        value = decimal.Decimal(text.strip().replace("_", "x"))
+    except decimal.InvalidOperation:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if not value.is_finite() or (value != 0 and value.adjusted() >= _MAX_COUNT_DIGITS):
+        raise argparse.ArgumentTypeError(f"{text!r} is beyond any count this program takes (at most "
+                                         f"{_MAX_COUNT_DIGITS} digits)")
+    if value != value.to_integral_value():
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}")
+    return int(value)
 
 
 def positive_number(text: str) -> float:

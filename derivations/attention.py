@@ -115,9 +115,11 @@ def _tokens_admitted(text: str, L: int, role: str) -> None:
     try:
         tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
     except (tokenize.TokenError, IndentationError, SyntaxError) as exc:
-        raise ModelSpecError(role, f"cannot parse {quoted(text)} ({exc.args[0]})") from None
+        raise ModelSpecError(role, f"cannot parse ({exc.args[0]}): {quoted(text)}") from None
     for tok in tokens:
         if tok.type in (tokenize.NEWLINE, tokenize.NL, tokenize.ENDMARKER, tokenize.INDENT, tokenize.DEDENT):
+            continue
+        if tok.type == tokenize.ERRORTOKEN and not tok.string.strip():  # the blank before a bad character
             continue
         if tok.type == tokenize.NUMBER and not tok.string.lower().endswith("j") and "_" not in tok.string:
             continue
@@ -128,8 +130,8 @@ def _tokens_admitted(text: str, L: int, role: str) -> None:
         if tok.type == tokenize.NAME:
             raise ModelSpecError(role, f"unknown symbol {quoted(tok.string)} in {quoted(text)}; an attention "
                                        f"may use {_vocabulary(L, role)}")
-        raise ModelSpecError(role, f"cannot parse {quoted(text)}: {quoted(tok.string)} is not allowed (numbers, "
-                                   f"+ - * / ** ( ) and {_vocabulary(L, role)})")
+        raise ModelSpecError(role, f"cannot parse: {quoted(tok.string)} is not allowed (numbers, + - * / ** ( ) "
+                                   f"and {_vocabulary(L, role)}): {quoted(text)}")
 
 
 _KIND = {ast.Add: "sum", ast.Sub: "sum", ast.Mult: "product", ast.Div: "product", ast.Pow: "power"}
@@ -167,7 +169,7 @@ def check_size(text: str, role: str) -> None:
         tree = ast.parse(text.strip(), mode="eval")
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
         reason = exc.msg if isinstance(exc, SyntaxError) else type(exc).__name__
-        raise ModelSpecError(role, f"cannot parse {quoted(text)} ({reason.split(' - ')[0]})") from None
+        raise ModelSpecError(role, f"cannot parse ({reason.split(' - ')[0]}): {quoted(text)}") from None
     nodes = sum(1 for _ in ast.walk(tree))
     if nodes > MAX_NODES:
         raise ModelSpecError(role, f"too many operations to be an attention ({nodes} nodes, at most {MAX_NODES}): "
@@ -248,7 +250,7 @@ def _parse_text(text: str, L: int, role: str):
         expr = parse_expr(text, local_dict=names, global_dict=glob,
                           transformations=standard_transformations + (rationalize,))
     except Exception as exc:  # the parser raises SyntaxError, TypeError, TokenError, ...
-        raise ModelSpecError(role, f"cannot parse {quoted(text)} ({type(exc).__name__}: {quoted(exc)})") from None
+        raise ModelSpecError(role, f"cannot parse ({type(exc).__name__}: {quoted(exc)}): {quoted(text)}") from None
     return expr
 
 

@@ -28,7 +28,7 @@ def named_values(names, values) -> str:
 
 
 def value_with_error(value: float, error: float = math.nan) -> str:
-    """A value as its error supports it: to the error's second significant digit, ``0.114817307377
+    """A value as its error supports it: to the error's second significant digit, ``0.1148173073771
     +- 4.5e-12``; seven significant digits where no error is stated (a one-rule precision); never
     ``-0``."""
     value = float(value) + 0.0  # -0.0 + 0.0 is 0.0

@@ -68,6 +68,12 @@ def test_text_and_latex(capsys, fmt, marker):
     assert main(["derive", "--format", fmt]) == 0
     out = capsys.readouterr().out
     assert marker in out
+    # the model in words first, not a dict or dataclass repr
+    first = out.lstrip().splitlines()[0]
+    assert "{'" not in first and "ModelSpec(" not in first, first
+    if fmt == "text":
+        assert first.startswith("Model: sigma = 0.5, lam = 0.01, omega = 0.3, A = [0.6, 0.4; 0.4, 0.6], attention "
+                                "softmax"), first
     for name in EQUATIONS:
         assert (f"  {name} = " in out) if fmt == "text" else True
     if fmt == "latex":

@@ -942,7 +942,7 @@ def test_the_generated_code_gives_inf_or_nan_without_a_numpy_warning():
 
 @pytest.mark.parametrize("argv, expected", [
     (["solve", "--alpha", "1", "--attention", "h1/(h1 - h2)"], "attention: not finite at h1=0, h2=0"),
-    (["thresholds", "--attention", "exp(h1"], "attention: cannot parse 'exp(h1'"),
+    (["thresholds", "--attention", "exp(h1"], "attention: cannot parse (EOF in multi-line statement): 'exp(h1'"),
     (["curve", "--attention", "h1*q"], "attention: unknown symbol 'q'"),
     (["simulate", "--attention", "__import__('os').getcwd()"], "attention: unknown symbol '__import__'"),
     (["derive", "--attention", "sqrt(h1)"], "attention: not real at h1=-1"),
@@ -960,3 +960,105 @@ def test_bad_attention_and_beta_are_one_line_exit_2(argv, expected, tmp_path, ca
         argv = [*argv, "--out", str(tmp_path / "out")]
     status, _, err = run(argv, capsys)
     assert status == 2 and expected in one_line(err, argv[0])
+
+
+def test_run_says_its_table_is_the_global_minima_and_prints_no_negative_zero(tmp_path, capsys, monkeypatch):
+    """A value that rounds to zero in the table's decimals (m = -1e-9 on a trivial-like point) is
+    printed 0.000000, not -0.000000; the line above the table says what it holds."""
+    import dataclasses
+
+    import numerics.api as api
+
+    def follow(spec, alphas, branch, precision="fast", progress=None, **kw):
+        curve = fake_follow_branch(spec, alphas, branch, precision, progress)
+        tiny = Overlaps(q=0.1, m=-1e-9, V=5.0, theta=-2e-8)
+        points = [dataclasses.replace(p, overlaps=tiny) for p in curve.points]
+        return type(curve)(branch, points, [])
+
+    monkeypatch.setattr(api, "follow_branch", follow)
+    found = types.SimpleNamespace(alpha_c=1.0, alpha_c_error=1e-4, alpha_l=1.2, alpha_l_error=1e-4, alpha_l_status="ok",
+                                  spinodals=[], scan=(), notes=(), transitions=(types.SimpleNamespace(
+                                      alpha=1.0, error=1e-4, below="positional", above="semantic", kind="crossing"),),
+                                  to_dict=lambda: {"alpha_c": 1.0, "alpha_l": 1.2})
+    monkeypatch.setattr(api, "thresholds", lambda *a, **k: found)
+    status, out, err = run(["run", "--alpha", "0.5:1.5:3", "--out", tmp_path], capsys)
+    assert status == 0 and not err, err
+    assert re.search(r"^the global minimum at each alpha: \d+ of the 6 points \(every branch is in .*curve\.csv\)$",
+                     out, re.M), out
+    rows = [line.split() for line in out.splitlines() if re.match(r"\s*\d\.\d{4} ", line)]
+    assert rows and all(r[3] == "0.000000" and r[5] == "0.000000" for r in rows), out
+    assert "-0.0" not in out, out
+
+
+def test_print_of_a_curve_and_of_thresholds_is_a_short_summary_with_the_digits_their_errors_support():
+    """What ``print(follow(...))``, ``print(thresholds(...))`` and ``print(solve(...))`` show a newcomer:
+    a few lines in words, each number to its error, no dataclass repr, no -0."""
+    from numerics.api import BranchCurve, Thresholds, Transition
+
+    spec = ModelSpec()
+    points = [fixed_point(spec, a, "semantic", error={"q": 3e-6, "theta": 2e-6}) for a in (0.5, 1.0, 1.5)]
+    curve = BranchCurve("semantic", points, [{"branch": "semantic", "alpha": 0.4123456, "alpha_error": 2e-3,
+                                              "side": "lower"}])
+    assert str(curve).splitlines() == ["semantic branch: 3 points on alpha in [0.5, 1.5], 3 converged",
+                                       "spinodal: lower end at alpha = 0.4123 +- 2.0e-03"]
+    assert repr(curve) == "<BranchCurve semantic branch: 3 points on alpha in [0.5, 1.5], 3 converged>"
+    th = Thresholds(alpha_c=1.234567891, alpha_c_error=3e-5, alpha_l=1.4, alpha_l_error=math.nan,
+                    linear_test_error=0.00197123456, linear_test_error_error=1e-9, precision="fast", model=spec,
+                    wall_time=1.0, alpha_l_status="not bracketed on the scan",
+                    transitions=(Transition(1.234567891, 3e-5, "positional", "semantic", "crossing", (1.0, 1.5), {}),))
+    assert str(th).splitlines() == ["thresholds (fast)", "alpha_c = 1.234568 +- 3.0e-05   positional -> semantic "
+                                    "(crossing)", "alpha_l: not bracketed on the scan",
+                                    "linear baseline test error = 0.0019712346 +- 1.0e-09"]
+    one = fixed_point(spec, 1.0, "semantic", overlaps=Overlaps(q=0.1, m=-0.0, V=5.0, theta=0.15),
+                      error={"q": 3e-6, "V": 1e-4, "theta": 2e-6, "test_error": 1e-9, "train_loss": 1e-9})
+    text = str(one)
+    assert text.startswith("semantic branch at alpha = 1 (draft, converged): q = 0.1 +- 3.0e-06, m = 0, V = 5 +- "
+                           "1.0e-04"), text
+    assert "\n" not in text
+    # to the error's second significant digit: solve --precision high's errors of 1e-12 show 12 decimals
+    from numerics.api import value_with_error
+
+    assert value_with_error(0.11481730737712345, 4.5e-12) == "0.1148173073771 +- 4.5e-12"
+    assert value_with_error(0.11481730737712345, 3e-5) == "0.114817 +- 3.0e-05"
+    assert value_with_error(-1e-9 * 0.0) == "0" and value_with_error(0.11481730737712345) == "0.1148173"
+    for shown in (str(curve), str(th), text):
+        assert "Overlaps(" not in shown and "{" not in shown and "-0 " not in shown
+
+
+def test_simulate_with_one_seed_shows_no_spread_and_names_its_attention(capsys):
+    status, out, err = run(["simulate", "--attention", "sigmoid", *SIM], capsys)
+    assert status == 0 and not err
+    lines = out.splitlines()
+    assert "attention=sigmoid teacher=softmax" in lines[0], lines[0]
+    std = [line for line in lines if line.startswith("std")]
+    assert std == ["std  (one run: no spread; --seeds 2 or more gives one)"], out
+
+
+def test_curve_csv_stores_each_alpha_as_the_grids_decimal(tmp_path, capsys, monkeypatch):
+    """0.05:2.5:50 holds 0.75 (numpy.linspace's is 0.7500000000000001): the CSV says 0.75."""
+    import numerics.api as api
+
+    monkeypatch.setattr(api, "follow_branch", fake_follow_branch)
+    status, _, err = run(["curve", "--alphas", "0.05:2.5:50", "--out", tmp_path / "c.csv"], capsys)
+    assert status == 0 and not err
+    alphas = [line.split(",")[0] for line in (tmp_path / "c.csv").read_text().splitlines()[1:]]
+    assert "0.75" in alphas and not [a for a in alphas if len(a) > 6], alphas
+
+
+def test_the_solve_outputs_docs_extending_shows_are_laid_out_as_solve_prints_them(capsys, monkeypatch):
+    """Each block of docs/extending.md that quotes ``attnphase solve`` (a line ``alpha = A, precision P``
+    first) has the command's rows, in its order: the fields, then status, iterations, residual and
+    global min."""
+    import numerics.api as api
+
+    monkeypatch.setattr(api, "solve", lambda spec, alpha, branch, precision="fast", *_, **__: fixed_point(
+        spec, alpha, branch, precision="fast", error={"q": 1e-8}))
+    status, out, err = run(["solve", "--alpha", "1"], capsys)
+    assert status == 0 and not err
+    labels = [line.split()[0] for line in out.splitlines()[2:] if line.strip() and not line.startswith("wall")]
+    blocks = (ROOT / "docs" / "extending.md").read_text().split("```\n")
+    quoted = [b for b in blocks if re.match(r"alpha = [\d.]+, precision \w+\n", b)]
+    assert quoted, "docs/extending.md quotes no solve output"
+    for block in quoted:
+        shown = [line.split()[0] for line in block.splitlines()[2:] if line.strip()]
+        assert shown == labels, (shown, labels)

@@ -5,8 +5,9 @@ released (README.md, "Exit statuses").
 Each case runs the command in a subprocess (the theory tasks of the Dask commands replaced by
 :func:`tests.fakes.fake_theory_task` of 0.4 s, so that they are still running when the signal
 comes) and signals that process alone, as ``kill`` does. By default SIGTERM and SIGHUP reach
-``simulate`` and SIGTERM a sweep (Ctrl-C is tested in tests/test_cli_faults.py); ``-m slow`` runs
-every pair (about 3 minutes).
+``simulate``, SIGTERM a sweep and ``thresholds`` (whose compiled prox the signal lands in), SIGHUP
+``curve`` (Ctrl-C is tested in tests/test_cli_faults.py); ``-m slow`` runs every pair (about 3
+minutes).
 """
 from __future__ import annotations
 
@@ -113,7 +114,8 @@ def _assert_ended_cleanly(command: str, signum: int, tmp_path: Path):
     assert not left and not (tmp_path / "c.csv").exists(), left
 
 
-DEFAULT = [("simulate", signal.SIGTERM), ("simulate", signal.SIGHUP), ("phase-diagram", signal.SIGTERM)]
+DEFAULT = [("simulate", signal.SIGTERM), ("simulate", signal.SIGHUP), ("phase-diagram", signal.SIGTERM),
+           ("thresholds", signal.SIGTERM), ("curve", signal.SIGHUP)]
 ALL = [(c, s) for c in ("simulate", "curve", "thresholds", "phase-diagram", "paper") for s in STATUS]
 
 
@@ -141,3 +143,24 @@ def test_an_ignored_hangup_stays_ignored():
         assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
     finally:
         signal.signal(signal.SIGHUP, previous)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_a_signal_that_lands_in_compiled_code_ends_the_command_as_itself(signum, capsys, monkeypatch):
+    """Raised by the handler while numba's dispatcher returns, the signal's exception comes back
+    as a SystemError ("returned a result with an exception set") caused by it: the command ends
+    as the signal does, not as a fault of the program."""
+    import numerics.api as api
+    from attnphase import cli
+
+    def compiled(*args, **kwargs):
+        try:
+            raise KeyboardInterrupt() if signum == signal.SIGINT else cli.Terminated(signum)
+        except KeyboardInterrupt as exc:
+            raise SystemError("CPUDispatcher(<function newton_prox>) returned a result with an exception set") \
+                from exc
+
+    monkeypatch.setattr(api, "solve", compiled)
+    status = cli.main(["solve", "--alpha", "1", "--branch", "semantic", "--no-progress"])
+    code, word = STATUS[signum]
+    assert (status, capsys.readouterr().err.splitlines()) == (code, [f"attnphase solve: {word}"])

@@ -13,7 +13,8 @@ ROOT = Path(__file__).resolve().parents[1]
 #: each script, and lines its quick output must hold
 EXPECTED = {
     "theory.py": ("  semantic: q = 0.11", "positional: q = 0.05", "linear baseline test error = 0.00197"),
-    "simulation.py": ("      test error: simulation", "   training loss: simulation", "theta / sigma^2: simulation"),
+    "simulation.py": ("a smoke test: at d = 100 and 200 steps", "      test error: simulation",
+                      "   training loss: simulation", "theta / sigma^2: simulation", "standard error over seeds"),
     "general_model.py": ("  semantic: eigenvalues of q", "converged True"),
     "new_attention.py": ("attention: (h1 + sqrt(h1**2 + 4))/", "alpha = 3, semantic: training loss 0.0069",
                          "alpha = 3, positional: "),

@@ -243,13 +243,14 @@ def _typed_softmax(beta: float) -> str:
 RESCALED = {"q": 1.0, "V": 1.0, "m": 0.5, "theta": 0.5}
 
 
-def _assert_typed_softmax_identity(beta: float, alpha: float, branch: str):
-    """The typed softmax at ``beta`` is the built-in at ``beta`` (the same generated form: equal to
-    rounding) and the paper's model at ``lam / beta`` (the rescaling identity) to relative 1e-6."""
+def _assert_typed_softmax_identity(beta: float, alpha: float, branch: str, text: str = ""):
+    """The typed softmax at ``beta`` (``text``, by default :func:`_typed_softmax`) is the built-in at
+    ``beta`` (the same generated form: equal to rounding) and the paper's model at ``lam / beta`` (the
+    rescaling identity) to relative 1e-6."""
     from numerics.api import solve
 
     typed, named, paper = (solve(spec, alpha, branch, "draft")
-                           for spec in (ModelSpec(attention=_typed_softmax(beta)), ModelSpec(beta=beta),
+                           for spec in (ModelSpec(attention=text or _typed_softmax(beta)), ModelSpec(beta=beta),
                                         ModelSpec(lam=0.01 / beta)))
     assert typed.converged and named.converged and paper.converged
     for name, power in RESCALED.items():
@@ -267,6 +268,13 @@ def test_the_softmax_typed_at_an_inverse_temperature_is_the_builtin_and_the_pape
     """``exp(2*h1)/(exp(2*h1) + exp(2*h2))`` overflowed to inf/inf in the integrands at alpha = 2 (no
     start converged); written in the built-in's form it is the built-in at --beta 2."""
     _assert_typed_softmax_identity(beta, alpha, "semantic")
+
+
+@pytest.mark.parametrize("branch", ["semantic", "positional"])
+def test_the_softmax_typed_at_temperature_3_is_the_builtin_and_the_papers_model(branch):
+    """Temperature 3, beta = 1/3 (the scores divided, as written by hand): at alpha = 2 both
+    branches exist for all three models (a few seconds each)."""
+    _assert_typed_softmax_identity(1 / 3, 2.0, branch, "exp(h1/3)/(exp(h1/3) + exp(h2/3))")
 
 
 @pytest.mark.slow

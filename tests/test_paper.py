@@ -313,3 +313,16 @@ def test_the_plans_adam_runs_stop_early_and_share_their_data_set_with_the_other_
             (alone,) = simulation_run_task(m.payload)["rows"]
             assert {k: v for k, v in out["rows"][0].items() if k not in timing} == \
                 {k: v for k, v in alone.items() if k not in timing}, m.key
+
+
+def test_a_value_the_paper_states_to_three_digits_agrees_within_one_unit_of_its_last_digit():
+    """The paper prints q ~ 0.114 (semantic, alpha = 2) for our 0.1148173 +- 1e-6: within the stated
+    precision of both sides (one unit in the last printed digit), not 'differs by more than our
+    error bar'; a value off by more than that differs."""
+    from attnphase.paper.tables import AGREES, DIFFERS, key_number
+
+    where = dict(quantity="q", omega=0.3, branch="semantic", alpha=2.0)
+    ours = key_number("order-parameters", "q", "q", 0.1148173, 1e-6, "solve", published_for=where)
+    assert ours["verdict"] == AGREES and ours["reference_error"] == pytest.approx(1e-3), ours
+    off = key_number("order-parameters", "q", "q", 0.1162, 1e-6, "solve", published_for=where)
+    assert off["verdict"] == DIFFERS, off

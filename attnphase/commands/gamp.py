@@ -8,7 +8,7 @@ import sys
 
 from attnphase.errors import UsageError, require_simulation
 from attnphase.options import (add_instance_options, add_json_option, add_model_options, model_from_args, parse_list,
-                               print_json, progress_bar)
+                               print_json, progress_bar, whole_number)
 from validation.run_settings import check_alpha, check_dimension, check_start
 
 DATA_CHOICES = ("numpy", "simulate")
@@ -28,7 +28,7 @@ def register(subparsers) -> None:
                                           "alpha = 2 (semantic start), growing as d^2 alpha; X takes 8 L n d "
                                           "bytes (half with --dtype float32).")
     add_instance_options(p)
-    p.add_argument("--seed", type=int, default=0,
+    p.add_argument("--seed", type=whole_number, default=0,
                    help="integer seed; run k uses numpy SeedSequence(seed, spawn_key=(k,)) (default 0)")
     p.add_argument("--data", default="numpy", choices=DATA_CHOICES,
                    help="numpy: instances drawn here with numpy from the seed's streams (the simulator's law, "
@@ -36,7 +36,7 @@ def register(subparsers) -> None:
     p.add_argument("--dtype", default="float64", choices=("float64", "float32"),
                    help="storage of the design X (default float64)")
     add_damping_option(p)
-    p.add_argument("--n-test", type=int, default=10000, help="fresh samples for the test error (default 10000)")
+    p.add_argument("--n-test", type=whole_number, default=10000, help="fresh samples for the test error (default 10000)")
     add_model_options(p)
     add_json_option(p)
     p.set_defaults(func=cmd_gamp)

@@ -7,6 +7,7 @@ import dataclasses
 import os
 
 from attnphase.errors import UsageError, require_simulation
+from attnphase.options import whole_number
 from attnphase.options import add_json_option, check_output, parse_list, print_json
 from attnphase.histogram_task import ATTENTION_KINDS
 
@@ -24,18 +25,18 @@ def register(subparsers) -> None:
     p.add_argument("--quick", action="store_true",
                    help="reduced run for a 2-core CPU (2-4 minutes on 2 shared cores; see docs/histogram.md; "
                         "default the full run)")
-    p.add_argument("--epochs", type=int, default=None, help="training epochs (default 20, --quick 4)")
-    p.add_argument("--continue-epochs", type=int, default=None,
+    p.add_argument("--epochs", type=whole_number, default=None, help="training epochs (default 20, --quick 4)")
+    p.add_argument("--continue-epochs", type=whole_number, default=None,
                    help="epochs of training after lifting the restriction (default 10, --quick 1; 0 skips)")
-    p.add_argument("--seeds", type=int, default=3, help="number of training seeds per model type (default 3)")
-    p.add_argument("--seed", type=int, default=0,
+    p.add_argument("--seeds", type=whole_number, default=3, help="number of training seeds per model type (default 3)")
+    p.add_argument("--seed", type=whole_number, default=0,
                    help="base seed: the dataset uses it, run k uses seed+1+k (default 0)")
-    p.add_argument("--n-sequences", type=int, default=None, help="distinct sequences (default 50000)")
-    p.add_argument("--batch-size", type=int, default=None, help="minibatch size (default 32)")
+    p.add_argument("--n-sequences", type=whole_number, default=None, help="distinct sequences (default 50000)")
+    p.add_argument("--batch-size", type=whole_number, default=None, help="minibatch size (default 32)")
     p.add_argument("--models", default="only_sem,only_pos",
                    help="comma-separated model types among only_sem, only_pos, both (default only_sem,only_pos)")
     p.add_argument("--device", default=None, help="torch device (default: cuda if available, else cpu)")
-    p.add_argument("--threads", type=int, default=1,
+    p.add_argument("--threads", type=whole_number, default=1,
                    help="torch CPU threads (default 1: the model is tiny and extra threads only contend)")
     p.add_argument("--out", default=None,
                    help="directory for histogram.json, attention_examples.npz and histogram_attention.png "

@@ -15,7 +15,7 @@ from attnphase.costs import check_gamp_runs, check_simulations
 from attnphase.errors import UsageError, require_simulation
 from attnphase.options import (GRID_HELP, add_alias, add_instance_options, add_json_option, add_model_options, add_precision_option,
                                check_output, failed, model_from_args, parse_list, parse_range, print_json,
-                               progress_bar, typed_attention_budget)
+                               progress_bar, typed_attention_budget, whole_number)
 from validation.run_settings import (DTYPE_NAMES, INITS, METHODS, OPTIMIZERS, check_alpha, check_dimension,
                                      check_run_settings, check_start)
 
@@ -24,7 +24,7 @@ log = logging.getLogger(__name__)
 
 def _add_training_options(p: argparse.ArgumentParser, gamp: bool = False) -> None:
     g = p.add_argument_group("training (docs/theory.md, section 1.3)")
-    g.add_argument("--steps", type=int, default=5000, help="full-batch steps (default 5000)")
+    g.add_argument("--steps", type=whole_number, default=5000, help="full-batch steps (default 5000)")
     g.add_argument("--lr", type=float, default=None, help="learning rate (default 0.15 for gd, 0.01 for adam)")
     g.add_argument("--optimizer", default="gd", choices=OPTIMIZERS, help="optimiser (default gd)")
     if gamp:
@@ -33,9 +33,9 @@ def _add_training_options(p: argparse.ArgumentParser, gamp: bool = False) -> Non
                             "(default float64)")
     else:
         g.add_argument("--dtype", default="float32", choices=DTYPE_NAMES, help="working dtype (default float32)")
-    g.add_argument("--seed", type=int, default=0,
+    g.add_argument("--seed", type=whole_number, default=0,
                    help="integer seed; run k uses numpy SeedSequence(seed, spawn_key=(k,)) (default 0)")
-    g.add_argument("--n-test", type=int, default=10000, help="fresh samples for the test error (default 10000)")
+    g.add_argument("--n-test", type=whole_number, default=10000, help="fresh samples for the test error (default 10000)")
     g.add_argument("--device", default=None, help="torch device (default: cuda if available, else cpu)")
 
 
@@ -74,15 +74,15 @@ def register(subparsers) -> None:
     v.add_argument("--inits", default="semantic,positional",
                    help="comma-separated starts (default semantic,positional)")
     add_alias(v, "--init", "inits")
-    v.add_argument("--d", type=int, default=1000, help="dimension (default 1000)")
-    v.add_argument("--seeds", type=int, default=5, help="runs per point (default 5)")
+    v.add_argument("--d", type=whole_number, default=1000, help="dimension (default 1000)")
+    v.add_argument("--seeds", type=whole_number, default=5, help="runs per point (default 5)")
     v.add_argument("--tolerance", type=float, default=3.0, help="fail when |z| exceeds this (default 3)")
     v.add_argument("--out", default="validate_out", help="output folder (default validate_out)")
     v.add_argument("--no-resume", action="store_true", help="recompute points cached under OUT/runs")
     v.add_argument("--sim-only", action="store_true", help="do not solve the theory (no z-scores)")
     add_precision_option(v, "theory precision (default fast for the two-token rank-one model, draft for any "
                             "other, whose QMC solves take minutes at fast). ", default=None)
-    v.add_argument("--curve-points", type=int, default=7,
+    v.add_argument("--curve-points", type=whole_number, default=7,
                    help="extra evenly spaced alphas for the theory curves (default 7; 0: only the simulated ones)")
     v.add_argument("--d-scan", action="store_true",
                    help="finite-size scan at fixed --alpha over --d-values (default: the alpha grid at --d)")

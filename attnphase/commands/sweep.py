@@ -12,6 +12,7 @@ from pathlib import Path
 
 from attnphase.costs import check_diagram, check_grid, check_simulations
 from attnphase.errors import UsageError, require_simulation
+from attnphase.options import whole_number
 from attnphase.options import (GRID_HELP, add_alias, add_dask_options, add_json_option, add_model_options,
                                add_precision_option, check_dask_options, check_not_input, check_output, failed,
                                model_from_args, parse_list, parse_range, print_json,
@@ -61,15 +62,15 @@ def register(subparsers) -> None:
     g = add_dask_options(p)
     g.add_argument("--no-plot", action="store_true", help="do not draw the figures at the end")
     s = p.add_argument_group("simulation (--what simulation|both; docs/theory.md, section 1)")
-    s.add_argument("--d", type=int, default=1000, help="dimension (default 1000)")
-    s.add_argument("--seeds", type=int, default=1, help="runs per grid point and start (default 1)")
-    s.add_argument("--seed", type=int, default=0,
+    s.add_argument("--d", type=whole_number, default=1000, help="dimension (default 1000)")
+    s.add_argument("--seeds", type=whole_number, default=1, help="runs per grid point and start (default 1)")
+    s.add_argument("--seed", type=whole_number, default=0,
                    help="base seed; run k uses SeedSequence(seed, spawn_key=(k,)) (default 0)")
-    s.add_argument("--steps", type=int, default=5000, help="full-batch steps (default 5000)")
+    s.add_argument("--steps", type=whole_number, default=5000, help="full-batch steps (default 5000)")
     s.add_argument("--lr", type=float, default=None, help="learning rate (default 0.15 for gd, 0.01 for adam)")
     s.add_argument("--optimizer", default="gd", choices=OPTIMIZERS, help="optimiser (default gd)")
     s.add_argument("--dtype", default="float32", choices=DTYPE_NAMES, help="working dtype (default float32)")
-    s.add_argument("--n-test", type=int, default=10000, help="fresh test samples per run (default 10000)")
+    s.add_argument("--n-test", type=whole_number, default=10000, help="fresh test samples per run (default 10000)")
     add_json_option(p)
     p.set_defaults(func=cmd_phase_diagram)
 

@@ -120,20 +120,25 @@ def register(sub):
     p.set_defaults(func=cmd_run)
 
 
-def _fp_table(points):
-    from numerics.api import Overlaps
+def _fixed(value: float, width: int, decimals: int) -> str:
+    """``value`` to ``decimals`` places, never ``-0.000000``: a value that rounds to zero is ``0``
+    (round first, then + 0.0, which turns -0.0 into 0.0)."""
+    return f"{round(float(value), decimals) + 0.0:{width}.{decimals}f}"
 
+
+def _fp_table(points):
     lines = [f"{'alpha':>7} {'branch':>10} {'q':>10} {'m':>10} {'V':>10} {'theta':>10} {'test_err':>11} "
              f"{'train_loss':>11} {'conv':>5} {'global':>6}"]
     for p in points:
-        o = Overlaps(*(x + 0.0 for x in p.overlaps.as_array()))  # + 0.0: no -0
-        lines.append(f"{p.alpha:7.4f} {p.branch:>10} {o.q:10.6f} {o.m:10.6f} {o.V:10.5f} {o.theta:10.6f} "
-                     f"{p.test_error:11.4e} {p.train_loss:11.4e} {str(p.converged):>5} {str(p.global_minimum):>6}")
+        q, m, V, theta = p.overlaps.as_array()
+        lines.append(f"{p.alpha:7.4f} {p.branch:>10} {_fixed(q, 10, 6)} {_fixed(m, 10, 6)} {_fixed(V, 10, 5)} "
+                     f"{_fixed(theta, 10, 6)} {p.test_error:11.4e} {p.train_loss:11.4e} {str(p.converged):>5} "
+                     f"{str(p.global_minimum):>6}")
     return "\n".join(lines)
 
 
 def _with_error(value: float, error: float, zero: bool) -> str:
-    """A value as a person reads it, to the digits its error supports (``0.114817307377 +- 4.5e-12``,
+    """A value as a person reads it, to the digits its error supports (``0.1148173073771 +- 4.5e-12``,
     :func:`numerics.api.value_with_error`); ``0`` where the branch holds the field at zero; the value
     alone where there is no estimate (draft precision)."""
     from numerics.api import value_with_error

@@ -98,13 +98,14 @@ def attempt_solve(spec, alpha, branch, precision, start, model, near: Optional[F
     ``(point or None, outcome, why)``, the outcome ``FOUND``, ``ABSENT`` (the solve fell
     onto the trivial point), ``WANDERED`` (no convergence, and the residual never came
     below :data:`~numerics.fixed_points.lines.WANDERED`: no fixed point was near) or ``FAILED``
-    (the solver: an error, or no convergence near a point).
+    (the solver: an error, or no convergence near a point). Its non-convergence is logged at
+    info level only: the caller tries again, and reports what its tries end in.
     ``near``: a solution at a nearby alpha whose solver history seeds this solve;
     ``newton``: a stalled solve finishes with Newton's method (``solve_branch``)."""
     try:
         fp = solve_branch(spec, alpha, branch, precision, start=start, model=model,
                           lost_below=LOST_BELOW_FACTOR * COLLAPSE,
-                          history=near.continuation_pairs if near is not None else (), newton=newton)
+                          history=near.continuation_pairs if near is not None else (), newton=newton, warn=False)
     except BranchNotFound as exc:
         log.info("alpha=%g %s: %s", alpha, branch, exc)
         return None, ABSENT, str(exc)

@@ -443,7 +443,7 @@ def _on_its_branch(overlaps: Overlaps, branch: str, sigma: float) -> bool:
 def solve_branch(spec: ModelSpec, alpha: float, branch: str = "semantic", precision: str = "fast",
                  start: Optional[Overlaps] = None, model: Optional[BoundModel] = None,
                  lost_below: Optional[float] = None, history: tuple = (),
-                 newton: Optional[bool] = None) -> FixedPoint:
+                 newton: Optional[bool] = None, warn: bool = True) -> FixedPoint:
     """Solve one branch at one ``alpha`` with error estimates.
 
     The fixed point is solved with the precision mode's coarse rule, then again
@@ -464,6 +464,9 @@ def solve_branch(spec: ModelSpec, alpha: float, branch: str = "semantic", precis
     a root finder on ``x - F(x)`` (:func:`_root_fallback`); by default only without a ``start`` (a solve that
     searches for a branch, not a continuation step, where a stall past a fold is the
     expected end and Newton would cost 30-60 evaluations more).
+
+    ``warn``: a point that does not converge is logged as a warning (else at info level, for a
+    caller that tries again and reports the outcome of its tries).
 
     The work is bounded by the precision's ``max_evaluations`` and ``time_limit`` for all
     starts and both rules together. Raises :class:`BranchNotFound` where the solve ends on
@@ -498,7 +501,9 @@ def solve_branch(spec: ModelSpec, alpha: float, branch: str = "semantic", precis
         raise BranchNotFound(f"{branch} branch not found at alpha = {alpha:g}: the fine rule's solve fell to the "
                              f"trivial point", branch, alpha, dataclasses.replace(fp, branch="trivial"))
     if not fp.converged:
-        log.warning("alpha=%g %s: %s", alpha, branch, fp.diagnostics["reason"])
+        # a caller that tries again (a continuation step) reports what its tries end in instead
+        log.log(logging.WARNING if warn else logging.INFO, "alpha=%g %s: %s", alpha, branch,
+                fp.diagnostics["reason"])
     return fp
 
 
