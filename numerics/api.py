@@ -54,7 +54,7 @@ _LAZY = {
     "check_model_range": "numerics.solver_range",
     **dict.fromkeys(("RSStability", "rs_stability", "rs_unstable", "with_rs_stability"), "numerics.stability"),
     **dict.fromkeys(("newton_thresholds", "scan_curves_from_rows"), "numerics.thresholds.newton_pair"),
-    **dict.fromkeys(("ThresholdError", "ThresholdLocationError", "Thresholds", "Transition"),
+    **dict.fromkeys(("CrossingBeyondScan", "ThresholdError", "ThresholdLocationError", "Thresholds", "Transition"),
                     "numerics.thresholds.record"),
     "scan_thresholds": "numerics.thresholds.scan_changes",
     "WORKER_ENVIRONMENT": "numerics.threads",

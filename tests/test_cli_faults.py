@@ -440,6 +440,22 @@ def test_thresholds_not_found_is_one_line_and_json_keeps_the_baseline(capsys, mo
     assert got["alpha_c"] is None and got["linear_test_error"] > 0
 
 
+def test_a_crossing_beyond_the_scan_says_how_to_look_further(capsys, monkeypatch):
+    import numerics.api as api
+
+    beyond = api.CrossingBeyondScan("alpha_c: F_pos - F_sem is negative on alpha in [0.5, 7.5] where both "
+                                    "branches exist (20 points): the crossing lies above the scan")
+    monkeypatch.setattr(api, "thresholds", raising(beyond))
+    status, _, err = run(["thresholds", "--precision", "draft"], capsys)
+    line = one_line(err, "thresholds")
+    assert status == 1 and "the crossing lies above the scan" in line
+    assert "--alphas START:STOP:N with a range beyond the one scanned" in line and "0.5 to 2.5" in line
+    # a branch that is absent is no matter of the scan's range
+    monkeypatch.setattr(api, "thresholds", raising(api.ThresholdError("alpha_c: the positional branch was not found")))
+    status, _, err = run(["thresholds", "--precision", "draft"], capsys)
+    assert status == 1 and "--alphas START" not in one_line(err, "thresholds")
+
+
 # --------------------------------------------------------------------------- 4. half-written outputs
 
 

@@ -493,8 +493,8 @@ def _branch_mapper(args, n_branches: int):
 
 def cmd_thresholds(args) -> int:
     from attnphase.sweeps import SweepError
-    from numerics.api import (COMPETING_BRANCHES, BranchCurve, ThresholdError, ThresholdLocationError, branches,
-                              linear_baseline, thresholds)
+    from numerics.api import (COMPETING_BRANCHES, BranchCurve, CrossingBeyondScan, ThresholdError,
+                              ThresholdLocationError, branches, linear_baseline, thresholds)
 
     spec = model_from_args(args)
     check_dask_options(args, embedded=False)
@@ -527,10 +527,11 @@ def cmd_thresholds(args) -> int:
     except ThresholdError as exc:
         # e.g. linear attention: no positional branch, so no alpha_c. Exit status 1 and
         # one line, not a traceback; JSON keeps the baseline, which exists regardless
+        message = str(exc) + (_wider_scan(alphas) if isinstance(exc, CrossingBeyondScan) else "")
         if args.json:
             print_json({"alpha_c": None, "alpha_c_error": None, "alpha_l": None, "alpha_l_error": None,
-                        "linear_test_error": linear_baseline(spec).test_error, "error": str(exc)})
-        return failed("thresholds", str(exc))
+                        "linear_test_error": linear_baseline(spec).test_error, "error": message})
+        return failed("thresholds", message)
     except (ThresholdLocationError, SweepError) as exc:
         return failed("thresholds", str(exc))
     if args.json:
@@ -540,6 +541,13 @@ def cmd_thresholds(args) -> int:
         print(f"wall time {th.wall_time:.1f} s")
     why = _threshold_failure(th, alphas)
     return failed("thresholds", why) if why else 0
+
+
+def _wider_scan(alphas) -> str:
+    """How to look beyond a scan that the crossing lies outside of (the scan from ``alphas`` had
+    already been extended as far as the record says)."""
+    return (f"; --alphas START:STOP:N with a range beyond the one scanned looks further (asked: "
+            f"{min(alphas):g} to {max(alphas):g})")
 
 
 def cmd_run(args) -> int:
