@@ -35,7 +35,8 @@ def register(subparsers) -> None:
                         "gradient-descent points: the same d, seeds, alphas and starts, on numpy's draw of the "
                         "same seed streams; rows in DIR/data/gamp_runs.csv (a run that does not converge is a "
                         "row with converged False and its reason), their means over the converged runs drawn "
-                        "and tabulated beside gradient descent's. A folder is computed with or without it")
+                        "and tabulated beside gradient descent's (docs/gamp.md, section 9). A folder is computed with "
+                        "it or without it: the other choice on it is refused")
     p.add_argument("--only", default=None, metavar="NAME,...",
                    help="compute and draw only these figures (names in report.md; e.g. order-parameters; "
                         "default every figure)")
