@@ -299,13 +299,35 @@ def tiny_paper_plan():
                            "d_mlp": 16, "batch_size": 64, "n_score_sequences": 50}, histogram_seeds=2)
 
 
+def fake_gamp_task(payload: dict) -> dict:
+    """A test double of :func:`attnphase.paper.tasks.gamp_run_task`: a row of the same columns with values
+    made from the payload (``q = alpha / 10 + run_index / 100``, ``m``, ``theta_over_sigma2`` alike).
+    From the positional start GAMP does not converge at ``alpha <= 1`` (every run) nor in run 1 at any
+    ``alpha``: such a row says so, with its reason and a plateau, and carries ``q``, ``m``, ... of 1000
+    (never to be averaged: a table that took them would show it)."""
+    a, k, init = payload["alpha"], payload["run_index"], payload["init"]
+    failed = init == "positional" and (a <= 1.0 or k == 1)
+    row = {"run_index": k, "seed": payload["seed"], "n": int(a * payload["d"]), "data": "numpy",
+           "q": a / 10 + k / 100, "m": (0.2 if init == "positional" else 0.0) + k / 1000,
+           "theta_over_sigma2": (0.0 if init == "positional" else a / 4) + k / 1000,
+           "test_error": 0.002 + k / 1e4, "train_loss": 0.003 + k / 1e4, "risk_gradient_norm": 1e-9 * (k + 1),
+           "iterations": 70 + k, "damping": 0.5, "converged": True, "reason": ""}
+    if failed:
+        row.update({q: 1000.0 for q in ("q", "m", "theta_over_sigma2", "test_error", "train_loss")},
+                   converged=False, reason=f"run {k} of seed {payload['seed']}: GAMP did not converge (fake)",
+                   iterations=400, damping="", risk_gradient_norm="", plateau_q=0.04, plateau_q_std=1e-3)
+    row.update(alpha=a, init=init, dampings=";".join(format(x, "g") for x in payload["dampings"]))
+    return {"rows": [row]}
+
+
 def fake_paper_functions(delay: float = 0.0) -> dict:
     """The theory tasks of ``attnphase paper`` on :class:`FakeTheoryAPI` (``delay``: seconds
-    of sleep per task); the simulations and the histogram task stay real (tiny settings)."""
+    of sleep per task) and GAMP's runs by :func:`fake_gamp_task`; the simulations and the histogram
+    task stay real (tiny settings)."""
     import functools
 
     fn = functools.partial(fake_theory_task, delay=delay) if delay else fake_theory_task
-    return {"curve": fn, "point": fn, "thresholds": fn}
+    return {"curve": fn, "point": fn, "thresholds": fn, "gamp": fake_gamp_task}
 
 
 #: ``attnphase ARGV`` with :func:`fake_theory_task` of 0.4 s per task (the repository root on the path)

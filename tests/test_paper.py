@@ -326,3 +326,193 @@ def test_a_value_the_paper_states_to_three_digits_agrees_within_one_unit_of_its_
     assert ours["verdict"] == AGREES and ours["reference_error"] == pytest.approx(1e-3), ours
     off = key_number("order-parameters", "q", "q", 0.1162, 1e-6, "solve", published_for=where)
     assert off["verdict"] == DIFFERS, off
+
+
+# --------------------------------------------------------------------------- GAMP beside gradient descent (--gamp)
+
+#: the settings hashes and task counts of the plans without GAMP, as computed before the option existed:
+#: folders computed then must resume
+PLAN_HASHES = {"quick": ("50463f93771a79c7", 348), "full": ("c6de7d3386946794", 1307)}
+
+
+def plan_tasks(plan, functions=None):
+    from attnphase.paper.plan import TaskBuilder, function_names
+    from attnphase.paper.run import figure_tasks
+    from attnphase.sweeps.config import settings_hash
+
+    b = TaskBuilder(plan, functions)
+    return figure_tasks(plan, b, REGISTRY), settings_hash({"plan": plan.settings(),
+                                                           "functions": function_names(b.functions)})
+
+
+@pytest.mark.parametrize("name", sorted(PLAN_HASHES))
+def test_gamp_adds_one_task_per_gd_run_of_the_order_parameters_figure_and_changes_the_hash_only_when_on(name):
+    from attnphase.paper.plan import GAMP_RUNS, INFORMED, PLANS, TaskBuilder
+    from attnphase.paper.tasks import gamp_run_task
+    from attnphase.sweeps.grid import fmt
+    from numerics.api import DAMPINGS
+
+    plan = PLANS[name]
+    off, off_hash = plan_tasks(plan)
+    assert (off_hash, len(off)) == PLAN_HASHES[name] and "gamp" not in plan.settings()
+    assert not [t for t in off if t.kind == "gamp"]
+    # fake task functions given for GAMP do not enter the settings of a plan without it
+    assert plan_tasks(plan, {"gamp": len})[1] == off_hash
+    on_plan = dataclasses.replace(plan, gamp=True)
+    on, on_hash = plan_tasks(on_plan)
+    assert on_hash != off_hash and on_plan.settings() == {**plan.settings(), "gamp": True}
+    gamp = [t for t in on if t.kind == "gamp"]
+    assert [t.key for t in on if t.kind != "gamp"] == [t.key for t in off]
+    assert all(t.payload == u.payload for t, u in zip([t for t in on if t.kind != "gamp"], off))
+    model = model_label(default_model())
+    gd = {(t.payload["alpha"], t.payload["init"], t.payload["run_index"]): t
+          for t in TaskBuilder(plan).gd(default_model(), plan.gd)}
+    assert {t.key for t in gd.values()} <= {t.key for t in off}
+    assert len(gd) == len(plan.gd.alphas) * 2 * plan.gd.seeds == len(gamp)
+    for t in gamp:
+        p = t.payload
+        g = gd[(p["alpha"], p["init"], p["run_index"])]  # each GAMP run is one gd run's point and seed stream
+        assert t.key == f"gamp:{model}:d={plan.gd.d}:alpha={fmt(p['alpha'])}:init={p['init']}:run={p['run_index']}"
+        assert {k: p[k] for k in ("spec", "alpha", "init", "run_index", "seed", "d", "n_test")} == \
+            {k: g.payload[k] for k in ("spec", "alpha", "init", "run_index", "seed", "d", "n_test")}
+        assert (p["dtype"], tuple(p["dampings"]), t.file, t.fn, t.n_rows) == ("float64", DAMPINGS, GAMP_RUNS,
+                                                                            gamp_run_task, 1)
+        assert p["init"] in INFORMED
+
+
+@pytest.fixture(scope="module")
+def gamp_runs(client, tmp_path_factory):
+    """The order-parameters figure of the tiny plan with and without --gamp (GAMP by the fake, whose
+    positional runs at alpha = 1, and run 1 at alpha = 2, do not converge)."""
+    base = tmp_path_factory.mktemp("paper_gamp")
+    assert paper(base / "on", client, "--gamp", "--only", "order-parameters") == 0
+    assert paper(base / "off", client, "--only", "order-parameters") == 0
+    return base / "on", base / "off"
+
+
+def test_gamps_converged_runs_reach_the_table_the_figure_and_the_report(gamp_runs):
+    from attnphase.paper.figures.order_parameters import draw
+    from attnphase.paper.plan import GAMP_RUNS
+    from attnphase.paper.tables import NOT_CONVERGED, one
+    from tidyio import is_true
+
+    on, _ = gamp_runs
+    runs = read_table(on / GAMP_RUNS).rows
+    assert len(runs) == 8 and {r["method"] for r in runs} == {"gamp"}
+    failed = [r for r in runs if not is_true(r["converged"])]
+    assert sorted((number(r["alpha"]), r["run_index"]) for r in failed) == [(1.0, "0"), (1.0, "1"), (2.0, "1")]
+    assert all(r["init"] == "positional" and "did not converge" in r["reason"] and number(r["plateau_q"]) == 0.04
+               for r in failed)
+    table = read_table(on / "data" / "order-parameters.csv").rows
+    gamp = [r for r in table if r["source"] == "gamp"]
+    # means over the converged runs only, n their count; the others counted apart; no mean of nothing
+    for (a, init), want_failed in {(1.0, "positional"): 2, (2.0, "positional"): 1, (1.0, "semantic"): 0,
+                                   (2.0, "semantic"): 0}.items():
+        mine = [r for r in gamp if number(r["alpha"]) == a and r["init"] == init]
+        count = one(mine, quantity=NOT_CONVERGED)
+        assert (number(count["value"]), number(count["n"])) == (want_failed, 2)
+        ok = [r for r in runs if number(r["alpha"]) == a and r["init"] == init and is_true(r["converged"])]
+        for q in ("q", "m", "theta_over_sigma2", "test_error", "train_loss", "iterations", "risk_gradient_norm"):
+            got = one(mine, quantity=q)
+            if not ok:
+                assert got is None, (a, init, q)
+                continue
+            assert number(got["value"]) == pytest.approx(sum(number(r[q]) for r in ok) / len(ok), rel=1e-12)
+            assert number(got["n"]) == len(ok) and number(got["value"]) < 1000
+    assert all(number(r["value"]) < 1000 for r in gamp)
+    # the gradient-descent rows are those of the run without GAMP
+    _, off = gamp_runs
+    assert rows(off / "data" / "order-parameters.csv") == sorted(
+        ({k: v for k, v in r.items()} for r in read_csv_rows(on / "data" / "order-parameters.csv")[1]
+         if r["source"] != "gamp"), key=lambda r: json.dumps(r, sort_keys=True))
+    # the figure draws GAMP's means with their own markers and labels
+    fig = draw(table)
+    labels = fig.axes[0].get_legend_handles_labels()[1]
+    assert {"GAMP, semantic start (converged runs)", "GAMP, positional start (converged runs)"} <= set(labels)
+    assert "and GAMP" in fig._suptitle.get_text()
+    # the report's section tabulates them beside gradient descent's, its numbers those of the table
+    report = (on / REPORT).read_text(encoding="utf-8")
+    section = report.split("### GAMP beside gradient descent")[1].split("###")[0]
+    for a, init, conv in ((1.0, "positional", "0 of 2"), (2.0, "positional", "1 of 2"), (1.0, "semantic", "2 of 2")):
+        line = next(l for l in section.splitlines() if l.startswith(f"| {number_text(a, 4)} | {init} | 16 | "))
+        assert f"| {conv} |" in line
+        from attnphase.paper.tables import one as first
+
+        q = first(gamp, quantity="q", init=init, alpha=a)
+        gd_q = first(table, source="gd", quantity="q", init=init, alpha=a)
+        assert (f"| - | {plus_minus(gd_q['value'], gd_q['error'])} |" if q is None else
+                f"| {plus_minus(q['value'], q['error'])} | {plus_minus(gd_q['value'], gd_q['error'])} |") in line
+    assert "3 of 8 GAMP runs did not converge" in section
+    summary = json.loads((on / SUMMARY).read_text(encoding="utf-8"))
+    assert summary["settings"]["gamp"] is True and "--gamp" in summary["command"]
+    assert f"`attnphase paper --out {on} --gamp --only order-parameters`" in report
+    assert "GAMP (message passing" in report
+
+
+def test_without_gamp_nothing_of_it_is_computed_drawn_or_reported_and_the_folders_do_not_mix(gamp_runs, client):
+    from attnphase.paper.figures.order_parameters import draw
+    from attnphase.paper.plan import GAMP_RUNS
+
+    on, off = gamp_runs
+    assert not (off / GAMP_RUNS).exists()
+    summary = json.loads((off / SUMMARY).read_text(encoding="utf-8"))
+    assert "gamp" not in summary["settings"] and "--gamp" not in report_text(off)
+    assert "GAMP" not in report_text(off) and "gamp" not in summary["figures"][0]
+    table = read_table(off / "data" / "order-parameters.csv").rows
+    assert table and not [r for r in table if r["source"] == "gamp"]
+    fig = draw(table)
+    assert not [x for x in fig.axes[0].get_legend_handles_labels()[1] if "GAMP" in x]
+    assert fig._suptitle.get_text() == "Order parameters of both branches and gradient descent (omega=0.3)"
+    # a folder is computed with the option or without it: the other is refused, the folder left as it was
+    for folder, extra in ((off, ("--gamp",)), (on, ())):
+        before = {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+        with pytest.raises(SweepError, match="--out"):
+            paper(folder, client, *extra, "--only", "order-parameters")
+        assert {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()} == before
+
+
+def _real_gamp_payload(init="semantic", alpha=2.0):
+    from attnphase.paper.plan import GAMP_DAMPINGS
+
+    return {"spec": default_model(), "omega": 0.3, "alpha": alpha, "init": init, "run_index": 0, "seed": 0, "d": 80,
+            "n_test": 500, "dtype": "float64", "dampings": list(GAMP_DAMPINGS)}
+
+
+def test_the_real_gamp_task_gives_one_row_in_gradient_descents_names():
+    """GAMP at d = 80, alpha = 2 from the semantic start (under a second): its row as the plan stores it."""
+    from attnphase.paper.plan import GAMP_RUNS, Task
+    from attnphase.paper.run import task_rows
+    from attnphase.paper.tasks import gamp_run_task
+    from validation.gamp import gamp_run
+
+    payload = _real_gamp_payload()
+    (r,) = gamp_run_task(payload)["rows"]
+    assert r["converged"] is True and r["reason"] == "" and r["risk_gradient_norm"] < 1e-6
+    assert r["damping"] == 0.5 and 10 < r["iterations"] < 400 and r["dampings"] == "0.5;0.25"
+    # the run of validation.gamp on numpy's draw of run 0 of seed 0, under the simulator's names
+    record = gamp_run(default_model(), 80, 2.0, "semantic", 0, 0, "numpy", "float64", 500, (0.5, 0.25))
+    assert r["q"] == record["q"] and r["m"] == record["m"] and r["test_error"] == record["test_error"]
+    assert r["theta_over_sigma2"] == pytest.approx(record["theta"] / 0.25, rel=1e-15)
+    assert r["train_loss"] == record["train_loss"] and r["final_grad_norm"] == record["grad_norm"]
+    assert 0.3 < r["theta_over_sigma2"] < 0.7 and r["q_eig_1"] == r["q"]
+    task = Task("gamp:k", "gamp", gamp_run_task, payload, GAMP_RUNS, 1, "omega=0.3")
+    (stored,) = task_rows(task, {"rows": [r]}, "h")
+    assert {k: stored[k] for k in ("task", "alpha", "init", "run_index", "d", "dtype", "n_test", "base_seed",
+                                   "method", "settings_hash")} == {
+        "task": "gamp:k", "alpha": 2.0, "init": "semantic", "run_index": 0, "d": 80, "dtype": "float64",
+        "n_test": 500, "base_seed": 0, "method": "gamp", "settings_hash": "h"}
+
+
+def test_a_real_gamp_run_that_does_not_converge_is_a_row_that_says_so(monkeypatch):
+    """The same run with GAMP held to 5 iterations: a row with converged False, the reason, the plateau its
+    iterate wandered over, and none of a fixed point's values."""
+    import validation.gamp as G
+    from attnphase.paper.tasks import gamp_run_task
+
+    real = G.run_gamp
+    monkeypatch.setattr(G, "run_gamp", lambda *a, **k: real(*a, **{**k, "maxiter": 5}))
+    (r,) = gamp_run_task(_real_gamp_payload())["rows"]
+    assert r["converged"] is False and "GAMP did not converge" in r["reason"] and "run 0 of seed 0" in r["reason"]
+    assert math.isfinite(r["plateau_q"]) and r["plateau_q"] > 0 and math.isfinite(r["plateau_m_std"])
+    assert not {"q", "m", "theta_over_sigma2", "test_error", "train_loss"} & set(r)
+    assert r["risk_gradient_norm"] == "" and r["iterations"] == 5

@@ -6,6 +6,7 @@ function, never at registration.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import sys
 from pathlib import Path
@@ -29,6 +30,13 @@ def register(subparsers) -> None:
     p.add_argument("--quick", action="store_true",
                    help="the quick plan: smaller d, fewer seeds and grid points, draft branch curves "
                         "(at most 20 minutes on two cores); the default is the full plan")
+    p.add_argument("--gamp", action="store_true",
+                   help="also run GAMP (message passing, docs/gamp.md) at the order-parameters figure's "
+                        "gradient-descent points: the same d, seeds, alphas and starts, on numpy's draw of the "
+                        "same seed streams; rows in DIR/data/gamp_runs.csv (a run that does not converge is a "
+                        "row with converged False and its reason), their means over the converged runs drawn "
+                        "and tabulated beside gradient descent's (docs/gamp.md, section 9). A folder is computed with "
+                        "it or without it: the other choice on it is refused")
     p.add_argument("--only", default=None, metavar="NAME,...",
                    help="compute and draw only these figures (names in report.md; e.g. order-parameters; "
                         "default every figure)")
@@ -48,6 +56,8 @@ def cmd_paper(args, functions=None, client=None, plan=None) -> int:
     if functions is None:  # the gradient-descent and histogram-task runs are torch's
         require_simulation()
     plan = plan or plan_named("quick" if args.quick else "full")
+    if args.gamp:
+        plan = dataclasses.replace(plan, gamp=True)
 
     from attnphase.paper.run import run_paper
 
@@ -55,7 +65,8 @@ def cmd_paper(args, functions=None, client=None, plan=None) -> int:
         import distributed  # noqa: F401  (its import configures the "distributed" logger: do it first)
 
         logging.getLogger("distributed").setLevel(logging.WARNING)
-    command = " ".join(["attnphase paper --out", args.out] + (["--quick"] if args.quick else []))
+    command = " ".join(["attnphase paper --out", args.out] + (["--quick"] if args.quick else [])
+                       + (["--gamp"] if args.gamp else []))
     with contextlib.ExitStack() as stack:
         bar = None if not args.progress else stack.enter_context(progress_bar(desc="paper", unit="task"))
 

@@ -11,7 +11,7 @@ registry) and :mod:`attnphase.paper.report` (``report.md`` and ``summary.json``)
 Files of an output folder ``DIR``
 ---------------------------------
 ``data/theory_curves.csv``, ``data/reference_points.csv``, ``data/thresholds.csv``,
-``data/gd_runs.csv``, ``data/histogram_runs.csv``
+``data/gd_runs.csv``, ``data/histogram_runs.csv``, with ``--gamp`` ``data/gamp_runs.csv``
     the computed rows, one block per finished task (the store of :mod:`attnphase.sweeps.store`:
     appended crash-safely, each row with its checksum; the data decides what is done).
 ``data/<figure>.csv``

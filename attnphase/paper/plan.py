@@ -15,6 +15,12 @@ gradient-descent plane at ``d = 100`` on a coarse grid, and the histogram task's
 training. ``full``: fast branch curves on a fine grid, the paper's ``d = 1000`` for the
 gradient-descent points, more seeds, a finer plane, the high-precision thresholds at
 ``omega = 0.3`` as a convergence check, and the histogram task's full training.
+
+Either mode with ``gamp`` (``attnphase paper --gamp``): the order-parameters figure's
+gradient-descent points (``gd``: its ``d``, seeds, ``alpha`` values and both informed starts) are
+also run by GAMP (docs/gamp.md) on instances of the same seed streams (numpy's draw), one task each
+(:meth:`TaskBuilder.gamp`), their rows in ``data/gamp_runs.csv``. The field is in the settings only
+when it is on, so a folder computed without it keeps its settings hash.
 """
 from __future__ import annotations
 
@@ -41,7 +47,10 @@ REFERENCE_POINTS = "data/reference_points.csv"
 THRESHOLDS = "data/thresholds.csv"
 GD_RUNS = "data/gd_runs.csv"
 HISTOGRAM_RUNS = "data/histogram_runs.csv"
-TASK_FILES = (THEORY_CURVES, REFERENCE_POINTS, THRESHOLDS, GD_RUNS, HISTOGRAM_RUNS)
+GAMP_RUNS = "data/gamp_runs.csv"
+TASK_FILES = (THEORY_CURVES, REFERENCE_POINTS, THRESHOLDS, GD_RUNS, HISTOGRAM_RUNS, GAMP_RUNS)
+#: GAMP's damping schedule in the plan's runs (numerics.api.DAMPINGS, the default of ``attnphase gamp``)
+GAMP_DAMPINGS = (0.5, 0.25)
 
 
 def grid(start: float, stop: float, n: int) -> tuple:
@@ -94,10 +103,14 @@ class Plan:
     rank_two_theory_alphas: tuple = (0.5, 1.5, 2.5)   # the rank-two branches (draft QMC: about a minute a point)
     high_check: bool = False     # thresholds at omega = 0.3 also in high precision
     seed: int = 0
+    gamp: bool = False           # the gd points of the order-parameters figure also by GAMP
 
     def settings(self) -> dict:
-        """The settings as plain data (the manifest's record; their hash guards a folder)."""
+        """The settings as plain data (the manifest's record; their hash guards a folder). ``gamp``
+        is there only when on: the settings of a plan without it are those it had before the option."""
         d = dataclasses.asdict(self)
+        if not self.gamp:
+            del d["gamp"]
         return json_ready(d)
 
 
@@ -196,10 +209,10 @@ def default_functions() -> dict:
     """The task function of each kind (tests replace them with fakes)."""
     from attnphase.sweeps.tasks import simulation_run_task, theory_task
 
-    from .tasks import histogram_run_task
+    from .tasks import gamp_run_task, histogram_run_task
 
     return {"curve": theory_task, "point": theory_task, "thresholds": theory_task, "gd": simulation_run_task,
-            "histogram": histogram_run_task}
+            "histogram": histogram_run_task, "gamp": gamp_run_task}
 
 
 def function_names(functions: dict) -> dict:
@@ -219,6 +232,8 @@ class TaskBuilder:
     def __init__(self, plan: Plan, functions: Optional[dict] = None):
         self.plan = plan
         self.functions = {**default_functions(), **(functions or {})}
+        if not plan.gamp:  # the functions are part of the settings: a plan without GAMP names none
+            self.functions.pop("gamp", None)
 
     def curve(self, spec: ModelSpec, branch: str, alphas: Optional[Sequence[float]] = None) -> Task:
         """``branch`` of ``spec`` along the plan's ``alphas`` (or ``alphas``: a model's curves are on
@@ -278,6 +293,24 @@ class TaskBuilder:
                     key = (f"gd:{label}:d={d}:alpha={fmt(a)}:init={init}:opt={optimizer}"
                            + (":stop" if stop else "") + f":run={k}")
                     out.append(Task(key, "gd", self.functions["gd"], payload, GD_RUNS, 1, label, priority=1))
+        return out
+
+    def gamp(self, spec: ModelSpec, runs: Runs, inits: Sequence[str] = INFORMED) -> list:
+        """GAMP at the points of ``runs`` (its ``d``, ``alphas`` and seeds) from ``inits``: run ``k`` of the
+        plan's seed on numpy's draw of that run's seed streams (the gd runs' streams, another draw of
+        the same law), GAMP's damping schedule :data:`GAMP_DAMPINGS`, float64, the runs' ``n_test``."""
+        if "gamp" not in self.functions:
+            raise RuntimeError("GAMP tasks asked of a plan without gamp")
+        label = model_label(spec)
+        out = []
+        for a in runs.alphas:
+            for init in inits:
+                for k in range(runs.seeds):
+                    payload = {"spec": spec, "omega": spec.omega, "alpha": float(a), "init": init, "run_index": k,
+                               "seed": self.plan.seed, "d": runs.d, "n_test": runs.n_test, "dtype": "float64",
+                               "dampings": list(GAMP_DAMPINGS)}
+                    key = f"gamp:{label}:d={runs.d}:alpha={fmt(a)}:init={init}:run={k}"
+                    out.append(Task(key, "gamp", self.functions["gamp"], payload, GAMP_RUNS, 1, label, priority=1))
         return out
 
     def histogram(self) -> list:

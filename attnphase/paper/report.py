@@ -20,7 +20,8 @@ from typing import Optional
 from tidyio import (atomic_write_text, from_json, number, read_table, render_csv, write_json)
 
 from .published import PAPER, PUBLISHED
-from .tables import AGREES, DIFFERS, FIGURE_COLUMNS, KEY_COLUMNS, Data, authors_rows, authors_threshold_rows
+from .tables import (AGREES, DIFFERS, FIGURE_COLUMNS, KEY_COLUMNS, NOT_CONVERGED, Data, authors_rows,
+                     authors_threshold_rows, select)
 
 log = logging.getLogger(__name__)
 
@@ -38,10 +39,12 @@ def figure_files(name: str) -> list:
     return [f"figures/{name}.{ext}" for ext in FORMATS]
 
 
-def regenerate_command(out, plan_name: str, only: Optional[str] = None) -> str:
+def regenerate_command(out, plan_name: str, only: Optional[str] = None, gamp: bool = False) -> str:
     parts = ["attnphase paper --out", str(out)]
     if plan_name == "quick":
         parts.append("--quick")
+    if gamp:
+        parts.append("--gamp")
     if only:
         parts += ["--only", only]
     return " ".join(parts)
@@ -60,7 +63,7 @@ def write_outputs(out, plan, registry, done: set, tasks_of: dict, summary: dict,
     for index, spec in enumerate(registry, 1):
         missing = [k for k in tasks_of[spec.name] if k not in done]
         info = {"index": index, "name": spec.name, "title": spec.title(plan), "what": spec.what(plan),
-                "pointer": spec.pointer, "command": regenerate_command(out, plan.name, spec.name),
+                "pointer": spec.pointer, "command": regenerate_command(out, plan.name, spec.name, plan.gamp),
                 "tasks": len(tasks_of[spec.name]), "missing_tasks": len(missing), "complete": not missing,
                 "data": figure_data(spec.name), "files": []}
         if not missing:
@@ -72,6 +75,9 @@ def write_outputs(out, plan, registry, done: set, tasks_of: dict, summary: dict,
                 info["files"] = [str(p.relative_to(out)) for p in save(fig, [out / f for f in
                                                                             figure_files(spec.name)])]
                 keys += spec.key_numbers(data, back, plan)
+                gamp = gamp_table(back)
+                if gamp:
+                    info["gamp"] = gamp
                 files = spec.authors(plan)
                 if files:
                     info["authors_points"] = authors_rows(data, files)
@@ -89,7 +95,7 @@ def write_outputs(out, plan, registry, done: set, tasks_of: dict, summary: dict,
     record = {
         "status": "complete" if not summary["failed"] and not incomplete else "incomplete",
         "paper": PAPER, "plan": plan.name, "settings": plan.settings(), "command": command
-        or regenerate_command(out, plan.name), "figures": figures, "incomplete_figures": incomplete,
+        or regenerate_command(out, plan.name, gamp=plan.gamp), "figures": figures, "incomplete_figures": incomplete,
         "key_numbers": KEY_NUMBERS, "published": [vars(p) for p in PUBLISHED],
         "tasks": {k: summary[k] for k in ("tasks", "skipped")} | {"computed": len(summary["computed"]),
                                                                    "failed": len(summary["failed"])},
@@ -99,6 +105,36 @@ def write_outputs(out, plan, registry, done: set, tasks_of: dict, summary: dict,
     }
     write_json(out / SUMMARY, record)
     write_report(out)
+
+
+#: the quantities of the report's GAMP table, each with gradient descent's mean beside GAMP's where the
+#: figure has it
+GAMP_TABLE = ("m", "theta_over_sigma2", "q", "test_error", "train_loss")
+
+
+def gamp_table(rows: list) -> list:
+    """Per ``(alpha, init)`` of a figure's GAMP rows (source ``gamp``, as read back from its table): the
+    runs, how many converged, and per quantity of :data:`GAMP_TABLE` GAMP's mean and standard error over
+    the converged runs beside gradient descent's (``None`` where there is none), GAMP's mean iterations
+    and ``risk_gradient_norm``. Empty without GAMP rows."""
+    out = []
+    counts = sorted(select(rows, source="gamp", quantity=NOT_CONVERGED),
+                    key=lambda r: (number(r["alpha"]), r["init"]))
+    for c in counts:
+        at = dict(alpha=number(c["alpha"]), init=c["init"], d=c["d"], model=c["model"])
+
+        def mean(source, quantity):
+            r = next(iter(select(rows, source=source, quantity=quantity, **at)), None)
+            return None if r is None else {"value": number(r["value"]), "error": number(r["error"]),
+                                           "n": int(number(r["n"]))}
+
+        entry = {"alpha": at["alpha"], "init": at["init"], "d": int(number(c["d"])), "runs": int(number(c["n"])),
+                 "not_converged": int(number(c["value"]))}
+        entry["converged"] = entry["runs"] - entry["not_converged"]
+        entry["gamp"] = {q: mean("gamp", q) for q in GAMP_TABLE + ("iterations", "risk_gradient_norm")}
+        entry["gd"] = {q: mean("gd", q) for q in GAMP_TABLE}
+        out.append(entry)
+    return out
 
 
 # --------------------------------------------------------------------------- the report
@@ -215,8 +251,39 @@ def _figure_section(fig: dict, keys: list, summary: dict) -> list:
                          f"{number_text(k['difference'], 3)} | {k['verdict'] or '-'} |")
         lines.append("")
     lines += _evidence(fig, keys, summary)
+    lines += _gamp_section(fig)
     lines += _authors_points(fig)
     return lines
+
+
+def _gamp_section(fig: dict) -> list:
+    """GAMP's means beside gradient descent's at each point (``fig["gamp"]``, :func:`gamp_table`)."""
+    entries = fig.get("gamp")
+    if not entries:
+        return []
+
+    def cell(m):
+        return "-" if m is None else _plus_minus(m["value"], m["error"])
+
+    paired = [q for q in GAMP_TABLE if any(e["gd"][q] is not None for e in entries)]
+    alone = [q for q in GAMP_TABLE if q not in paired] + ["iterations", "risk_gradient_norm"]
+    lines = ["### GAMP beside gradient descent", "",
+             "GAMP's mean and standard error over its runs that converged (a run that did not is counted, "
+             "not averaged; `-`: none converged), beside gradient descent's over its runs at the same d, alpha and "
+             "start where this figure has it; `risk_gradient_norm` is |dR/dQ| / |lam Q| at GAMP's fixed point.", "",
+             "| alpha | start | d | GAMP converged | " + " | ".join(f"{q} GAMP | {q} GD" for q in paired)
+             + "".join(f" | {q} GAMP" for q in alone) + " |",
+             "|---|---|---|---|" + "---|---|" * len(paired) + "---|" * len(alone)]
+    for e in entries:
+        lines.append(f"| {number_text(e['alpha'], 4)} | {e['init']} | {e['d']} | {e['converged']} of {e['runs']} | "
+                     + " | ".join(f"{cell(e['gamp'][q])} | {cell(e['gd'][q])}" for q in paired)
+                     + "".join(f" | {cell(e['gamp'][q])}" for q in alone) + " |")
+    failed = sum(e["not_converged"] for e in entries)
+    if failed:
+        lines += ["", f"{failed} of {sum(e['runs'] for e in entries)} GAMP runs did not converge; each is a row of "
+                      "`data/gamp_runs.csv` with `converged` False, its reason and the plateau its iterate wandered "
+                      "over."]
+    return lines + [""]
 
 
 def _authors_points(fig: dict) -> list:

@@ -175,6 +175,9 @@ def task_rows(task: Task, result: dict, shash: str) -> list:
         context.update(alpha=p["alpha"], init=p["init"], run_index=p["run_index"], d=p["d"], steps=p["steps"],
                        lr=p["lr"], optimizer=p["optimizer"], dtype=p["dtype"], n_test=p["n_test"],
                        base_seed=p["seed"], early_stop=bool(p.get("stop")))
+    elif task.kind == "gamp":
+        context.update(alpha=p["alpha"], init=p["init"], run_index=p["run_index"], d=p["d"], dtype=p["dtype"],
+                       n_test=p["n_test"], base_seed=p["seed"], method="gamp")
     elif task.kind == "histogram":
         context.update(config=p["config"], base_seed=p["seed"])
     body = [result["thresholds"]] if "thresholds" in result else result["rows"]

@@ -2,7 +2,7 @@
 tables behind the figures (:data:`FIGURE_COLUMNS`), and the key numbers the report
 quotes (:data:`KEY_COLUMNS`, :func:`key_number`).
 
-A figure's table has one row per drawn value: ``source`` (``theory``, ``gd``, ``baseline``,
+A figure's table has one row per drawn value: ``source`` (``theory``, ``gd``, ``gamp``, ``baseline``,
 ``threshold``, ``spinodal``, ``histogram``, ...), the model, ``branch`` (a theory branch,
 ``global`` for the global minimiser) or ``init`` (a simulation's start), the optimiser,
 ``d``, ``alpha``, ``run`` (the run index of a single run's row), ``epoch`` (a training
@@ -21,7 +21,7 @@ import numpy as np
 
 from tidyio import is_true, number, read_table
 
-from .plan import GD_RUNS, HISTOGRAM_RUNS, INFORMED, REFERENCE_POINTS, THEORY_CURVES, THRESHOLDS, authors_key
+from .plan import GAMP_RUNS, GD_RUNS, HISTOGRAM_RUNS, INFORMED, REFERENCE_POINTS, THEORY_CURVES, THRESHOLDS, authors_key
 from .published import PUBLISHED, lookup
 
 FIGURE_COLUMNS = ("source", "model", "omega", "branch", "init", "optimizer", "d", "alpha", "run", "epoch",
@@ -36,6 +36,11 @@ NO_ERROR_BAR, NOT_FOUND = "no error bar", "not found"
 SIMULATION_TOLERANCE = 2.0
 #: the quantities of a gradient-descent run that the figures average
 GD_QUANTITIES = ("test_error", "train_loss", "m", "theta_over_sigma2", "q", "linear_test_error")
+#: the quantities of a GAMP run that the tables average (over its converged runs), besides those it shares
+#: with gradient descent's: its iterations and the relative gradient of the risk at its fixed point
+GAMP_CHECKS = ("iterations", "risk_gradient_norm")
+#: the quantity of a GAMP table row that counts the runs that did not converge at a point
+NOT_CONVERGED = "runs_not_converged"
 THEORY_QUANTITIES = ("q", "m", "V", "theta", "theta_over_sigma2", "test_error", "train_loss")
 
 
@@ -56,6 +61,7 @@ class Data:
         self.thresholds_rows = rows(THRESHOLDS)
         self.gd_rows = rows(GD_RUNS)
         self.histogram_rows = rows(HISTOGRAM_RUNS)
+        self.gamp_rows = rows(GAMP_RUNS)
         self._gd_index = defaultdict(list)
         for r in self.gd_rows:
             self._gd_index[(r["model"], r["d"], r["optimizer"])].append(r)
@@ -83,6 +89,10 @@ class Data:
 
     def gd(self, model: str, d: int, optimizer: str = "gd") -> list:
         return self._gd_index.get((model, str(d), optimizer), [])
+
+    def gamp(self, model: str, d: int) -> list:
+        """The GAMP runs of ``model`` at ``d``, converged or not (``converged`` says which)."""
+        return [r for r in self.gamp_rows if r["model"] == model and r["d"] == str(d)]
 
     def histogram(self, kind: str) -> list:
         return sorted((r for r in self.histogram_rows if r["kind"] == kind), key=lambda r: int(r["run_index"]))
@@ -242,6 +252,27 @@ def gd_rows(data: Data, model: str, d: int, optimizer: str = "gd", quantities=GD
             mean, sem = mean_sem(vals)
             out.append(row("gd", q, mean, sem, model=model, omega=runs[0]["omega"], init=init, optimizer=optimizer,
                            d=d, alpha=a, n=len(vals)))
+    return out
+
+
+def gamp_rows(data: Data, model: str, d: int, quantities=GD_QUANTITIES[:-1] + GAMP_CHECKS,
+              inits: Optional[Iterable[str]] = None) -> list:
+    """Per ``(alpha, init)`` of the GAMP runs: means and standard errors over the runs that converged
+    (``n`` their count), source ``gamp``, and one row :data:`NOT_CONVERGED` whose value counts the
+    others. A point none of whose runs converged has that row alone: no mean is made of nothing."""
+    groups = defaultdict(list)
+    for r in data.gamp(model, d):
+        if inits is None or r["init"] in inits:
+            groups[(number(r["alpha"]), r["init"])].append(r)
+    out = []
+    for (a, init), runs in sorted(groups.items()):
+        converged = [r for r in runs if is_true(r.get("converged"))]
+        context = dict(model=model, omega=runs[0]["omega"], init=init, optimizer="gamp", d=d, alpha=a)
+        for q in quantities if converged else ():
+            vals = np.array([number(r.get(q)) for r in converged], dtype=float)
+            mean, sem = mean_sem(vals)
+            out.append(row("gamp", q, mean, sem, n=len(vals), **context))
+        out.append(row("gamp", NOT_CONVERGED, len(runs) - len(converged), n=len(runs), **context))
     return out
 
 

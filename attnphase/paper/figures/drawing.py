@@ -16,6 +16,7 @@ from ..tables import select, series
 
 BRANCH_COLORS = {"semantic": "tab:blue", "positional": "tab:orange", "global": "black"}
 INIT_MARKERS = {"semantic": "o", "positional": "s", "random": "^"}
+GAMP_MARKERS = {"semantic": "x", "positional": "+"}
 QUANTITY_LABELS = {"m": r"$m$", "theta_over_sigma2": r"$\theta/\sigma^2$", "q": r"$q$", "test_error": "test error",
                    "train_loss": "training loss", "train_loss_gap": r"$F_{pos} - F_{sem}$",
                    "linear_test_error": "linear baseline"}
@@ -50,6 +51,17 @@ def gd_points(ax, rows, quantity: str, inits: Sequence[str] = INFORMED, color=No
             c = color or BRANCH_COLORS.get(init, "tab:green")
             ax.errorbar(a, v, yerr=np.where(np.isfinite(e), e, 0.0), fmt=INIT_MARKERS.get(init, "D"), color=c,
                         mfc="none", ms=5, capsize=2, lw=1, label=f"{label_prefix}GD, {init} start")
+
+
+def gamp_points(ax, rows, quantity: str, inits: Sequence[str] = INFORMED, **match) -> None:
+    """GAMP's means over its converged runs with their standard errors (source ``gamp``), filled
+    markers beside gradient descent's open ones, each labelled with its count of converged runs."""
+    for init in inits:
+        a, v, e = series(rows, source="gamp", quantity=quantity, init=init, **match)
+        if a.size:
+            ax.errorbar(a, v, yerr=np.where(np.isfinite(e), e, 0.0), fmt=GAMP_MARKERS.get(init, "P"),
+                        color=BRANCH_COLORS.get(init, "tab:green"), ms=5, capsize=2, lw=1, ls="none",
+                        label=f"GAMP, {init} start (converged runs)")
 
 
 def threshold_lines(ax, rows, **match) -> None:

@@ -1,15 +1,16 @@
 """Figure 1: the order parameters ``m`` and ``theta/sigma^2`` of both branches against
 ``alpha`` at the default model, the spinodals, and gradient descent from the positional
-and the semantic start (docs/theory.md, sections 1.5, 3.1 and 3.6)."""
+and the semantic start (docs/theory.md, sections 1.5, 3.1 and 3.6); with the plan's ``gamp``,
+GAMP at the same points beside gradient descent (docs/gamp.md)."""
 from __future__ import annotations
 
 from attnphase.sweeps.grid import fmt
 
 from ..authors import files_of
-from ..plan import INFORMED, default_model, model_label
-from ..tables import Data, gd_rows, key_number, spinodal_rows, theory_rows, theory_value
+from ..plan import GAMP_DAMPINGS, INFORMED, default_model, model_label
+from ..tables import Data, gamp_rows, gd_rows, key_number, spinodal_rows, theory_rows, theory_value
 from . import FigureSpec
-from .drawing import QUANTITY_LABELS, finish_axes, gd_points, new_figure, spinodal_marks, theory_curves
+from .drawing import QUANTITY_LABELS, finish_axes, gamp_points, gd_points, new_figure, spinodal_marks, theory_curves
 
 NAME = "order-parameters"
 QUANTITIES = ("m", "theta_over_sigma2")
@@ -23,19 +24,25 @@ def what(plan) -> str:
     return (f"The positional overlap m and the semantic overlap theta/sigma^2 of the semantic and the positional "
             f"branch ({plan.curve_precision} precision), where each branch ends (spinodals), and gradient descent "
             f"(d = {plan.gd.d}, {plan.gd.seeds} runs per point, mean and standard error) from the semantic and the "
-            f"positional start.")
+            f"positional start."
+            + (f" GAMP (message passing, docs/gamp.md) at the same points and from the same starts, on numpy's "
+               f"draw of the same seed streams (damping {', '.join(fmt(x) for x in GAMP_DAMPINGS)}): the mean and "
+               f"standard error over its runs that converged; those that did not are counted, never averaged."
+               if plan.gamp else ""))
 
 
 def tasks(b) -> list:
     spec = default_model()
     return (b.curves(spec) + [b.point(spec, br) for br in INFORMED] + b.gd(spec, b.plan.gd)
-            + [b.thresholds(spec)] + [b.authors_curve(f) for f in files_of(spec)])
+            + [b.thresholds(spec)] + [b.authors_curve(f) for f in files_of(spec)]
+            + (b.gamp(spec, b.plan.gd) if b.plan.gamp else []))
 
 
 def table(data: Data, plan) -> list:
     model = model_label(default_model())
     return (theory_rows(data, model, QUANTITIES) + spinodal_rows(data, model)
-            + gd_rows(data, model, plan.gd.d, quantities=QUANTITIES + ("q",)))
+            + gd_rows(data, model, plan.gd.d, quantities=QUANTITIES + ("q",))
+            + (gamp_rows(data, model, plan.gd.d) if plan.gamp else []))
 
 
 def key_numbers(data: Data, rows: list, plan) -> list:
@@ -65,10 +72,12 @@ def draw(rows: list):
     for ax, q in zip(axes[0], QUANTITIES):
         theory_curves(ax, rows, q)
         gd_points(ax, rows, q)
+        gamp_points(ax, rows, q)
         spinodal_marks(ax, rows)
         finish_axes(ax, QUANTITY_LABELS[q], legend=q == "m")
     model = rows[0]["model"] if rows else ""
-    fig.suptitle(f"Order parameters of both branches and gradient descent ({model})", fontsize=10)
+    drawn = ", gradient descent and GAMP" if any(r["source"] == "gamp" for r in rows) else " and gradient descent"
+    fig.suptitle(f"Order parameters of both branches{drawn} ({model})", fontsize=10)
     return fig
 
 
