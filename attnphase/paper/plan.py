@@ -31,7 +31,7 @@ from typing import Callable, Dict, Optional, Sequence
 import numpy as np
 
 from derivations import ModelSpec
-from numerics.api import COMPETING_BRANCHES
+from numerics.api import COMPETING_BRANCHES, DAMPINGS
 from attnphase.histogram_task import experiment as histogram_experiment
 from attnphase.sweeps.grid import fmt
 
@@ -49,8 +49,8 @@ GD_RUNS = "data/gd_runs.csv"
 HISTOGRAM_RUNS = "data/histogram_runs.csv"
 GAMP_RUNS = "data/gamp_runs.csv"
 TASK_FILES = (THEORY_CURVES, REFERENCE_POINTS, THRESHOLDS, GD_RUNS, HISTOGRAM_RUNS, GAMP_RUNS)
-#: GAMP's damping schedule in the plan's runs (numerics.api.DAMPINGS, the default of ``attnphase gamp``)
-GAMP_DAMPINGS = (0.5, 0.25)
+#: GAMP's damping schedule in the plan's runs: the default of ``attnphase gamp``
+GAMP_DAMPINGS = tuple(DAMPINGS)
 
 
 def grid(start: float, stop: float, n: int) -> tuple:
