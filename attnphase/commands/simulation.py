@@ -214,6 +214,33 @@ def _not_converged_line(p: dict) -> str:
             f"runs, {compared}; {p['reasons'][0]}{more}")
 
 
+def _print_validate(summary: dict, args, schedule) -> None:
+    """What ``validate`` prints: the files written, then a line per failing row, per point without a
+    theory, per point whose GAMP runs did not converge, per global-minimum check and the crossing."""
+    gamp = schedule is not None
+    name = "dscan" if args.d_scan else "validate"
+    if gamp:
+        sys.stdout.write(f"method=gamp damping={','.join(f'{g:g}' for g in schedule)} dtype={args.dtype}: "
+                         f"message passing on the instances of seed {args.seed}, runs 0-{args.seeds - 1}\n")
+    sys.stdout.write(f"wrote {args.out}/{name}.csv, {args.out}/{name}.png, {args.out}/{name}.json\n")
+    for f in summary["failing"]:
+        sys.stdout.write("FAIL " + " ".join(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}"
+                                            for k, v in f.items()) + "\n")
+    for u in summary.get("unmatched", []):
+        why = ("which the theory does not have at this alpha (its solve falls to the trivial point)"
+               if u.get("theory_present") is False else
+               f"whose theory solve did not converge or left the branch (converged={u['theory_converged']}, "
+               f"on_branch={u['theory_on_branch']})")
+        sys.stdout.write(f"NO THEORY alpha={u['alpha']:g} init={u['init']}: the simulation sits on the "
+                         f"{u['branch']} branch, {why}\n")
+    for p in summary.get("not_converged", []):
+        sys.stdout.write(_not_converged_line(p) + "\n")
+    for g in summary.get("global_minimum", []):
+        sys.stdout.write(_global_minimum_line(g) + "\n")
+    if "crossing" in summary:
+        sys.stdout.write(_crossing_line(summary["crossing"]) + "\n")
+
+
 def cmd_validate(args) -> int:
     gamp = args.method == "gamp"
     if not gamp:
@@ -278,27 +305,7 @@ def cmd_validate(args) -> int:
     if args.json:
         print_json(summary)
     else:
-        name = "dscan" if args.d_scan else "validate"
-        if gamp:
-            sys.stdout.write(f"method=gamp damping={','.join(f'{g:g}' for g in schedule)} dtype={args.dtype}: "
-                             f"message passing on the instances of seed {args.seed}, runs 0-{args.seeds - 1}\n")
-        sys.stdout.write(f"wrote {args.out}/{name}.csv, {args.out}/{name}.png, {args.out}/{name}.json\n")
-        for f in summary["failing"]:
-            sys.stdout.write("FAIL " + " ".join(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}"
-                                                for k, v in f.items()) + "\n")
-        for u in summary.get("unmatched", []):
-            why = ("which the theory does not have at this alpha (its solve falls to the trivial point)"
-                   if u.get("theory_present") is False else
-                   f"whose theory solve did not converge or left the branch (converged={u['theory_converged']}, "
-                   f"on_branch={u['theory_on_branch']})")
-            sys.stdout.write(f"NO THEORY alpha={u['alpha']:g} init={u['init']}: the simulation sits on the "
-                             f"{u['branch']} branch, {why}\n")
-        for p in summary.get("not_converged", []):
-            sys.stdout.write(_not_converged_line(p) + "\n")
-        for g in summary.get("global_minimum", []):
-            sys.stdout.write(_global_minimum_line(g) + "\n")
-        if "crossing" in summary:
-            sys.stdout.write(_crossing_line(summary["crossing"]) + "\n")
+        _print_validate(summary, args, schedule)
     if theory is not None and summary["failing"]:
         return failed("validate", f"{len(summary['failing'])} row(s) with |z| > {args.tolerance}")
     return 0
