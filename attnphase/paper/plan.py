@@ -25,7 +25,6 @@ when it is on, so a folder computed without it keeps its settings hash.
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Callable, Dict, Optional, Sequence
 
 import numpy as np
@@ -345,7 +344,3 @@ def plan_named(name: str) -> Plan:
         return PLANS[name]
     except KeyError:
         raise PaperError(f"plan: choose from {', '.join(PLANS)}, got {name!r}") from None
-
-
-def is_nan(x) -> bool:
-    return isinstance(x, float) and math.isnan(x)

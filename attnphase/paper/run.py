@@ -211,11 +211,3 @@ def stored_notes(out, keys: set) -> list:
             elif r.get("branch_note"):
                 notes[key] = str(r["branch_note"])
     return [{"task": k, "message": notes[k]} for k in sorted(notes)]
-
-
-def done_keys(out) -> set:
-    """The keys of the tasks whose rows are in the data files of ``out`` (read-only)."""
-    keys = set()
-    for name in TASK_FILES:
-        keys |= {r.get("task") for r in read_table(Path(out) / name).rows}
-    return keys
