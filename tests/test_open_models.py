@@ -22,11 +22,6 @@ SOFTMAX_STABLE = "1/(1 + exp(h2 - h1))"
 SQUAREPLUS = "(h1 + sqrt(h1**2 + 4))/(h1 + sqrt(h1**2 + 4) + h2 + sqrt(h2**2 + 4))"
 
 
-@pytest.fixture(autouse=True)
-def cache_env(tmp_path_factory, monkeypatch):
-    monkeypatch.setenv("ATTNPHASE_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "open_models_cache"))
-
-
 def _points(n=64, seed=0):
     rng = np.random.default_rng(seed)
     return 1.5 * rng.standard_normal((4, n))
