@@ -40,7 +40,7 @@ from derivations import ModelSpec
 from numerics.model.bound import bind
 from numerics.branches.follow import classify_end
 from numerics.fixed_points.errors import BranchLost
-from numerics.fixed_points.lines import DEFAULT_START, _Map, map_jacobian_eigenvalues, solve_with_rule
+from numerics.fixed_points.lines import DEFAULT_START, line_map, map_jacobian_eigenvalues, solve_with_rule
 from numerics.overlaps import Overlaps
 from numerics.precision import PRECISIONS
 
@@ -123,7 +123,7 @@ def follow(args):
 
 def _map(args):
     spec = ModelSpec(lam=args.lam, omega=args.omega, sigma=args.sigma)
-    return _Map(bind(spec), args.alpha, "positional", PRECISIONS[args.precision].rule)
+    return line_map(bind(spec), args.alpha, "positional", PRECISIONS[args.precision].rule)
 
 
 def newton(args):

@@ -19,7 +19,7 @@ import scipy.optimize
 
 from derivations import ModelSpec
 from numerics.model.bound import bind
-from numerics.fixed_points.lines import _Map
+from numerics.fixed_points.lines import line_map
 from numerics.fixed_points.root_fallback import DomainCoordinates
 from numerics.precision import PRECISIONS
 
@@ -34,7 +34,7 @@ def main():
     model = bind(ModelSpec(omega=args.omega, sigma=args.sigma))
     rule = dataclasses.replace(PRECISIONS["draft"].rule, check_global=False)
     for alpha in (float(a) for a in args.alphas.split(",")):
-        F = _Map(model, alpha, "semantic", rule)
+        F = line_map(model, alpha, "semantic", rule)
         coords = DomainCoordinates.of(F, rho)
 
         def G(z):

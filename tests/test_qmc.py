@@ -454,7 +454,7 @@ def test_a_fixed_point_that_repels_the_iteration_is_reached_by_the_root_finder()
     # the three-token trivial branch at alpha = 6.225, from its point at alpha = 2: the map's
     # Jacobian there has an eigenvalue below -2 (-3.8 at alpha = 4), and the damped Anderson
     # iteration left the domain (V < 0)
-    from numerics.fixed_points.qmc import _Map, _Setting
+    from numerics.fixed_points.qmc import _Setting, qmc_map
 
     spec = ModelSpec(omega=0.3, tokens=3)
     alpha = 6.225
@@ -462,7 +462,7 @@ def test_a_fixed_point_that_repels_the_iteration_is_reached_by_the_root_finder()
     fp = solve(spec, alpha, "trivial", "draft", start=far.overlaps)
     assert fp.converged
     setting = _Setting(spec, alpha, "trivial", "draft", fp.overlaps, True, None, None)
-    F = _Map(setting.model, setting.channel, alpha, None, setting.gauge)
+    F = qmc_map(setting.model, setting.channel, alpha, None, setting.gauge)
     x = fp.overlaps.pack()[setting.free]
     J = np.column_stack([(F(x + h) - F(x - h)) / (2 * h[j]) for j, h in enumerate(np.diag(1e-4 * np.abs(x)))])
     assert np.min(np.linalg.eigvals(J).real) < -2  # repelling: out of the damped iteration's reach

@@ -26,7 +26,7 @@ from derivations import ModelSpec
 
 from numerics.model.bound import bind
 from numerics.channel.lines.rule import ChannelRule
-from numerics.fixed_points.lines import FLOOR, _Map, defining_overlap, map_jacobian_eigenvalues
+from numerics.fixed_points.lines import FLOOR, defining_overlap, line_map, map_jacobian_eigenvalues
 from numerics.fixed_points.root_fallback import DomainCoordinates
 from numerics.overlaps import COLLAPSE, Overlaps
 from numerics.precision import PRECISIONS
@@ -115,17 +115,17 @@ class _Curve:
                  x0: np.ndarray):
         self.spec, self.alpha, self.branch, self.rule, self.parameter = spec, alpha, branch, rule, parameter
         self.model = bind(spec)
-        probe = _Map(self.model, alpha, branch, rule)
+        probe = line_map(self.model, alpha, branch, rule)
         self.coords = DomainCoordinates.of(probe, spec.rho)
         self.free = probe.free
         self.floor = FLOOR[self.free]
         self.scale = np.maximum(np.abs(x0), self.floor)
         self.evaluations = 0
 
-    def map_at(self, p: float) -> _Map:
+    def map_at(self, p: float):
         if self.parameter == "alpha":
-            return _Map(self.model, p, self.branch, self.rule)
-        return _Map(bind(dataclasses.replace(self.spec, lam=p)), self.alpha, self.branch, self.rule)
+            return line_map(self.model, p, self.branch, self.rule)
+        return line_map(bind(dataclasses.replace(self.spec, lam=p)), self.alpha, self.branch, self.rule)
 
     def y_of(self, p: float, x: np.ndarray) -> np.ndarray:
         return np.append(self.coords.to_z(x), np.log(p))
@@ -218,7 +218,7 @@ def follow_through_fold(spec: ModelSpec, alpha: float, branch: str, start: Overl
     if rule is None:
         rule = PRECISIONS["draft"].rule
     p0 = alpha if parameter == "alpha" else spec.lam
-    curve = _Curve(spec, alpha, branch, rule, parameter, start.as_array()[_Map(bind(spec), alpha, branch, rule).free])
+    curve = _Curve(spec, alpha, branch, rule, parameter, start.as_array()[line_map(bind(spec), alpha, branch, rule).free])
     y = curve.y_of(p0, start.as_array()[curve.free])
     # the first point: the start solved at fixed p (its last coordinate pinned)
     y, g = _first_point(curve, y, tol)

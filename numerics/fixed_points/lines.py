@@ -29,6 +29,7 @@ from numerics.precision import PRECISIONS, Precision
 from numerics.result import CONVERGED, FixedPoint, assess
 from numerics.fixed_points.errors import BranchLost, BranchNotFound
 from numerics.fixed_points.root_fallback import root_fallback
+from numerics.fixed_points.saddle_map import SaddlePointMap
 from numerics.model.saddle_point import free_energy, test_error, update_hat_overlaps, update_overlaps
 from numerics.solver.iteration import OUTSIDE_DOMAIN, Budget, SolverError, solve_fixed_point
 from numerics.solver_range import check_solver_range
@@ -58,34 +59,26 @@ def start_for_model(start: Overlaps, rho: float) -> Overlaps:
 
 
 
-class _Map:
-    """``x -> F(x)`` over the free overlaps of a branch; remembers the last channel side."""
-
-    def __init__(self, model: BoundModel, alpha: float, branch: str, rule: ChannelRule):
-        self.model, self.alpha, self.rule = model, alpha, rule
-        self.zero = [("q", "m", "V", "theta").index(n) for n in FIXED_ZERO[branch]]
-        self.free = [i for i in range(4) if i not in self.zero]
-        self.evaluations = 0
-        self.last = None  # (x_free, channel side) of the last evaluation
-
-    def full(self, x_free) -> np.ndarray:
-        x = np.zeros(4)
-        x[self.free] = x_free
-        return x
-
-    def __call__(self, x_free):
-        ov = Overlaps.from_array(self.full(x_free))
+def _line_overlaps(rho: float):
+    def overlaps_of(x: np.ndarray) -> Overlaps:
+        ov = Overlaps.from_array(x)
         ov.validate()
-        if ov.theta**2 >= self.model.spec.rho * ov.q:
+        if ov.theta**2 >= rho * ov.q:
             # Cauchy-Schwarz for the Gaussian pair (h, h*) of docs/theory.md, section 2.2: outside, the
             # covariance is not positive (numpy would warn and return NaN); the solver
             # shortens a step that lands here
             raise FloatingPointError(f"theta^2 >= rho q at {ov}: the covariance is not positive")
-        side = update_hat_overlaps(self.model, ov, self.alpha, self.rule)
-        self.evaluations += 1
-        self.last = (np.array(x_free, dtype=float), side)
-        new = update_overlaps(self.model, side.hats).as_array()
-        return new[self.free]
+        return ov
+    return overlaps_of
+
+
+def line_map(model: BoundModel, alpha: float, branch: str, rule: ChannelRule) -> SaddlePointMap:
+    """The fixed-point map of ``branch`` with the line quadrature's half-steps
+    (:mod:`numerics.model.saddle_point`), over the branch's free scalars of ``(q, m, V, theta)``."""
+    zero = [("q", "m", "V", "theta").index(n) for n in FIXED_ZERO[branch]]
+    return SaddlePointMap(alpha, [i for i in range(4) if i not in zero], np.zeros(4), _line_overlaps(model.spec.rho),
+                          Overlaps.as_array, lambda ov: update_hat_overlaps(model, ov, alpha, rule),
+                          lambda side: update_overlaps(model, side.hats), label=branch)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -211,15 +204,15 @@ def _attempts(damping: float, maxiter: int, history: tuple, skip_history_attempt
     return attempts[:1] if first_attempt_only else attempts
 
 
-def _rule_solution(F: _Map, res) -> RuleSolution:
+def _rule_solution(F: SaddlePointMap, model: BoundModel, res) -> RuleSolution:
     """The :class:`RuleSolution` at the solver's last iterate ``res.x`` of the map ``F`` (the channel
     side of its last evaluation where that was at ``res.x``)."""
     ov = Overlaps.from_array(F.full(res.x))
     if F.last is not None and np.array_equal(F.last[0], res.x):
         side = F.last[1]
     else:
-        side = update_hat_overlaps(F.model, ov, F.alpha, F.rule)
-    return RuleSolution(ov, side, bool(res.converged), res.iterations, _residual8(F.model, ov, side), F.evaluations,
+        side = F.channel_side(ov)
+    return RuleSolution(ov, side, bool(res.converged), res.iterations, _residual8(model, ov, side), F.evaluations,
                         res.pairs, at_floor=res.at_floor, stopped=res.stopped)
 
 
@@ -263,7 +256,7 @@ def solve_on_map(model: BoundModel, alpha: float, branch: str, rule: ChannelRule
     (the imposed zeros included) and exactly zero in the four conjugates, so it
     costs no extra evaluation of the map.
     """
-    F = _Map(model, alpha, branch, rule)
+    F = line_map(model, alpha, branch, rule)
     x0 = start.as_array()[F.free]
     floor = FLOOR[F.free]
     if seed is not None and seed.history and np.array_equal(seed.history[-1][0], x0):
@@ -301,7 +294,7 @@ def solve_on_map(model: BoundModel, alpha: float, branch: str, rule: ChannelRule
                             _lost_check(F, model, branch, lost_below), lost)
     elif res is None:
         raise lost
-    return _rule_solution(F, res)
+    return _rule_solution(F, model, res)
 
 
 def _residual8(model: BoundModel, ov: Overlaps, side) -> float:
@@ -327,7 +320,7 @@ def map_jacobian_eigenvalues(model: BoundModel, alpha: float, branch: str, rule:
     crosses zero where the branch folds, or where it meets another (the trivial one,
     as its defining overlap vanishes); the map's own eigenvalues ``1 - e`` say whether
     the iteration can converge there (modulus below one)."""
-    F = _Map(model, alpha, branch, rule)
+    F = line_map(model, alpha, branch, rule)
     x = overlaps.as_array()[F.free]
     g = F(x) - x
     J = np.empty((x.size, x.size))
@@ -340,7 +333,7 @@ def map_jacobian_eigenvalues(model: BoundModel, alpha: float, branch: str, rule:
     return eig[np.argsort(np.abs(eig))]
 
 
-def _lost_check(F: "_Map", model: BoundModel, branch: str, lost_below: Optional[float]):
+def _lost_check(F: SaddlePointMap, model: BoundModel, branch: str, lost_below: Optional[float]):
     if lost_below is None or branch not in COMPETING_BRANCHES:
         return None
     sigma2 = model.spec.sigma**2

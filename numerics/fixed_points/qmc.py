@@ -32,6 +32,7 @@ from numerics.model.general import GeneralModel, bind_general
 from numerics.matrix_overlaps import MatrixHats, MatrixOverlaps
 from numerics.overlaps import COLLAPSE
 from numerics.solver.iteration import OUTSIDE_DOMAIN, ROOT_EVALUATIONS, SolverError, root_fixed_point, solve_fixed_point
+from numerics.fixed_points.saddle_map import SaddlePointMap
 from numerics.fixed_points.subspaces import BranchSubspace, branch_subspace
 from numerics.channel.qmc.channel import ChannelEstimate, QMCChannel
 from numerics.channel.qmc.nodes import gaussian_nodes
@@ -146,40 +147,23 @@ def prior_image(model: GeneralModel, subspace: BranchSubspace, hats: MatrixHats)
     return subspace.isotropic(subspace.project(MatrixOverlaps(model.shape, **new)))
 
 
-class _Map:
-    """``x -> F_j(x)`` over the free components, for the scramblings ``scrambles`` of ``channel``;
-    remembers the channel estimate of the last evaluation. ``dense_check``: passed to every
-    :meth:`QMCChannel.estimate <numerics.channel.qmc.channel.QMCChannel.estimate>`."""
+def qmc_map(model: GeneralModel, channel: QMCChannel, alpha: float, scrambles, gauge: bool,
+            points: Optional[int] = None, dense_check: Optional[bool] = None) -> SaddlePointMap:
+    """The fixed-point map ``x -> F_j(x)`` over the free components of ``channel``'s subspace, for the
+    scramblings ``scrambles`` of ``channel`` (its first ``points`` nodes of each; ``dense_check``:
+    passed to every :meth:`QMCChannel.estimate <numerics.channel.qmc.channel.QMCChannel.estimate>`),
+    the image oriented where ``gauge`` (:func:`_oriented`)."""
+    subspace = channel.subspace
 
-    def __init__(self, model: GeneralModel, channel: QMCChannel, alpha: float, scrambles, gauge: bool,
-                 points: Optional[int] = None, dense_check: Optional[bool] = None):
-        self.model, self.channel, self.alpha, self.scrambles, self.gauge = model, channel, alpha, scrambles, gauge
-        self.points, self.dense_check = points, dense_check
-        self.subspace = channel.subspace
-        self.free = self.subspace.free_mask(model.shape)
-        self.template = np.zeros(len(self.free))
-        self.evaluations = 0
-        self.last: Optional[tuple] = None
+    def image(est: ChannelEstimate) -> MatrixOverlaps:
+        ov = prior_image(model, subspace, est.hats)
+        return _oriented(ov, subspace) if gauge else ov
 
-    def overlaps(self, x_free) -> MatrixOverlaps:
-        x = self.template.copy()
-        x[self.free] = x_free
-        return MatrixOverlaps.unpack(self.model.shape, x)
-
-    def image(self, est: ChannelEstimate) -> MatrixOverlaps:
-        """The overlaps of the prior side from ``est``'s conjugates (:func:`prior_image`), oriented."""
-        ov = prior_image(self.model, self.subspace, est.hats)
-        return _oriented(ov, self.subspace) if self.gauge else ov
-
-    def estimate(self, x_free) -> ChannelEstimate:
-        self.evaluations += 1
-        return self.channel.estimate(self.overlaps(x_free), self.alpha, self.scrambles, self.dense_check,
-                                     points=self.points)
-
-    def __call__(self, x_free):
-        est = self.estimate(x_free)
-        self.last = (np.array(x_free, dtype=float), est)
-        return self.image(est).pack()[self.free]
+    free = subspace.free_mask(model.shape)
+    return SaddlePointMap(alpha, free, np.zeros(len(free)), lambda x: MatrixOverlaps.unpack(model.shape, x),
+                          MatrixOverlaps.pack,
+                          lambda ov: channel.estimate(ov, alpha, scrambles, dense_check, points=points), image,
+                          label=subspace.name)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -195,7 +179,7 @@ class ScrambleSolution:
     pairs: tuple
 
 
-def _solve_scramble(F: _Map, x0: np.ndarray, prec: QMCPrecision, floor: np.ndarray, history: tuple = (),
+def _solve_scramble(F: SaddlePointMap, x0: np.ndarray, prec: QMCPrecision, floor: np.ndarray, history: tuple = (),
                     anderson: int = ANDERSON) -> ScrambleSolution:
     try:
         res = solve_fixed_point(F, x0, tol=prec.tol, maxiter=prec.maxiter, damping=DAMPING, anderson=anderson,
@@ -206,7 +190,7 @@ def _solve_scramble(F: _Map, x0: np.ndarray, prec: QMCPrecision, floor: np.ndarr
         # iterates left the domain); the root finder reaches it whatever the eigenvalues. (A solve
         # that only stalls or runs out of iterations is not retried: near a birth that would add up
         # to ROOT_EVALUATIONS evaluations to every scrambling.)
-        log.info("alpha=%g %s: %s; root finder from the start", F.alpha, F.subspace.name, exc)
+        log.info("alpha=%g %s: %s; root finder from the start", F.alpha, F.label, exc)
         try:
             res = root_fixed_point(F, x0, tol=prec.tol, accept_tol=prec.residual_tol,
                                    max_evaluations=ROOT_EVALUATIONS, floor=floor)
@@ -240,7 +224,7 @@ def _scramble_task(spec: ModelSpec, alpha: float, subspace: BranchSubspace, prec
         _WORKER_NODES[key] = gaussian_nodes(model.shape, rule.log2_points, rule.scrambles, rule.seed)
     channel = QMCChannel(model, rule, subspace, nodes=_WORKER_NODES[key])
     channel.prox.n_ellipsoid = n_ellipsoid
-    solution = _solve_scramble(_Map(model, channel, alpha, [j], gauge), x0, prec, floor, history=history,
+    solution = _solve_scramble(qmc_map(model, channel, alpha, [j], gauge), x0, prec, floor, history=history,
                                anderson=SEEDED_ANDERSON)
     return solution, channel.scramble_state(j)
 
@@ -313,7 +297,7 @@ class _Setting:
     def approach(self) -> ScrambleSolution:
         # on the first eighth of scrambling 0 (itself a scrambled Sobol rule): an eighth of the
         # cost per evaluation, and its Anderson history seeds the solve on the whole scrambling
-        F = _Map(self.model, self.channel, self.alpha, [0], self.gauge, points=max(self.prec.rule.points // 8, 256))
+        F = qmc_map(self.model, self.channel, self.alpha, [0], self.gauge, points=max(self.prec.rule.points // 8, 256))
         return _solve_scramble(F, self.start.pack()[self.free], self.prec, self.floor)
 
 
@@ -354,7 +338,7 @@ def _other_scramblings(setting: _Setting, first: ScrambleSolution) -> tuple:
                 task.cancel()
     else:
         for j in range(1, R):
-            F = _Map(setting.model, channel, alpha, [j], setting.gauge)
+            F = qmc_map(setting.model, channel, alpha, [j], setting.gauge)
             solutions.append(_solve_scramble(F, x0, prec, setting.floor, history=first.pairs,
                                              anderson=SEEDED_ANDERSON))
     return solutions, max(n_workers, 1)
@@ -380,9 +364,9 @@ def _pooled_point(setting: _Setting, solutions: list) -> tuple:
     # error on a large field, so x̄ is polished by a few evaluations of the pooled map
     # every pooled evaluation runs the dense check, so that the last one is the reported estimate
     # (another evaluation at the same point would cost as much as the polish's own)
-    polish = _solve_scramble(_Map(model, channel, alpha, None, setting.gauge, dense_check=True), xbar,
+    polish = _solve_scramble(qmc_map(model, channel, alpha, None, setting.gauge, dense_check=True), xbar,
                              dataclasses.replace(setting.prec, maxiter=POLISH), setting.floor)
-    pooled = _Map(model, channel, alpha, None, gauge=False)
+    pooled = qmc_map(model, channel, alpha, None, gauge=False)
     ov, est, pooled_evaluations = polish.overlaps, polish.estimate, polish.evaluations
     O, W = alignment(ov, first.overlaps, blocks)
     if not (np.array_equal(O, np.eye(len(O))) and np.array_equal(W, np.eye(len(W)))):
@@ -451,7 +435,7 @@ def solve_qmc(spec: ModelSpec, alpha: float, branch: str = "semantic", precision
         log.info("alpha=%g %s: the approach collapsed (defining overlap %.2e)", alpha, subspace.name, defining)
         point = _collapsed(spec, alpha, subspace, prec, approach, defining, time.perf_counter() - t0, model)
         raise BranchNotFound(point.status, subspace.name, float(alpha), point)
-    first = _solve_scramble(_Map(model, setting.channel, alpha, [0], setting.gauge),
+    first = _solve_scramble(qmc_map(model, setting.channel, alpha, [0], setting.gauge),
                             approach.overlaps.pack()[setting.free], prec, setting.floor, history=approach.pairs)
     others, processes = _other_scramblings(setting, first)
     solutions = [first] + others
