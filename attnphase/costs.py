@@ -203,8 +203,8 @@ def check_shape(tokens: int, rank: int, teacher_rank: int, args, derives: bool =
                      f"({tokens * rank} prox variables; cached once done)", args)
 
 
-def check_theory_points(points: int, precision: str, general: bool, flag: str, what: str, args) -> None:
-    rate = (QMC_POINT_S if general else LINE_POINT_S)[precision]
+def check_theory_points(points: int, precision: str, noisy: bool, flag: str, what: str, args) -> None:
+    rate = (QMC_POINT_S if noisy else LINE_POINT_S)[precision]
     require_time(points * rate, flag, f"{what} ({points} points at {precision} precision)", args)
 
 
@@ -216,12 +216,12 @@ def check_grid(n_omegas: int, n_alphas: int) -> None:
                          f"what a sweep can store and draw (at most {MAX_GRID_POINTS:.0e})")
 
 
-def check_diagram(n_omegas: int, n_alphas: int, precision: str, general: bool, args,
+def check_diagram(n_omegas: int, n_alphas: int, precision: str, noisy: bool, args,
                   stability: bool = False) -> None:
     """The theory of a sweep: :data:`DIAGRAM_POINT_S` (or :data:`DIAGRAM_GENERAL_POINT_S`) a grid point,
     and :data:`STABILITY_GRID_POINT_S` (twice that for the general model's branches) with ``stability``."""
-    rate = (DIAGRAM_GENERAL_POINT_S if general else DIAGRAM_POINT_S)[precision]
+    rate = (DIAGRAM_GENERAL_POINT_S if noisy else DIAGRAM_POINT_S)[precision]
     if stability:
-        rate += STABILITY_GRID_POINT_S * (2 if general else 1)
+        rate += STABILITY_GRID_POINT_S * (2 if noisy else 1)
     require_time(n_omegas * n_alphas * rate, "--omegas, --alphas",
                  f"the theory on {n_omegas} x {n_alphas} grid points at {precision} precision", args)

@@ -12,7 +12,8 @@ for every model (any ``L``, ``r``, ``t``, ``P``).
 * one record, :class:`FixedPoint` (matrices plus gauge invariants, with errors; the line
   quadrature's scalars as its ``1 x 1`` case), and one curve, :class:`BranchCurve`.
 
-The channel integrator is chosen by :func:`numerics.channel.integrators.choose_integrator`: the line
+The channel integrator is chosen by :func:`numerics.channel.integrators.choose_integrator` and stated to
+the layers above as a :class:`Method` (:func:`method`): the line
 quadrature where it applies (the paper's two-token rank-one model on the branches it knows),
 quasi-Monte Carlo elsewhere. That choice is the one place where the model's shape decides a method.
 
@@ -35,9 +36,8 @@ from numerics.threads import one_blas_thread
 #: command that only parses its options, or fails on them, does not import the solvers (0.7 s)
 _LAZY = {
     **dict.fromkeys(("Baseline", "linear_baseline", "linear_baseline_mp"), "numerics.baseline"),
-    **dict.fromkeys(("BranchCurve", "follow_branch", "is_on_branch"), "numerics.branches.follow"),
-    **dict.fromkeys(("IntegratorError", "choose_integrator", "INTEGRATORS"), "numerics.channel.integrators"),
-    "walk_branch": "numerics.branches.walk",
+    **dict.fromkeys(("BranchCurve", "follow_branch", "is_on_branch", "walk_branch"), "numerics.branches.follow"),
+    **dict.fromkeys(("IntegratorError", "INTEGRATORS", "Method"), "numerics.channel.integrators"),
     "BranchNotFound": "numerics.fixed_points.errors",
     **dict.fromkeys(("branches", "solve"), "numerics.fixed_points.solve"),
     "GENERAL_BRANCHES": "numerics.fixed_points.subspaces",
@@ -61,8 +61,8 @@ _LAZY = {
     **dict.fromkeys(("BACKENDS", "current_backend", "use_backend"), "numerics.backend"),
 }
 
-__all__ = sorted(set(_LAZY) | {"integrator_for", "default_branches", "default_precision", "solved_by_qmc",
-                               "solve_all", "follow", "thresholds"})
+__all__ = sorted(set(_LAZY) | {"method", "default_branches", "default_precision", "solve_all", "follow",
+                               "thresholds"})
 
 
 def __getattr__(name):
@@ -87,30 +87,27 @@ def _use(name: str):
 log = logging.getLogger(__name__)
 
 
-def integrator_for(spec: ModelSpec, names: Sequence[str], integrator: str = "auto") -> str:
-    """The one integrator that solves every branch of ``names`` (``lines`` only if it applies to
-    all of them; :class:`IntegratorError` for an integrator the model does not have)."""
-    chosen = {_use("choose_integrator")(spec, integrator, b) for b in names}
-    return "lines" if chosen == {"lines"} else "qmc"
+def method(spec: ModelSpec, names: Optional[Sequence[str]] = None, integrator: str = "auto"):
+    """How the branches ``names`` of ``spec`` are solved (:class:`~numerics.channel.integrators.Method`:
+    whether its records are deterministic in ``alpha``, the branches compared by default, the precision
+    beside a simulation); ``names=None``: the branches compared by default. :class:`IntegratorError`
+    for an integrator the model does not have."""
+    from numerics.channel.integrators import method_for
+
+    return method_for(spec, names, _use("branches")(spec), integrator)
 
 
 def default_branches(spec: ModelSpec, integrator: str = "auto") -> tuple:
     """The branches compared by default: the paper's competing pair where the line quadrature
     solves both, every branch of the model (:func:`branches`) otherwise."""
-    pair = tuple(_use("COMPETING_BRANCHES"))
-    return pair if integrator_for(spec, pair, integrator) == "lines" else tuple(_use("branches")(spec))
+    return method(spec, None, integrator).branches
 
 
 def default_precision(spec: ModelSpec, integrator: str = "auto") -> str:
     """The precision a theory point is solved at by default beside a simulation: ``fast`` where the
     line quadrature solves the model (a few seconds a point), ``draft`` otherwise (a fast QMC point
     costs tens of seconds)."""
-    return "fast" if integrator_for(spec, ("semantic",), integrator) == "lines" else "draft"
-
-
-def solved_by_qmc(spec: ModelSpec) -> bool:
-    """Whether the model's default branches are solved by the quasi-Monte Carlo integrator (not the line quadrature)."""
-    return integrator_for(spec, default_branches(spec)) != "lines"
+    return method(spec, ("semantic",), integrator).precision
 
 
 @one_blas_thread
@@ -135,16 +132,11 @@ def solve_all(spec: ModelSpec, alpha: float, precision: str = "fast", integrator
 def follow(spec: ModelSpec, alphas: Sequence[float], branch: str, precision: str = "fast",
            integrator: str = "auto", progress=None) -> BranchCurve:
     """``branch`` along ``alphas`` by continuation, as a :class:`BranchCurve` (its points, the
-    spinodals where the integrator locates them, and a note on where it was not found).
-
-    The line quadrature (:func:`numerics.branches.follow.follow_branch`) solves from an anchor up and down
-    the grid and bisects each end of the branch; the QMC integrator
-    (:func:`numerics.branches.walk.walk_branch`) walks the grid, each solve started from
-    the last point found, and keeps a solve that raised as a failed point. ``progress(x)`` is
-    called as the points come (its argument is not to be relied on)."""
-    if integrator_for(spec, (branch,), integrator) == "lines":
-        return _use("follow_branch")(spec, alphas, branch, precision, progress=progress)
-    return _use("walk_branch")(spec, alphas, branch, precision, "qmc", progress=progress)
+    spinodals where the integrator locates them, and a note on where it was not found):
+    :func:`numerics.branches.follow.follow_branch`, whose integrator's :class:`Method` decides how the
+    ends of the branch are found. ``progress(x)`` is called as the points come (its argument is not
+    to be relied on)."""
+    return _use("follow_branch")(spec, alphas, branch, precision, progress=progress, integrator=integrator)
 
 
 @one_blas_thread
@@ -174,8 +166,7 @@ def thresholds(spec: ModelSpec, precision: str = "fast", alphas: Optional[Sequen
     COMPETING_BRANCHES = _use("COMPETING_BRANCHES")
     compared = tuple(names or COMPETING_BRANCHES)
     matrices = scan is not None and any(not getattr(p, "scalar", True) for c in scan.values() for p in c.points)
-    if (set(compared) == set(COMPETING_BRANCHES) and not matrices
-            and integrator_for(spec, COMPETING_BRANCHES, integrator) == "lines"):
+    if set(compared) == set(COMPETING_BRANCHES) and not matrices and method(spec, compared, integrator).deterministic:
         # with a scan, its grid brackets the roots and the range searched for the ends of the branches
         # is the root finder's own (as the phase diagram's threshold tasks have always run it)
         scan_range = {} if alphas is None or scan is not None else {

@@ -115,10 +115,10 @@ class FakeTheoryAPI:
                                                  "rs_switching": switching[0], "rs_switching_error": switching[1]})
 
     @staticmethod
-    def integrator_for(spec, names, integrator="auto"):
-        from numerics.channel.integrators import choose_integrator
+    def method(spec, names=None, integrator="auto"):
+        from numerics.api import method
 
-        return "lines" if {choose_integrator(spec, integrator, b) for b in names} == {"lines"} else "qmc"
+        return method(spec, names, integrator)
 
     @staticmethod
     def scan_curves_from_rows(rows):
@@ -206,7 +206,7 @@ class FakeGeneralTheoryAPI(FakeTheoryAPI):
 
     def follow(self, spec, alphas, branch, precision="fast", integrator="auto", progress=None):
         """Like ``numerics.api.follow``: the line model's toy curves, or the general toy's points."""
-        if self.integrator_for(spec, (branch,), integrator) == "lines":
+        if self.method(spec, (branch,), integrator).deterministic:
             return self.follow_branch(spec, alphas, branch, precision)
         points = self.walk_branch(spec, alphas, branch, precision)
         absent = sorted(set(map(float, alphas)) - {p.alpha for p in points})
@@ -224,7 +224,7 @@ class FakeGeneralTheoryAPI(FakeTheoryAPI):
         """Like ``numerics.api.thresholds``: the pair's toy thresholds for the line model's two
         branches, else every change of the global branch."""
         names = tuple(names or THEORY_BRANCHES)
-        if set(names) == set(THEORY_BRANCHES) and self.integrator_for(spec, names, integrator) == "lines":
+        if set(names) == set(THEORY_BRANCHES) and self.method(spec, names, integrator).deterministic:
             return self.pair_thresholds(spec, precision, scan)
         points = None if scan is None else [p for c in scan.values() for p in c.points]
         return self.scan_thresholds(spec, alphas, precision, integrator, names, points)

@@ -76,17 +76,23 @@ def test_the_global_minimum_is_the_lowest_converged_and_a_near_tie_says_so():
 def test_the_integrator_is_chosen_once_for_every_command():
     assert api.branches(ModelSpec()) == ("semantic", "positional", "trivial")
     assert api.branches(ModelSpec(rank=2))[-1] == "mixed"
-    assert api.integrator_for(ModelSpec(), ("semantic", "positional")) == "lines"
-    assert api.integrator_for(ModelSpec(), ("semantic",), "qmc") == "qmc"
-    assert api.integrator_for(ModelSpec(tokens=3), ("semantic",)) == "qmc"
+    line = api.method(ModelSpec(), ("semantic", "positional"))
+    assert line.integrator == "lines" and line.deterministic and line.scalar_records and line.precision == "fast"
+    assert api.method(ModelSpec(), ("semantic",), "qmc").integrator == "qmc"
+    qmc = api.method(ModelSpec(tokens=3), ("semantic",))
+    assert qmc.integrator == "qmc" and not qmc.deterministic and qmc.precision == "draft"
+    # the branches compared by default: the paper's pair where the line quadrature solves it
+    assert api.method(ModelSpec()).branches == api.default_branches(ModelSpec()) == ("semantic", "positional")
+    assert api.method(ModelSpec(tokens=3)).branches == api.branches(ModelSpec(tokens=3))
+    assert api.default_branches(ModelSpec(), "qmc") == api.branches(ModelSpec())
     with pytest.raises(api.IntegratorError):
-        api.integrator_for(ModelSpec(rank=2), ("semantic",), "lines")
+        api.method(ModelSpec(rank=2), ("semantic",), "lines")
 
 
 def test_follow_gives_one_curve_for_every_model(monkeypatch):
     """The QMC side of :func:`numerics.api.follow` is a :class:`BranchCurve` too, with a note on the
     alphas where the branch was not found."""
-    import numerics.branches.walk as walk
+    import numerics.branches.follow as walk
 
     point = dataclasses.replace(as_matrices(scalar_point(ModelSpec(tokens=3))), integrator="qmc")
 

@@ -839,12 +839,18 @@ def test_after_a_failed_approach_the_checked_solve_runs_only_the_retries(model, 
     from numerics.fixed_points.errors import BranchLost
     from numerics.fixed_points.lines import RuleSolution
 
-    calls = []
+    calls, checks = [], []
+    line_map = fixed_point.line_map
+
+    def recording_map(model_, alpha, branch, rule_):
+        checks.append(rule_.check_global)
+        return line_map(model_, alpha, branch, rule_)
 
     def collapsing(F, x0, **kw):
-        calls.append((F.rule.check_global, len(kw["history"])))
+        calls.append((checks[-1], len(kw["history"])))
         raise BranchLost("collapsed")
 
+    monkeypatch.setattr(fixed_point, "line_map", recording_map)
     monkeypatch.setattr(fixed_point, "solve_fixed_point", collapsing)
     rule = ChannelRule(n_eta=12, n_r=6, n_u=6, n_t=10, n_near=4)
     history = ((np.array([0.05, 0.25, 14.0]), np.zeros(3)), (np.array([0.051, 0.25, 14.1]), np.zeros(3)))

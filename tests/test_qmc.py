@@ -386,7 +386,7 @@ def test_the_continuation_retries_a_point_that_fails_from_the_previous_one(monke
     find the branch, is solved again from the default start (and replaced if that converges); a branch
     not found from either is left out and the next alpha starts afresh (the solver is replaced by a
     fake that records its starts)."""
-    import numerics.branches.walk as walk
+    import numerics.branches.follow as walk
 
     calls = []
 

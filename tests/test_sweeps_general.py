@@ -293,7 +293,7 @@ def test_a_killed_general_sweep_resumes_to_the_rows_of_an_uninterrupted_one(clie
 def test_a_real_three_token_draft_sweep(tmp_path, capsys):
     """Three tokens, one omega, two alphas, the semantic and trivial branches, draft QMC: the
     rows are the solver's fixed points, and the thresholds row is the general thresholds' own."""
-    from numerics.branches.walk import walk_branch
+    from numerics.branches.follow import walk_branch
 
     argv = ["phase-diagram", "--tokens", "3", "--omega", "0.3", "--alpha", "1:2:2", "--branches",
             "semantic,trivial", "--precision", "draft", "--workers", "1", "--out", str(tmp_path), "--quiet"]

@@ -115,9 +115,9 @@ def config_from_args(args):
         raise UsageError("--stability: the stability is the theory's; give --what theory or both")
     check_dask_options(args)
     if args.what != "simulation":
-        from numerics.api import solved_by_qmc
+        from numerics.api import method
 
-        check_diagram(len(omegas), len(alphas), args.precision, solved_by_qmc(spec), args, args.stability)
+        check_diagram(len(omegas), len(alphas), args.precision, not method(spec).deterministic, args, args.stability)
     return SweepConfig(spec=spec, omegas=omegas, alphas=alphas, what=args.what, precision=args.precision,
                        branches=tuple(branches),
                        d=args.d, seeds=args.seeds, seed=args.seed, steps=args.steps, lr=args.lr,

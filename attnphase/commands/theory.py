@@ -177,15 +177,15 @@ def _fields_table(points) -> str:
     return "\n".join(lines)
 
 
-def _check_branches(spec, args, names, flag: str = "--branches") -> str:
-    """The integrator that solves ``names`` (``lines`` or ``qmc``, :func:`numerics.api.integrator_for`);
-    refuses (exit 2) an integrator or branch the model does not have."""
-    from numerics.api import IntegratorError, integrator_for
+def _check_branches(spec, args, names, flag: str = "--branches"):
+    """How ``names`` are solved (:func:`numerics.api.method`); refuses (exit 2) an integrator or branch
+    the model does not have."""
+    from numerics.api import IntegratorError, method
 
     if "mixed" in names and spec.rank < 2:
         raise UsageError(f"{flag}: the mixed branch needs --rank >= 2, got rank {spec.rank}")
     try:
-        return integrator_for(spec, names, args.integrator)
+        return method(spec, names, args.integrator)
     except IntegratorError as exc:
         raise UsageError(f"--{exc}") from None
 
@@ -326,9 +326,10 @@ def cmd_curve(args) -> int:
         check_output(path, "file", "--figure")
     check_distinct_outputs({"--out": [args.out], "--figure": figures})
     check_not_input({"--out": [args.out], "--figure": figures}, {"--compare": compare})
-    lines = _check_branches(spec, args, names) == "lines"
-    check_theory_points(len(alphas) * len(names), args.precision, not lines, "--alphas", "the curve", args)
-    if compare and not lines:
+    solved = _check_branches(spec, args, names)
+    check_theory_points(len(alphas) * len(names), args.precision, not solved.deterministic, "--alphas", "the curve",
+                        args)
+    if compare and not solved.scalar_records:
         raise UsageError("--compare: not available for the general model yet")
     if compare and not args.figure:
         raise UsageError("--compare: needs --figure")
@@ -504,7 +505,7 @@ def cmd_thresholds(args) -> int:
     # by default the paper's two branches where the line quadrature solves them (and no scan of
     # matrix records is given), every branch of the model otherwise
     default, names = not names, names or COMPETING_BRANCHES
-    pair = not args.scan and set(names) == set(COMPETING_BRANCHES) and _check_branches(spec, args, names) == "lines"
+    pair = not args.scan and set(names) == set(COMPETING_BRANCHES) and _check_branches(spec, args, names).deterministic
     if default and not pair:
         names = branches(spec)
     _check_branches(spec, args, names)
@@ -562,7 +563,7 @@ def cmd_run(args) -> int:
     alphas = parse_range(args.alphas, "--alphas", positive=True, min_points=3)
     check_output(args.out, "folder")
     # the paper's two branches where the line quadrature solves them, else every branch of the model
-    pair = _check_branches(spec, args, COMPETING_BRANCHES) == "lines"
+    pair = _check_branches(spec, args, COMPETING_BRANCHES).deterministic
     names = COMPETING_BRANCHES if pair else branches(spec)
     if not pair:
         _check_branches(spec, args, names)

@@ -23,11 +23,11 @@ WHATS = ("theory", "simulation", "both")
 
 def every_branch(spec) -> bool:
     """Whether a diagram of ``spec`` follows every branch of the model and locates every change of the
-    global branch: wherever the line quadrature does not solve the paper's two branches (there the
-    diagram is theirs, :func:`numerics.api.solved_by_qmc`)."""
-    from numerics.api import solved_by_qmc
+    global branch: wherever the model's branches compared by default are not the paper's two
+    (:func:`numerics.api.default_branches`; where they are, the diagram is theirs)."""
+    from numerics.api import default_branches
 
-    return solved_by_qmc(spec)
+    return tuple(default_branches(spec)) != tuple(COMPETING_BRANCHES)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,7 +61,7 @@ class SweepConfig:
         self.validate()
 
     @property
-    def general(self) -> bool:
+    def every_branch(self) -> bool:
         """Whether a column follows every branch of the model (:func:`every_branch`)."""
         return every_branch(self.spec)
 
@@ -69,7 +69,7 @@ class SweepConfig:
     def theory_branches(self) -> tuple:
         """The branches followed in each ``omega`` column, in the model's order of branches whatever
         the order given (it orders the tasks and breaks ties of the training loss)."""
-        if not self.general:
+        if not self.every_branch:
             return THEORY_BRANCHES
         from numerics.api import branches as general_branches
 
@@ -112,7 +112,7 @@ class SweepConfig:
     def _validate_branches(self) -> None:
         if not self.branches:
             return
-        if not self.general:
+        if not self.every_branch:
             raise SweepError(f"--branches: the two-token rank-one model's diagram follows "
                              f"{' and '.join(THEORY_BRANCHES)} (its thresholds need both); --branches is for the "
                              f"general model")

@@ -320,7 +320,7 @@ def _title(points: list) -> str:
     for k in ("sigma", "lam"):
         if k in p:
             parts.append(f"{k}={p[k]}")
-    if _is_general_points(points):
+    if _compares_every_branch(points):
         parts.append(" ".join(f"{name}={number(p.get(k)):g}" for name, k in (("L", "tokens"), ("r", "rank"),
                                                                               ("t", "teacher_rank"))))
     elif all(f"A{i}{j}" in p for i in (1, 2) for j in (1, 2)):
@@ -335,7 +335,7 @@ def _title(points: list) -> str:
     return " ".join(parts) + (f" - {src}" if src else "")
 
 
-def _is_general_points(points: list) -> bool:
+def _compares_every_branch(points: list) -> bool:
     """Points of a diagram of more than the paper's two branches (:func:`theory_points`): a global
     branch among several, no two-branch training-loss difference."""
     return "train_loss_diff" not in points[0]
@@ -381,7 +381,7 @@ def draw(points: list, thresholds: Optional[list] = None, spinodals: Optional[li
 
     fig = Figure(figsize=(12, 4.8), layout="constrained")
     axes = fig.subplots(1, 2)
-    first = ("global_branch", "global minimum (lowest training loss)") if _is_general_points(points) \
+    first = ("global_branch", "global minimum (lowest training loss)") if _compares_every_branch(points) \
         else ("train_loss_diff", "training loss: positional - semantic")
     panels = (first, ("test_error_diff", "test error: global minimiser - linear baseline"))
     grey = False

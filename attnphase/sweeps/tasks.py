@@ -141,8 +141,8 @@ def _baseline(api, spec) -> tuple:
 
 
 def _scalars(api, spec, names) -> bool:
-    """Whether the line quadrature solves ``names``: its records are scalars (``q, m, V, theta``)."""
-    return api.integrator_for(spec, tuple(names)) == "lines"
+    """Whether the records of ``names`` are the scalars ``q, m, V, theta`` (:class:`numerics.api.Method`)."""
+    return api.method(spec, tuple(names)).scalar_records
 
 
 def _branch_job(payload: dict, api) -> dict:

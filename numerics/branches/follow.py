@@ -1,5 +1,11 @@
-"""Branches followed by continuation in ``alpha``, in both directions, with spinodals
-(docs/theory.md, sections 3.1 and 3.6; docs/numerics.md, section 5).
+"""Branches followed by continuation in ``alpha`` (docs/theory.md, sections 3.1 and 3.6;
+docs/numerics.md, section 5): :func:`follow_branch`, for every integrator.
+
+How the end of a branch is found is the integrator's (:class:`~numerics.channel.integrators.Method`):
+where its records are deterministic in ``alpha`` (the line quadrature), the branch is followed in both
+directions from an anchor and each end bisected to a spinodal; where they carry quadrature noise
+(QMC), the grid is walked (:func:`walk_branch`) and the branch ends where its solve first falls onto
+a smaller one on the grid.
 
 A branch is *lost* when the solver stops converging on it or when it collapses
 onto the trivial branch (``theta -> 0`` for the semantic branch, ``m -> 0`` for
@@ -17,12 +23,14 @@ import numpy as np
 
 from derivations import ModelSpec
 
+from numerics.channel.integrators import method_for
 from numerics.fixed_points.lines import WANDERED as WANDERED_RESIDUAL
 from numerics.fixed_points.errors import BranchNotFound
+from numerics.fixed_points.solve import solve
 from numerics.fixed_points.lines import (COLLAPSE, DEFAULT_START, defining_overlap, map_jacobian_eigenvalues,
                           solve_branch, start_for_model)
 from numerics.precision import PRECISIONS
-from numerics.result import FixedPoint
+from numerics.result import FixedPoint, as_matrices, failed_point
 from numerics.model.bound import bind
 from numerics.overlaps import COMPETING_BRANCHES, Overlaps, value_with_error
 from numerics.solver.iteration import OUTSIDE_DOMAIN, SolverError
@@ -171,8 +179,11 @@ def extrapolate(points: List[FixedPoint], alpha: float) -> Overlaps:
 
 def follow_branch(spec: ModelSpec, alphas: Sequence[float], branch: str, precision: str = "fast",
                   anchor: Optional[tuple] = None, bisections: int = 4,
-                  progress: Optional[Callable[[FixedPoint], None]] = None) -> BranchCurve:
+                  progress: Optional[Callable[[FixedPoint], None]] = None, integrator: str = "auto") -> BranchCurve:
     """Solve ``branch`` on every alpha of ``alphas`` by continuation from an anchor.
+
+    Where ``integrator``'s records carry quadrature noise (QMC), the grid is walked instead
+    (:func:`walk_branch`; ``anchor`` and ``bisections`` do not apply).
 
     The branch is first solved at the anchor alpha (by default the alpha = 2 values of docs/theory.md, section 3.8
     values as start; if it is not found there, at the grid points at half, a fifth and
@@ -181,6 +192,8 @@ def follow_branch(spec: ModelSpec, alphas: Sequence[float], branch: str, precisi
     lost, the spinodal is bracketed and bisected ``bisections`` times; its error
     is the final bracket's width (see ``_bisect_spinodal``).
     """
+    if not method_for(spec, (branch,), (), integrator).deterministic:
+        return walk_branch(spec, alphas, branch, precision, integrator, progress=progress)
     model = bind(spec)
     alphas = np.sort(np.asarray(alphas, dtype=float))
     if anchor is None:
@@ -477,3 +490,53 @@ def _arclength_end(model, branch: str, rule, last: FixedPoint, end: float, kind:
     if params and direction * (max(params, key=lambda p: direction * p) - end) > 0:
         return UNEXPLAINED
     return kind
+
+
+def walk_branch(spec: ModelSpec, alphas: Sequence[float], branch: str, precision: str = "fast",
+                integrator: str = "auto", progress=None, start=None) -> BranchCurve:
+    """``branch`` along ``alphas`` by continuation, as a :class:`BranchCurve` of matrix records
+    (:func:`~numerics.result.as_matrices`; no spinodals, a note on where it was not found): each
+    solve starts from the last point found on the branch; a solve from the previous point that does not converge, or falls to a smaller
+    branch, is retried once from the default start. Alphas where the branch is not found (:class:`~numerics.fixed_points.errors.BranchNotFound`)
+    are left out, and the next one starts afresh; a solve that raises :class:`~numerics.solver.iteration.SolverError`
+    is kept as a failed point (:func:`~numerics.result.failed_point`). ``progress(alpha)`` is
+    called after each alpha. ``start``: the overlaps the first solve starts from (a point of the
+    branch near the grid; default: the default start)."""
+    points = []
+    for alpha in alphas:
+        try:
+            try:
+                fp = as_matrices(solve(spec, float(alpha), branch, precision, integrator, start=start))
+            except BranchNotFound as exc:
+                if start is None:
+                    raise
+                # from the previous point the iteration can fall to a smaller branch where the default
+                # start finds this one (the rank-2 mixed branch at alpha 2.2, draft, from 1.9): the
+                # branch is absent only if that fails too
+                log.info("%s; retried from the default start", exc)
+                fp = as_matrices(solve(spec, float(alpha), branch, precision, integrator))
+            if not fp.converged and start is not None:
+                # the previous point can lie in the basin of another orbit of the map (a rank-2 mixed
+                # solve at alpha 2.5 from the point at 1.5 does not converge, from the default start
+                # it does): one retry from the default start, kept only if it converges
+                log.info("%s from the previous point: %s; retried from the default start", branch, fp.status)
+                try:
+                    retry = as_matrices(solve(spec, float(alpha), branch, precision, integrator))
+                    fp = retry if retry.converged else fp
+                except BranchNotFound as exc:
+                    log.info("%s", exc)
+            points.append(fp)
+            start = fp.overlaps if fp.converged else None
+        except BranchNotFound as exc:
+            log.info("%s", exc)
+            start = None
+        except SolverError as exc:
+            # one failed solve is reported at its alpha (converged=False), and the branch goes on
+            log.warning("%s at alpha = %g: %s", branch, alpha, exc)
+            points.append(failed_point(spec, float(alpha), branch, precision, integrator, str(exc)))
+            start = None
+        if progress is not None:
+            progress(alpha)
+    absent = sorted(set(map(float, alphas)) - {p.alpha for p in points})
+    note = f"{branch} branch not found at alpha = {', '.join(f'{a:g}' for a in absent)}" if absent else ""
+    return BranchCurve(branch, points, [], note=note)

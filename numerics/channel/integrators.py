@@ -11,9 +11,16 @@ diagnostics: ``integrator.estimate(overlaps, alpha) -> ChannelEstimate``.
   ``P = [[1], [-1]]``); its error is estimated by solving with two rules
   (:func:`numerics.fixed_points.lines.solve_branch`), so a single evaluation carries no standard error.
 
-:func:`choose_integrator` resolves ``auto`` (the line quadrature where it applies).
+:func:`choose_integrator` resolves ``auto`` (the line quadrature where it applies);
+:func:`method_for` states, as a :class:`Method`, what the layers above need to know of the choice
+(whether the records are deterministic in ``alpha``, which branches are compared, at which precision
+a point is solved beside a simulation), so that none of them asks which integrator it is;
+:func:`channel_for` builds the integrator of a branch.
 """
 from __future__ import annotations
+
+import dataclasses
+from typing import Optional, Sequence
 
 import numpy as np
 
@@ -46,6 +53,72 @@ def choose_integrator(spec: ModelSpec, integrator: str = "auto", branch: str = "
         raise IntegratorError(f"the line quadrature handles L = 2 tokens, r = t = 1, P = [[1], [-1]] and the branches "
                               f"{', '.join(FIXED_ZERO)}; got shape {spec.shape}, branch {branch!r} (use qmc)")
     return integrator
+
+
+#: integrators whose estimates carry quadrature noise that varies with the point (independent scramblings)
+NOISY = frozenset({"qmc"})
+
+
+def is_noisy(integrator: str) -> bool:
+    """Whether a record solved by ``integrator`` (its ``integrator`` field) carries quadrature noise that
+    varies from point to point, so that a root on it needs a noise-aware finder."""
+    return integrator in NOISY
+
+
+@dataclasses.dataclass(frozen=True)
+class Method:
+    """How the branches of a model are solved, as the layers above the channel need to know it.
+
+    ``integrator``: the name the records carry; ``deterministic``: the records are smooth functions
+    of ``alpha`` with no quadrature noise (the line quadrature: a branch's end is bisected, the
+    crossing of two branches found by Newton's method, the records are the scalars ``q, m, V,
+    theta``); otherwise a branch is walked on its grid and each change of the global branch located by
+    a noise-aware root finder (QMC: matrix records with their invariants). ``branches``: the branches
+    compared by default; ``precision``: the precision of a theory point beside a simulation (a fast
+    line point costs seconds, a fast QMC point tens of seconds)."""
+
+    integrator: str
+    deterministic: bool
+    branches: tuple
+    precision: str
+
+    @property
+    def scalar_records(self) -> bool:
+        """Whether the records are the line quadrature's scalars (the ``1 x 1`` case of the matrices)."""
+        return self.deterministic
+
+
+def method_for(spec: ModelSpec, names: Optional[Sequence[str]], every_branch: Sequence[str],
+               integrator: str = "auto") -> Method:
+    """The :class:`Method` that solves every branch of ``names`` with ``integrator`` (the line quadrature
+    only if it applies to all of them; :class:`IntegratorError` for one the model does not have).
+    ``names=None``: the paper's competing pair where the line quadrature solves both, else
+    ``every_branch`` (the model's branches)."""
+    from numerics.overlaps import COMPETING_BRANCHES
+
+    if names is None:
+        pair = tuple(COMPETING_BRANCHES)
+        names = pair if {choose_integrator(spec, integrator, b) for b in pair} == {"lines"} else tuple(every_branch)
+    chosen = {choose_integrator(spec, integrator, b) for b in names}
+    deterministic = chosen == {"lines"}
+    return Method("lines" if deterministic else "qmc", deterministic, tuple(names), "fast" if deterministic else "draft")
+
+
+def channel_for(spec: ModelSpec, branch: str, precision: str, integrator: str = "auto"):
+    """``(channel, subspace)``: the integrator of ``branch`` at ``precision`` behind the
+    ``estimate(overlaps, alpha)`` interface, and the subspace it folds on (``None`` for the line
+    quadrature, which takes any point of its model)."""
+    if choose_integrator(spec, integrator, branch) == "lines":
+        from numerics.precision import PRECISIONS
+
+        return LineChannel(spec, PRECISIONS[precision].check_rule), None
+    from numerics.channel.qmc.channel import QMCChannel
+    from numerics.channel.qmc.precision import as_qmc_precision
+    from numerics.fixed_points.subspaces import branch_subspace
+    from numerics.model.general import bind_general
+
+    subspace = branch_subspace(branch, spec.shape)
+    return QMCChannel(bind_general(spec), as_qmc_precision(precision).rule, subspace), subspace
 
 
 class LineChannel:

@@ -15,7 +15,7 @@ from typing import Optional, Sequence
 
 from derivations import ModelSpec
 
-from numerics.channel.integrators import choose_integrator
+from numerics.channel.integrators import method_for
 from numerics.overlaps import Overlaps
 from numerics.result import FixedPoint
 from numerics.threads import one_blas_thread
@@ -37,15 +37,16 @@ def solve(spec: ModelSpec, alpha: float, branch: str = "semantic", precision: st
     """The fixed point of ``branch`` (:data:`numerics.fixed_points.subspaces.GENERAL_BRANCHES`) at
     ``alpha``, with error estimates.
 
-    ``integrator``: ``auto`` (the line quadrature where it applies, :func:`choose_integrator`),
+    ``integrator``: ``auto`` (the line quadrature where it applies,
+    :func:`~numerics.channel.integrators.method_for`),
     ``lines`` or ``qmc``. ``precision``: the mode of that integrator (``numerics.precision.PRECISIONS``
     or ``numerics.channel.qmc.precision.QMC_PRECISIONS``). ``start``: overlaps to start from (scalar
     or matrix). ``roles``: the student directions' roles of a subspace other than the named branch's
     (QMC only, :func:`numerics.fixed_points.subspaces.subspace_of_roles`). ``gauge``: fix the
     orientation at each iteration (QMC; off only to study what it does). Raises
     :class:`~numerics.fixed_points.errors.BranchNotFound` where the solve falls onto a smaller branch."""
-    choice = choose_integrator(spec, "qmc" if roles is not None and integrator == "auto" else integrator, branch)
-    if choice == "lines":
+    chosen = "qmc" if roles is not None and integrator == "auto" else integrator
+    if method_for(spec, (branch,), (), chosen).deterministic:
         from numerics.fixed_points.errors import BranchNotFound
         from numerics.fixed_points.lines import solve_branch
 

@@ -16,23 +16,9 @@ from typing import List
 
 from derivations import ModelSpec
 
+from numerics.channel.integrators import channel_for
 from numerics.matrix_overlaps import MatrixOverlaps
 from numerics.model.general import bind_general
-
-
-def _channel(spec: ModelSpec, branch: str, precision: str, integrator: str):
-    from numerics.channel.integrators import LineChannel, choose_integrator
-
-    if choose_integrator(spec, integrator, branch) == "lines":
-        from numerics.precision import PRECISIONS
-
-        return LineChannel(spec, PRECISIONS[precision].check_rule), None
-    from numerics.channel.qmc.channel import QMCChannel
-    from numerics.channel.qmc.precision import as_qmc_precision
-    from numerics.fixed_points.subspaces import branch_subspace
-
-    subspace = branch_subspace(branch, spec.shape)
-    return QMCChannel(bind_general(spec), as_qmc_precision(precision).rule, subspace), subspace
 
 
 def state_evolution(spec: ModelSpec, alpha: float, start: MatrixOverlaps, steps: int, branch: str = "semantic",
@@ -42,7 +28,7 @@ def state_evolution(spec: ModelSpec, alpha: float, start: MatrixOverlaps, steps:
     quadrature takes any point of the two-token model). Stops early, with the points so far, where a
     point leaves the domain of the Gaussian measure (``FloatingPointError``/``OutsideDomain``)."""
     model = bind_general(spec)
-    channel, subspace = _channel(spec, branch, precision, integrator)
+    channel, subspace = channel_for(spec, branch, precision, integrator)
     x = start if subspace is None else subspace.project(start)
     out = [x]
     for _ in range(steps):

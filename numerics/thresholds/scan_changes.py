@@ -1,7 +1,7 @@
 """The thresholds of any model located on a scan of its branches (docs/theory.md, sections 3.4, 3.5
 and 4.10), into the one record :class:`~numerics.thresholds.record.Thresholds`.
 
-The branches are followed on a scan of ``alpha`` (:func:`numerics.branches.walk.walk_branch`);
+The branches are followed on a scan of ``alpha`` (:func:`numerics.branches.follow.walk_branch`);
 at each scanned ``alpha`` the global minimum is the converged branch of lowest training loss ``F``.
 Wherever it changes between two scanned points, the change is located:
 
@@ -47,10 +47,11 @@ from typing import Callable, Dict, Optional, Sequence
 
 from derivations import ModelSpec, packing
 
-from numerics.branches.walk import walk_branch
+from numerics.branches.follow import walk_branch
 from numerics.fixed_points.solve import branches as model_branches
 from numerics.result import FixedPoint, mark_global_minima
 from numerics.thresholds.newton_pair import EXTEND_DOWN, EXTEND_UP
+from numerics.channel.integrators import is_noisy
 from numerics.channel.qmc.precision import as_qmc_precision, refined
 from numerics.solver.iteration import SolverError
 from numerics.thresholds.scanned_branch import ScannedBranch
@@ -167,7 +168,7 @@ def _bifurcation(parent: ScannedBranch, child: ScannedBranch, a0: float, a1: flo
         return None
     def on_parent(a) -> bool:
         p = parent.solve(a)
-        return p is not None and p.integrator == "qmc"
+        return p is not None and is_noisy(p.integrator)
 
     if not on_parent(a0):
         return None
@@ -232,7 +233,7 @@ def _aim(branch: ScannedBranch, alpha: float) -> float:
     """The error a threshold on ``branch``'s QMC solutions near ``alpha`` aims at
     (:attr:`~numerics.channel.qmc.precision.QMCPrecision.threshold_aim`); none (inf) on the line
     quadrature's."""
-    return as_qmc_precision(branch.precision).threshold_aim if _nearest(branch, alpha).integrator == "qmc" else math.inf
+    return as_qmc_precision(branch.precision).threshold_aim if is_noisy(_nearest(branch, alpha).integrator) else math.inf
 
 
 def _above_aim(branch: ScannedBranch, alpha: float, error: float) -> bool:
