@@ -18,7 +18,7 @@ from tidyio import KeyedStore, atomic_write_text, folder_summary, render_csv
 from .figures import plot_dscan, plot_validate
 from .run_settings import METHODS
 from .statistics import (branch_groups, compare, crossing_alpha, csv_fields, failing, fit_finite_size, linear_rows,
-                         linear_theory, not_converged, unmatched)
+                         linear_theory, not_converged, signed_overlaps, unmatched)
 from .theory_cache import (Theory, branches_at, invariant_curves, invariant_point, memoized, theory_crossing,
                            theory_curves, theory_point)
 
@@ -161,7 +161,7 @@ def run_validate(spec, alphas: Sequence[float], inits: Sequence[str], d: int, si
         write_csv(os.path.join(out, "validate.csv"), rows, csv_fields(spec, method))
         # the two-token rank-one model is read through its signed scalar overlaps, any other through
         # its invariants (validation.statistics, "Branch and sign conventions")
-        scalar = spec.is_two_token_rank_one
+        scalar = signed_overlaps(spec)
         if not scalar and theory is not None:
             summary["global_minimum"] = global_minimum_report(results, alphas, inits, spec, theory)
         grid = sorted(set(float(a) for a in alphas))
@@ -233,7 +233,7 @@ def _dscan_theory(theory: Optional[Theory], spec, alpha: float, branch: str, qty
     if branch == "linear":
         th = linear_theory(theory, spec)
         return (float("nan") if th is None else th), 0.0
-    if spec.is_two_token_rank_one:
+    if signed_overlaps(spec):
         return theory_point(theory, spec, alpha, branch)[qty], 0.0
     point = invariant_point(theory, spec, alpha, branch)
     if not (point["present"] and point["converged"]) or qty not in point["values"]:

@@ -214,13 +214,22 @@ def compare_invariants(result: dict, spec, theory: Optional[Theory]) -> List[dic
     return rows
 
 
+def signed_overlaps(spec) -> bool:
+    """Whether ``spec`` is compared through its signed overlaps (the module docstring): where its theory
+    records are the scalars ``q, m, V, theta`` (:class:`numerics.api.Method`), its runs are sign-fixed
+    and read so; any other model through the invariants of its matrix overlaps."""
+    from numerics.api import method
+
+    return method(spec).scalar_records
+
+
 def compare(result: dict, spec, theory: Optional[Theory]) -> List[dict]:
     """:func:`compare_point` for the two-token rank-one model (its signed overlaps, the module
     docstring), :func:`compare_invariants` otherwise; a GAMP point none of whose runs converged gives
     :func:`not_converged_rows` (one whose runs partly converged is compared through those)."""
     if not result["runs"]:
         return not_converged_rows(result, spec)
-    if spec.is_two_token_rank_one:
+    if signed_overlaps(spec):
         return compare_point(result, spec, theory)
     return compare_invariants(result, spec, theory)
 
@@ -229,7 +238,7 @@ def not_converged_rows(result: dict, spec) -> List[dict]:
     """The rows of a GAMP point none of whose runs converged (:func:`validation.gamp.gamp_point`): one
     per quantity it would have had, on the branch :data:`NOT_CONVERGED`, with no runs (``n_seeds`` 0,
     ``runs_not_converged`` all of them) and so no mean and no z-score."""
-    if spec.is_two_token_rank_one:
+    if signed_overlaps(spec):
         quantities = list(QUANTITIES)
     else:
         _, r, t, k = spec.shape
