@@ -4,6 +4,8 @@ for every model (any ``L``, ``r``, ``t``, ``P``).
 * :func:`solve` one branch at one ``alpha``, :func:`solve_all` every branch of the model there,
   :func:`follow` one branch along an ``alpha`` grid, :func:`thresholds` where the global minimum
   changes branch and where it beats the linear baseline;
+* :func:`solve_on_channel`: a branch's fixed point with any object that gives the conjugates at given
+  overlaps (your own integrator, docs/extending.md);
 * :func:`scramble_workers`: within it, QMC solves hand their independent scramblings to that many
   processes (the same values, to the last bit);
 * :func:`run_gamp`: message passing on a finite instance's empirical risk (:class:`SampleLoss` its exact
@@ -42,6 +44,7 @@ _LAZY = {
     **dict.fromkeys(("branches", "solve"), "numerics.fixed_points.solve"),
     "GENERAL_BRANCHES": "numerics.fixed_points.subspaces",
     "scramble_workers": "numerics.fixed_points.workers",
+    "solve_on_channel": "numerics.fixed_points.channel_solve",
     **dict.fromkeys(("DAMPINGS", "GampError", "GampResult", "run_gamp"), "numerics.gamp.iteration"),
     "SampleLoss": "numerics.gamp.sample_prox",
     "state_evolution": "numerics.gamp.state_evolution",

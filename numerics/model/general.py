@@ -195,9 +195,10 @@ class GeneralModel:
 
 def bind_general(spec: ModelSpec, backend=None) -> GeneralModel:
     """The model of ``spec`` bound with ``backend`` (default: :func:`numerics.backend.current_backend`)."""
-    return _bind_general(spec, backend or current_backend())
+    return _bound_with(spec, backend or current_backend())
 
 
 @functools.lru_cache(maxsize=16)
-def _bind_general(spec: ModelSpec, backend: str) -> GeneralModel:
+def _bound_with(spec: ModelSpec, backend: str) -> GeneralModel:
+    # memoised per (spec, backend): binding loads the generated module and its compiled kernels
     return GeneralModel(spec, backend)
