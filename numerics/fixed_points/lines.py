@@ -14,6 +14,7 @@ undamped residual of all eight order parameters, including the imposed ones.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import time
 from typing import Optional
@@ -77,7 +78,7 @@ def line_map(model: BoundModel, alpha: float, branch: str, rule: ChannelRule) ->
     (:mod:`numerics.model.saddle_point`), over the branch's free scalars of ``(q, m, V, theta)``."""
     zero = [("q", "m", "V", "theta").index(n) for n in FIXED_ZERO[branch]]
     return SaddlePointMap(alpha, [i for i in range(4) if i not in zero], np.zeros(4), _line_overlaps(model.spec.rho),
-                          Overlaps.as_array, lambda ov: update_hat_overlaps(model, ov, alpha, rule),
+                          Overlaps.as_array, functools.partial(update_hat_overlaps, model, alpha=alpha, rule=rule),
                           lambda side: update_overlaps(model, side.hats), label=branch)
 
 

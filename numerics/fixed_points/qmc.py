@@ -17,6 +17,7 @@ reported point times the field's scale.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import time
 from typing import Optional
@@ -162,7 +163,8 @@ def qmc_map(model: GeneralModel, channel: QMCChannel, alpha: float, scrambles, g
     free = subspace.free_mask(model.shape)
     return SaddlePointMap(alpha, free, np.zeros(len(free)), lambda x: MatrixOverlaps.unpack(model.shape, x),
                           MatrixOverlaps.pack,
-                          lambda ov: channel.estimate(ov, alpha, scrambles, dense_check, points=points), image,
+                          functools.partial(channel.estimate, alpha=alpha, scrambles=scrambles,
+                                            dense_check=dense_check, points=points), image,
                           label=subspace.name)
 
 
