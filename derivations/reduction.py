@@ -135,7 +135,7 @@ def derive_lines(spec: ModelSpec) -> Derivation:
                      sort_keys=True)
     if key not in _MEMO:
         digest = hashlib.sha256(key.encode()).hexdigest()[:12]
-        path = cache_dir() / (f"derivation_lines_{spec.regulariser}_{digest}_{package_source_hash()}"
+        path = cache_dir() / (f"derivation_lines_{spec.regulariser_label()}_{digest}_{package_source_hash()}"
                               f"_sympy{sp.__version__}.json")
         d = load_dataclass(Derivation, path)
         if d is None:

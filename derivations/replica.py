@@ -308,8 +308,8 @@ def derive(spec: ModelSpec) -> MatrixDerivation:
                       "regulariser": spec.regulariser}, sort_keys=True)
     if key not in _MEMO:
         digest = hashlib.sha256(key.encode()).hexdigest()[:12]
-        path = cache_dir() / f"derivation_L{spec.L}r{spec.rank}t{spec.teacher_rank}k{spec.k}_{spec.regulariser}_" \
-                             f"{digest}_{package_source_hash()}_sympy{sp.__version__}.json"
+        path = cache_dir() / (f"derivation_L{spec.L}r{spec.rank}t{spec.teacher_rank}k{spec.k}_"
+                              f"{spec.regulariser_label()}_{digest}_{package_source_hash()}_sympy{sp.__version__}.json")
         d = load_dataclass(MatrixDerivation, path)
         if d is None:
             d = _derive_uncached(spec)
