@@ -95,7 +95,8 @@ class Derivation:
 
     Attributes
     ----------
-    prior_term : prior part of F (the general one with ``K = 1/(lam + sigma^2 Vhat)``).
+    prior_term : prior part of F (the general one with ``K = 1/(k + sigma^2 Vhat)``, ``k`` the ridge strength:
+        ``lam``, or ``2 c(lam)`` for a typed ``c(lam) w**2``).
     prior_free_energy : ``F`` without ``alpha E[M]`` (bilinear + prior terms).
     free_energy : ``prior_free_energy + alpha*Expect(M(w1, w2, hs1, hs2, V))``.
     dF : ``{parameter: dF/d(parameter)}`` for all eight parameters; for ``q`` and ``theta`` the

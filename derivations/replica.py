@@ -254,12 +254,13 @@ class MatrixDerivation:
 
     Keys are the symbols of :func:`derivations.symbols.matrix_symbols` (one per independent
     component). Expectations are over ``x_l = (zeta_l, h*_l) ~ N(0, Sigma)``, ``Sigmainv`` stands for
-    ``Sigma^{-1}`` and ``K`` for ``curvature^{-1} = (lam I + sigma^2 Vhat)^{-1}``.
+    ``Sigma^{-1}`` and ``K`` for ``curvature^{-1} = (k I + sigma^2 Vhat)^{-1}`` (``k = lam`` for the ridge,
+    ``2 c(lam)`` for a typed penalty ``c(lam) w**2``).
 
     Attributes
     ----------
     shape, positions : ``(L, r, t, k)`` and ``P``.
-    curvature : ``C = lam I + sigma^2 Vhat``, read off the row energy of the prior integral.
+    curvature : ``C = k I + sigma^2 Vhat``, read off the row energy of the prior integral.
     prior_term : the prior part of ``F``, in ``K``.
     prior_free_energy : ``F`` without ``alpha E[M]`` (bilinear + prior terms), in ``K``.
     free_energy : ``prior_free_energy + alpha*Expect(M(w, hs, V))``.
