@@ -203,7 +203,8 @@ def prior_term(spec: ModelSpec) -> Tuple[sp.Expr, sp.Matrix]:
     b = sp.Matrix(sp.symbols(f"b_1:{r + 1}", real=True))
     energy = sp.expand(sum(regulariser_penalty(spec, Q[a]) for a in range(r))
                        + S.sigma**2 / 2 * (Q.T * ms.Vhat * Q)[0, 0] - (b.T * Q)[0, 0])
-    if sp.Poly(energy, *Q).total_degree() != 2:
+    # is_polynomial first: Poly of an Abs or exp of a weight raises instead of answering
+    if not energy.is_polynomial(*Q) or sp.Poly(energy, *Q).total_degree() != 2:
         raise DerivationError(
             f"regulariser: the prior integral is done in closed form only for a quadratic penalty, got {energy}")
     C = sp.hessian(energy, list(Q))
