@@ -272,6 +272,9 @@ def parse_expression(text: str, vocabulary: Vocabulary, role: str):
                           transformations=standard_transformations + (rationalize,))
     except Exception as exc:  # the parser raises SyntaxError, TypeError, TokenError, ...
         raise ModelSpecError(role, f"cannot parse ({type(exc).__name__}: {quoted(exc)}): {quoted(text)}") from None
+    # a tuple ("h1,") or a comparison parses, but is no expression to make exact or differentiate
+    if not isinstance(expr, sp.Expr) or isinstance(expr, sp.core.relational.Relational):
+        raise ModelSpecError(role, f"not an expression of {vocabulary.listed}: {quoted(text)}")
     return _exact(expr)
 
 
