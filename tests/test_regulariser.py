@@ -148,3 +148,19 @@ def test_lam_w2_at_lam_is_the_ridge_at_twice_lam_in_simulation():
     assert torch.equal(typed.Q, ridge.Q)
     assert [p[1] for p in typed.loss_curve] == [p[1] for p in ridge.loss_curve]
     assert all(math.isfinite(p[1]) for p in typed.loss_curve)
+
+
+def test_lam_w2_at_lam_is_the_ridge_at_twice_lam_in_gamp():
+    """GAMP's linear denoiser and its empirical risk use ``ModelSpec.ridge_strength``: on one
+    instance the two models run the same iterations (four here; the data do not depend on lam)."""
+    from numerics.api import GampError, run_gamp
+    from validation.instances import draw_instance, initial_Q
+
+    histories = []
+    for spec in (ModelSpec(regulariser="lam*w**2", lam=0.01), ModelSpec(lam=0.02)):
+        inst = draw_instance(spec, 100, 2.0, seed=5)
+        with pytest.raises(GampError) as info:
+            run_gamp(spec, inst.X, inst.coef, initial_Q(inst, "semantic"), dampings=(0.5,), maxiter=4)
+        histories.append([(h["residual"], h["switched"], float(h["V"][0, 0]), float(h["Lam"][0, 0]))
+                          for h in info.value.history])
+    assert len(histories[0]) == 4 and histories[0] == histories[1]
