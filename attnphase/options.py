@@ -77,9 +77,9 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
                         "the identity otherwise)")
     add_yes_option(g)
     g.add_argument("--time-limit", type=float, default=DEFAULT_TIME_LIMIT, metavar="SECONDS",
-                   help="a typed attention (an expression, not a built-in name): the seconds its derivation, code "
-                        f"generation and first solve may take before the command stops, naming the stage (default "
-                        f"{DEFAULT_TIME_LIMIT:g}; 0: no limit)")
+                   help="a typed attention or regulariser (an expression, not a built-in name): the seconds its "
+                        f"derivation, code generation and first solve may take before the command stops, naming the "
+                        f"stage (default {DEFAULT_TIME_LIMIT:g}; 0: no limit)")
 
 
 def model_from_args(args: argparse.Namespace, derives: bool = True) -> ModelSpec:
@@ -115,8 +115,8 @@ def typed_attention_budget(args: argparse.Namespace, spec: ModelSpec):
     """For a model with a typed attention or regulariser (an expression, not a name), ``--time-limit``
     seconds for what follows until :meth:`_Budget.done`: the derivation and code generation, which
     this runs first (:func:`prepare_model`), and the first solve. Past it, :class:`TimeLimitReached`
-    names the stage (one line, exit 1). Nothing for the built-in attentions, whose code is generated
-    in seconds, with ``--time-limit 0``, or outside the main thread (a signal timer)."""
+    names the stage (one line, exit 1). Nothing for a model of built-in names only, whose code is
+    generated in seconds, with ``--time-limit 0``, or outside the main thread (a signal timer)."""
     seconds = getattr(args, "time_limit", 0) or 0
     if not (math.isfinite(seconds) and seconds >= 0):
         raise UsageError(f"--time-limit: must be a number of seconds >= 0, got {seconds}")
