@@ -28,7 +28,7 @@ import threading
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-from derivations.spec import BUILTIN_ATTENTIONS, ModelSpec, parse_A, parse_matrix
+from derivations.spec import BUILTIN_ATTENTIONS, REGULARISERS, ModelSpec, parse_A, parse_matrix
 from numerics.api import BACKENDS
 from numerics.api import PRECISIONS
 
@@ -51,7 +51,8 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("model (docs/theory.md, sections 1 and 4)")
     g.add_argument("--omega", type=float, default=0.3, help="teacher weight of the positional matrix A (default 0.3)")
     g.add_argument("--sigma", type=float, default=0.5, help="std of the semantic token part (default 0.5)")
-    g.add_argument("--lam", type=float, default=0.01, help="ridge strength / weight decay (default 0.01)")
+    g.add_argument("--lam", type=float, default=0.01,
+                   help="strength lam of the regulariser: the ridge's weight decay (default 0.01)")
     g.add_argument("--A", default=None, metavar="ROWS",
                    help="teacher matrix A, rows separated by ';' (e.g. 0.6,0.4;0.4,0.6), or row-major "
                         "a11,a12,a21,a22 (default: 0.6 on the diagonal, 0.4/(L-1) elsewhere)")
@@ -64,6 +65,10 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--teacher-attention", default="softmax", metavar="NAME|EXPR",
                    help="the teacher's attention T0 in T = (1 - omega) T0 + omega A, set like --attention "
                         "(default softmax)")
+    g.add_argument("--regulariser", default="ridge", metavar="ridge|EXPR",
+                   help="penalty of each entry w of the student weights: ridge, lam/2*w**2 (default ridge), or an "
+                        "expression c(lam)*w**2 of w and lam, e.g. 'lam*w**2'; only quadratic penalties "
+                        "(docs/extending.md)")
     g.add_argument("--tokens", type=whole_number, default=2, help="number of tokens L (default 2)")
     g.add_argument("--rank", type=whole_number, default=1, help="rank r of the student (default 1)")
     g.add_argument("--teacher-rank", type=whole_number, default=1, help="rank t of the teacher (default 1)")
@@ -72,9 +77,9 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
                         "the identity otherwise)")
     add_yes_option(g)
     g.add_argument("--time-limit", type=float, default=DEFAULT_TIME_LIMIT, metavar="SECONDS",
-                   help="a typed attention (an expression, not a built-in name): the seconds its derivation, code "
-                        f"generation and first solve may take before the command stops, naming the stage (default "
-                        f"{DEFAULT_TIME_LIMIT:g}; 0: no limit)")
+                   help="a typed attention or regulariser (an expression, not a built-in name): the seconds its "
+                        f"derivation, code generation and first solve may take before the command stops, naming the "
+                        f"stage (default {DEFAULT_TIME_LIMIT:g}; 0: no limit)")
 
 
 def model_from_args(args: argparse.Namespace, derives: bool = True) -> ModelSpec:
@@ -87,7 +92,7 @@ def model_from_args(args: argparse.Namespace, derives: bool = True) -> ModelSpec
     positions = None if args.positions is None else parse_matrix(args.positions, "positions")
     return ModelSpec(sigma=args.sigma, lam=args.lam, omega=args.omega, A=A, attention=args.attention, tokens=L,
                      rank=args.rank, teacher_rank=args.teacher_rank, positions=positions, beta=args.beta,
-                     teacher=args.teacher_attention)
+                     teacher=args.teacher_attention, regulariser=args.regulariser)
 
 
 class _Budget:
@@ -107,15 +112,16 @@ class _Budget:
 
 @contextlib.contextmanager
 def typed_attention_budget(args: argparse.Namespace, spec: ModelSpec):
-    """For a model with a typed attention (student or teacher an expression), ``--time-limit``
+    """For a model with a typed attention or regulariser (an expression, not a name), ``--time-limit``
     seconds for what follows until :meth:`_Budget.done`: the derivation and code generation, which
     this runs first (:func:`prepare_model`), and the first solve. Past it, :class:`TimeLimitReached`
-    names the stage (one line, exit 1). Nothing for the built-in attentions, whose code is generated
-    in seconds, with ``--time-limit 0``, or outside the main thread (a signal timer)."""
+    names the stage (one line, exit 1). Nothing for a model of built-in names only, whose code is
+    generated in seconds, with ``--time-limit 0``, or outside the main thread (a signal timer)."""
     seconds = getattr(args, "time_limit", 0) or 0
     if not (math.isfinite(seconds) and seconds >= 0):
         raise UsageError(f"--time-limit: must be a number of seconds >= 0, got {seconds}")
-    typed = not (spec.attention in BUILTIN_ATTENTIONS and spec.teacher in BUILTIN_ATTENTIONS)
+    typed = not (spec.attention in BUILTIN_ATTENTIONS and spec.teacher in BUILTIN_ATTENTIONS
+                 and spec.regulariser in REGULARISERS)
     active = typed and seconds > 0 and threading.current_thread() is threading.main_thread()
     budget = _Budget(seconds, active)
     if not active:

@@ -213,8 +213,8 @@ def cmd_divergence(argv=None) -> int:
         fp = solve(spec, float(alpha), branch, "fast")
         st = rs_stability(fp, log2_points=args.log2_points)
         vh, vh_h = float(fp.hats.Vhat), st.hessian_vhat[0][0]
-        V = spec.sigma ** 2 / (spec.lam + spec.sigma ** 2 * vh)
-        V_h = spec.sigma ** 2 / (spec.lam + spec.sigma ** 2 * vh_h)
+        V = spec.sigma ** 2 / (spec.ridge_strength + spec.sigma ** 2 * vh)
+        V_h = spec.sigma ** 2 / (spec.ridge_strength + spec.sigma ** 2 * vh_h)
         print(f"{float(omega):5g} {float(alpha):5g} {branch:>10s} {vh:10.4g} {vh_h:10.4g} "
               f"{st.hessian_vhat_gap:6.3f} +- {st.hessian_vhat_gap_error:4.1g} {V:8.3f} {V_h:8.3f} "
               f"{st.smooth:7.4f} +- {st.smooth_error:5.1g} {st.switching:8.2e} +- {st.switching_error:6.1e}",

@@ -83,7 +83,7 @@ def bench_shapes(args, torch, ModelSpec, sim, device, dtype) -> None:
             def run(Q, steps):
                 with torch.inference_mode():
                     for _ in range(steps):
-                        _, g = step_fn(Q, p.train, spec.lam, need_loss=False)
+                        _, g = step_fn(Q, p.train, spec.ridge_strength, need_loss=False)
                         Q.add_(g, alpha=-lr)
                 return Q
             return run
@@ -91,7 +91,7 @@ def bench_shapes(args, torch, ModelSpec, sim, device, dtype) -> None:
         def autograd(Q, steps):
             Q = Q.clone().requires_grad_(True)
             for _ in range(steps):
-                R = sim.risk_autograd(Q, X3, Y3, spec.lam)
+                R = sim.risk_autograd(Q, X3, Y3, spec.ridge_strength)
                 (g,) = torch.autograd.grad(R, Q)
                 with torch.no_grad():
                     Q -= lr * g

@@ -13,13 +13,14 @@ names are such expressions:
 Text is parsed with SymPy's parser after a tokenizer has admitted only numbers, the operators
 ``+ - * / ** ( ) ,``, the score symbols, ``beta`` (student only), the constants ``pi`` and ``E`` and
 the functions of :data:`FUNCTIONS`; nothing else reaches the parser, so no name of Python's can be
-called. Before SymPy sees the text, its syntax tree (Python's :mod:`ast`, which evaluates nothing)
-is bounded (:func:`check_size`): its length, its number of operations, its nesting, the magnitude of
-its numbers and of every constant exponent, so that parsing never computes a huge power and the
-derivation stays small. An admitted expression must be real, finite and twice differentiable for
-every real row of scores (:func:`check_real_and_finite`); then the loss ``(sigma^2/2) |S - T|_F^2``
-is a sum of squares of reals, so every prox problem is bounded below by 0, and the prox's Newton
-steps have the derivatives they need.
+called. The same parser (:func:`parse_expression`), given another :class:`Vocabulary`, reads a typed
+regulariser (:mod:`derivations.regulariser`). Before SymPy sees the text, its syntax tree (Python's
+:mod:`ast`, which evaluates nothing) is bounded (:func:`check_size`): its length, its number of
+operations, its nesting, the magnitude of its numbers and of every constant exponent, so that
+parsing never computes a huge power and the derivation stays small. An admitted expression must be
+real, finite and twice differentiable for every real row of scores (:func:`check_real_and_finite`);
+then the loss ``(sigma^2/2) |S - T|_F^2`` is a sum of squares of reals, so every prox problem is
+bounded below by 0, and the prox's Newton steps have the derivatives they need.
 
 Errors state the reason first and quote at most :data:`QUOTED` characters of the expression
 (:func:`quoted`).
@@ -32,6 +33,7 @@ generated in the same form as ``--beta 2``).
 from __future__ import annotations
 
 import ast
+import dataclasses
 import fractions
 import functools
 import io
@@ -98,20 +100,38 @@ def builtin_expression(name: str, L: int):
     raise ModelSpecError("attention", f"no built-in attention {name!r}; choose from {', '.join(BUILTIN_ATTENTIONS)}")
 
 
-def _allowed_names(L: int, role: str) -> Tuple[str, ...]:
-    names = tuple(f"h{k}" for k in range(1, L + 1)) + FUNCTIONS + CONSTANTS
-    return names + ((BETA,) if role == "attention" else ())
+@dataclasses.dataclass(frozen=True)
+class Vocabulary:
+    """What a typed expression may name besides numbers, the operators, the constants :data:`CONSTANTS`
+    and the functions :data:`FUNCTIONS`, and what its errors call it: one parser
+    (:func:`parse_expression`) for attentions and regularisers (:mod:`derivations.regulariser`)."""
+
+    noun: str                                   # "an attention": "too long to be an attention"
+    symbols: Tuple[Tuple[str, object], ...]     # (name in the text, its SymPy symbol)
+    listed: str                                 # the symbols as an error lists them
+    scale: str = "an attention's weights are of order one"   # why a huge number is refused
+    aliases: Tuple[Tuple[str, str], ...] = ()   # (another spelling, a name of FUNCTIONS): "abs" for "Abs"
+
+    def names(self) -> Tuple[str, ...]:
+        return tuple(n for n, _ in self.symbols) + FUNCTIONS + tuple(a for a, _ in self.aliases) + CONSTANTS
+
+    def described(self) -> str:
+        return f"{self.listed}, the constants pi, E and the functions {', '.join(FUNCTIONS)}"
 
 
-def _vocabulary(L: int, role: str) -> str:
+@functools.lru_cache(maxsize=64)
+def attention_vocabulary(L: int, role: str) -> Vocabulary:
+    """The scores ``h1, ..., hL`` and, for the student (``role`` ``attention``), ``beta``."""
+    symbols = tuple((f"h{k}", s) for k, s in enumerate(score_symbols(L), 1))
+    if role == "attention":
+        symbols += ((BETA, beta_symbol()),)
     scores = "h1, h2" if L == 2 else f"h1, ..., h{L}"
-    extra = ", beta" if role == "attention" else ""
-    return f"the scores {scores}{extra}, the constants pi, E and the functions {', '.join(FUNCTIONS)}"
+    return Vocabulary("an attention", symbols, f"the scores {scores}" + (", beta" if role == "attention" else ""))
 
 
-def _tokens_admitted(text: str, L: int, role: str) -> None:
+def _tokens_admitted(text: str, vocabulary: Vocabulary, role: str) -> None:
     """Refuse any token other than numbers, the operators and the admitted names (module docstring)."""
-    allowed = set(_allowed_names(L, role))
+    allowed = set(vocabulary.names())
     try:
         tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
     except (tokenize.TokenError, IndentationError, SyntaxError) as exc:
@@ -128,10 +148,10 @@ def _tokens_admitted(text: str, L: int, role: str) -> None:
         if tok.type == tokenize.NAME and tok.string in allowed:
             continue
         if tok.type == tokenize.NAME:
-            raise ModelSpecError(role, f"unknown symbol {quoted(tok.string)} in {quoted(text)}; an attention "
-                                       f"may use {_vocabulary(L, role)}")
+            raise ModelSpecError(role, f"unknown symbol {quoted(tok.string)} in {quoted(text)}; {vocabulary.noun} "
+                                       f"may use {vocabulary.described()}")
         raise ModelSpecError(role, f"cannot parse: {quoted(tok.string)} is not allowed (numbers, + - * / ** ( ) "
-                                   f"and {_vocabulary(L, role)}): {quoted(text)}")
+                                   f"and {vocabulary.described()}): {quoted(text)}")
 
 
 _KIND = {ast.Add: "sum", ast.Sub: "sum", ast.Mult: "product", ast.Div: "product", ast.Pow: "power"}
@@ -157,7 +177,7 @@ def _arithmetic(op, left, right):
         return None
 
 
-def check_size(text: str, role: str) -> None:
+def check_size(text: str, role: str, vocabulary: Vocabulary) -> None:
     """Refuse, before SymPy parses it, a text (its length is checked before) that holds too many
     operations, nests too deep, or writes a number (or a power of numbers) beyond :data:`MAX_NUMBER`
     or a constant exponent beyond :data:`MAX_EXPONENT` in magnitude (module docstring). Reads
@@ -172,7 +192,7 @@ def check_size(text: str, role: str) -> None:
         raise ModelSpecError(role, f"cannot parse ({reason.split(' - ')[0]}): {quoted(text)}") from None
     nodes = sum(1 for _ in ast.walk(tree))
     if nodes > MAX_NODES:
-        raise ModelSpecError(role, f"too many operations to be an attention ({nodes} nodes, at most {MAX_NODES}): "
+        raise ModelSpecError(role, f"too many operations to be {vocabulary.noun} ({nodes} nodes, at most {MAX_NODES}): "
                                    f"{quoted(text)}")
 
     def refuse(why: str):
@@ -181,7 +201,7 @@ def check_size(text: str, role: str) -> None:
     def visit(node, depth: int, kind):
         """``node``'s value when it is a number (a double; else None), after checking its subtree."""
         if depth > MAX_DEPTH:
-            refuse(f"nested too deep to be an attention (more than {MAX_DEPTH} levels)")
+            refuse(f"nested too deep to be {vocabulary.noun} (more than {MAX_DEPTH} levels)")
         if isinstance(node, ast.Constant):
             if not isinstance(node.value, (int, float)):
                 return None
@@ -191,8 +211,7 @@ def check_size(text: str, role: str) -> None:
             except OverflowError:
                 size = math.inf
             if not size <= MAX_NUMBER:
-                refuse(f"the number {quoted(written)} exceeds {MAX_NUMBER:g} in magnitude (an attention's "
-                       f"weights are of order one)")
+                refuse(f"the number {quoted(written)} exceeds {MAX_NUMBER:g} in magnitude ({vocabulary.scale})")
             # the decimal as written, as SymPy's parser reads it (rationalize)
             return fractions.Fraction(written) if isinstance(node.value, float) else fractions.Fraction(node.value)
         if isinstance(node, ast.UnaryOp):
@@ -210,8 +229,7 @@ def check_size(text: str, role: str) -> None:
                     refuse(f"a number raised to {_shown(right)}, a root of degree {_shown(right.denominator)} (at "
                            f"most {MAX_EXPONENT}; write 2**(1/3), not 2**0.3333)")
                 if left and float(right) * _log10(left) > math.log10(MAX_NUMBER):
-                    refuse(f"a power of numbers exceeds {MAX_NUMBER:g} in magnitude (an attention's weights are "
-                           f"of order one)")
+                    refuse(f"a power of numbers exceeds {MAX_NUMBER:g} in magnitude ({vocabulary.scale})")
             if left is None or right is None:
                 return None
             return _arithmetic(node.op, left, right)
@@ -229,20 +247,23 @@ def _shown(value) -> str:
         return "beyond 1e308"
 
 
-def _parse_text(text: str, L: int, role: str):
+def parse_expression(text: str, vocabulary: Vocabulary, role: str):
+    """The SymPy expression of ``text``, which may name only what ``vocabulary`` admits (module
+    docstring), its floats as the exact decimals written: its length, tokens and syntax tree are
+    checked before SymPy's parser sees it, and the parser gets no builtins. Errors are one-line
+    :class:`ModelSpecError` naming ``role``."""
     import sympy as sp
     from sympy.parsing.sympy_parser import parse_expr, rationalize, standard_transformations
 
     if len(text) > MAX_CHARACTERS:  # before tokenizing it
-        raise ModelSpecError(role, f"too long to be an attention ({len(text)} characters, at most "
+        raise ModelSpecError(role, f"too long to be {vocabulary.noun} ({len(text)} characters, at most "
                                    f"{MAX_CHARACTERS}): {quoted(text)}")
-    _tokens_admitted(text, L, role)
-    check_size(text, role)
-    names = {f"h{k}": s for k, s in enumerate(score_symbols(L), 1)}
+    _tokens_admitted(text, vocabulary, role)
+    check_size(text, role, vocabulary)
+    names = dict(vocabulary.symbols)
     names.update({f: getattr(sp, f) for f in FUNCTIONS})
+    names.update({a: getattr(sp, f) for a, f in vocabulary.aliases})
     names.update(pi=sp.pi, E=sp.E)
-    if role == "attention":
-        names[BETA] = beta_symbol()
     # the parser's own names (Integer, Float, Rational, Symbol) only: no builtins
     glob = {"__builtins__": {}, "Integer": sp.Integer, "Float": sp.Float, "Rational": sp.Rational,
             "Symbol": sp.Symbol}
@@ -251,7 +272,10 @@ def _parse_text(text: str, L: int, role: str):
                           transformations=standard_transformations + (rationalize,))
     except Exception as exc:  # the parser raises SyntaxError, TypeError, TokenError, ...
         raise ModelSpecError(role, f"cannot parse ({type(exc).__name__}: {quoted(exc)}): {quoted(text)}") from None
-    return expr
+    # a tuple ("h1,") or a comparison parses, but is no expression to make exact or differentiate
+    if not isinstance(expr, sp.Expr) or isinstance(expr, sp.core.relational.Relational):
+        raise ModelSpecError(role, f"not an expression of {vocabulary.listed}: {quoted(text)}")
+    return _exact(expr)
 
 
 def _exact(expr):
@@ -261,29 +285,28 @@ def _exact(expr):
     return expr.xreplace({f: sp.Rational(repr(float(f))) for f in expr.atoms(sp.Float)})
 
 
-def _from_sympy(expr, L: int, role: str):
-    """A SymPy expression given directly: its symbols renamed to ours, its functions checked."""
+def from_sympy(expr, vocabulary: Vocabulary, role: str):
+    """A SymPy expression given directly: its symbols renamed to the vocabulary's by name, its
+    functions and size checked (:func:`check_size`'s bounds), floats made exact."""
     import sympy as sp
 
     if not isinstance(expr, sp.Expr):
         raise ModelSpecError(role, f"must be a name, a text expression or a SymPy expression, got {expr!r}")
-    allowed = _allowed_names(L, role)
-    ours = {f"h{k}": s for k, s in enumerate(score_symbols(L), 1)}
-    ours[BETA] = beta_symbol()
-    unknown = sorted(s.name for s in expr.free_symbols if s.name not in allowed)
+    ours = dict(vocabulary.symbols)
+    unknown = sorted(s.name for s in expr.free_symbols if s.name not in ours)
     if unknown:
-        raise ModelSpecError(role, f"unknown symbol {unknown[0]!r} in {expr}; an attention may use "
-                                   f"{_vocabulary(L, role)}")
+        raise ModelSpecError(role, f"unknown symbol {unknown[0]!r} in {expr}; {vocabulary.noun} may use "
+                                   f"{vocabulary.described()}")
     functions = {type(f).__name__ for f in expr.atoms(sp.Function)}
     foreign = sorted(functions - set(FUNCTIONS))
     if foreign:
-        raise ModelSpecError(role, f"unknown function {foreign[0]!r} in {expr}; an attention may use "
-                                   f"{_vocabulary(L, role)}")
-    _check_tree(expr, role)
+        raise ModelSpecError(role, f"unknown function {foreign[0]!r} in {expr}; {vocabulary.noun} may use "
+                                   f"{vocabulary.described()}")
+    _check_tree(expr, role, vocabulary)
     return _exact(expr.xreplace({s: ours[s.name] for s in expr.free_symbols}))
 
 
-def _check_tree(expr, role: str) -> None:
+def _check_tree(expr, role: str, vocabulary: Vocabulary) -> None:
     """The bounds of :func:`check_size` on a SymPy expression given directly: operations, numbers
     and constant exponents."""
     import sympy as sp
@@ -293,11 +316,11 @@ def _check_tree(expr, role: str) -> None:
 
     for count, e in enumerate(sp.preorder_traversal(expr), 1):
         if count > MAX_NODES:
-            refuse(f"too many operations to be an attention (more than {MAX_NODES} nodes)")
+            refuse(f"too many operations to be {vocabulary.noun} (more than {MAX_NODES} nodes)")
         if isinstance(e, sp.Pow) and e.exp.is_number and not abs(e.exp) <= MAX_EXPONENT:
             refuse(f"an exponent exceeds {MAX_EXPONENT} in magnitude")
         if isinstance(e, sp.Number) and not abs(e) <= MAX_NUMBER:
-            refuse(f"a number exceeds {MAX_NUMBER:g} in magnitude (an attention's weights are of order one)")
+            refuse(f"a number exceeds {MAX_NUMBER:g} in magnitude ({vocabulary.scale})")
 
 
 # sample rows of scores for the finiteness check: structured points where denominators and
@@ -512,10 +535,10 @@ def canonical(value, L: int, role: str) -> Tuple[str, object]:
         if not value.strip():
             raise ModelSpecError(role, "is empty; give a built-in name "
                                        f"({', '.join(BUILTIN_ATTENTIONS)}) or an expression of the scores")
-        expr = _exact(_parse_text(value, L, role))
+        expr = parse_expression(value, attention_vocabulary(L, role), role)
         text = value
     else:
-        expr = _from_sympy(value, L, role)
+        expr = from_sympy(value, attention_vocabulary(L, role), role)
         text = str(value)
     import sympy as sp
 

@@ -260,7 +260,8 @@ _MEMO: Dict[str, GeneratedModel] = {}
 
 def _cache_path(spec: ModelSpec, backend: str, cse: bool, key: str) -> pathlib.Path:
     L, r, t, k = spec.shape
-    return cache_dir() / (f"gen_{spec.attention_label()}_{spec.attention_label('teacher')}_{spec.regulariser}_"
+    labels = f"{spec.attention_label()}_{spec.attention_label('teacher')}_{spec.regulariser_label()}"
+    return cache_dir() / (f"gen_{labels}_"
                           f"L{L}r{r}t{t}k{k}_{backend}_{'cse' if cse else 'nocse'}_{key}.py")
 
 

@@ -183,7 +183,10 @@ def positional_mean(spec: ModelSpec) -> sp.Matrix:
 
 
 def regulariser_penalty(spec: ModelSpec, Q: sp.Symbol = S.Qw) -> sp.Expr:
-    """Per-coordinate penalty ``r(Q)`` of the student weights (ridge: ``lam/2 Q^2``)."""
+    """Per-coordinate penalty ``pen(Q)`` of the student weights: ridge ``lam/2 Q^2``, or the typed
+    ``c(lam) Q^2`` (:func:`derivations.regulariser.penalty`, in the derivation's symbol ``lam``)."""
     if spec.regulariser == "ridge":
         return S.lam / 2 * Q**2
-    raise DerivationError(f"regulariser: no symbolic form for {spec.regulariser!r}")
+    from .regulariser import penalty
+
+    return penalty(spec.regulariser, Q)

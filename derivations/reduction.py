@@ -95,7 +95,8 @@ class Derivation:
 
     Attributes
     ----------
-    prior_term : prior part of F (the general one with ``K = 1/(lam + sigma^2 Vhat)``).
+    prior_term : prior part of F (the general one with ``K = 1/(k + sigma^2 Vhat)``, ``k`` the ridge strength:
+        ``lam``, or ``2 c(lam)`` for a typed ``c(lam) w**2``).
     prior_free_energy : ``F`` without ``alpha E[M]`` (bilinear + prior terms).
     free_energy : ``prior_free_energy + alpha*Expect(M(w1, w2, hs1, hs2, V))``.
     dF : ``{parameter: dF/d(parameter)}`` for all eight parameters; for ``q`` and ``theta`` the
@@ -135,7 +136,7 @@ def derive_lines(spec: ModelSpec) -> Derivation:
                      sort_keys=True)
     if key not in _MEMO:
         digest = hashlib.sha256(key.encode()).hexdigest()[:12]
-        path = cache_dir() / (f"derivation_lines_{spec.regulariser}_{digest}_{package_source_hash()}"
+        path = cache_dir() / (f"derivation_lines_{spec.regulariser_label()}_{digest}_{package_source_hash()}"
                               f"_sympy{sp.__version__}.json")
         d = load_dataclass(Derivation, path)
         if d is None:

@@ -203,7 +203,8 @@ def prior_term(spec: ModelSpec) -> Tuple[sp.Expr, sp.Matrix]:
     b = sp.Matrix(sp.symbols(f"b_1:{r + 1}", real=True))
     energy = sp.expand(sum(regulariser_penalty(spec, Q[a]) for a in range(r))
                        + S.sigma**2 / 2 * (Q.T * ms.Vhat * Q)[0, 0] - (b.T * Q)[0, 0])
-    if sp.Poly(energy, *Q).total_degree() != 2:
+    # is_polynomial first: Poly of an Abs or exp of a weight raises instead of answering
+    if not energy.is_polynomial(*Q) or sp.Poly(energy, *Q).total_degree() != 2:
         raise DerivationError(
             f"regulariser: the prior integral is done in closed form only for a quadratic penalty, got {energy}")
     C = sp.hessian(energy, list(Q))
@@ -254,12 +255,13 @@ class MatrixDerivation:
 
     Keys are the symbols of :func:`derivations.symbols.matrix_symbols` (one per independent
     component). Expectations are over ``x_l = (zeta_l, h*_l) ~ N(0, Sigma)``, ``Sigmainv`` stands for
-    ``Sigma^{-1}`` and ``K`` for ``curvature^{-1} = (lam I + sigma^2 Vhat)^{-1}``.
+    ``Sigma^{-1}`` and ``K`` for ``curvature^{-1} = (k I + sigma^2 Vhat)^{-1}`` (``k = lam`` for the ridge,
+    ``2 c(lam)`` for a typed penalty ``c(lam) w**2``).
 
     Attributes
     ----------
     shape, positions : ``(L, r, t, k)`` and ``P``.
-    curvature : ``C = lam I + sigma^2 Vhat``, read off the row energy of the prior integral.
+    curvature : ``C = k I + sigma^2 Vhat``, read off the row energy of the prior integral.
     prior_term : the prior part of ``F``, in ``K``.
     prior_free_energy : ``F`` without ``alpha E[M]`` (bilinear + prior terms), in ``K``.
     free_energy : ``prior_free_energy + alpha*Expect(M(w, hs, V))``.
@@ -308,8 +310,8 @@ def derive(spec: ModelSpec) -> MatrixDerivation:
                       "regulariser": spec.regulariser}, sort_keys=True)
     if key not in _MEMO:
         digest = hashlib.sha256(key.encode()).hexdigest()[:12]
-        path = cache_dir() / f"derivation_L{spec.L}r{spec.rank}t{spec.teacher_rank}k{spec.k}_{spec.regulariser}_" \
-                             f"{digest}_{package_source_hash()}_sympy{sp.__version__}.json"
+        path = cache_dir() / (f"derivation_L{spec.L}r{spec.rank}t{spec.teacher_rank}k{spec.k}_"
+                              f"{spec.regulariser_label()}_{digest}_{package_source_hash()}_sympy{sp.__version__}.json")
         d = load_dataclass(MatrixDerivation, path)
         if d is None:
             d = _derive_uncached(spec)

@@ -224,7 +224,7 @@ class MatrixReport(_Rendering):
                       "each N(0, Sigma) (docs/theory.md, section 4.2)",
             "Sigma": f"{ms.Sigma.tolist()}, the covariance of x_l (token 1: {x}); rho = sigma**2",
             "Sigmainv": "the entries of Sigma^{-1}",
-            "K": f"the entries of K = C^{{-1}}, C = {d.curvature.tolist()} (lam I + sigma**2 Vhat)",
+            "K": f"the entries of K = C^{{-1}}, C = {d.curvature.tolist()} (the penalty's curvature plus sigma**2 Vhat)",
             "w": "w_l = (P m)_l + zeta_l (names " + ", ".join(packing.token_names("w", ms.shape)) + ")",
             "hs": "h*_l, the teacher pre-activations (names " + ", ".join(packing.token_names("hs", ms.shape)) + ")",
             "M": f"{ms.M_of} = min_h 1/2 sum_l (h_l - w_l)^T V^{{-1}} (h_l - w_l) + l(h; hs), the Moreau envelope "

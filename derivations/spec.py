@@ -43,7 +43,7 @@ class ModelSpec:
     Attributes
     ----------
     sigma : standard deviation of the semantic token part; ``rho = sigma**2``.
-    lam : ridge strength (weight decay).
+    lam : the strength of the regulariser (the ridge's weight decay).
     omega : weight of the fixed positional matrix ``A`` in the teacher.
     A : the ``L x L`` row-stochastic matrix of the teacher, as a tuple of rows
         (default :func:`default_A`).
@@ -54,7 +54,13 @@ class ModelSpec:
         or the expression's canonical text.
     teacher : the teacher's attention ``T0``, ``T = (1 - omega) T0(h* h*^T) + omega A``, set the same
         way (default the softmax; no ``beta``). Also readable as :attr:`teacher_attention`.
-    regulariser : ``ridge``, the penalty ``lam/2 |Q|_F^2``.
+    regulariser : the penalty of the student weights, ``sum_ia pen(Q_ia)``: ``ridge``, ``pen(w) = lam/2 w^2``
+        (the default), or the per-entry penalty ``pen`` as an expression of one weight entry ``w`` and
+        ``lam`` (text or SymPy, :mod:`derivations.regulariser`). Only ``c(lam) w^2`` is admitted: the
+        prior integral is done in closed form only for a quadratic row energy (docs/theory.md, section
+        4.4); ``lam*Abs(w)`` or ``lam*w**4`` raise :class:`ModelSpecError`. Stored as ``ridge`` (an
+        expression equal to ``lam/2 w^2`` too) or the canonical text of ``c(lam)*w**2``; the penalty is
+        then the ridge of strength :attr:`ridge_strength`.
     tokens : ``L``, the number of tokens (>= 2).
     rank : ``r``, the rank of the student (columns of ``Q``).
     teacher_rank : ``t``, the rank of the teacher (columns of ``Q*``).
@@ -111,10 +117,7 @@ class ModelSpec:
             raise ModelSpecError("omega", f"must lie in [0, 1] (the teacher's weight of A against its softmax), "
                                           f"got {self.omega}")
         self._set_attentions()
-        if self.regulariser not in REGULARISERS:
-            raise ModelSpecError(
-                "regulariser", f"unknown regulariser {self.regulariser!r}; choose from {', '.join(REGULARISERS)}"
-            )
+        self._set_regulariser()
 
     def _set_attentions(self) -> None:
         """Built-in names as they are; expressions parsed and stored as canonical text
@@ -138,6 +141,40 @@ class ModelSpec:
             if not uses_beta(self.attention, self.tokens):
                 raise ModelSpecError("beta", f"the student attention {self.attention!r} does not use beta; "
                                              f"leave beta = 1 or write beta into the expression")
+
+    def _set_regulariser(self) -> None:
+        """``ridge`` as it is; an expression parsed, checked and stored as canonical text, and its
+        strength checked at this ``lam`` (SymPy is imported only for an expression)."""
+        value = self.regulariser
+        if isinstance(value, str) and value in REGULARISERS:
+            return
+        if not isinstance(value, str) and not hasattr(value, "free_symbols"):
+            raise ModelSpecError("regulariser", f"must be {' or '.join(REGULARISERS)}, a text expression of one "
+                                                f"weight entry w and lam, or a SymPy expression, got {value!r}")
+        from .regulariser import canonical, strength
+
+        text = canonical(value)[0]
+        object.__setattr__(self, "regulariser", text)
+        strength(text, self.lam)
+
+    @property
+    def ridge_strength(self) -> float:
+        """``k`` of the penalty ``k/2 |Q|_F^2`` that the regulariser is at this ``lam``: ``lam`` for
+        ``ridge``, ``2 c(lam)`` for ``c(lam)*w**2`` (:func:`derivations.regulariser.strength`). What
+        the simulator and GAMP use; the derivation uses the expression."""
+        if self.regulariser in REGULARISERS:
+            return self.lam
+        from .regulariser import strength
+
+        return strength(self.regulariser, self.lam)
+
+    def regulariser_label(self) -> str:
+        """A file-name component: ``ridge``, or ``expr`` and a hash of the expression's canonical text."""
+        if self.regulariser in REGULARISERS:
+            return self.regulariser
+        from .regulariser import label
+
+        return label(self.regulariser)
 
     @property
     def teacher_attention(self) -> str:
@@ -211,7 +248,9 @@ class ModelSpec:
 
         parts = [f"sigma = {self.sigma:g}, lam = {self.lam:g}, omega = {self.omega:g}, A = {matrix(self.A)}",
                  f"attention {self.attention}" + (f" at beta = {self.beta:g}" if self.beta != 1.0 else ""),
-                 f"teacher {self.teacher}", f"{self.regulariser} penalty",
+                 f"teacher {self.teacher}",
+                 f"{self.regulariser} penalty" if self.regulariser in REGULARISERS
+                 else f"penalty {self.regulariser} per weight entry",
                  f"L = {self.tokens} tokens, rank {self.rank}, teacher rank {self.teacher_rank}",
                  f"positions P = {matrix(self.positions)}"]
         return ", ".join(parts)

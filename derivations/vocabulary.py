@@ -5,6 +5,7 @@ from __future__ import annotations
 
 #: the attentions known by name (derivations.attention); any other is an expression of the scores
 BUILTIN_ATTENTIONS = ("softmax", "linear", "sigmoid")
+#: the regularisers known by name (derivations.regulariser); any other is a penalty expression of w
 REGULARISERS = ("ridge",)
 
 

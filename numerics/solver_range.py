@@ -25,7 +25,9 @@ section 4).
   ``Vhat``, and below the interpolation threshold the minimiser's norm is unbounded: at
   ``lam = 0``, ``alpha = 0.5`` the iterates reach ``q = 1.5e5`` and nothing converges. There is
   no upper limit: a strong ridge only pulls the student to the trivial point (``lam = 1e6``,
-  ``alpha = 1``, draft: the trivial point, ``q = 2.8e-18``).
+  ``alpha = 1``, draft: the trivial point, ``q = 2.8e-18``). A typed regulariser ``c(lam) w**2`` is
+  the ridge of strength ``k = 2 c(lam)`` (:attr:`derivations.spec.ModelSpec.ridge_strength`), and
+  the same bound holds for ``k``.
 """
 from __future__ import annotations
 
@@ -62,6 +64,10 @@ def check_model_range(spec: ModelSpec) -> None:
                                           f"{SIGMA_MAX:g} (the starts and the channel quadrature are scaled for "
                                           "sigma of order 0.5; from 1.5 the solve stalls, and from 5 the "
                                           "teacher's softmax saturates and the channel expectations are not finite)")
-    if not spec.lam > 0:
+    if spec.regulariser == "ridge" and not spec.lam > 0:
         raise OutsideSolverRange("lam", f"{spec.lam:g} is outside the solvable range lam > 0 (without the ridge "
                                         "V and q are unbounded below the interpolation threshold)")
+    if not spec.ridge_strength > 0:
+        raise OutsideSolverRange("lam", f"{spec.lam:g} gives the regulariser {spec.regulariser} the strength "
+                                        f"k = {spec.ridge_strength:g}, outside the solvable range k > 0 (without "
+                                        "a penalty V and q are unbounded below the interpolation threshold)")

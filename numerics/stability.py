@@ -8,9 +8,9 @@ ridge, the covariance ``A(D)``::
 
     A(D) = alpha E[ sum_{l, l'} (V J_{l l'}) D (V J_{l l'})^T ],      J = df/dw (an L r x L r matrix)
 
-(the ridge's denoiser is linear, so its factor is exactly ``(sigma^2 K)^2 = V^2``). The replica-
-symmetric saddle is stable where the largest eigenvalue of ``A`` is below 1. At zero temperature
-``J`` has two parts:
+(the ridge's denoiser is linear, so its factor is exactly ``(sigma^2 K)^2 = V^2``; every admitted
+regulariser is a ridge, :mod:`derivations.regulariser`). The replica-symmetric saddle is stable
+where the largest eigenvalue of ``A`` is below 1. At zero temperature ``J`` has two parts:
 
 * the smooth response of the global prox, ``V J = dprox/dw - I = Hprox^{-1} Vt^{-1} - I`` where the
   global minimiser is unique (``Hprox`` the Hessian of the prox objective there): its ``A`` has the

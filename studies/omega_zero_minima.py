@@ -46,7 +46,7 @@ FROM_OMEGA = 0.3
 
 
 def risk64(Q: torch.Tensor, problem) -> tuple:
-    R, g = risk_and_grad(Q, problem.train, problem.spec.lam, problem.spec.attention)
+    R, g = risk_and_grad(Q, problem.train, problem.spec.ridge_strength, problem.spec.attention)
     return float(R), g
 
 

@@ -12,7 +12,9 @@ One iteration ``t`` (``Vt = I_L (x) V``, token by token)::
     Lam^t    = -(sigma^2 / d) sum_i sum_l J_i[l, l]                       (the input side's precision)
     Q^{t+1}  = (Q^t Lam^t + X^T f / sqrt(d)) (lam I + Lam^t)^{-1},     V^{t+1} = sigma^2 (lam I + Lam^t)^{-1}
 
-the ridge's denoiser being linear. At a fixed point ``h_i = X_i Q / sqrt(d)`` and ``lam Q =
+the ridge's denoiser being linear. ``lam`` here is the ridge strength of the model's regulariser
+(:attr:`derivations.spec.ModelSpec.ridge_strength`: ``lam`` for ``ridge``, ``2 c(lam)`` for a typed
+``c(lam) w**2``, the only penalties a model admits, each exactly this ridge). At a fixed point ``h_i = X_i Q / sqrt(d)`` and ``lam Q =
 X^T f / sqrt(d) = -X^T dloss/dh / sqrt(d)``: a stationary point of the empirical risk, whatever
 ``V`` and ``Lam`` are. Damping ``gamma < 1`` mixes ``f``, ``Lam`` and ``Q`` with their previous
 values (the damped scheme of Rangan, Schniter and Fletcher; at ``t = 0`` with ``f = 0`` and the
@@ -146,7 +148,7 @@ def _run(spec: ModelSpec, loss: SampleLoss, X, coef, state: _State, dampings: Se
     the domain (``left``: the last did, and the run ended there)."""
     L, r, _, _ = loss.shape
     n, d = coef.shape[0], X.shape[1]
-    sigma2, lam = spec.sigma ** 2, spec.lam
+    sigma2, lam = spec.sigma ** 2, spec.ridge_strength
     prox = GlobalProx(loss, n)
     failures = []
     stage = 0
@@ -253,7 +255,8 @@ def run_gamp(spec: ModelSpec, X: np.ndarray, coef: np.ndarray, Q0: np.ndarray, V
                          f"X {X.shape} and coefficients {coef.shape}")
     if not dampings or not all(0.0 < g <= 1.0 for g in dampings):
         raise ValueError(f"dampings: each must be in (0, 1], got {list(dampings)}")
-    V0 = spec.sigma ** 2 / spec.lam * np.eye(r) if V0 is None else np.asarray(V0, dtype=float).reshape(r, r)
+    lam = spec.ridge_strength
+    V0 = spec.sigma ** 2 / lam * np.eye(r) if V0 is None else np.asarray(V0, dtype=float).reshape(r, r)
     if not _positive_definite(V0):
         raise ValueError(f"V0: must be positive definite, got {V0.tolist()}")
     Q0 = np.array(Q0, dtype=float).reshape(d, r)
@@ -261,7 +264,7 @@ def run_gamp(spec: ModelSpec, X: np.ndarray, coef: np.ndarray, Q0: np.ndarray, V
         orthogonal_to = np.asarray(orthogonal_to, dtype=float).reshape(d, -1)
         Q0 = Q0 - orthogonal_to @ (orthogonal_to.T @ Q0)
     start = _State(Q=Q0, V=V0, f=np.zeros((coef.shape[0], L * r)),
-                   Lam=spec.sigma ** 2 * np.linalg.inv(V0) - spec.lam * np.eye(r))
+                   Lam=spec.sigma ** 2 * np.linalg.inv(V0) - lam * np.eye(r))
     attempts, history = [], []
     schedule = list(dampings)
     while schedule:
@@ -272,11 +275,11 @@ def run_gamp(spec: ModelSpec, X: np.ndarray, coef: np.ndarray, Q0: np.ndarray, V
         for a in failures:
             log.info("GAMP, damping %g: %s at iteration %d", a["damping"], a["reason"], a["iteration"])
         if converged:
-            R, grad, _ = empirical_risk(loss, X, coef, state.Q, spec.lam)
+            R, grad, _ = empirical_risk(loss, X, coef, state.Q, lam)
             return GampResult(
                 Q=state.Q, V=state.V, Lam=state.Lam, damping=last, iterations=len(history),
                 residual=history[-1]["residual"], history=history, attempts=attempts, train_risk=R / d,
-                risk_gradient_norm=float(np.linalg.norm(grad) / max(spec.lam * np.linalg.norm(state.Q), 1e-300)),
+                risk_gradient_norm=float(np.linalg.norm(grad) / max(lam * np.linalg.norm(state.Q), 1e-300)),
                 grad_norm=float(np.linalg.norm(grad) / math.sqrt(d)),
                 instance_stability=spectral_radius(replicon_operator(state.J, state.V, L, d)),
                 wall_time=time.perf_counter() - t0)

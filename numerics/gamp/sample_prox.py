@@ -145,7 +145,8 @@ def back_projection(X, F, n: int, L: int) -> np.ndarray:
 
 
 def empirical_risk(loss: SampleLoss, X, coef, Q, lam: float) -> Tuple[float, np.ndarray, float]:
-    """``(R(Q), dR/dQ, |data term|_F)``: ``R = sum_i loss_i + lam/2 |Q|_F^2`` (docs/theory.md, section 1.3),
+    """``(R(Q), dR/dQ, |data term|_F)``: ``R = sum_i loss_i + lam/2 |Q|_F^2`` (docs/theory.md, section 1.3;
+    ``lam`` the ridge strength :attr:`~derivations.spec.ModelSpec.ridge_strength` of the regulariser),
     its gradient ``X^T G / sqrt(d) + lam Q`` (``G = d loss / d h``) and the norm of the data term alone."""
     n = coef.shape[0]
     L = loss.shape.L

@@ -11,7 +11,9 @@ depends on the data only through the statistics ``G``, ``C``, ``|Y|^2`` of a
 With ``P = d loss / d S = (S G - C) / d``, ``J = d loss / d logits`` (the attention's
 :meth:`~validation.simulator.attention.Attention.pullback`, logits ``h h^T``) and
 ``d loss / d h = (J + J^T) h``, the gradient of ``R(Q) = sum_i loss_i + lam/2 |Q|_F^2`` is
-``X^T g / sqrt(d) + lam Q``.
+``X^T g / sqrt(d) + lam Q``. ``lam`` is the ridge strength of the model's regulariser
+(:attr:`derivations.spec.ModelSpec.ridge_strength`): every penalty a model admits, typed or not, is
+``c(lam) w^2`` per entry, this ridge with ``lam = 2 c(lam)`` (:mod:`derivations.regulariser`).
 
 Students
 --------

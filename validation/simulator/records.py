@@ -95,7 +95,7 @@ def test_error(Q: torch.Tensor, problem: Problem) -> float:
 def train_loss(Q: torch.Tensor, problem: Problem) -> float:
     """``R(Q) / d`` on the training set, ridge term included."""
     with torch.inference_mode():
-        R, _ = risk_and_grad(Q, problem.train, problem.spec.lam, student_attention(problem.spec))
+        R, _ = risk_and_grad(Q, problem.train, problem.spec.ridge_strength, student_attention(problem.spec))
     return float(R) / problem.d
 
 

@@ -234,6 +234,8 @@ def train_batch(problem: Problem, inits: Sequence[str], steps: int = 5000, lr: O
     steps_rec = record_steps + [steps]
     curve = torch.zeros(k, len(steps_rec), dtype=STAT_DTYPE, device=W.device)
     opt = _Optimizer(optimizer, lr, W)
+    # every admitted regulariser is the ridge of this strength (derivations.regulariser)
+    ridge = spec.ridge_strength
     active = list(range(k))  # the runs still training, in the order of the rows of W
     outcomes: list = [None] * k
     settled = [0] * k  # looks in a row that met the stop rule
@@ -253,7 +255,7 @@ def train_batch(problem: Problem, inits: Sequence[str], steps: int = 5000, lr: O
         opt_i = _Optimizer(optimizer, lr, Wi)
         first = upto
         for s in range(upto):
-            R, grad = batch_risk_and_grad(Wi, batch, spec.lam, attention)
+            R, grad = batch_risk_and_grad(Wi, batch, ridge, attention)
             if not (math.isfinite(float(R[0])) and math.isfinite(float(Wi.sum()))):
                 first = s
                 break
@@ -275,10 +277,10 @@ def train_batch(problem: Problem, inits: Sequence[str], steps: int = 5000, lr: O
             record = last or t % every == 0
             look = record or t % CHECK_EVERY == 0
             if not look:
-                _, grad = batch_risk_and_grad(W, batch, spec.lam, attention, need_loss=False)
+                _, grad = batch_risk_and_grad(W, batch, ridge, attention, need_loss=False)
                 opt.step(t, W, grad)
                 continue
-            R, grad = batch_risk_and_grad(W, batch, spec.lam, attention, need_loss=record or stop is not None)
+            R, grad = batch_risk_and_grad(W, batch, ridge, attention, need_loss=record or stop is not None)
             values = finite = None
             if R is not None:
                 if record:
@@ -296,7 +298,7 @@ def train_batch(problem: Problem, inits: Sequence[str], steps: int = 5000, lr: O
                 elif moved is not None and not moved[row]:
                     # every later step repeats this one: the rest of the curve is this risk
                     R_here = R[row] if R is not None else \
-                        batch_risk_and_grad(W[row:row + 1].contiguous(), batch, spec.lam, attention)[0][0]
+                        batch_risk_and_grad(W[row:row + 1].contiguous(), batch, ridge, attention)[0][0]
                     curve[i, -(-t // every):] = R_here
                     finish(i, row, t, grad, "fixed point")
                 elif stop is not None:
