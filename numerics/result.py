@@ -138,6 +138,13 @@ class FixedPoint:
             return from_scalars(self.overlaps.q, self.overlaps.m, self.overlaps.V, self.overlaps.theta)
         return self.overlaps
 
+    def matrix_hats(self) -> MatrixHats:
+        """The conjugates as matrices (the scalars as ``1 x 1`` ones)."""
+        if self.scalar:
+            h = self.hats
+            return MatrixHats(self.matrix_overlaps().shape, qhat=h.qhat, mhat=h.mhat, Vhat=h.Vhat, thetahat=h.thetahat)
+        return self.hats
+
     @property
     def values(self) -> Dict[str, float]:
         """Every reported number by name: the overlaps and conjugates (scalars, or packed components
@@ -261,8 +268,7 @@ def as_matrices(fp: FixedPoint) -> FixedPoint:
     with their bare names (values and errors keep their keys, the invariants' errors are added)."""
     if not fp.scalar:
         return fp
-    ov = fp.matrix_overlaps()
-    hats = MatrixHats(ov.shape, qhat=fp.hats.qhat, mhat=fp.hats.mhat, Vhat=fp.hats.Vhat, thetahat=fp.hats.thetahat)
+    ov, hats = fp.matrix_overlaps(), fp.matrix_hats()
     error = {k: float(v) for k, v in fp.error.items()}
     error.update(fp.invariant_errors())
     diagnostics = dict(fp.diagnostics, integrator=fp.integrator)

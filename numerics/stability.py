@@ -139,7 +139,7 @@ def rs_stability(fp, log2_points: int = LOG2_POINTS, scrambles: int = SCRAMBLES,
         switching.append(_largest(c))
         vhat.append(v)
     se = (lambda x: float(np.std(x, ddof=1) / math.sqrt(len(x))) if len(x) > 1 else math.nan)
-    Vhat = np.asarray(fp.hats.Vhat if not fp.scalar else [[fp.hats.Vhat]], dtype=float)
+    Vhat = np.asarray(fp.matrix_hats().Vhat, dtype=float)
     gaps = [float(np.linalg.norm(v - Vhat) / np.linalg.norm(Vhat)) for v in vhat]
     mean_vhat = np.mean(vhat, axis=0)
     return RSStability(smooth=float(np.mean(smooth)), smooth_error=se(smooth), switching=float(np.mean(switching)),
