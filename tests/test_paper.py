@@ -89,6 +89,10 @@ def test_every_figure_is_drawn_with_its_data_and_a_report_section(tiny):
     summary = json.loads((tiny / SUMMARY).read_text(encoding="utf-8"))
     assert summary["status"] == "complete" and not summary["failed"] and not summary["incomplete_figures"]
     assert [f["name"] for f in summary["figures"]] == NAMES and len(NAMES) == 10
+    # what the run cost and with what: this invocation's wall and CPU seconds (the workers' included)
+    # and the package versions
+    assert summary["wall_s"] > 0 and summary["cpu_s"] > 0 and summary["wall_s"] == summary["compute_wall_time"]
+    assert summary["versions"]["numpy"] and summary["versions"]["python"] and "torch" in summary["versions"]
     report = (tiny / REPORT).read_text(encoding="utf-8")
     for i, name in enumerate(NAMES, 1):
         for ext in ("png", "pdf"):

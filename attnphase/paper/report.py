@@ -101,10 +101,31 @@ def write_outputs(out, plan, registry, done: set, tasks_of: dict, summary: dict,
                                                                    "failed": len(summary["failed"])},
         "failed": summary["failed"], "notes": summary["notes"], "dropped_on_recovery": summary["dropped_on_recovery"],
         "settings_hash": summary["settings_hash"], "compute_wall_time": summary.get("compute_wall_time"),
-        "workers": summary.get("workers"),
+        # this invocation's wall and CPU time (a resumed run counts only what it computed itself)
+        "wall_s": summary.get("compute_wall_time"), "cpu_s": summary.get("cpu_s"),
+        "workers": summary.get("workers"), "versions": package_versions(),
     }
     write_json(out / SUMMARY, record)
     write_report(out)
+
+
+#: the packages whose versions a summary records
+VERSIONED = ("attnphase", "numpy", "scipy", "sympy", "mpmath", "numba", "torch", "dask", "distributed", "pandas",
+             "matplotlib")
+
+
+def package_versions() -> dict:
+    """``{package: version}`` of :data:`VERSIONED` (``None`` where one is not installed) and Python's."""
+    import platform
+    from importlib import metadata
+
+    out = {"python": platform.python_version()}
+    for name in VERSIONED:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    return out
 
 
 #: the quantities of the report's GAMP table, each with gradient descent's mean beside GAMP's where the

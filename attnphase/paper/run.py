@@ -15,6 +15,7 @@ alone, and ``summary.json`` and ``report.md`` are written from them
 from __future__ import annotations
 
 import logging
+import os
 import time
 from pathlib import Path
 from typing import Callable, Optional, Sequence
@@ -75,7 +76,7 @@ def run_paper(out, plan: Plan, only: Optional[Sequence[str]] = None, *, schedule
     from .figures import REGISTRY
     from .report import write_outputs
 
-    t_start = time.perf_counter()
+    t_start, cpu_start = time.perf_counter(), time.process_time()
     figures = select_figures(only)
     builder = TaskBuilder(plan, functions)
     every = figure_tasks(plan, builder, REGISTRY)
@@ -97,14 +98,16 @@ def run_paper(out, plan: Plan, only: Optional[Sequence[str]] = None, *, schedule
                    "notes": [], "dropped_on_recovery": dropped, "settings_hash": shash, "run_started": now()}
         if progress:
             progress(summary["skipped"], summary["tasks"])
+        worker_cpu = 0.0
         if pending:
             if client is not None:
-                _execute(client, pending, store, shash, summary, progress)
+                worker_cpu = _execute_counted(client, pending, store, shash, summary, progress)
             else:
                 with open_client(None, workers, len(pending)) as cl:
                     summary["workers"] = len(cl.scheduler_info().get("workers", {}))
-                    _execute(cl, pending, store, shash, summary, progress)
+                    worker_cpu = _execute_counted(cl, pending, store, shash, summary, progress)
         summary["compute_wall_time"] = time.perf_counter() - t_start
+        summary["cpu_s"] = time.process_time() - cpu_start + worker_cpu
         summary["notes"] = stored_notes(store.out, {t.key for t in every if t.key in store.done})
         write_outputs(store.out, plan, REGISTRY, {t.key for t in every if t.key in store.done},
                       {f.name: [t.key for t in figure_tasks(plan, builder, [f])] for f in REGISTRY}, summary,
@@ -122,6 +125,30 @@ def _check_rows_of_other_settings(store: SweepStore, shash: str) -> None:
         if hashes and hashes != {shash}:
             raise PaperError(f"--out: {store.out} holds {name} of other settings and no readable manifest.json; "
                              f"use another --out")
+
+
+def process_cpu() -> tuple:
+    """``(pid, CPU seconds)`` of the process that calls it (run on each worker)."""
+    return os.getpid(), time.process_time()
+
+
+def _workers_cpu(client) -> float:
+    """The CPU seconds the cluster's worker processes other than this one have used so far (each process
+    once: threads of one process share its count), or NaN where a worker cannot be asked."""
+    try:
+        per_process = dict(client.run(process_cpu).values())
+    except Exception as exc:  # a remote cluster may refuse client.run; the run goes on without the count
+        log.warning("the workers' CPU time could not be read: %s", exc)
+        return float("nan")
+    return float(sum(cpu for pid, cpu in per_process.items() if pid != os.getpid()))
+
+
+def _execute_counted(client, pending: list, store: SweepStore, shash: str, summary: dict,
+                     progress: Optional[Callable[[int, int], None]]) -> float:
+    """:func:`_execute`, returning the CPU seconds the workers spent meanwhile."""
+    before = _workers_cpu(client)
+    _execute(client, pending, store, shash, summary, progress)
+    return _workers_cpu(client) - before
 
 
 def _execute(client, pending: list, store: SweepStore, shash: str, summary: dict,
