@@ -97,7 +97,7 @@ def method(spec: ModelSpec, names: Optional[Sequence[str]] = None, integrator: s
     for an integrator the model does not have."""
     from numerics.channel.integrators import method_for
 
-    return method_for(spec, names, _use("branches")(spec), integrator)
+    return method_for(spec, names, integrator, every_branch=_use("branches")(spec))
 
 
 def default_branches(spec: ModelSpec, integrator: str = "auto") -> tuple:

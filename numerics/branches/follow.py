@@ -192,7 +192,7 @@ def follow_branch(spec: ModelSpec, alphas: Sequence[float], branch: str, precisi
     lost, the spinodal is bracketed and bisected ``bisections`` times; its error
     is the final bracket's width (see ``_bisect_spinodal``).
     """
-    if not method_for(spec, (branch,), (), integrator).deterministic:
+    if not method_for(spec, (branch,), integrator).deterministic:
         return walk_branch(spec, alphas, branch, precision, integrator, progress=progress)
     model = bind(spec)
     alphas = np.sort(np.asarray(alphas, dtype=float))

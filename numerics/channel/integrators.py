@@ -88,8 +88,8 @@ class Method:
         return self.deterministic
 
 
-def method_for(spec: ModelSpec, names: Optional[Sequence[str]], every_branch: Sequence[str],
-               integrator: str = "auto") -> Method:
+def method_for(spec: ModelSpec, names: Optional[Sequence[str]], integrator: str = "auto",
+               every_branch: Sequence[str] = ()) -> Method:
     """The :class:`Method` that solves every branch of ``names`` with ``integrator`` (the line quadrature
     only if it applies to all of them; :class:`IntegratorError` for one the model does not have).
     ``names=None``: the paper's competing pair where the line quadrature solves both, else

@@ -19,14 +19,12 @@ from __future__ import annotations
 import time
 from typing import Optional
 
-import numpy as np
 
 from derivations import ModelSpec
 
 from numerics.channel.qmc.nodes import gaussian_nodes
 from numerics.channel.qmc.test_error import test_error
-from numerics.fixed_points.qmc import _drifting_blocks, _floor, _matrix_residual, _on_subspace, _oriented, prior_image
-from numerics.fixed_points.saddle_map import SaddlePointMap
+from numerics.fixed_points.qmc import _drifting_blocks, _floor, _matrix_residual, _on_subspace, subspace_map
 from numerics.fixed_points.subspaces import branch_subspace
 from numerics.matrix_overlaps import MatrixOverlaps
 from numerics.model.general import bind_general
@@ -49,19 +47,11 @@ def solve_on_channel(spec: ModelSpec, alpha: float, channel, branch: str = "sema
     t0 = time.perf_counter()
     model = bind_general(spec)
     subspace = branch_subspace(branch, spec.shape)
-    gauge = bool(_drifting_blocks(subspace))
     start = _on_subspace(start, spec, subspace)
-    free = subspace.free_mask(model.shape)
-
-    def update_overlaps(est) -> MatrixOverlaps:
-        ov = prior_image(model, subspace, est.hats)
-        return _oriented(ov, subspace) if gauge else ov
-
-    F = SaddlePointMap(alpha, free, np.zeros(len(free)), lambda x: MatrixOverlaps.unpack(model.shape, x),
-                       MatrixOverlaps.pack, lambda ov: channel.estimate(ov, alpha), update_overlaps, label=branch)
-    res = solve_fixed_point(F, start.pack()[free], tol=tol, maxiter=maxiter, damping=0.5, anderson=4,
-                            floor=_floor(start, spec.rho, free))
-    est = F.last[1] if F.last is not None and np.array_equal(F.last[0], res.x) else F.estimate(res.x)
+    F = subspace_map(model, subspace, alpha, lambda ov: channel.estimate(ov, alpha), bool(_drifting_blocks(subspace)))
+    res = solve_fixed_point(F, start.pack()[F.free], tol=tol, maxiter=maxiter, damping=0.5, anderson=4,
+                            floor=_floor(start, spec.rho, F.free))
+    est = F.side_at(res.x)
     ov = F.overlaps(res.x)
     residual = _matrix_residual(F.image(est), ov)
     nodes = gaussian_nodes(model.shape, TEST_ERROR_LOG2_POINTS, TEST_ERROR_SCRAMBLES)

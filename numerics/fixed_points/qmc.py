@@ -148,24 +148,30 @@ def prior_image(model: GeneralModel, subspace: BranchSubspace, hats: MatrixHats)
     return subspace.isotropic(subspace.project(MatrixOverlaps(model.shape, **new)))
 
 
+def subspace_map(model: GeneralModel, subspace: BranchSubspace, alpha: float, update_hat_overlaps,
+                 gauge: bool) -> SaddlePointMap:
+    """The fixed-point map over the free components of ``subspace``: the channel half-step
+    ``update_hat_overlaps(overlaps)``, then :func:`prior_image`, oriented where ``gauge``
+    (:func:`_oriented`)."""
+
+    def image(est) -> MatrixOverlaps:
+        ov = prior_image(model, subspace, est.hats)
+        return _oriented(ov, subspace) if gauge else ov
+
+    free = subspace.free_mask(model.shape)
+    return SaddlePointMap(alpha, free, np.zeros(len(free)), lambda x: MatrixOverlaps.unpack(model.shape, x),
+                          MatrixOverlaps.pack, update_hat_overlaps, image, label=subspace.name)
+
+
 def qmc_map(model: GeneralModel, channel: QMCChannel, alpha: float, scrambles, gauge: bool,
             points: Optional[int] = None, dense_check: Optional[bool] = None) -> SaddlePointMap:
     """The fixed-point map ``x -> F_j(x)`` over the free components of ``channel``'s subspace, for the
     scramblings ``scrambles`` of ``channel`` (its first ``points`` nodes of each; ``dense_check``:
     passed to every :meth:`QMCChannel.estimate <numerics.channel.qmc.channel.QMCChannel.estimate>`),
     the image oriented where ``gauge`` (:func:`_oriented`)."""
-    subspace = channel.subspace
-
-    def image(est: ChannelEstimate) -> MatrixOverlaps:
-        ov = prior_image(model, subspace, est.hats)
-        return _oriented(ov, subspace) if gauge else ov
-
-    free = subspace.free_mask(model.shape)
-    return SaddlePointMap(alpha, free, np.zeros(len(free)), lambda x: MatrixOverlaps.unpack(model.shape, x),
-                          MatrixOverlaps.pack,
-                          functools.partial(channel.estimate, alpha=alpha, scrambles=scrambles,
-                                            dense_check=dense_check, points=points), image,
-                          label=subspace.name)
+    return subspace_map(model, channel.subspace, alpha,
+                        functools.partial(channel.estimate, alpha=alpha, scrambles=scrambles,
+                                          dense_check=dense_check, points=points), gauge)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -198,10 +204,7 @@ def _solve_scramble(F: SaddlePointMap, x0: np.ndarray, prec: QMCPrecision, floor
                                    max_evaluations=ROOT_EVALUATIONS, floor=floor)
         except OUTSIDE_DOMAIN:
             raise exc from None
-    if F.last is not None and np.array_equal(F.last[0], res.x):
-        est = F.last[1]
-    else:
-        est = F.estimate(res.x)
+    est = F.side_at(res.x)
     converged = bool(res.converged or res.residual < prec.residual_tol)
     return ScrambleSolution(F.overlaps(res.x), est, converged, float(res.residual), res.iterations, F.evaluations,
                             res.pairs)

@@ -55,6 +55,13 @@ class SaddlePointMap:
         self.evaluations += 1
         return side
 
+    def side_at(self, x_free):
+        """The channel side at ``x_free``: the last evaluation's where it was there, else a new
+        (counted) one."""
+        if self.last is not None and np.array_equal(self.last[0], x_free):
+            return self.last[1]
+        return self.estimate(x_free)
+
     def image(self, side):
         """The overlaps of the prior half-step from the channel side ``side``."""
         return self._update_overlaps(side)

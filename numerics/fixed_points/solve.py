@@ -46,7 +46,7 @@ def solve(spec: ModelSpec, alpha: float, branch: str = "semantic", precision: st
     orientation at each iteration (QMC; off only to study what it does). Raises
     :class:`~numerics.fixed_points.errors.BranchNotFound` where the solve falls onto a smaller branch."""
     chosen = "qmc" if roles is not None and integrator == "auto" else integrator
-    if method_for(spec, (branch,), (), chosen).deterministic:
+    if method_for(spec, (branch,), chosen).deterministic:
         from numerics.fixed_points.errors import BranchNotFound
         from numerics.fixed_points.lines import solve_branch
 
