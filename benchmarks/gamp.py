@@ -357,14 +357,14 @@ def weighted_line(x, y, s):
 
 def _finite_size_fit(args) -> int:
     from derivations import ModelSpec
-    from numerics.api import as_matrices, solve
+    from numerics.api import solve
 
     with open(args.csv) as fh:
         rows = list(csv.DictReader(fh))
     first = rows[0]
     spec = ModelSpec(tokens=int(first["tokens"]), omega=float(first["omega"]), rank=int(first["rank"]))
     alpha, init = float(first["alpha"]), first["init"]
-    fp = as_matrices(solve(spec, alpha, init, "fast"))
+    fp = solve(spec, alpha, init, "fast")
     theory = dict(fp.values)
     theory_err = dict(fp.error)
     sizes = sorted({int(r["d"]) for r in rows})

@@ -97,7 +97,7 @@ def cmd_time(args) -> None:
         t0 = time.perf_counter()
         fp = solve(spec, 2.0, "semantic", precision, start=warm)
         rows.append((f"fixed point, {precision}, warm start, in process", time.perf_counter() - t0, target,
-                     f"q={fp.overlaps.q:.10g}+-{fp.error['q']:.1e} converged={fp.converged}"))
+                     f"q={fp.values['q']:.10g}+-{fp.error['q']:.1e} converged={fp.converged}"))
     if not args.skip_commands:
         wall, _, _ = _command(["solve", "--alpha", "2", "--branch", "semantic", "--omega", "0.3"])
         rows.append(("attnphase solve (fast), whole command, fresh process", wall, 2.0, ""))

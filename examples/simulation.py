@@ -22,7 +22,7 @@ def main(quick: bool) -> None:
               f"infinity, so the simulation is not expected to agree with the theory (run without --quick for that)")
     for name, key, theory_value in (("test error", "test_error", theory.test_error),
                                     ("training loss", "train_loss", theory.train_loss),
-                                    ("theta / sigma^2", "theta_over_sigma2", theory.overlaps.theta / spec.sigma ** 2)):
+                                    ("theta / sigma^2", "theta_over_sigma2", theory.values["theta"] / spec.sigma ** 2)):
         sem = result[f"{key}_std"] / seeds ** 0.5  # the standard error of the mean over seeds
         print(f"{name:>16}: simulation {result[f'{key}_mean']:.6f} +- {sem:.1g} (d = {d}, {seeds} seeds, {steps} "
               f"steps; standard error over seeds), theory {theory_value:.6f}")

@@ -15,8 +15,8 @@ def main(quick: bool) -> None:
     spec = ModelSpec(omega=0.3, sigma=0.5, lam=0.01)  # the defaults, spelled out
     precision = "draft" if quick else "fast"
     for fp in solve_all(spec, alpha=2.0, precision=precision):
-        o = fp.overlaps
-        print(f"{fp.branch:>10}: q = {o.q:.6f}, m = {o.m:.6f}, theta = {o.theta:.6f}, "
+        o = fp.values  # the 1 x 1 overlap matrices' entries by their bare names
+        print(f"{fp.branch:>10}: q = {o['q']:.6f}, m = {o['m']:.6f}, theta = {o['theta']:.6f}, "
               f"test error = {fp.test_error:.6f}, training loss = {fp.train_loss:.6f}, "
               f"global minimum: {fp.global_minimum}")
     print(f"linear baseline test error = {linear_baseline(spec).test_error:.6f}")

@@ -52,7 +52,7 @@ _LAZY = {
     **dict.fromkeys(("BRANCHES", "COMPETING_BRANCHES", "HatOverlaps", "Overlaps", "value_with_error"),
                     "numerics.overlaps"),
     "PRECISIONS": "numerics.precision",
-    **dict.fromkeys(("FixedPoint", "as_matrices", "failed_point", "from_row", "mark_global_minima",
+    **dict.fromkeys(("FixedPoint", "failed_point", "from_row", "mark_global_minima",
                      "zero_by_symmetry"), "numerics.result"),
     "check_model_range": "numerics.solver_range",
     **dict.fromkeys(("RSStability", "rs_stability", "rs_unstable", "with_rs_stability"), "numerics.stability"),
@@ -168,8 +168,11 @@ def thresholds(spec: ModelSpec, precision: str = "fast", alphas: Optional[Sequen
     the scan), ``alpha_l`` NaN with its ``alpha_l_status`` where it is not bracketed."""
     COMPETING_BRANCHES = _use("COMPETING_BRANCHES")
     compared = tuple(names or COMPETING_BRANCHES)
-    matrices = scan is not None and any(not getattr(p, "scalar", True) for c in scan.values() for p in c.points)
-    if set(compared) == set(COMPETING_BRANCHES) and not matrices and method(spec, compared, integrator).deterministic:
+    solved = method(spec, compared, integrator)
+    # a scan solved by another integrator is located as any other model's (its points start no line solve)
+    foreign = scan is not None and any(getattr(p, "integrator", solved.integrator) != solved.integrator
+                                       for c in scan.values() for p in c.points)
+    if set(compared) == set(COMPETING_BRANCHES) and not foreign and solved.deterministic:
         # with a scan, its grid brackets the roots and the range searched for the ends of the branches
         # is the root finder's own (as the phase diagram's threshold tasks have always run it)
         scan_range = {} if alphas is None or scan is not None else {
@@ -178,7 +181,7 @@ def thresholds(spec: ModelSpec, precision: str = "fast", alphas: Optional[Sequen
     compared = tuple(names or _use("branches")(spec))
     points = None
     if scan is not None:
-        points = [_use("as_matrices")(p) for curve in scan.values() for p in curve.points]
+        points = [p for curve in scan.values() for p in curve.points]
         alphas = sorted({p.alpha for p in points}) if alphas is None else alphas
         if any(p.precision != precision for p in points):
             # the changes of the global branch are located from the scan's own points: a scan at

@@ -93,6 +93,10 @@ class _Matrices:
         return bool(np.isfinite(self.pack()).all())
 
 
+#: the overlap whose matrix each gauge invariant of :meth:`MatrixOverlaps.invariants` is computed from
+INVARIANT_OF = {"q_eigenvalues": "q", "V_eigenvalues": "V", "m_singular_values": "m", "theta_singular_values": "theta"}
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class MatrixOverlaps(_Matrices):
     """``q`` (``r x r``), ``m`` (``k x r``), ``V`` (``r x r``), ``theta`` (``r x t``), docs/theory.md, section 4.2."""

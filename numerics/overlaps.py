@@ -61,6 +61,12 @@ class Overlaps:
     def from_array(cls, x) -> "Overlaps":
         return cls(*(float(v) for v in x))
 
+    @classmethod
+    def of(cls, overlaps) -> "Overlaps":
+        """The line quadrature's scalars of ``overlaps``: these, or the entries of ``1 x 1`` matrix
+        overlaps (:class:`~numerics.matrix_overlaps.MatrixOverlaps`, what a record holds)."""
+        return overlaps if isinstance(overlaps, cls) else cls.from_array(overlaps.pack())
+
     def validate(self) -> None:
         """Raise if the overlaps leave the domain where the Gaussian measure of docs/theory.md, section 2.2 exists."""
         if not (np.isfinite(self.as_array()).all()):
@@ -87,3 +93,8 @@ class HatOverlaps:
     @classmethod
     def from_array(cls, x) -> "HatOverlaps":
         return cls(*(float(v) for v in x))
+
+    @classmethod
+    def of(cls, hats) -> "HatOverlaps":
+        """The scalars of ``hats``: these, or the entries of ``1 x 1`` matrix conjugates."""
+        return hats if isinstance(hats, cls) else cls.from_array(hats.pack())

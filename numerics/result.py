@@ -2,10 +2,10 @@
 a dict (``--json``) and as a flat row of a tidy CSV; what makes a solution a result (:func:`assess`);
 which of the branches solved at one alpha is the global minimum (:func:`mark_global_minima`).
 
-The overlaps are matrices (:class:`~numerics.matrix_overlaps.MatrixOverlaps`, packed component
-names of :mod:`derivations.packing`); the line quadrature of the two-token rank-one model carries
-them as its ``1 x 1`` case, the scalars ``q, m, V, theta`` (:class:`~numerics.overlaps.Overlaps`),
-and its records read and write those bare names."""
+The overlaps are matrices (:class:`~numerics.matrix_overlaps.MatrixOverlaps`) for every model and
+integrator, with one CSV/JSON schema: packed component names of :mod:`derivations.packing` (bare
+names, ``q, m, V, theta``, where a matrix is ``1 x 1``, as in the two-token rank-one model) and the
+gauge invariants beside them."""
 from __future__ import annotations
 
 import dataclasses
@@ -16,7 +16,7 @@ import numpy as np
 
 from derivations import ModelSpec
 
-from numerics.matrix_overlaps import MatrixHats, MatrixOverlaps, from_scalars
+from numerics.matrix_overlaps import INVARIANT_OF, MatrixHats, MatrixOverlaps, from_scalars
 from numerics.overlaps import ALL_NAMES, FIXED_ZERO, HatOverlaps, Overlaps, value_with_error
 from numerics.precision import PRECISIONS
 from tidyio import finite_json, frame
@@ -31,6 +31,9 @@ STATUSES = (CONVERGED, NOT_CONVERGED, NON_FINITE, UNRESOLVED)
 #: the conjugate of each overlap (an overlap held at zero on a branch makes its conjugate zero too)
 CONJUGATE = dict(zip(ALL_NAMES[:4], ALL_NAMES[4:]))
 NO_ESTIMATE = "no error estimate: this precision solves with one rule"
+#: the diagnostics a row carries where the integrator states them (the line quadrature's self-check
+#: of ``thetahat`` in its other form, and the weight its lines leave unresolved)
+ROW_DIAGNOSTICS = ("thetahat_other_form", "unresolved_weight")
 
 
 def zero_by_symmetry(branch: str) -> tuple:
@@ -72,8 +75,10 @@ class FixedPoint:
     estimates (absolute, keyed by field name: ``q``, ... or packed component names, ``test_error``,
     ``train_loss``, and for matrices the invariants ``q_eigenvalues_1``, ...).
 
-    ``overlaps``/``hats``: :class:`~numerics.matrix_overlaps.MatrixOverlaps`/``MatrixHats``, or for
-    the line quadrature's ``1 x 1`` case :class:`~numerics.overlaps.Overlaps`/``HatOverlaps``.
+    ``overlaps``/``hats``: :class:`~numerics.matrix_overlaps.MatrixOverlaps`/``MatrixHats``; the line
+    quadrature's scalars (:class:`~numerics.overlaps.Overlaps`/``HatOverlaps``) are stored as the
+    ``1 x 1`` matrices they are, and each invariant of a ``1 x 1`` matrix (the entry or its modulus)
+    shares the entry's error.
     ``status``: one of :data:`STATUSES` or, for other integrators, their reason; left at its default
     on a point that did not converge, it is read from ``diagnostics["status"]`` or ``["reason"]``.
     ``invariants``: computed from the overlaps unless given."""
@@ -104,69 +109,60 @@ class FixedPoint:
     stability: Optional[Dict[str, float]] = None
 
     def __post_init__(self):
+        if isinstance(self.overlaps, Overlaps):
+            object.__setattr__(self, "overlaps", from_scalars(*self.overlaps.as_array()))
+        if isinstance(self.hats, HatOverlaps):
+            object.__setattr__(self, "hats", MatrixHats(self.overlaps.shape, **dataclasses.asdict(self.hats)))
         # plain floats: what a person prints (np.float64(...) is numpy's repr, not a number's)
-        object.__setattr__(self, "error", {k: float(v) if isinstance(v, (float, np.floating)) else v
-                                           for k, v in self.error.items()})
+        error = {k: float(v) if isinstance(v, (float, np.floating)) else v for k, v in self.error.items()}
+        if self.one_by_one:
+            error.update({f"{name}_1": error[of] for name, of in INVARIANT_OF.items()
+                          if of in error and f"{name}_1" not in error})
+        object.__setattr__(self, "error", error)
         if not self.converged and self.status == CONVERGED:
             why = self.diagnostics.get("status") or self.diagnostics.get("reason") or NOT_CONVERGED
             object.__setattr__(self, "status", str(why))
         if self.invariants is None:
-            object.__setattr__(self, "invariants", self.matrix_overlaps().invariants())
+            object.__setattr__(self, "invariants", self.overlaps.invariants())
 
     def __str__(self) -> str:
         """A summary a person reads: branch, alpha, status and each field with the digits its error
         supports (the overlaps, or the gauge invariants of a matrix model, then the test error and
         the training loss)."""
         values = self.values
-        if self.scalar:
-            names = list(ALL_NAMES[:4])
-        else:
-            names = [k for k in values if k[:k.rfind("_")] in self.invariants]
+        names = list(self.reported_names())
         zero = zero_by_symmetry(self.branch)
         fields = [f"{n} = 0" if n in zero else f"{n} = {value_with_error(values[n], self.error.get(n, math.nan))}"
                   for n in names + ["test_error", "train_loss"]]
         return f"{self.branch} branch at alpha = {self.alpha:g} ({self.precision}, {self.status}): " + ", ".join(fields)
 
     @property
-    def scalar(self) -> bool:
-        """Whether the overlaps are the line quadrature's scalars (the ``1 x 1`` case)."""
-        return isinstance(self.overlaps, Overlaps)
+    def one_by_one(self) -> bool:
+        """Whether every overlap is a ``1 x 1`` matrix (the two-token rank-one model): each entry is then
+        its own gauge invariant up to sign, and a person reads the entries."""
+        return all(np.size(m) == 1 for m in self.overlaps.matrices().values())
 
-    def matrix_overlaps(self) -> MatrixOverlaps:
-        """The overlaps as matrices (the scalars as ``1 x 1`` ones)."""
-        if self.scalar:
-            return from_scalars(self.overlaps.q, self.overlaps.m, self.overlaps.V, self.overlaps.theta)
-        return self.overlaps
-
-    def matrix_hats(self) -> MatrixHats:
-        """The conjugates as matrices (the scalars as ``1 x 1`` ones)."""
-        if self.scalar:
-            h = self.hats
-            return MatrixHats(self.matrix_overlaps().shape, qhat=h.qhat, mhat=h.mhat, Vhat=h.Vhat, thetahat=h.thetahat)
-        return self.hats
+    def reported_names(self) -> tuple:
+        """The overlaps a person reads: the bare names where :attr:`one_by_one`, else the gauge
+        invariants (``q_eigenvalues_1``, ...)."""
+        if self.one_by_one:
+            return ALL_NAMES[:4]
+        return tuple(f"{key}_{i + 1}" for key, values in self.invariants.items() for i in range(len(values)))
 
     @property
     def values(self) -> Dict[str, float]:
-        """Every reported number by name: the overlaps and conjugates (scalars, or packed components
-        and gauge invariants), test error and training loss."""
-        if self.scalar:
-            d = dict(zip(ALL_NAMES, np.concatenate([self.overlaps.as_array(), self.hats.as_array()])))
-        else:
-            d = dict(self.overlaps.as_dict())
-            d.update(self.hats.as_dict())
-            for key, values in self.invariants.items():
-                d.update({f"{key}_{i + 1}": v for i, v in enumerate(values)})
+        """Every reported number by name: the overlaps' and conjugates' packed components, the gauge
+        invariants, test error and training loss."""
+        d = dict(self.overlaps.as_dict())
+        d.update(self.hats.as_dict())
+        for key, values in self.invariants.items():
+            d.update({f"{key}_{i + 1}": v for i, v in enumerate(values)})
         d.update(test_error=self.test_error, train_loss=self.train_loss)
         return d
 
     def invariant_errors(self) -> Dict[str, float]:
-        """The error of each invariant (``q_eigenvalues_1``, ...): stated for matrices; for the
-        scalars the invariant is the value (or its modulus), whose error it shares."""
-        if not self.scalar:
-            return {k: v for k, v in self.error.items() if k[:k.rfind("_")] in self.invariants}
-        pairs = (("q_eigenvalues_1", "q"), ("V_eigenvalues_1", "V"), ("m_singular_values_1", "m"),
-                 ("theta_singular_values_1", "theta"))
-        return {key: float(self.error[name]) for key, name in pairs if name in self.error}
+        """The error of each invariant (``q_eigenvalues_1``, ...)."""
+        return {k: v for k, v in self.error.items() if k[:k.rfind("_")] in self.invariants}
 
     def relative_errors(self) -> Dict[str, float]:
         """``error / |value|`` of every field whose value is not zero (exact zeros are imposed)."""
@@ -175,15 +171,10 @@ class FixedPoint:
     def to_dict(self) -> dict:
         """The record as a JSON-safe dict (matrices as nested lists): a number that is not finite is
         ``None``, and ``null_reasons`` says why for each (e.g. no error estimate in draft precision)."""
-        d = {"alpha": self.alpha, "branch": self.branch}
-        if self.scalar:
-            d.update(dataclasses.asdict(self.overlaps))
-            d.update(dataclasses.asdict(self.hats))
-        else:
-            d["integrator"] = self.integrator
-            d.update(self.overlaps.nested())
-            d.update(self.hats.nested())
-            d["invariants"] = self.invariants
+        d = {"alpha": self.alpha, "branch": self.branch, "integrator": self.integrator}
+        d.update(self.overlaps.nested())
+        d.update(self.hats.nested())
+        d["invariants"] = self.invariants
         d.update(test_error=self.test_error, train_loss=self.train_loss, converged=self.converged,
                  status=self.status, iterations=self.iterations, residual=self.residual, error=dict(self.error),
                  global_minimum=self.global_minimum, model=self.model.to_dict(), precision=self.precision,
@@ -191,7 +182,7 @@ class FixedPoint:
         if self.stability is not None:
             d.update(self.stability)
         reasons = {}
-        if self.scalar and self.error and all(not math.isfinite(e) for e in self.error.values()):
+        if self.error and all(not math.isfinite(e) for e in self.error.values()):
             one_rule = PRECISIONS[self.precision].rule == PRECISIONS[self.precision].check_rule
             why = NO_ESTIMATE if one_rule else "no error estimate: only the coarse rule was solved"
             reasons = {f"error.{k}": why for k in self.error}
@@ -201,18 +192,14 @@ class FixedPoint:
         """A flat record for tidy CSV: values, errors, status, solver setting and the model
         (:meth:`derivations.spec.ModelSpec.to_columns`, read back by ``ModelSpec.from_columns``;
         the record itself by :func:`from_row`)."""
-        row = {"alpha": self.alpha, "branch": self.branch}
-        if not self.scalar:
-            row["integrator"] = self.integrator
+        row = {"alpha": self.alpha, "branch": self.branch, "integrator": self.integrator}
         row.update(self.values)
         row.update({f"{k}_error": v for k, v in self.error.items()})
         row.update(converged=self.converged, status=self.status, residual=self.residual, iterations=self.iterations,
                    global_minimum=self.global_minimum, precision=self.precision, wall_time=self.wall_time)
         if self.stability is not None:
             row.update(self.stability)
-        if self.scalar:
-            row.update(thetahat_other_form=self.diagnostics.get("thetahat_other_form"),
-                       unresolved_weight=self.diagnostics.get("unresolved_weight"))
+        row.update({k: self.diagnostics[k] for k in ROW_DIAGNOSTICS if k in self.diagnostics})
         row.update(self.model.to_columns())
         return row
 
@@ -239,9 +226,9 @@ def failed_point(spec: ModelSpec, alpha: float, branch: str, precision: str, int
 
 
 def from_row(row: dict) -> FixedPoint:
-    """The fixed point of a row written by :meth:`FixedPoint.to_row` with matrices (it has an
-    ``integrator`` column; cells may be text), as read back from a curve CSV: values, errors,
-    status and settings; solver diagnostics are not kept in rows and come back empty."""
+    """The fixed point of a row written by :meth:`FixedPoint.to_row` (cells may be text), as read back
+    from a curve CSV: values, errors, status and settings; solver diagnostics are not kept in rows
+    and come back empty."""
     from tidyio import is_true, number
 
     model = ModelSpec.from_columns(row)
@@ -261,22 +248,6 @@ def from_row(row: dict) -> FixedPoint:
                       diagnostics={} if converged else {"status": row.get("status", "")},
                       wall_time=number(row["wall_time"]),
                       global_minimum=None if glob in ("", None) else is_true(glob))
-
-
-def as_matrices(fp: FixedPoint) -> FixedPoint:
-    """``fp`` with its overlaps as matrices: the line quadrature's scalars as ``1 x 1`` matrices
-    with their bare names (values and errors keep their keys, the invariants' errors are added)."""
-    if not fp.scalar:
-        return fp
-    ov, hats = fp.matrix_overlaps(), fp.matrix_hats()
-    error = {k: float(v) for k, v in fp.error.items()}
-    error.update(fp.invariant_errors())
-    diagnostics = dict(fp.diagnostics, integrator=fp.integrator)
-    status = fp.status
-    if not fp.converged:
-        status = diagnostics["status"] = f"{fp.status}: {fp.diagnostics.get('reason', '')}"
-    return dataclasses.replace(fp, overlaps=ov, hats=hats, error=error, diagnostics=diagnostics, status=status,
-                               invariants=ov.invariants())
 
 
 def _branch_rank(branch: str) -> tuple:

@@ -119,7 +119,7 @@ def rs_stability(fp, log2_points: int = LOG2_POINTS, scrambles: int = SCRAMBLES,
     module docstring. ``window``: relative to the mean envelope ``E[M]`` of ``fp``."""
     spec = fp.model
     model = bind_general(spec)
-    ov = fp.matrix_overlaps()
+    ov = fp.overlaps
     alpha = float(fp.alpha)
     nodes = gaussian_nodes(model.shape, log2_points, scrambles, seed)
     _, hs, w = preactivations(nodes, ov, spec.rho, model.positional_mean(ov.m))
@@ -139,7 +139,7 @@ def rs_stability(fp, log2_points: int = LOG2_POINTS, scrambles: int = SCRAMBLES,
         switching.append(_largest(c))
         vhat.append(v)
     se = (lambda x: float(np.std(x, ddof=1) / math.sqrt(len(x))) if len(x) > 1 else math.nan)
-    Vhat = np.asarray(fp.matrix_hats().Vhat, dtype=float)
+    Vhat = np.asarray(fp.hats.Vhat, dtype=float)
     gaps = [float(np.linalg.norm(v - Vhat) / np.linalg.norm(Vhat)) for v in vhat]
     mean_vhat = np.mean(vhat, axis=0)
     return RSStability(smooth=float(np.mean(smooth)), smooth_error=se(smooth), switching=float(np.mean(switching)),

@@ -610,13 +610,13 @@ def test_every_model_parameter_has_a_range_and_a_reason(argv, parameter, capsys,
     assert not (tmp_path / "o").exists()
 
 
-def test_thresholds_scan_of_another_kind_of_curve_says_what_it_is_and_what_is_needed(tmp_path, capsys):
+def test_thresholds_scan_without_an_integrator_column_says_what_it_is_and_what_is_needed(tmp_path, capsys):
     curve = tmp_path / "c.csv"
     curve.write_text(CURVE_ROW.replace("global_minimum,", "global_minimum,converged,train_loss,precision,")
                      .replace("True,0.5", "True,True,0.003,draft,0.5"))
     status, _, err = run(["thresholds", "--scan", curve, "--precision", "draft"], capsys)
     line = one_line(err, "thresholds")
-    assert status == 2 and "curve CSV of the two-token rank-one model" in line and "integrator column" in line
+    assert status == 2 and "without an integrator column" in line and "attnphase curve --out CSV" in line
     assert "'integrator'" not in line
 
 
@@ -827,7 +827,6 @@ def test_results_convert_to_data_frames():
     import pandas as pd
 
     from numerics.branches.follow import BranchCurve
-    from numerics.result import as_matrices
     from numerics.thresholds.record import Thresholds
 
     spec = ModelSpec()
@@ -846,8 +845,8 @@ def test_results_convert_to_data_frames():
     df = th.to_frame()
     assert len(df) == 1 and df.loc[0, "alpha_c"] == 1.24 and df.loc[0, "spinodal_semantic_lower"] == 0.69
     assert df.loc[0, "omega"] == 0.3
-    general = as_matrices(fixed_point(spec, 1.0, "semantic", error=dict.fromkeys(
-        ("q", "m", "V", "theta", "qhat", "mhat", "Vhat", "thetahat", "test_error", "train_loss"), 1e-8))).to_frame()
+    general = fixed_point(spec, 1.0, "semantic", error=dict.fromkeys(
+        ("q", "m", "V", "theta", "qhat", "mhat", "Vhat", "thetahat", "test_error", "train_loss"), 1e-8)).to_frame()
     assert len(general) == 1 and general.loc[0, "alpha"] == 1.0 and "integrator" in general
 
 

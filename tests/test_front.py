@@ -1,5 +1,5 @@
-"""One front and one record for every model (``numerics.api``): the line quadrature's scalars are the
-``1 x 1`` case of the matrices, the integrator is chosen in one place, and the global minimum is
+"""One front and one record for every model (``numerics.api``): the two-token rank-one model's records
+are the ``1 x 1`` case of the matrices, whichever integrator solved them, the integrator is chosen in one place, and the global minimum is
 marked one way."""
 from __future__ import annotations
 
@@ -11,38 +11,46 @@ import pytest
 
 from derivations import ModelSpec
 from numerics import api
-from numerics.matrix_overlaps import MatrixHats, MatrixOverlaps
-from numerics.overlaps import HatOverlaps, Overlaps
-from numerics.result import as_matrices
+from numerics.matrix_overlaps import MatrixHats, MatrixOverlaps, from_scalars
 
 
-def scalar_point(spec=ModelSpec(), alpha=1.0, branch="semantic", train_loss=3e-3, converged=True, **kw):
+def one_by_one_point(spec=ModelSpec(), alpha=1.0, branch="semantic", train_loss=3e-3, converged=True, **kw):
+    """A record of the two-token rank-one model as the line quadrature writes it: ``1 x 1`` matrices."""
     error = {k: 1e-7 for k in ("q", "m", "V", "theta", "qhat", "mhat", "Vhat", "thetahat", "test_error",
                                "train_loss")}
-    return api.FixedPoint(alpha=alpha, branch=branch, overlaps=Overlaps(0.1, -0.2, 12.0, 0.15),
-                          hats=HatOverlaps(1e-3, 0.0, 0.08, 0.07), test_error=1e-3, train_loss=train_loss,
-                          converged=converged, iterations=5, residual=1e-9, error=kw.pop("error", error),
-                          diagnostics=kw.pop("diagnostics", {}), model=spec, precision="fast", wall_time=0.1, **kw)
+    ov = from_scalars(0.1, -0.2, 12.0, 0.15)
+    return api.FixedPoint(alpha=alpha, branch=branch, overlaps=ov,
+                          hats=MatrixHats(ov.shape, qhat=1e-3, mhat=0.0, Vhat=0.08, thetahat=0.07), test_error=1e-3,
+                          train_loss=train_loss, converged=converged, iterations=5, residual=1e-9,
+                          error=kw.pop("error", error), diagnostics=kw.pop("diagnostics", {}), model=spec,
+                          precision="fast", wall_time=0.1, **kw)
 
 
-def test_the_scalars_are_the_one_by_one_case_of_the_matrices():
-    p = scalar_point()
-    assert p.scalar and p.integrator == "lines"
+def test_the_two_token_rank_one_record_is_the_one_by_one_case_of_the_matrices():
+    p = one_by_one_point()
+    assert p.one_by_one and p.integrator == "lines" and p.overlaps.shape == (2, 1, 1, 1)
     # the invariants of 1 x 1 matrices: q and V themselves, the moduli of m and theta
     assert p.invariants == {"q_eigenvalues": [0.1], "V_eigenvalues": [12.0], "m_singular_values": [0.2],
                             "theta_singular_values": [0.15]}
-    assert p.invariant_errors() == {"q_eigenvalues_1": 1e-7, "V_eigenvalues_1": 1e-7, "m_singular_values_1": 1e-7,
-                                    "theta_singular_values_1": 1e-7}
-    m = as_matrices(p)
-    assert not m.scalar and m.invariants == p.invariants and m.overlaps.shape == (2, 1, 1, 1)
-    # the bare names keep their values and errors; the matrices add the invariants
-    assert {k: v for k, v in m.values.items() if k in p.values} == p.values
-    assert set(m.values) - set(p.values) == {f"{k}_1" for k in p.invariants}
-    assert {k: m.error[k] for k in p.error} == p.error
-    # JSON: scalars for the line quadrature's record, nested lists and the integrator for matrices
-    assert p.to_dict()["q"] == 0.1 and "integrator" not in p.to_dict()
-    assert m.to_dict()["q"] == [[0.1]] and m.to_dict()["integrator"] == "lines"
-    assert as_matrices(m) is m
+    # the bare names are the packed components of 1 x 1 matrices
+    assert {k: p.values[k] for k in ("q", "m", "V", "theta")} == {"q": 0.1, "m": -0.2, "V": 12.0, "theta": 0.15}
+    assert p.reported_names() == ("q", "m", "V", "theta")
+    # one JSON schema: nested lists, the integrator and the invariants, as for any model
+    d = p.to_dict()
+    assert d["q"] == [[0.1]] and d["integrator"] == "lines" and d["invariants"] == p.invariants
+
+
+def test_a_line_solve_writes_the_matrix_schema_and_reads_back():
+    line = api.solve(ModelSpec(), 1.5, "semantic", "draft", "lines")
+    assert isinstance(line.overlaps, MatrixOverlaps) and isinstance(line.hats, MatrixHats)
+    assert line.one_by_one and line.integrator == "lines"
+    # each invariant of the line record carries its entry's error, as a QMC record states its own
+    assert line.invariant_errors().keys() == {f"{k}_1" for k in line.invariants}
+    row = line.to_row()
+    assert {"integrator", "q", "theta", "q_eigenvalues_1", "theta_singular_values_1"} <= set(row)
+    back = api.from_row({k: "" if v is None else v for k, v in row.items()})
+    assert back.overlaps.pack() == pytest.approx(line.overlaps.pack(), rel=1e-15)
+    assert back.integrator == "lines" and back.train_loss == line.train_loss
 
 
 def test_a_record_that_did_not_converge_says_why():
@@ -59,17 +67,17 @@ def test_a_record_that_did_not_converge_says_why():
 
 
 def test_the_global_minimum_is_the_lowest_converged_and_a_near_tie_says_so():
-    a = scalar_point(branch="semantic", train_loss=1.0)
-    b = scalar_point(branch="positional", train_loss=0.5, converged=False, status="not converged")
-    c = scalar_point(branch="trivial", train_loss=2.0)
+    a = one_by_one_point(branch="semantic", train_loss=1.0)
+    b = one_by_one_point(branch="positional", train_loss=0.5, converged=False, status="not converged")
+    c = one_by_one_point(branch="trivial", train_loss=2.0)
     marked = api.mark_global_minima([a, b, c])
     assert [p.global_minimum for p in marked] == [True, False, False]
     assert all("global_margin" not in p.diagnostics for p in marked)  # a clear winner
-    close = scalar_point(branch="trivial", train_loss=1.0 + 1e-7)
+    close = one_by_one_point(branch="trivial", train_loss=1.0 + 1e-7)
     first = api.mark_global_minima([a, close])[0]
     assert first.global_minimum and first.diagnostics["global_margin"] == pytest.approx(0.5)
     # equal losses: the order of the branches decides, not the order of the points
-    tie = scalar_point(branch="positional", train_loss=1.0)
+    tie = one_by_one_point(branch="positional", train_loss=1.0)
     assert [p.global_minimum for p in api.mark_global_minima([tie, a])] == [False, True]
 
 
@@ -77,7 +85,7 @@ def test_the_integrator_is_chosen_once_for_every_command():
     assert api.branches(ModelSpec()) == ("semantic", "positional", "trivial")
     assert api.branches(ModelSpec(rank=2))[-1] == "mixed"
     line = api.method(ModelSpec(), ("semantic", "positional"))
-    assert line.integrator == "lines" and line.deterministic and line.scalar_records and line.precision == "fast"
+    assert line.integrator == "lines" and line.deterministic and line.signed_overlaps and line.precision == "fast"
     assert api.method(ModelSpec(), ("semantic",), "qmc").integrator == "qmc"
     qmc = api.method(ModelSpec(tokens=3), ("semantic",))
     assert qmc.integrator == "qmc" and not qmc.deterministic and qmc.precision == "draft"
@@ -94,7 +102,7 @@ def test_follow_gives_one_curve_for_every_model(monkeypatch):
     alphas where the branch was not found."""
     import numerics.branches.follow as walk
 
-    point = dataclasses.replace(as_matrices(scalar_point(ModelSpec(tokens=3))), integrator="qmc")
+    point = dataclasses.replace(one_by_one_point(ModelSpec(tokens=3)), integrator="qmc")
 
     def solve(spec, alpha, branch, precision, integrator, start=None):
         if alpha < 1.0:

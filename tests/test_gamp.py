@@ -114,10 +114,10 @@ def test_a_run_that_cannot_converge_names_its_damping_and_iteration():
 
 
 def test_the_state_evolution_stays_at_a_fixed_point_of_the_theory():
-    from numerics.api import as_matrices, solve
+    from numerics.api import solve
 
     spec = ModelSpec()
-    fp = as_matrices(solve(spec, 2.0, "semantic", "fast"))
+    fp = solve(spec, 2.0, "semantic", "fast")
     path = state_evolution(spec, 2.0, fp.overlaps, 1, precision="fast")
     for name in ("q", "V", "theta"):
         assert float(getattr(path[1], name)[0, 0]) == pytest.approx(float(getattr(fp.overlaps, name)[0, 0]), rel=1e-5)

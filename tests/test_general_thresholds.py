@@ -14,7 +14,7 @@ from attnphase import cli
 from derivations import ModelSpec
 from numerics.baseline import linear_baseline
 from numerics.fixed_points.solve import solve
-from numerics.result import as_matrices, from_row
+from numerics.result import from_row
 from numerics.thresholds.scan_changes import scan_thresholds
 from tidyio import read_rows, write_rows
 
@@ -38,7 +38,7 @@ def test_the_scrambled_sobol_baseline_agrees_with_the_tensor_rule(monkeypatch):
 
 
 def test_a_fixed_point_reads_back_from_its_curve_row(tmp_path):
-    fp = as_matrices(solve(ModelSpec(), 1.5, "semantic", "fast", "lines"))
+    fp = solve(ModelSpec(), 1.5, "semantic", "fast", "lines")
     path = tmp_path / "curve.csv"
     write_rows(str(path), [fp.to_row()])
     back = from_row(read_rows(str(path))[0])

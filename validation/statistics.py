@@ -220,7 +220,7 @@ def signed_overlaps(spec) -> bool:
     and read so; any other model through the invariants of its matrix overlaps."""
     from numerics.api import method
 
-    return method(spec).scalar_records
+    return method(spec).signed_overlaps
 
 
 def compare(result: dict, spec, theory: Optional[Theory]) -> List[dict]:

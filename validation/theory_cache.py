@@ -28,6 +28,8 @@ import numbers
 import types
 from typing import Callable, Dict, List, Optional, Sequence
 
+import numpy as np
+
 from numerics.api import BranchNotFound
 from numerics.api import COMPETING_BRANCHES
 from tidyio import KeyedStore
@@ -71,22 +73,22 @@ def _overlap(sol, name):
 
 def _record(sol) -> dict:
     """The fields of a solution that validation reads, JSON-ready: :data:`_CORE`, and each of the
-    others that it has: the overlaps that are numbers (the two-token rank-one model's scalars; a
-    general model's are matrices), ``invariants``, the stated errors with the invariants'
+    others that it has: the overlaps that are numbers (the entries of ``1 x 1`` matrices, the
+    two-token rank-one model's), ``invariants``, the stated errors with the invariants'
     (:func:`_stated`), ``status`` and the overlap matrices as nested lists (``overlaps``)."""
     out = {"test_error": float(sol.test_error), "train_loss": float(sol.train_loss),
            "converged": bool(sol.converged)}
     for name in _SCALARS:
         value = _overlap(sol, name)
-        if isinstance(value, numbers.Real):
-            out[name] = float(value)
+        if isinstance(value, numbers.Real) or (value is not None and np.size(value) == 1):
+            out[name] = float(np.asarray(value).reshape(-1)[0])
     if getattr(sol, "invariants", None) is not None:
         out["invariants"] = {k: [float(x) for x in v] for k, v in sol.invariants.items()}
     if hasattr(sol, "error"):
         out["error"] = {k: float(v) for k, v in _stated(sol).items()}
     if hasattr(sol, "status"):
         out["status"] = str(sol.status)
-    overlaps = sol.matrix_overlaps() if hasattr(sol, "matrix_overlaps") else getattr(sol, "overlaps", None)
+    overlaps = getattr(sol, "overlaps", None)
     if overlaps is not None and hasattr(overlaps, "nested"):
         out["overlaps"] = overlaps.nested()
     return out

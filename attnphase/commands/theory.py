@@ -130,7 +130,7 @@ def _fp_table(points):
     lines = [f"{'alpha':>7} {'branch':>10} {'q':>10} {'m':>10} {'V':>10} {'theta':>10} {'test_err':>11} "
              f"{'train_loss':>11} {'conv':>5} {'global':>6}"]
     for p in points:
-        q, m, V, theta = p.overlaps.as_array()
+        q, m, V, theta = (p.values[n] for n in ("q", "m", "V", "theta"))
         lines.append(f"{p.alpha:7.4f} {p.branch:>10} {_fixed(q, 10, 6)} {_fixed(m, 10, 6)} {_fixed(V, 10, 5)} "
                      f"{_fixed(theta, 10, 6)} {p.test_error:11.4e} {p.train_loss:11.4e} {str(p.converged):>5} "
                      f"{str(p.global_minimum):>6}")
@@ -153,7 +153,9 @@ def _fields_table(points) -> str:
     minimum."""
     from numerics.api import zero_by_symmetry
 
-    names = list(points[0].values)
+    # where each matrix is 1 x 1 its entry is its invariant: the invariants are not repeated
+    first = points[0]
+    names = [n for n in first.values if not (first.one_by_one and n[:n.rfind("_")] in first.invariants)]
     width = max(24, *(len(p.branch) + 2 for p in points))
     label = max(12, *(len(n) + 2 for n in names))
     lines = [f"alpha = {points[0].alpha:g}, precision {points[0].precision}",
@@ -214,9 +216,9 @@ def _invariants_table(points):
 
 
 def _points_table(points) -> str:
-    """The points as a person reads them: the scalars of the line quadrature's records, else the
-    gauge invariants."""
-    return _fp_table(points) if all(p.scalar for p in points) else _invariants_table(points)
+    """The points as a person reads them: the entries where each matrix is ``1 x 1``, else the gauge
+    invariants."""
+    return _fp_table(points) if all(p.one_by_one for p in points) else _invariants_table(points)
 
 
 def _absent(points, branches, alpha: float) -> list:
@@ -329,7 +331,7 @@ def cmd_curve(args) -> int:
     solved = _check_branches(spec, args, names)
     check_theory_points(len(alphas) * len(names), args.precision, not solved.deterministic, "--alphas", "the curve",
                         args)
-    if compare and not solved.scalar_records:
+    if compare and not solved.signed_overlaps:
         raise UsageError("--compare: not available for the general model yet")
     if compare and not args.figure:
         raise UsageError("--compare: needs --figure")
@@ -379,21 +381,17 @@ def _model_differences(found, asked) -> str:
 
 def _read_scan(path, spec, precision) -> list:
     """The fixed points of a curve CSV, checked to be of ``spec`` at ``precision`` (exit 2 if not)."""
-    from attnphase.figures import CURVE_COLUMNS
     from numerics.api import from_row
     from tidyio import UnreadableFile, check_table
 
-    needed = "--scan needs a curve CSV of the general path (attnphase curve with --integrator qmc or a model " \
-             "other than the two-token rank-one one; it has an integrator column)"
+    needed = "--scan needs a curve CSV (attnphase curve --out CSV; its rows have an integrator column)"
     try:
         table = check_table(path, ("alpha", "branch", "converged", "train_loss", "precision"), "a curve CSV",
                             numeric=("alpha", "train_loss"), finite=("alpha",))
     except UnreadableFile as exc:
         raise UsageError(f"--scan: {exc}; {needed}") from None
     if "integrator" not in table.header:
-        what = ("a curve CSV of the two-token rank-one model's line quadrature"
-                if set(CURVE_COLUMNS) <= set(table.header) else "a CSV without an integrator column")
-        raise UsageError(f"--scan: {path} is {what}; {needed}")
+        raise UsageError(f"--scan: {path} is a CSV without an integrator column; {needed}")
     try:
         points = [from_row(r) for r in table.rows]
     except KeyError as exc:

@@ -29,13 +29,10 @@ from .store import SIMULATION_CSV, THEORY_CSV, THRESHOLDS_CSV
 
 log = logging.getLogger(__name__)
 
-FIRST_THEORY_COLUMNS = ("task", "omega", "alpha", "branch", "exists", "converged", "q", "m", "V", "theta",
-                        "test_error", "test_error_error", "train_loss", "train_loss_error",
-                        "linear_test_error", "linear_test_error_error")
 THRESHOLD_COLUMNS = ("task", "omega", "alpha_c", "alpha_c_error", "alpha_l", "alpha_l_error",
                      "linear_test_error", "linear_test_error_error")
-#: the general model's first columns: its overlaps are matrices, their components named by the shape
-FIRST_GENERAL_COLUMNS = ("task", "omega", "alpha", "branch", "exists", "converged", "status", "test_error",
+#: a branch row's first columns (every model's: the overlaps' components, named by the shape, follow)
+FIRST_THEORY_COLUMNS = ("task", "omega", "alpha", "branch", "exists", "converged", "status", "test_error",
                          "test_error_error", "train_loss", "train_loss_error", "linear_test_error",
                          "linear_test_error_error")
 
@@ -140,9 +137,10 @@ def _baseline(api, spec) -> tuple:
     return float(baseline.test_error), float(getattr(baseline, "error", float("nan")))
 
 
-def _scalars(api, spec, names) -> bool:
-    """Whether the records of ``names`` are the scalars ``q, m, V, theta`` (:class:`numerics.api.Method`)."""
-    return api.method(spec, tuple(names)).scalar_records
+def _deterministic(api, spec, names) -> bool:
+    """Whether ``names`` are solved by a deterministic integrator (:class:`numerics.api.Method`): their
+    ends are bisected (spinodals), and the pair's crossing is found by Newton's method."""
+    return api.method(spec, tuple(names)).deterministic
 
 
 def _branch_job(payload: dict, api) -> dict:
@@ -156,18 +154,16 @@ def _branch_job(payload: dict, api) -> dict:
     points = curve.points
     if payload.get("stability"):  # rs_stability, rs_switching and their errors in each converged point's row
         points = [api.with_rs_stability(p) for p in points]
-    scalar = _scalars(api, spec, (branch,))
-    rows = _branch_rows(points, alphas, branch) if scalar else _matrix_rows(points, alphas, branch)
+    rows = _branch_rows(points, alphas, branch)
     extra = {"linear_test_error": lin, "linear_test_error_error": lin_err}
-    if scalar:
+    if _deterministic(api, spec, (branch,)):
         extra.update(_curve_spinodal_columns([dict(sp) for sp in getattr(curve, "spinodals", [])]))
     extra["branch_note"] = str(getattr(curve, "note", "") or "")  # e.g. the branch was not found at its anchor
     for r in rows:
         r.update(extra)
     # one column order for every row and every task, whichever points exist
-    first = FIRST_THEORY_COLUMNS if scalar else FIRST_GENERAL_COLUMNS
-    rest = sorted({k for r in rows for k in r} - set(first))
-    return {"rows": [{k: r.get(k, "") for k in first[2:] + tuple(rest)} for r in rows]}
+    rest = sorted({k for r in rows for k in r} - set(FIRST_THEORY_COLUMNS))
+    return {"rows": [{k: r.get(k, "") for k in FIRST_THEORY_COLUMNS[2:] + tuple(rest)} for r in rows]}
 
 
 def _curve_spinodal_columns(spinodals: list) -> dict:
@@ -197,7 +193,7 @@ def _thresholds_job(payload: dict, api) -> dict:
     thr.update(linear_test_error=lin, linear_test_error_error=lin_err)
     rows = payload.get("branch_rows")
     thr["bracket_source"] = "own scan" if rows is None else "branch rows"
-    pair = _scalars(api, spec, branches) and set(branches) <= set(THEORY_BRANCHES)
+    pair = _deterministic(api, spec, branches) and set(branches) <= set(THEORY_BRANCHES)
     transitions, glob, notes, spinodals, fine = [], [], (), [], {}
     try:
         if pair:
@@ -258,22 +254,6 @@ def _spinodal_columns(spinodals: list) -> dict:
     return cols
 
 
-def _point_row(p) -> dict:
-    row = dict(p.to_row()) if hasattr(p, "to_row") else {}
-    ov = getattr(p, "overlaps", None)
-    for name in ("q", "m", "V", "theta"):
-        if name not in row and ov is not None:
-            row[name] = float(getattr(ov, name))
-    for name in ("test_error", "train_loss", "converged"):
-        if name not in row:
-            row[name] = getattr(p, name)
-    err = getattr(p, "error", None) or {}
-    for name in ("test_error", "train_loss"):
-        if f"{name}_error" not in row and f"error_{name}" not in row and name in err:
-            row[f"{name}_error"] = float(err[name])
-    return row
-
-
 def _on_grid(points, alphas: list, branch: str) -> dict:
     """``{grid index: point}``; of two points at one grid ``alpha`` the converged one."""
     found = {}
@@ -288,26 +268,8 @@ def _on_grid(points, alphas: list, branch: str) -> dict:
 
 
 def _branch_rows(points, alphas: list, branch: str) -> list:
-    """One row per grid ``alpha``; a missing point (the branch ended) gets ``exists = False``."""
-    found = _on_grid(points, alphas, branch)
-    rows = []
-    for i, a in enumerate(alphas):
-        row = {k: "" for k in FIRST_THEORY_COLUMNS[4:]}
-        if i in found:
-            row.update(_point_row(found[i]))
-            row["exists"] = True
-        else:
-            row.update(exists=False, converged=False)
-            for k in ("q", "m", "V", "theta", "test_error", "test_error_error", "train_loss", "train_loss_error"):
-                row[k] = float("nan")
-        row["alpha"], row["branch"] = a, branch
-        rows.append(row)
-    return rows
-
-
-def _matrix_rows(points, alphas: list, branch: str) -> list:
-    """One row per grid ``alpha`` of records with matrix overlaps (packed components, invariants,
-    errors, status); a missing point gets ``exists = False`` and empty values."""
+    """One row per grid ``alpha`` (the record's packed components, invariants, errors, status); a
+    missing point (the branch ended) gets ``exists = False`` and empty values."""
     found = _on_grid(points, alphas, branch)
     rows = []
     for i, a in enumerate(alphas):

@@ -218,6 +218,7 @@ def follow_through_fold(spec: ModelSpec, alpha: float, branch: str, start: Overl
     if rule is None:
         rule = PRECISIONS["draft"].rule
     p0 = alpha if parameter == "alpha" else spec.lam
+    start = Overlaps.of(start)
     curve = _Curve(spec, alpha, branch, rule, parameter, start.as_array()[line_map(bind(spec), alpha, branch, rule).free])
     y = curve.y_of(p0, start.as_array()[curve.free])
     # the first point: the start solved at fixed p (its last coordinate pinned)

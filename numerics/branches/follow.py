@@ -30,7 +30,7 @@ from numerics.fixed_points.solve import solve
 from numerics.fixed_points.lines import (COLLAPSE, DEFAULT_START, defining_overlap, map_jacobian_eigenvalues,
                           solve_branch, start_for_model)
 from numerics.precision import PRECISIONS
-from numerics.result import FixedPoint, as_matrices, failed_point
+from numerics.result import FixedPoint, failed_point
 from numerics.model.bound import bind
 from numerics.overlaps import COMPETING_BRANCHES, Overlaps, value_with_error
 from numerics.solver.iteration import OUTSIDE_DOMAIN, SolverError
@@ -139,7 +139,7 @@ def try_solve(spec, alpha, branch, precision, start, model, near: Optional[Fixed
     ended (folded, or merged with the trivial point: :func:`classify_end`) or is not found."""
     fp, outcome, _ = attempt_solve(spec, alpha, branch, precision, start, model, near, newton=True)
     if outcome != FOUND and near is not None and start is not None \
-            and not np.array_equal(start.as_array(), near.overlaps.as_array()):
+            and not np.array_equal(Overlaps.of(start).as_array(), Overlaps.of(near.overlaps).as_array()):
         fp = attempt_solve(spec, alpha, branch, precision, near.overlaps, model, near, newton=True)[0]
     return fp
 
@@ -156,13 +156,13 @@ def extrapolate(points: List[FixedPoint], alpha: float) -> Overlaps:
     if len(points) == 1 or points[-1].alpha == points[-2].alpha:
         return points[-1].overlaps
     a, b = points[-2], points[-1]
-    xa, xb = a.overlaps.as_array(), b.overlaps.as_array()
+    xa, xb = Overlaps.of(a.overlaps).as_array(), Overlaps.of(b.overlaps).as_array()
     t = (alpha - b.alpha) / (b.alpha - a.alpha)
     x = xb + t * (xb - xa)
     if len(points) >= 3 and len({p.alpha for p in points[-3:]}) == 3:
         c = points[-3]
         # Newton's divided differences through (c, a, b), evaluated at alpha
-        xc = c.overlaps.as_array()
+        xc = Overlaps.of(c.overlaps).as_array()
         d1 = (xb - xa) / (b.alpha - a.alpha)
         d0 = (xa - xc) / (a.alpha - c.alpha)
         curvature = (d1 - d0) / (b.alpha - c.alpha)
@@ -494,8 +494,8 @@ def _arclength_end(model, branch: str, rule, last: FixedPoint, end: float, kind:
 
 def walk_branch(spec: ModelSpec, alphas: Sequence[float], branch: str, precision: str = "fast",
                 integrator: str = "auto", progress=None, start=None) -> BranchCurve:
-    """``branch`` along ``alphas`` by continuation, as a :class:`BranchCurve` of matrix records
-    (:func:`~numerics.result.as_matrices`; no spinodals, a note on where it was not found): each
+    """``branch`` along ``alphas`` by continuation, as a :class:`BranchCurve` (no spinodals, a note on
+    where it was not found): each
     solve starts from the last point found on the branch; a solve from the previous point that does not converge, or falls to a smaller
     branch, is retried once from the default start. Alphas where the branch is not found (:class:`~numerics.fixed_points.errors.BranchNotFound`)
     are left out, and the next one starts afresh; a solve that raises :class:`~numerics.solver.iteration.SolverError`
@@ -506,7 +506,7 @@ def walk_branch(spec: ModelSpec, alphas: Sequence[float], branch: str, precision
     for alpha in alphas:
         try:
             try:
-                fp = as_matrices(solve(spec, float(alpha), branch, precision, integrator, start=start))
+                fp = solve(spec, float(alpha), branch, precision, integrator, start=start)
             except BranchNotFound as exc:
                 if start is None:
                     raise
@@ -514,14 +514,14 @@ def walk_branch(spec: ModelSpec, alphas: Sequence[float], branch: str, precision
                 # start finds this one (the rank-2 mixed branch at alpha 2.2, draft, from 1.9): the
                 # branch is absent only if that fails too
                 log.info("%s; retried from the default start", exc)
-                fp = as_matrices(solve(spec, float(alpha), branch, precision, integrator))
+                fp = solve(spec, float(alpha), branch, precision, integrator)
             if not fp.converged and start is not None:
                 # the previous point can lie in the basin of another orbit of the map (a rank-2 mixed
                 # solve at alpha 2.5 from the point at 1.5 does not converge, from the default start
                 # it does): one retry from the default start, kept only if it converges
                 log.info("%s from the previous point: %s; retried from the default start", branch, fp.status)
                 try:
-                    retry = as_matrices(solve(spec, float(alpha), branch, precision, integrator))
+                    retry = solve(spec, float(alpha), branch, precision, integrator)
                     fp = retry if retry.converged else fp
                 except BranchNotFound as exc:
                     log.info("%s", exc)

@@ -71,9 +71,9 @@ class Method:
 
     ``integrator``: the name the records carry; ``deterministic``: the records are smooth functions
     of ``alpha`` with no quadrature noise (the line quadrature: a branch's end is bisected, the
-    crossing of two branches found by Newton's method, the records are the scalars ``q, m, V,
-    theta``); otherwise a branch is walked on its grid and each change of the global branch located by
-    a noise-aware root finder (QMC: matrix records with their invariants). ``branches``: the branches
+    crossing of two branches found by Newton's method, the gauge's signs fixed); otherwise a branch is
+    walked on its grid and each change of the global branch located by a noise-aware root finder (QMC).
+    Every integrator's records are matrix overlaps with their invariants. ``branches``: the branches
     compared by default; ``precision``: the precision of a theory point beside a simulation (a fast
     line point costs seconds, a fast QMC point tens of seconds)."""
 
@@ -83,8 +83,9 @@ class Method:
     precision: str
 
     @property
-    def scalar_records(self) -> bool:
-        """Whether the records are the line quadrature's scalars (the ``1 x 1`` case of the matrices)."""
+    def signed_overlaps(self) -> bool:
+        """Whether the records' overlaps are signed values (the line quadrature fixes the gauge's signs,
+        ``m, theta >= 0`` on their branches), compared as such rather than by their invariants alone."""
         return self.deterministic
 
 

@@ -119,6 +119,7 @@ WANDERED = 0.1
 def defining_overlap(overlaps: Overlaps, branch: str, sigma: float) -> float:
     """The overlap that vanishes when ``branch`` merges with the trivial one:
     ``|theta|/sigma^2`` (semantic) or ``|m|`` (positional)."""
+    overlaps = Overlaps.of(overlaps)
     return abs(overlaps.theta) / sigma**2 if branch == "semantic" else abs(overlaps.m)
 
 
@@ -322,7 +323,7 @@ def map_jacobian_eigenvalues(model: BoundModel, alpha: float, branch: str, rule:
     as its defining overlap vanishes); the map's own eigenvalues ``1 - e`` say whether
     the iteration can converge there (modulus below one)."""
     F = line_map(model, alpha, branch, rule)
-    x = overlaps.as_array()[F.free]
+    x = Overlaps.of(overlaps).as_array()[F.free]
     g = F(x) - x
     J = np.empty((x.size, x.size))
     for j in range(x.size):
@@ -348,7 +349,9 @@ def _lost_check(F: SaddlePointMap, model: BoundModel, branch: str, lost_below: O
     return check
 
 
-def _on_branch(start: Overlaps, branch: str) -> Overlaps:
+def _on_branch(start, branch: str) -> Overlaps:
+    """``start`` (scalars or ``1 x 1`` matrices) with the overlaps ``branch`` holds at zero set so."""
+    start = Overlaps.of(start)
     return Overlaps.from_array([start.as_array()[i] if n not in FIXED_ZERO[branch] else 0.0
                                 for i, n in enumerate(("q", "m", "V", "theta"))])
 

@@ -1,12 +1,11 @@
 """The one solve of a fixed point, for every model, whichever channel integrator
 (docs/numerics.md, section "The general model: QMC integrator").
 
-:func:`solve` returns a :class:`~numerics.result.FixedPoint` for any shape ``(L, r, t, k)``: with
-the line quadrature (the two-token rank-one model on the branches it knows; its solve is
-:func:`numerics.fixed_points.lines.solve_branch`, errors from two rules, the record's overlaps the
-scalars ``q, m, V, theta``) or with the quasi-Monte Carlo integrator
-(:func:`numerics.fixed_points.qmc.solve_qmc`, errors from independent scramblings, matrix overlaps).
-:func:`numerics.result.as_matrices` puts the first in the form of the second.
+:func:`solve` returns a :class:`~numerics.result.FixedPoint` (matrix overlaps) for any shape
+``(L, r, t, k)``: with the line quadrature (the two-token rank-one model on the branches it knows,
+its ``1 x 1`` case; its solve is :func:`numerics.fixed_points.lines.solve_branch`, errors from two
+rules) or with the quasi-Monte Carlo integrator (:func:`numerics.fixed_points.qmc.solve_qmc`, errors
+from independent scramblings).
 """
 from __future__ import annotations
 
@@ -21,13 +20,6 @@ from numerics.result import FixedPoint
 from numerics.threads import one_blas_thread
 
 log = logging.getLogger(__name__)
-
-
-def _scalars(start) -> Optional[Overlaps]:
-    """A start for the line quadrature: its scalars, or the ``[0, 0]`` entries of matrix overlaps."""
-    if start is None or isinstance(start, Overlaps):
-        return start
-    return Overlaps(*(float(getattr(start, n)[0, 0]) for n in ("q", "m", "V", "theta")))
 
 
 @one_blas_thread
@@ -51,7 +43,7 @@ def solve(spec: ModelSpec, alpha: float, branch: str = "semantic", precision: st
         from numerics.fixed_points.lines import solve_branch
 
         try:
-            return solve_branch(spec, alpha, branch, precision, start=_scalars(start))
+            return solve_branch(spec, alpha, branch, precision, start=start)
         except BranchNotFound as exc:
             if start is not None or branch not in CONTINUATION_GRID:
                 raise
@@ -97,7 +89,8 @@ def _by_continuation(spec: ModelSpec, alpha: float, branch: str, precision: str,
     try:
         return solve_branch(spec, alpha, branch, precision, start=reached[0].overlaps)
     except BranchNotFound as exc:
-        raise BranchNotFound(f"{absent}; the draft rule reaches it by continuation ({reached[0].overlaps}), but "
+        reached_at = Overlaps.of(reached[0].overlaps)
+        raise BranchNotFound(f"{absent}; the draft rule reaches it by continuation ({reached_at}), but "
                              f"the {precision} rule's solve from there falls to the trivial point: at {precision} "
                              f"precision the branch ends before alpha = {alpha:g} ({follow})", branch, alpha,
                              exc.point) from None

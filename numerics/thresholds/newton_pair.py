@@ -408,7 +408,7 @@ def newton_thresholds(spec: ModelSpec, precision: str = "fast", alpha_min: float
     # spinodal, and a solve at 0.55 from there fell onto the trivial branch
     start_alpha = {b: max((a_lo, a_hi), key=lambda a: defining_overlap(by[b][a].overlaps, b, spec.sigma))
                    for b in by}
-    starts = {b: by[b][start_alpha[b]].overlaps for b in by}
+    starts = {b: Overlaps.of(by[b][start_alpha[b]].overlaps) for b in by}
 
     # global minimiser's test error on the scan: where does it first drop below the baseline?
     def global_point(a):

@@ -9,7 +9,7 @@ from typing import Optional, Sequence
 
 from numerics.channel.qmc.precision import as_qmc_precision
 from numerics.fixed_points.solve import solve
-from numerics.result import FixedPoint, as_matrices
+from numerics.result import FixedPoint
 from numerics.thresholds.record import NotConverged
 
 log = logging.getLogger(__name__)
@@ -52,7 +52,7 @@ class ScannedBranch:
         start = self._nearest_start(alpha)
         try:
             try:
-                fp = as_matrices(solve(self.spec, alpha, self.name, self.precision, self.integrator, start=start))
+                fp = solve(self.spec, alpha, self.name, self.precision, self.integrator, start=start)
             except BranchNotFound:
                 if start is None:
                     raise
@@ -60,7 +60,7 @@ class ScannedBranch:
             if (fp is None or not fp.converged) and start is not None:
                 # as in walk_branch: from the nearest point the iteration may fall to a smaller
                 # branch or fail where the default start finds the branch
-                fp = as_matrices(solve(self.spec, alpha, self.name, self.precision, self.integrator))
+                fp = solve(self.spec, alpha, self.name, self.precision, self.integrator)
         except BranchNotFound as exc:
             log.info("%s", exc)
             return None
@@ -75,7 +75,7 @@ class ScannedBranch:
     def solve_on(self, precision, alpha: float) -> FixedPoint:
         """The branch at ``alpha`` on another QMC rule (a refinement), started from its nearest point;
         raises where it is not found or does not converge."""
-        fp = as_matrices(solve(self.spec, alpha, self.name, precision, "qmc", start=self._nearest_start(alpha)))
+        fp = solve(self.spec, alpha, self.name, precision, "qmc", start=self._nearest_start(alpha))
         if not fp.converged:
             raise NotConverged(f"{self.name} branch at alpha = {alpha:g} on the {precision.name} rule: {fp.status}", fp)
         return fp
