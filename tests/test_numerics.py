@@ -20,7 +20,8 @@ from numerics.model.bound import bind
 from numerics.overlaps import Overlaps
 from numerics.prox.scalar import global_prox, newton_prox
 from numerics.solver.iteration import SolverError, solve_fixed_point
-from numerics.model.saddle_point import free_energy, update_hat_overlaps
+from numerics.channel.lines.expectations import update_hat_overlaps
+from numerics.model.saddle_point import free_energy
 from numerics.model.saddle_point import test_error as generalisation_error
 
 SPEC = ModelSpec()
