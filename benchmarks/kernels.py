@@ -238,7 +238,7 @@ if sys.argv[1] == "tuned":  # M_MMAP_THRESHOLD (-3) 32 MiB, M_TRIM_THRESHOLD (-1
 from derivations import ModelSpec
 from numerics.api import Overlaps, solve
 from numerics.model.bound import bind
-from numerics.model.saddle_point import update_hat_overlaps
+from numerics.channel.lines.expectations import update_hat_overlaps
 from numerics.precision import PRECISIONS
 
 spec = ModelSpec()

@@ -47,7 +47,8 @@ def _residual(spec, alpha, branch, point):
     """|x - F(x)| relative, over the branch's free overlaps, through the public map."""
     from numerics.model.bound import bind
     from numerics.precision import PRECISIONS
-    from numerics.model.saddle_point import update_hat_overlaps, update_overlaps
+    from numerics.channel.lines.expectations import update_hat_overlaps
+    from numerics.model.saddle_point import update_overlaps
 
     model = bind(spec)
     rule = PRECISIONS["draft"].rule

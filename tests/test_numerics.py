@@ -20,7 +20,8 @@ from numerics.model.bound import bind
 from numerics.overlaps import Overlaps
 from numerics.prox.scalar import global_prox, newton_prox
 from numerics.solver.iteration import SolverError, solve_fixed_point
-from numerics.model.saddle_point import free_energy, update_hat_overlaps
+from numerics.channel.lines.expectations import update_hat_overlaps
+from numerics.model.saddle_point import free_energy
 from numerics.model.saddle_point import test_error as generalisation_error
 
 SPEC = ModelSpec()
@@ -406,7 +407,7 @@ def test_line_rule_resolves_a_cube_root_singularity(centre):
 
 def _lines_and_switches(model, ov, rule):
     """The lines of the channel quadrature at ``ov`` and the switches located on them."""
-    from numerics.channel.lines.geometry import channel_lines
+    from numerics.channel.lines.expectations import channel_lines
     from numerics.channel.lines.switches import locate_switches
     from numerics.channel.lines.teacher_nodes import gaussian_factor, polar_teacher_nodes
 

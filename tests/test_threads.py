@@ -38,7 +38,7 @@ def test_the_channel_runs_under_the_limit(monkeypatch):
 
     monkeypatch.setattr(accumulation.np, "dot", spy)
     from numerics.api import Overlaps
-    from numerics.model.saddle_point import update_hat_overlaps
+    from numerics.channel.lines.expectations import update_hat_overlaps
     from numerics.precision import PRECISIONS
 
     with threadpool_limits(limits=2, user_api="blas"):

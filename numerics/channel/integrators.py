@@ -137,7 +137,7 @@ class LineChannel:
     def estimate(self, ov: MatrixOverlaps, alpha: float):
         from numerics.overlaps import Overlaps
         from numerics.channel.qmc.channel import ChannelEstimate
-        from numerics.model.saddle_point import update_hat_overlaps
+        from numerics.channel.lines.expectations import update_hat_overlaps
 
         side = update_hat_overlaps(self.model, Overlaps(*(float(getattr(ov, n)[0, 0]) for n in ("q", "m", "V", "theta"))),
                                    alpha, self.rule)

@@ -31,7 +31,8 @@ from numerics.result import CONVERGED, FixedPoint, assess
 from numerics.fixed_points.errors import BranchLost, BranchNotFound
 from numerics.fixed_points.root_fallback import root_fallback
 from numerics.fixed_points.saddle_map import SaddlePointMap
-from numerics.model.saddle_point import free_energy, test_error, update_hat_overlaps, update_overlaps
+from numerics.channel.lines.expectations import update_hat_overlaps
+from numerics.model.saddle_point import free_energy, test_error, update_overlaps
 from numerics.solver.iteration import OUTSIDE_DOMAIN, Budget, SolverError, solve_fixed_point
 from numerics.solver_range import check_solver_range
 from numerics.fixed_points.start_search import search_starts
@@ -75,7 +76,9 @@ def _line_overlaps(rho: float):
 
 def line_map(model: BoundModel, alpha: float, branch: str, rule: ChannelRule) -> SaddlePointMap:
     """The fixed-point map of ``branch`` with the line quadrature's half-steps
-    (:mod:`numerics.model.saddle_point`), over the branch's free scalars of ``(q, m, V, theta)``."""
+    (:func:`~numerics.channel.lines.expectations.update_hat_overlaps`,
+    :func:`~numerics.model.saddle_point.update_overlaps`), over the branch's free scalars of
+    ``(q, m, V, theta)``."""
     zero = [("q", "m", "V", "theta").index(n) for n in FIXED_ZERO[branch]]
     return SaddlePointMap(alpha, [i for i in range(4) if i not in zero], np.zeros(4), _line_overlaps(model.spec.rho),
                           Overlaps.as_array, functools.partial(update_hat_overlaps, model, alpha=alpha, rule=rule),

@@ -26,7 +26,8 @@ import numpy as np
 from numerics.channel.lines.rule import ChannelRule
 from numerics.model.bound import BoundModel
 from numerics.overlaps import Overlaps
-from numerics.model.saddle_point import update_hat_overlaps, update_overlaps
+from numerics.channel.lines.expectations import update_hat_overlaps
+from numerics.model.saddle_point import update_overlaps
 from numerics.solver.iteration import OUTSIDE_DOMAIN
 
 log = logging.getLogger(__name__)

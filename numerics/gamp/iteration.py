@@ -45,7 +45,7 @@ import numpy as np
 from derivations import ModelSpec
 
 from numerics.gamp.sample_prox import SampleLoss, back_projection, empirical_risk, preactivations
-from numerics.prox.matrix import GlobalProx, saddle_free_newton
+from numerics.prox.matrix import GlobalProx
 
 log = logging.getLogger(__name__)
 

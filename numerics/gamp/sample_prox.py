@@ -3,8 +3,8 @@
 
 A sample enters through its coefficients ``(g, c, yy)`` (:func:`derivations.sample_loss.coefficient_names`:
 ``X_i X_i^T / d``, ``Y_i X_i^T / d``, ``|Y_i|^2 / d``), one row per sample. :class:`SampleLoss` offers
-what :func:`~numerics.prox.matrix.saddle_free_newton` and :class:`~numerics.prox.matrix.GlobalProx`
-call on a model (``prox_newton``, ``prox_objective``, ``loss``, ``teacher``, ``n_h``, ``shape``), with
+what :func:`~numerics.prox.newton.newton` and :class:`~numerics.prox.matrix.GlobalProx` call on a
+model (``backend``, ``newton_terms``, ``loss``, ``teacher``, ``n_h``, ``shape``), with
 the sample's coefficients in the place of the teacher's matrix: the theory's prox objective and the
 exact one differ only in the loss, so the same search finds the global minimiser of either.
 """
@@ -16,8 +16,6 @@ from typing import Tuple
 import numpy as np
 
 from derivations import ModelSpec, packing
-
-from numerics.prox.newton import curvature_floor, saddle_free_newton
 
 #: samples per call of a generated function (as numerics.model.general.NODE_BLOCK: temporaries in cache)
 BLOCK = 4096
@@ -63,6 +61,10 @@ class SampleLoss:
         return H
 
     # ------------------------------------------------------------------ the prox's interface
+    #: the Newton descent runs on numpy (:func:`numerics.prox.newton.newton`): no compiled kernel is
+    #: generated for the exact loss
+    backend = "numpy"
+
     def prox_newton(self, h, w, coef, V) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(objective, gradient, Hessian)`` of ``1/2 sum_l (h_l - w_l)^T V^{-1} (h_l - w_l) + loss_i(h)``
         per sample."""
@@ -72,14 +74,12 @@ class SampleLoss:
         grad = np.stack(out[1:1 + self.n_h], axis=1)
         return out[0], grad, self._hessian(out[1 + self.n_h:], n)
 
-    def newton(self, h, w, coef, V, tol: float = 1e-11, maxiter: int = 60, known=None, known_objective=None,
-               capture: float = 1e-2, cap=None):
-        """Saddle-free Newton on each sample's prox objective (:func:`numerics.prox.newton.saddle_free_newton`,
-        whose arguments these are; the coefficients of a sample in place of a node's teacher matrix)."""
-        return saddle_free_newton(lambda a, b, c: self.prox_newton(a, b, c, V),
-                                  lambda a, b, c: self.prox_objective(a, b, c, V), h, w, coef, curvature_floor(V),
-                                  tol=tol, maxiter=maxiter, known=known, known_objective=known_objective,
-                                  capture=capture, cap=cap)
+    def newton_terms(self, V):
+        """``(terms, objective)`` of each sample's prox objective at ``V`` as functions of ``(h, w, coef)``
+        (:meth:`prox_newton`, :meth:`prox_objective`), what the Newton descent evaluates
+        (:func:`numerics.prox.newton.newton`; the coefficients of a sample in place of a node's teacher
+        matrix)."""
+        return (lambda a, b, c: self.prox_newton(a, b, c, V)), (lambda a, b, c: self.prox_objective(a, b, c, V))
 
     def prox_objective(self, h, w, coef, V) -> np.ndarray:
         return self._call("sample_prox_objective", _columns(h) + _columns(w) + _columns(coef),

@@ -14,7 +14,6 @@ import numpy as np
 from derivations import ModelSpec
 
 from numerics.backend import current_backend
-from numerics.prox.newton import compiled_newton, curvature_floor, saddle_free_newton
 from numerics.solver_range import check_model_range
 
 
@@ -85,18 +84,20 @@ class BoundModel:
         """``(objective, g1, g2, H11, H12, H22)`` of the prox objective in one generated call."""
         return self._call_many("prox_newton", h1, h2, w1, w2, hs1, hs2, V)
 
-    def newton(self, h, w, hs, V, tol: float, maxiter: int = 60, known=None, capture: float = 1e-3):
-        """Saddle-free Newton on the prox objective from ``h`` at every node, ``h, w, hs`` as ``(N, 2)``
-        arrays (:func:`numerics.prox.newton.saddle_free_newton`, whose arguments these are): by the
-        compiled kernel of the backend, or the numpy reference. The iteration takes the objective's
-        terms in the teacher's matrix ``T(h*)``, computed once per node here (the generated
-        ``prox_newton_of_T``, as the general model's prox). Returns ``(h, objective, gradient norm)``."""
-        floor = curvature_floor(V)
-        T = np.stack(self.teacher(hs[:, 0], hs[:, 1]), axis=-1)
-        if self.backend == "compiled":
-            return compiled_newton(self.gm.newton_prox_newton_of_T, h, w, T, (V,), self.params, floor, tol, maxiter,
-                                   known, None, capture, None)
+    def pack(self, name: str, value) -> tuple:
+        """The order parameter ``name`` as the generated functions take it: every one of this model
+        is a scalar, one number (the general model packs matrices, :meth:`GeneralModel.pack`)."""
+        return (value,)
 
+    def teacher_matrix(self, hs):
+        """The teacher's matrix ``T(h*)`` per node, row-major ``(N, 4)``, of ``hs`` (``(N, 2)``)."""
+        return np.stack(self.teacher(hs[:, 0], hs[:, 1]), axis=-1)
+
+    def newton_terms(self, V):
+        """``(terms, objective)`` of the prox objective at ``V`` as functions of the nodes' ``(h, w, T)``
+        (``(N, 2)``, ``(N, 2)`` and :meth:`teacher_matrix`), what the numpy reference of the Newton
+        descent evaluates (:func:`numerics.prox.newton.newton`): the generated ``prox_newton_of_T``, as
+        the general model's prox; ``terms`` gives ``(objective, gradient (N, 2), Hessian (N, 2, 2))``."""
         def terms(a, b, c):
             f, g1, g2, H11, H12, H22 = self._call_many("prox_newton_of_T", a[:, 0], a[:, 1], b[:, 0], b[:, 1], *c.T, V)
             return f, np.stack([g1, g2], axis=-1), np.stack([np.stack([H11, H12], -1), np.stack([H12, H22], -1)], -2)
@@ -104,8 +105,7 @@ class BoundModel:
         def objective(a, b, c):
             return self._call("prox_objective_of_T", a[:, 0], a[:, 1], b[:, 0], b[:, 1], *c.T, V)
 
-        return saddle_free_newton(terms, objective, h, w, T, floor, tol=tol, maxiter=maxiter, known=known,
-                                  capture=capture)
+        return terms, objective
 
     def channel_integrands(self, h1, h2, xi1, xi2, y1, y2, q, m, V, theta):
         return self._call_many("channel_integrands", h1, h2, xi1, xi2, y1, y2, q, m, V, theta)

@@ -17,7 +17,6 @@ import numpy as np
 from derivations import ModelSpec, packing
 
 from numerics.backend import check_backend, current_backend
-from numerics.prox.newton import compiled_newton, curvature_floor, saddle_free_newton
 from numerics.solver_range import check_model_range
 
 
@@ -110,19 +109,11 @@ class GeneralModel:
                 H[:, j, i] = H[:, i, j]
         return obj, grad, H
 
-    def newton(self, h, w, T, V, tol: float = 1e-11, maxiter: int = 60, known=None, known_objective=None,
-               capture: float = 1e-2, cap=None):
-        """Saddle-free Newton on the prox objective from ``h`` at every node
-        (:func:`numerics.prox.newton.saddle_free_newton`, whose arguments these are): by the compiled
-        kernel of the backend, or the numpy reference. Returns ``(h, objective, gradient norm)``."""
-        floor = curvature_floor(V)
-        if self.backend == "compiled":
-            return compiled_newton(self.gm.newton_prox_newton_of_T, h, w, T, self.pack("V", V), self.params, floor,
-                                   tol, maxiter, known, known_objective, capture, cap)
-        return saddle_free_newton(lambda a, b, c: self.prox_newton(a, b, c, V),
-                                  lambda a, b, c: self.prox_objective(a, b, c, V), h, w, T, floor, tol=tol,
-                                  maxiter=maxiter, known=known, known_objective=known_objective, capture=capture,
-                                  cap=cap)
+    def newton_terms(self, V):
+        """``(terms, objective)`` of the prox objective at ``V`` as functions of the nodes' ``(h, w, T)``
+        (:meth:`prox_newton`, :meth:`prox_objective`), what the numpy reference of the Newton descent
+        evaluates (:func:`numerics.prox.newton.newton`)."""
+        return (lambda a, b, c: self.prox_newton(a, b, c, V)), (lambda a, b, c: self.prox_objective(a, b, c, V))
 
     def prox_objective(self, h, w, T, V) -> np.ndarray:
         """The prox objective per node; ``T`` as in :meth:`prox_newton`."""

@@ -11,7 +11,7 @@ convex, and the theory needs the global minimiser. Three facts make a multi-star
   so each node's minimisers of the previous evaluation are starts within a Newton step or two of
   this one's.
 
-:func:`saddle_free_newton` is the local solver (:mod:`numerics.prox.newton`); :class:`GlobalProx` keeps
+:func:`numerics.prox.newton.newton` is the local solver; :class:`GlobalProx` keeps
 the per-node warm starts and runs the search; :meth:`GlobalProx.dense_check` re-solves a subsample
 from many more starts and reports where a better minimum exists.
 """
@@ -19,23 +19,12 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from typing import Optional, Tuple
+from typing import Optional
 
 import numpy as np
 
 from numerics.model.general import GeneralModel
-
-def saddle_free_newton(model: GeneralModel, h, w, T, V, tol: float = 1e-11, maxiter: int = 60,
-                       known: Optional[np.ndarray] = None, known_objective: Optional[np.ndarray] = None,
-                       capture: float = 1e-2, cap: Optional[int] = None
-                       ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Local minimisation of the prox objective from ``h``, vectorised over nodes (rows); ``T`` is the
-    teacher's matrix at each node (``model.teacher(hs)``). The iteration, its rules and the meaning of
-    ``known``, ``known_objective``, ``capture`` and ``cap`` are those of
-    :func:`numerics.prox.newton.saddle_free_newton` (:meth:`GeneralModel.newton`: compiled or numpy,
-    by the model's backend). Returns ``(h, objective, gradient norm)``."""
-    return model.newton(h, w, T, V, tol=tol, maxiter=maxiter, known=known, known_objective=known_objective,
-                        capture=capture, cap=cap)
+from numerics.prox.newton import newton
 
 
 def ellipsoid_factor(model: GeneralModel, V) -> np.ndarray:
@@ -109,15 +98,16 @@ class GlobalProx:
         """Newton from ``starts``, a list of ``(rows, h0)``: starting points ``h0`` for the nodes
         ``rows`` of ``w`` and of the teacher's matrices ``T`` (``None``: all). Returns per node (rows
         of ``w``) the lowest minimum, its objective and gradient norm, and the runner-up (the lowest
-        minimum at least 1e-3 away, NaN where there is none). Starts stopped by ``known`` (:func:`saddle_free_newton`) do not
-        compete: the caller passes the known minima in as candidates."""
+        minimum at least 1e-3 away, NaN where there is none). Starts stopped by ``known``
+        (:func:`numerics.prox.newton.newton`) do not compete: the caller passes the known minima in as
+        candidates."""
         n = len(w)
         rows = np.concatenate([np.arange(n) if r is None else r for r, _ in starts])
         h0 = np.concatenate([h for _, h in starts])
         kn = None if known is None else known[rows]
         ko = None if known_objective is None else known_objective[rows]
-        h, obj, gn = saddle_free_newton(self.model, h0, w[rows], T[rows], V, tol=self.tol, known=kn,
-                                        known_objective=ko, cap=cap)
+        h, obj, gn = newton(self.model, h0, w[rows], T[rows], V, tol=self.tol, known=kn, known_objective=ko,
+                            cap=cap)
         obj = np.where(np.isfinite(obj) & ~np.isnan(gn), obj, np.inf)
         return rows, h, obj, gn
 

@@ -5,8 +5,9 @@ general prox in ``R^{L r}`` (:mod:`numerics.prox.matrix`): :func:`saddle_free_ne
 ``objective(h)`` at every node from its own start, given the objective's terms (value, gradient,
 Hessian) as a function of the nodes' arrays. This is the numpy reference; a model's compiled
 backend runs the same iteration node by node in one compiled kernel
-(:mod:`derivations.kernels`, :func:`newton_nodes`), with the same rules and the same results to
-rounding.
+(:mod:`derivations.kernels`, :func:`newton_nodes`; :func:`compiled_newton`), with the same rules and
+the same results to rounding. :func:`newton` runs it on a bound model's prox objective, by the
+model's backend: what every prox calls.
 
 Rules: each step is ``-U diag(1 / max(|lambda|, floor)) U^T g`` with ``H = U diag(lambda) U^T``, a
 descent direction everywhere, which pushes away from saddles along negative curvature instead of
@@ -189,6 +190,30 @@ def saddle_free_newton(terms: Callable, objective: Callable, h, w, c, floor: flo
                 d, step = d[keep], step[keep]
             active["a"] = active["a"] + step[:, None] * d
     return h, obj_out, gn_out
+
+
+def newton(model, h, w, c, V, tol: float = 1e-11, maxiter: int = 60, known: Optional[np.ndarray] = None,
+           known_objective: Optional[np.ndarray] = None, capture: float = 1e-2,
+           cap: Optional[int] = None) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Saddle-free Newton on the prox objective of ``model`` at ``V`` from ``h`` at every node: by
+    the model's compiled kernel where its backend is compiled (:func:`compiled_newton`), else by the
+    numpy reference (:func:`saddle_free_newton`, whose arguments these are) on the model's terms.
+    ``c``: the nodes' teacher matrices ``T(h*)`` (row-major, through which alone the objective
+    depends on ``h*``), or what stands in their place (a sample's coefficients,
+    :class:`~numerics.gamp.sample_prox.SampleLoss`). Returns ``(h, objective, gradient norm)``.
+
+    ``model``: a bound model (:class:`~numerics.model.bound.BoundModel`,
+    :class:`~numerics.model.general.GeneralModel`, :class:`~numerics.gamp.sample_prox.SampleLoss`)
+    with its ``backend``, for the compiled one its generated functions ``gm`` (the kernel
+    ``newton_prox_newton_of_T``), ``params`` and ``pack("V", V)``, and for the numpy reference
+    ``newton_terms(V)``: the objective's ``(terms, objective)`` as functions of ``(h, w, c)``."""
+    floor = curvature_floor(V)
+    if model.backend == "compiled":
+        return compiled_newton(model.gm.newton_prox_newton_of_T, h, w, c, model.pack("V", V), model.params, floor,
+                               tol, maxiter, known, known_objective, capture, cap)
+    terms, objective = model.newton_terms(V)
+    return saddle_free_newton(terms, objective, h, w, c, floor, tol=tol, maxiter=maxiter, known=known,
+                              known_objective=known_objective, capture=capture, cap=cap)
 
 
 def compiled_newton(kernel, h, w, c, v, params, floor: float, tol: float, maxiter: int,

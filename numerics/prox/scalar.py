@@ -21,6 +21,7 @@ import functools
 import numpy as np
 
 from numerics.model.bound import BoundModel
+from numerics.prox.newton import newton
 
 def _overflow_is_a_limit(fn):
     """``exp`` overflows in the generated logistic functions far out on the search grid
@@ -44,8 +45,9 @@ def _pairs(*arrays):
 def newton_prox(model: BoundModel, h1, h2, w1, w2, hs1, hs2, V, tol: float = 1e-13, maxiter: int = 60,
                 known=None, capture: float = 1e-3, return_terms: bool = False):
     """Saddle-free Newton descent on the prox objective from ``(h1, h2)`` at every node (arrays
-    broadcast together): the one local solver of every prox (:mod:`numerics.prox.newton`, by the
-    model's backend, :meth:`BoundModel.newton`) in ``R^2``. Returns ``(h1, h2, gradient_norm,
+    broadcast together): the one local solver of every prox (:func:`numerics.prox.newton.newton`, by
+    the model's backend) in ``R^2``, on the objective's terms in the teacher's matrix ``T(h*)``,
+    computed once per node (:meth:`BoundModel.teacher_matrix`). Returns ``(h1, h2, gradient_norm,
     objective)`` (the gradient norm the largest component, the objective at the returned points);
     nodes whose gradient norm is still above ``tol`` after ``maxiter`` steps are reported through
     that norm, never hidden.
@@ -59,7 +61,8 @@ def newton_prox(model: BoundModel, h1, h2, w1, w2, hs1, hs2, V, tol: float = 1e-
     args = (h1, h2, w1, w2, hs1, hs2) + (() if known is None else tuple(known))
     shape, pairs = _pairs(*args)
     h, w, hs = pairs[:3]
-    out, f, gn = model.newton(h, w, hs, V, tol, maxiter, known=None if known is None else pairs[3], capture=capture)
+    out, f, gn = newton(model, h, w, model.teacher_matrix(hs), V, tol, maxiter,
+                        known=None if known is None else pairs[3], capture=capture)
     b1, b2 = out[:, 0].reshape(shape), out[:, 1].reshape(shape)
     result = (b1, b2, gn.reshape(shape), f.reshape(shape))
     if return_terms:
@@ -96,7 +99,7 @@ def global_prox(model: BoundModel, w1, w2, hs1, hs2, V, starts=(), n_angles: int
     s2 = np.stack([c[1] for c in candidates])
     rep = lambda a: np.broadcast_to(a, (n_starts,) + a.shape)  # noqa: E731
     shape, (h, w, hs) = _pairs(s1, s2, rep(w1), rep(w2), rep(hs1), rep(hs2))
-    out, f, gn = model.newton(h, w, hs, V, tol)
+    out, f, gn = newton(model, h, w, model.teacher_matrix(hs), V, tol)
     c1, c2, f, gn = out[:, 0].reshape(shape), out[:, 1].reshape(shape), f.reshape(shape), gn.reshape(shape)
     out = [c1[0], c2[0], f[0], gn[0]]
     for k in range(1, n_starts):

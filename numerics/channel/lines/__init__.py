@@ -26,8 +26,9 @@ branch; a lower objective found there is used, and its quadrature weight is
 reported as ``unresolved_weight`` (an unlocated switch).
 
 Modules: :mod:`~numerics.channel.lines.rule` (:class:`ChannelRule`, :class:`ChannelResult`),
-``teacher_nodes``, ``lines``, ``switches``, ``band`` (the band split),
-``accumulation`` and ``expectations`` (:func:`channel_expectations`, the composition).
+``teacher_nodes``, ``geometry`` (the lines), ``switches``, ``band`` (the band split),
+``accumulation`` and ``expectations`` (:func:`channel_expectations`, the composition, and
+``update_hat_overlaps``, the channel half-step of the saddle-point iteration built from it).
 Attributes are imported lazily, so that the precision table (which holds rules) does
 not import scipy.
 """

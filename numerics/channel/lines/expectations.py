@@ -1,24 +1,55 @@
-"""The channel expectations: the teacher rule, the lines, the switches and the accumulation, composed.
+"""The line quadrature's channel side: the channel expectations (the teacher rule, the minima at
+``w = 0`` and the lines, the switches and the accumulation, composed) and the channel half-step of
+the saddle-point iteration built from them.
 
-:func:`channel_expectations` is the whole quadrature; :func:`teacher_node_expectations`
-is the same for given teacher nodes, and :func:`integrate_lines` the same for given
-lines and switches (what the steps before it computed).
+:func:`update_hat_overlaps` is the half-step (the conjugates, the channel side of
+:class:`~numerics.fixed_points.saddle_map.SaddlePointMap`; the prior side is
+:func:`numerics.model.saddle_point.update_overlaps`); :func:`channel_expectations` is the whole
+quadrature; :func:`teacher_node_expectations` is the same for given teacher nodes, and
+:func:`integrate_lines` the same for given lines and switches (what the steps before it computed:
+:func:`channel_lines`, the lines of the teacher nodes through the global prox at ``w = 0``).
 """
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 
 from derivations import CHANNEL_NAMES
 
 from numerics.model.bound import BoundModel
+from numerics.prox.scalar import global_prox
 from numerics.threads import one_blas_thread
-from numerics.overlaps import Overlaps, named_values
+from numerics.overlaps import HatOverlaps, Overlaps, named_values
 from numerics.channel.lines import switches as switch_location
 from numerics.channel.lines.accumulation import Accumulator, follow_sides
 from numerics.channel.lines.band import locate_bands
-from numerics.channel.lines.geometry import ChannelLines, channel_lines, line_pieces
+from numerics.channel.lines.geometry import ChannelLines, fold_nodes, line_pieces, lines_normal_to
 from numerics.channel.lines.rule import ChannelResult, ChannelRule
 from numerics.channel.lines.teacher_nodes import GaussianFactor, gaussian_factor, polar_teacher_nodes
+
+
+THETAHAT_FORM = "y"  # docs/numerics.md, section 3; the "dl" form (docs/theory.md, section 2.6) is reported as a check
+
+
+@dataclasses.dataclass(frozen=True)
+class ChannelSide:
+    hats: HatOverlaps
+    thetahat_other_form: float    # thetahat in its dl/dh* form (docs/theory.md, section 2.6: the self-check)
+    Vhat_other_form: float
+    mean_envelope: float          # E[M], so that F = prior part + alpha E[M]
+    channel: ChannelResult
+
+
+def update_hat_overlaps(model: BoundModel, ov: Overlaps, alpha: float, rule: ChannelRule) -> ChannelSide:
+    """Channel side: ``qhat = alpha E[|f|^2]``, ``mhat = alpha E[f1 - f2]``,
+    ``thetahat = alpha E[f.y]/sqrt(rho - theta^2/q)``, ``Vhat = -alpha E[f.xi]/sqrt(q) + theta thetahat/q``
+    (docs/theory.md, section 2.5), with ``f = (prox - w)/V`` at the global prox."""
+    res = channel_expectations(model, ov, rule)
+    e = {k: alpha * v for k, v in res.expectations.items()}
+    main, other = ("y", "dl") if THETAHAT_FORM == "y" else ("dl", "y")
+    hats = HatOverlaps(qhat=e["qhat"], mhat=e["mhat"], Vhat=e[f"Vhat_{main}"], thetahat=e[f"thetahat_{main}"])
+    return ChannelSide(hats, e[f"thetahat_{other}"], e[f"Vhat_{other}"], res.expectations["envelope"], res)
 
 
 @one_blas_thread
@@ -45,6 +76,18 @@ def teacher_node_expectations(model: BoundModel, ov: Overlaps, rule: ChannelRule
         found = switch_location.locate_switches(model, rule, ov.V, lines.w_of, lines.t0, lines.hs1, lines.hs2,
                                                 lines.has_pair)
         return integrate_lines(model, ov, rule, factor, lines, found)
+
+
+def channel_lines(model: BoundModel, ov: Overlaps, rule: ChannelRule, factor: GaussianFactor, nodes) -> ChannelLines:
+    """The lines of the teacher nodes ``nodes = (e1, e2, weight)``: the nodes folded by the channel's
+    symmetries when ``rule.use_symmetry`` (:func:`~numerics.channel.lines.geometry.fold_nodes`), the
+    global prox at ``w = 0`` at each (its minima there come in ``+-p0`` pairs, and ``p0`` is the
+    normal of the switching line), and the lines normal to it
+    (:func:`~numerics.channel.lines.geometry.lines_normal_to`)."""
+    folded = fold_nodes(model, ov, rule, factor, nodes)
+    zeros = np.zeros_like(folded.e1)
+    p1, p2, _, _ = global_prox(model, zeros, zeros, folded.hs1, folded.hs2, ov.V, tol=rule.newton_tol)
+    return lines_normal_to(model, ov, rule, factor, folded, (p1, p2))
 
 
 def integrate_lines(model: BoundModel, ov: Overlaps, rule: ChannelRule, factor: GaussianFactor,

@@ -1,21 +1,23 @@
 """The lines of the channel quadrature, their split points and the rule along each side.
 
-For each teacher node the ``zeta`` plane is cut into lines normal to the switching line
-through ``w = 0`` (the direction of ``p0``, the global prox at ``w = 0``; for a node
-without a pair of minima there, the soft direction of the prox objective). Along a
-line (``t``) each side of its split point gets its own graded Gauss-Legendre rule
-(:func:`side_rule`); across the lines (``u``) a Gauss-Hermite rule.
+For each teacher node (:func:`fold_nodes`: the teacher rule folded by the channel's symmetries)
+the ``zeta`` plane is cut into lines normal to the switching line through ``w = 0``
+(:func:`lines_normal_to`: the direction of ``p0``, the global prox at ``w = 0``, which the caller
+finds, :func:`numerics.channel.lines.expectations.channel_lines`; for a node without a pair of
+minima there, the soft direction of the prox objective). Along a line (``t``) each side of its
+split point gets its own graded Gauss-Legendre rule (:func:`side_rule`); across the lines (``u``) a
+Gauss-Hermite rule.
 """
 from __future__ import annotations
 
 import dataclasses
 import logging
+from typing import NamedTuple
 
 import numpy as np
 
 from derivations import CHANNEL_NAMES
 
-from numerics.prox.scalar import global_prox
 from numerics.fixed_points.symmetry import channel_symmetries, fold_teacher_nodes
 from numerics.channel.lines.rule import ChannelRule, hermegauss, leggauss
 from numerics.channel.lines.teacher_nodes import GaussianFactor, smallest_eigenvalue
@@ -64,11 +66,26 @@ class ChannelLines:
         return (self.c1[idx] + L_ww[0, 0] * z1 + L_ww[0, 1] * z2, self.c2[idx] + L_ww[1, 0] * z1 + L_ww[1, 1] * z2)
 
 
-def channel_lines(model, ov, rule: ChannelRule, factor: GaussianFactor, nodes) -> ChannelLines:
-    """The lines of the teacher nodes ``nodes = (e1, e2, weight)`` (folded by the channel's
-    symmetries first when ``rule.use_symmetry``)."""
-    V = ov.V
-    mu_w, B, L_hh, L_wh, L_ww = factor
+class FoldedNodes(NamedTuple):
+    """The teacher nodes ``e1, e2`` (in the coordinates ``eta``) and ``weight`` of the lines,
+    folded by the channel's symmetries when ``rule.use_symmetry`` (:func:`fold_nodes`), with their
+    teacher pre-activations ``hs1, hs2`` (``h* = L_hh eta``). ``odd`` marks the integrands odd
+    under a symmetry of the channel (their expectation is exactly zero) and ``order`` is the number
+    of teacher nodes per folded node."""
+
+    e1: np.ndarray
+    e2: np.ndarray
+    weight: np.ndarray
+    hs1: np.ndarray
+    hs2: np.ndarray
+    odd: np.ndarray
+    order: float
+
+
+def fold_nodes(model, ov, rule: ChannelRule, factor: GaussianFactor, nodes) -> FoldedNodes:
+    """The teacher nodes ``nodes = (e1, e2, weight)`` folded by the channel's symmetries when
+    ``rule.use_symmetry`` (as they are otherwise), with their teacher pre-activations."""
+    mu_w, B, L_hh, _, _ = factor
     e1, e2, w_eta = nodes
     odd = np.zeros(len(CHANNEL_NAMES), dtype=bool)
     order = 1.0
@@ -83,10 +100,18 @@ def channel_lines(model, ov, rule: ChannelRule, factor: GaussianFactor, nodes) -
                   len(symmetries), len(used), e1.size, n_before)
     hs1 = L_hh[0, 0] * e1 + L_hh[0, 1] * e2
     hs2 = L_hh[1, 0] * e1 + L_hh[1, 1] * e2
-    zeros = np.zeros_like(e1)
+    return FoldedNodes(e1, e2, w_eta, hs1, hs2, odd, order)
 
-    # minima at w = 0 come in +-p0 pairs; p0 is the normal of the switching line
-    p1, p2, _, _ = global_prox(model, zeros, zeros, hs1, hs2, V, tol=rule.newton_tol)
+
+def lines_normal_to(model, ov, rule: ChannelRule, factor: GaussianFactor, folded: FoldedNodes, p0) -> ChannelLines:
+    """The lines of the teacher nodes ``folded``, normal to the switching line through ``w = 0``.
+    ``p0 = (p1, p2)``: the global prox at ``w = 0`` at each node; its minima there come in ``+-p0``
+    pairs, and ``p0`` is the normal of the switching line. Where ``p0 = 0`` (no pair), with
+    ``rule.soft_lines``, the soft direction of the prox objective takes its place."""
+    V = ov.V
+    mu_w, _, _, L_wh, L_ww = factor
+    e1, e2, w_eta, hs1, hs2, odd, order = folded
+    p1, p2 = p0
     norm_p0 = np.hypot(p1, p2)
     has_pair = norm_p0 > 1e-7
     d1 = np.where(has_pair, p1 / np.where(has_pair, norm_p0, 1.0), 1.0)
@@ -95,6 +120,7 @@ def channel_lines(model, ov, rule: ChannelRule, factor: GaussianFactor, nodes) -
         # without a pair, h = 0 is the minimum at w = 0, and near the pitchfork it is
         # soft along one direction: the integrands then change steeply across a line
         # through w = 0 normal to that direction (the switching line-to-be)
+        zeros = np.zeros_like(e1)
         H11, H12, H22 = model.prox_hess(zeros, zeros, zeros, zeros, hs1, hs2, V)
         lam = smallest_eigenvalue(H11, H12, H22)
         v1, v2 = H12, lam - H11  # (H - lam) v = 0

@@ -25,7 +25,7 @@ from numpy.polynomial.legendre import leggauss
 from scipy.special import ndtri
 from scipy.stats import norm, qmc
 
-from numerics.prox.matrix import saddle_free_newton
+from numerics.prox.newton import newton
 from numerics.channel.qmc.nodes import GaussianNodes
 
 #: bisection steps locating a switch on a line (the bracket starts at one node spacing)
@@ -102,7 +102,7 @@ def switch_corrections(model, ov, rule: LineRule, h, zeta, hs, w, dzeta, dhs, od
     # continuation from each node to the next one on its line
     a_rows = (np.arange(lines)[:, None] * n + np.arange(n - 1)[None]).ravel()
     b_rows = a_rows + 1
-    cont, _, _ = saddle_free_newton(model, h[a_rows], w[b_rows], model.teacher(hs[b_rows]), V, tol=prox_tol, maxiter=30)
+    cont, _, _ = newton(model, h[a_rows], w[b_rows], model.teacher(hs[b_rows]), V, tol=prox_tol, maxiter=30)
     scale = 1.0 + np.max(np.abs(h[b_rows]), axis=1)
     jump = ~(np.max(np.abs(cont - h[b_rows]), axis=1) <= SAME_BRANCH_TOL * scale)
     ja, jb = a_rows[jump], b_rows[jump]
@@ -126,8 +126,8 @@ def switch_corrections(model, ov, rule: LineRule, h, zeta, hs, w, dzeta, dhs, od
         mid = 0.5 * (lo + hi)
         _, s_mid, w_mid = at(ja, t_a, mid)
         T_mid = model.teacher(s_mid)
-        a_new, fa, _ = saddle_free_newton(model, hA, w_mid, T_mid, V, tol=prox_tol, maxiter=30)
-        b_new, fb, _ = saddle_free_newton(model, hB, w_mid, T_mid, V, tol=prox_tol, maxiter=30)
+        a_new, fa, _ = newton(model, hA, w_mid, T_mid, V, tol=prox_tol, maxiter=30)
+        b_new, fb, _ = newton(model, hB, w_mid, T_mid, V, tol=prox_tol, maxiter=30)
         left = fa <= fb
         lo, hi = np.where(left, mid, lo), np.where(left, hi, mid)
         hA = np.where(left[:, None], a_new, hA)
@@ -151,7 +151,7 @@ def switch_corrections(model, ov, rule: LineRule, h, zeta, hs, w, dzeta, dhs, od
             idx = order[:, k]
             tk = tq[np.arange(len(sel)), idx]
             z_k, s_k, w_k = at(ja[sel], t_a[sel], tk)
-            cur, _, _ = saddle_free_newton(model, cur, w_k, model.teacher(s_k), V, tol=prox_tol, maxiter=40)
+            cur, _, _ = newton(model, cur, w_k, model.teacher(s_k), V, tol=prox_tol, maxiter=40)
             with np.errstate(over="ignore", under="ignore"):
                 mom = model.channel_moments(cur, z_k, s_k, m, V)
             mom[:, odd] = 0.0
