@@ -20,7 +20,10 @@ own path reads the same in both.
 A change may alter an output on purpose; each such alteration is listed in
 :data:`EXPECTED_CHANGES` (file, what changed, why), applied to the *before* side, and
 everything else is still compared exactly. Today's list is empty: every output is compared
-exactly.
+exactly. ``compare --one-by-one`` reads a *before* folder whose line-quadrature records carry
+scalar entries in the one matrix schema (:func:`one_by_one_records`: the entries as ``1 x 1``
+matrices, the integrator, the invariants and their errors derived from the entries), and compares
+the rest exactly.
 """
 from __future__ import annotations
 
@@ -78,6 +81,66 @@ def produce(out: pathlib.Path, python: str, tree: str) -> None:
 #: ``new`` (keys, dotted JSON paths or columns absent before: taken from after, and printed),
 #: ``reformatted`` (prefixes of text lines dropped on both sides).
 EXPECTED_CHANGES: dict = {}
+
+#: a record of the two-token rank-one model as the line quadrature wrote it without the matrix schema:
+#: the bare names it carries, and the invariant each entry is (``abs``: its modulus)
+ENTRIES = ("q", "m", "V", "theta", "qhat", "mhat", "Vhat", "thetahat")
+INVARIANT_OF = {"q_eigenvalues": ("q", False), "V_eigenvalues": ("V", False), "m_singular_values": ("m", True),
+                "theta_singular_values": ("theta", True)}
+
+
+def one_by_one_records(obj):
+    """``obj`` (a CSV's rows or a JSON document) with every fixed-point record of scalar entries (a
+    mapping with ``branch`` and ``q`` but no ``integrator``) written in the one matrix schema of
+    ``numerics.result``: the entries as ``1 x 1`` nested lists (JSON), the ``integrator``, the gauge
+    invariants (each the entry or its modulus) and their errors (the entry's). Every other value is
+    kept, so that a comparison after it is still exact."""
+    if isinstance(obj, list):
+        return [one_by_one_records(v) for v in obj]
+    if not isinstance(obj, dict):
+        return obj
+    obj = {k: one_by_one_records(v) for k, v in obj.items()}
+    if "branch" not in obj or "q" not in obj or "integrator" in obj:
+        return obj
+    cells = isinstance(obj["q"], str)  # a CSV row: its cells are text
+    if cells and "exists" in obj:
+        # a sweep's branch row: the record's row less its global_minimum (the points' file marks it);
+        # a point that does not exist has empty values and says so in its status
+        if obj.pop("global_minimum", "") != "":
+            raise ValueError("a branch row marked global_minimum")
+        if obj["exists"] == "False":
+            fields = ("q", "m", "V", "theta", "test_error", "test_error_error", "train_loss", "train_loss_error")
+            obj.update({k: "" for k in fields}, status="not found")
+            obj.update({f"{name}_1{error}": "" for name in INVARIANT_OF for error in ("", "_error")})
+            obj["integrator"] = ""
+            return obj
+    if cells:
+        obj["integrator"] = "lines"
+        for name, (entry, modulus) in INVARIANT_OF.items():
+            if obj.get(entry, "") not in ("", "nan"):
+                value = float(obj[entry])
+                obj[f"{name}_1"] = repr(abs(value) if modulus else value)
+            else:
+                obj[f"{name}_1"] = obj.get(entry, "")
+            if f"{entry}_error" in obj:
+                obj[f"{name}_1_error"] = obj[f"{entry}_error"]
+        return obj
+    obj["integrator"] = "lines"
+    obj["invariants"] = {name: [abs(obj[entry]) if modulus and obj[entry] is not None else obj[entry]]
+                         for name, (entry, modulus) in INVARIANT_OF.items()}
+    for entry in ENTRIES:
+        obj[entry] = [[obj[entry]]]
+    error = obj.get("error")
+    if isinstance(error, dict):
+        for name, (entry, _) in INVARIANT_OF.items():
+            if entry in error:
+                error[f"{name}_1"] = error[entry]
+    reasons = obj.get("null_reasons")
+    if isinstance(reasons, dict):
+        for name, (entry, _) in INVARIANT_OF.items():
+            if f"error.{entry}" in reasons:
+                reasons[f"error.{name}_1"] = reasons[f"error.{entry}"]
+    return obj
 
 
 def _expected_row(before: dict, after: dict, change: dict, where: str) -> dict:
@@ -175,7 +238,7 @@ def _load(path: pathlib.Path, root: pathlib.Path):
     return None
 
 
-def compare(before: pathlib.Path, after: pathlib.Path) -> int:
+def compare(before: pathlib.Path, after: pathlib.Path, one_by_one: bool = False) -> int:
     files = sorted({p.relative_to(before) for p in before.rglob("*") if p.is_file()}
                    | {p.relative_to(after) for p in after.rglob("*") if p.is_file()})
     bad = 0
@@ -194,6 +257,8 @@ def compare(before: pathlib.Path, after: pathlib.Path) -> int:
         prefixes = EXPECTED_CHANGES.get(str(rel), {}).get("reformatted")
         if prefixes:  # text lines reformatted on purpose: dropped on both sides
             va, vb = ([line for line in v if not line.startswith(prefixes)] for v in (va, vb))
+        if one_by_one:
+            va = one_by_one_records(va)
         try:
             va = _expected(rel, va, vb)
         except (ValueError, KeyError) as exc:
@@ -230,11 +295,14 @@ def main(argv=None) -> int:
     c = sub.add_parser("compare")
     c.add_argument("before")
     c.add_argument("after")
+    c.add_argument("--one-by-one", action="store_true",
+                   help="BEFORE holds the line quadrature's records with scalar entries: compare them in the "
+                        "matrix schema (one_by_one_records)")
     args = parser.parse_args(argv)
     if args.action == "produce":
         produce(pathlib.Path(args.out), args.python, args.tree)
         return 0
-    return compare(pathlib.Path(args.before), pathlib.Path(args.after))
+    return compare(pathlib.Path(args.before), pathlib.Path(args.after), args.one_by_one)
 
 
 if __name__ == "__main__":
