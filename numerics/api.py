@@ -11,8 +11,9 @@ for every model (any ``L``, ``r``, ``t``, ``P``).
 * :func:`run_gamp`: message passing on a finite instance's empirical risk (:class:`SampleLoss` its exact
   per-sample loss), :func:`state_evolution` the undamped saddle-point iteration it follows, and
   :func:`rs_stability` the replica-symmetric stability of a fixed point (docs/gamp.md);
-* one record, :class:`FixedPoint` (matrices plus gauge invariants, with errors; the line
-  quadrature's scalars as its ``1 x 1`` case), and one curve, :class:`BranchCurve`.
+* one record, :class:`FixedPoint`, with one CSV/JSON schema for every model and integrator (matrices
+  plus gauge invariants, with errors; the paper's model as the ``1 x 1`` case), and one curve,
+  :class:`BranchCurve`.
 
 The channel integrator is chosen by :func:`numerics.channel.integrators.choose_integrator` and stated to
 the layers above as a :class:`Method` (:func:`method`): the line
