@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Callable, Optional, Sequence
+from typing import Callable, Optional, Protocol, Sequence
 
 from derivations import ModelSpec
 
@@ -43,6 +43,26 @@ from numerics.overlaps import COMPETING_BRANCHES
 from numerics.thresholds.deterministic import Deterministic
 from numerics.thresholds.noisy import Noisy
 from numerics.thresholds.record import Thresholds
+
+
+
+class Strategy(Protocol):
+    """What the skeleton asks of a root-finding strategy, built as ``strategy(spec, precision,
+    integrator, names, progress, mapper, xtol)``."""
+
+    def scan(self, alphas: Optional[Sequence[float]], given: Optional[dict]):
+        """Step 1: the branches on the scan (``given``'s where it serves)."""
+
+    def bracket(self, scanned, eps_lin: float, extend: bool):
+        """Step 2: where the global branch changes and where the test error crosses ``eps_lin`` on the
+        scan, the scan extended (with ``extend``) where either lies beyond it; raises
+        :class:`~numerics.thresholds.record.ThresholdError` where there is no change to locate."""
+
+    def refine(self, brackets, baseline) -> dict:
+        """Step 3: each root refined, and ``alpha_l``: the
+        :class:`~numerics.thresholds.record.Thresholds` fields but ``alpha_c`` (the first of
+        ``transitions``), the baseline's, the precision, the model and the wall time."""
+
 
 #: the root-finding strategies, by name
 STRATEGIES = {"deterministic": Deterministic, "noisy": Noisy}
@@ -89,7 +109,7 @@ def locate_thresholds(spec: ModelSpec, precision: str = "fast", alphas: Optional
     chosen = strategy or strategy_for(spec, names, integrator, scan)
     if chosen not in STRATEGIES:
         raise ValueError(f"strategy: {chosen!r} is not one of {', '.join(STRATEGIES)}")
-    locator = STRATEGIES[chosen](spec, precision, integrator, names, progress, mapper, xtol)
+    locator: Strategy = STRATEGIES[chosen](spec, precision, integrator, names, progress, mapper, xtol)
     baseline = linear_baseline(spec)
     scanned = locator.scan(alphas, scan)
     brackets = locator.bracket(scanned, baseline.test_error, extend)
