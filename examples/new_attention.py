@@ -9,6 +9,8 @@ first use of an expression derives and caches its code with SymPy (seconds). Nee
 """
 import argparse
 
+import numpy as np
+
 from derivations import ModelSpec
 from numerics.api import solve_all, thresholds
 
@@ -24,7 +26,7 @@ def main(quick: bool) -> None:
               f"global minimum: {fp.global_minimum}")
     if not quick:
         # its transition lies near alpha = 2.2 (docs/extending.md): the scan is widened around it
-        th = thresholds(spec, "fast", alpha_min=0.5, alpha_max=4.0, n_scan=12)
+        th = thresholds(spec, "fast", np.linspace(0.5, 4.0, 12))
         print(f"alpha_c = {th.alpha_c:.6f} +- {th.alpha_c_error:.1e}")
 
 

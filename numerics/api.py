@@ -57,10 +57,10 @@ _LAZY = {
                      "zero_by_symmetry"), "numerics.result"),
     "check_model_range": "numerics.solver_range",
     **dict.fromkeys(("RSStability", "rs_stability", "rs_unstable", "with_rs_stability"), "numerics.stability"),
-    **dict.fromkeys(("newton_thresholds", "scan_curves_from_rows"), "numerics.thresholds.newton_pair"),
+    "locate_thresholds": "numerics.thresholds.locate",
     **dict.fromkeys(("CrossingBeyondScan", "ThresholdError", "ThresholdLocationError", "Thresholds", "Transition"),
                     "numerics.thresholds.record"),
-    "scan_thresholds": "numerics.thresholds.scan_changes",
+    "scan_curves_from_rows": "numerics.thresholds.scan",
     "WORKER_ENVIRONMENT": "numerics.threads",
     **dict.fromkeys(("BACKENDS", "current_backend", "use_backend"), "numerics.backend"),
 }
@@ -148,48 +148,16 @@ def thresholds(spec: ModelSpec, precision: str = "fast", alphas: Optional[Sequen
                integrator: str = "auto", names: Optional[Sequence[str]] = None, scan: Optional[dict] = None,
                progress=None, mapper=None, **options):
     """Where the global minimum changes branch (``alpha_c``) and where it beats the linear
-    baseline (``alpha_l``), with error bars.
+    baseline (``alpha_l``), with error bars: :func:`numerics.thresholds.locate.locate_thresholds`, one
+    locator for every model, whose root-finding strategy the integrator's :class:`Method` decides.
 
     ``alphas``: the bracketing scan (default 0.5..2.5 in 9 points), extended where the change or
-    ``alpha_l`` lies beyond it unless ``scan`` is given; ``scan``: ``{branch:
-    BranchCurve}`` already followed on it (e.g. by :func:`follow`), not solved again where it is
-    at ``precision`` (the line root finder refines a draft scan itself); ``names``:
-    the branches compared (default the model's competing pair where the line quadrature solves
-    them, else :func:`branches`).
-
-    Where the line quadrature solves the two competing branches, no other set is asked and the scan
-    (if given) is of its records, the crossing of their training losses is found by Newton's method
-    on the branches (:func:`numerics.thresholds.newton_pair.newton_thresholds`, with the spinodals;
-    ``options`` go to it); otherwise every change of the global branch on the scan is located
-    (:func:`numerics.thresholds.scan_changes.scan_thresholds`, with the scanned points;
-    ``progress(n)`` told the solves done; ``mapper(function, items)`` runs the branches' walks, on
-    workers if it chooses, see :func:`~numerics.thresholds.scan_changes.scan_thresholds`). Either way
-    the record is one :class:`Thresholds`:
-    ``alpha_c`` the first of its ``transitions`` (NaN where the global branch does not change on
-    the scan), ``alpha_l`` NaN with its ``alpha_l_status`` where it is not bracketed."""
-    COMPETING_BRANCHES = _use("COMPETING_BRANCHES")
-    compared = tuple(names or COMPETING_BRANCHES)
-    solved = method(spec, compared, integrator)
-    # a scan solved by another integrator is located as any other model's (its points start no line solve)
-    foreign = scan is not None and any(getattr(p, "integrator", solved.integrator) != solved.integrator
-                                       for c in scan.values() for p in c.points)
-    if set(compared) == set(COMPETING_BRANCHES) and not foreign and solved.deterministic:
-        # with a scan, its grid brackets the roots and the range searched for the ends of the branches
-        # is the root finder's own (as the phase diagram's threshold tasks have always run it)
-        scan_range = {} if alphas is None or scan is not None else {
-            "alpha_min": float(alphas[0]), "alpha_max": float(alphas[-1]), "n_scan": len(alphas)}
-        return _use("newton_thresholds")(spec, precision, progress=progress, scan_curves=scan, **scan_range, **options)
-    compared = tuple(names or _use("branches")(spec))
-    points = None
-    if scan is not None:
-        points = [p for curve in scan.values() for p in curve.points]
-        alphas = sorted({p.alpha for p in points}) if alphas is None else alphas
-        if any(p.precision != precision for p in points):
-            # the changes of the global branch are located from the scan's own points: a scan at
-            # another precision (the draft curves of ``attnphase run``) is solved again
-            points = None
-    alphas = [0.5 + 0.25 * i for i in range(9)] if alphas is None else alphas
-    # a scan solved here is extended where the change or alpha_l lies beyond it, as the line
-    # quadrature's is; a given scan is the range asked for
-    return _use("scan_thresholds")(spec, alphas, precision, integrator, compared, scan=points,
-                                   progress=progress, extend=scan is None, mapper=mapper)
+    ``alpha_l`` lies beyond it unless ``scan`` is given; ``scan``: ``{branch: BranchCurve}`` already
+    followed on it (e.g. by :func:`follow`); ``names``: the branches compared (default the model's
+    competing pair where the line quadrature solves them, else :func:`branches`); ``progress``: told
+    the scans and roots or the solves done; ``mapper(function, items)`` runs the branches' walks and
+    a birth's scramblings, on workers if it chooses; ``options`` (``strategy``, ``extend``, ``xtol``)
+    go to the locator. The record is one :class:`Thresholds`: ``alpha_c`` the first of its
+    ``transitions`` (NaN where the global branch does not change on the scan), ``alpha_l`` NaN with
+    its ``alpha_l_status`` where it is not bracketed."""
+    return _use("locate_thresholds")(spec, precision, alphas, integrator, names, scan, progress, mapper, **options)

@@ -127,9 +127,9 @@ class FakeTheoryAPI:
 
     def thresholds(self, spec, precision="fast", alphas=None, integrator="auto", names=None, scan=None,
                    progress=None, mapper=None):
-        return self.pair_thresholds(spec, precision, scan)
+        return self.deterministic_thresholds(spec, precision, scan)
 
-    def pair_thresholds(self, spec, precision="fast", scan_curves=None):
+    def deterministic_thresholds(self, spec, precision="fast", scan_curves=None):
         from numerics.thresholds.record import Thresholds, Transition
 
         ac = self.alpha_c(spec.omega)
@@ -221,18 +221,18 @@ class FakeGeneralTheoryAPI(FakeTheoryAPI):
 
     def thresholds(self, spec, precision="fast", alphas=None, integrator="auto", names=None, scan=None,
                    progress=None, mapper=None):
-        """Like ``numerics.api.thresholds``: the pair's toy thresholds for the line model's two
-        branches, else every change of the global branch."""
+        """Like ``numerics.api.thresholds``: the deterministic strategy's toy thresholds for the line
+        model's two branches, else the noisy strategy's, every change of the global branch."""
         names = tuple(names or THEORY_BRANCHES)
         if set(names) == set(THEORY_BRANCHES) and self.method(spec, names, integrator).deterministic:
-            return self.pair_thresholds(spec, precision, scan)
+            return self.deterministic_thresholds(spec, precision, scan)
         points = None if scan is None else [p for c in scan.values() for p in c.points]
-        return self.scan_thresholds(spec, alphas, precision, integrator, names, points)
+        return self.noisy_thresholds(spec, alphas, precision, integrator, names, points)
 
-    def scan_thresholds(self, spec, alphas, precision="draft", integrator="auto", branches=None, scan=None,
-                           progress=None):
-        """Like ``numerics.thresholds.scan_changes.scan_thresholds``: each change of the global branch
-        on the scan, at the toy's exact location."""
+    def noisy_thresholds(self, spec, alphas, precision="draft", integrator="auto", branches=None, scan=None,
+                         progress=None):
+        """Like the noisy strategy of ``numerics.thresholds.locate.locate_thresholds``: each change of
+        the global branch on the scan, at the toy's exact location."""
         from numerics.result import mark_global_minima
         from numerics.thresholds.record import Thresholds, Transition
 

@@ -658,7 +658,7 @@ def test_library_warnings_are_one_summary_line_and_shown_with_v(capsys, monkeypa
     def noisy(*args, **kwargs):
         calls.append(1)
         for i in range(3):
-            logging.getLogger("numerics.thresholds.newton_pair").warning("long warning %d: %s", i, "x" * 2000)
+            logging.getLogger("numerics.thresholds.deterministic").warning("long warning %d: %s", i, "x" * 2000)
         warnings.warn(f"overflow encountered in exp (call {len(calls)})", RuntimeWarning)  # new text: shown again
         raise api.ThresholdError("alpha_c not bracketed")
 

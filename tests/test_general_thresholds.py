@@ -1,6 +1,6 @@
-"""The thresholds and the linear baseline of the general model (numerics.thresholds.scan_changes,
-numerics.baseline), checked on the two-token rank-one model, where the general path and the
-special one compute the same functions."""
+"""The thresholds and the linear baseline of the general model (the noisy strategy of
+numerics.thresholds.locate, numerics.baseline), checked on the two-token rank-one model, where the
+general path and the special one compute the same functions."""
 from __future__ import annotations
 
 import math
@@ -15,8 +15,15 @@ from derivations import ModelSpec
 from numerics.baseline import linear_baseline
 from numerics.fixed_points.solve import solve
 from numerics.result import from_row
-from numerics.thresholds.scan_changes import scan_thresholds
+from numerics.thresholds.locate import locate_thresholds
 from tidyio import read_rows, write_rows
+
+
+def on_scan(spec, alphas, integrator="auto", branches=None, **options):
+    """The thresholds located by the noisy strategy at draft precision on ``alphas``, not extended
+    unless ``extend=True``."""
+    return locate_thresholds(spec, "draft", alphas, integrator, branches, strategy="noisy",
+                             **{"extend": False, **options})
 
 
 def test_a_rank_two_student_has_the_baseline_of_its_teacher():
@@ -62,7 +69,7 @@ def test_the_global_branch_changes_where_the_training_losses_cross(capsys):
         function, items = pickle.loads(pickle.dumps((function, list(items))))
         return [function(item) for item in items[::-1]][::-1]
 
-    th = scan_thresholds(spec, [1.0, 1.5], "draft", "lines", ("semantic", "positional"), mapper=mapper)
+    th = on_scan(spec, [1.0, 1.5], "lines", ("semantic", "positional"), mapper=mapper)
     assert calls == [2]
     assert [(t.below, t.above, t.kind) for t in th.transitions] == [("positional", "semantic", "crossing")]
     a = th.alpha_c
@@ -90,26 +97,24 @@ def test_a_scan_above_the_change_is_extended_down_to_it_and_says_so():
     finds none."""
     spec = ModelSpec()
     pair = ("semantic", "positional")
-    short = scan_thresholds(spec, [1.5, 2.0], "draft", "lines", pair)
+    short = on_scan(spec, [1.5, 2.0], "lines", pair)
     assert not short.transitions and {b for _, b in short.global_branches()} == {"semantic"}
-    extended = scan_thresholds(spec, [1.5, 2.0], "draft", "lines", pair, extend=True)
+    extended = on_scan(spec, [1.5, 2.0], "lines", pair, extend=True)
     assert [(t.below, t.above) for t in extended.transitions] == [("positional", "semantic")]
     lowest = extended.global_branches()[0]
     assert lowest[1] == "positional" and lowest[0] == pytest.approx(1.2)  # the first point below, 0.8 x 1.5
     assert any(n.startswith("extended the scan to alpha in [1.2, 2]") for n in extended.notes)
-    around = scan_thresholds(spec, [1.0, 1.5], "draft", "lines", pair)
+    around = on_scan(spec, [1.0, 1.5], "lines", pair)
     assert extended.alpha_c == pytest.approx(around.alpha_c, abs=1e-5)
     assert extended.alpha_l == pytest.approx(around.alpha_l, abs=1e-5)
 
 
 @pytest.mark.slow
 def test_the_general_path_finds_the_thresholds_of_the_special_one():
-    # the same functions (line quadrature, draft rules), two root finders
-    from numerics.thresholds.newton_pair import newton_thresholds
-
+    # the same functions (line quadrature, draft rules), the two root-finding strategies
     spec = ModelSpec()
-    special = newton_thresholds(spec, "draft", alpha_min=1.0, alpha_max=1.75, n_scan=4)
-    general = scan_thresholds(spec, [1.0, 1.25, 1.5, 1.75], "draft", "lines", ("semantic", "positional"))
+    special = locate_thresholds(spec, "draft", [1.0, 1.25, 1.5, 1.75], strategy="deterministic")
+    general = on_scan(spec, [1.0, 1.25, 1.5, 1.75], "lines", ("semantic", "positional"))
     assert general.alpha_c == pytest.approx(special.alpha_c, abs=1e-5)
     assert general.alpha_l == pytest.approx(special.alpha_l, abs=1e-5)
     assert math.isnan(general.alpha_c_error)  # draft line solves state no errors
@@ -319,10 +324,8 @@ def test_a_birth_is_located_on_the_parent_where_the_coarse_rule_orders_the_child
     # positional one (the global minimum there on the scan), where fast precision puts it 2e-6 below
     # (docs/phase_diagram.md, "The rank-2 diagram"): the change is the birth, located on the
     # positional branch from the last scanned point without the mixed one, below 0.5
-    from numerics.thresholds.scan_changes import scan_thresholds
-
     spec = ModelSpec(rank=2, omega=0.0)
-    th = scan_thresholds(spec, [0.25, 0.5, 0.75], "draft", branches=("positional", "mixed"))
+    th = on_scan(spec, [0.25, 0.5, 0.75], branches=("positional", "mixed"))
     first = th.transitions[0]
     assert (first.below, first.above, first.kind) == ("positional", "mixed", "bifurcation")
     assert first.details["method"] == "multiplier on the parent"
@@ -335,17 +338,18 @@ def test_no_branch_on_the_scan_is_an_absence_and_no_converged_point_a_solver_fai
     of the solver (ThresholdLocationError, a SolverError), never reported as an absence."""
     import dataclasses
 
+    from numerics.branches.follow import BranchCurve
     from numerics.solver.iteration import SolverError
     from numerics.thresholds.record import ThresholdError, ThresholdLocationError
     from tests.fakes import FakeGeneralTheoryAPI
 
     spec = ModelSpec(tokens=3)
     with pytest.raises(ThresholdError, match="no branch of semantic was found on the scan"):
-        scan_thresholds(spec, [1.0, 2.0], "draft", "qmc", ("semantic",), scan=[])
+        on_scan(spec, [1.0, 2.0], "qmc", ("semantic",), scan={})
     stuck = [dataclasses.replace(FakeGeneralTheoryAPI().fixed_point(spec, a, "semantic", "draft"), converged=False,
                                  status="max_iterations") for a in (1.0, 2.0)]
     with pytest.raises(ThresholdLocationError, match="no branch of semantic converged on the scan") as caught:
-        scan_thresholds(spec, [1.0, 2.0], "draft", "qmc", ("semantic",), scan=stuck)
+        on_scan(spec, [1.0, 2.0], "qmc", ("semantic",), scan={"semantic": BranchCurve("semantic", stuck, [])})
     assert isinstance(caught.value, SolverError) and not isinstance(caught.value, ThresholdError)
 
 
@@ -357,12 +361,11 @@ def test_a_birth_located_above_its_modes_aim_is_refined_on_four_times_the_points
     import dataclasses
 
     from numerics.channel.qmc import precision as qmc_precision
-    from numerics.thresholds.scan_changes import scan_thresholds
 
     draft = qmc_precision.QMC_PRECISIONS["draft"]
     monkeypatch.setitem(qmc_precision.QMC_PRECISIONS, "draft", dataclasses.replace(draft, threshold_aim=1e-4))
     spec = ModelSpec(rank=2, omega=0.3)
-    th = scan_thresholds(spec, [0.5, 0.75], "draft", branches=("positional", "mixed"))
+    th = on_scan(spec, [0.5, 0.75], branches=("positional", "mixed"))
     birth = th.transitions[0]
     assert birth.kind == "bifurcation"
     refinement = birth.details["refinement"]
@@ -381,11 +384,10 @@ def test_an_alpha_l_located_above_its_modes_aim_is_refined_and_meets_the_line_qu
     import dataclasses
 
     from numerics.channel.qmc import precision as qmc_precision
-    from numerics.thresholds.scan_changes import scan_thresholds
 
     draft = qmc_precision.QMC_PRECISIONS["draft"]
     monkeypatch.setitem(qmc_precision.QMC_PRECISIONS, "draft", dataclasses.replace(draft, threshold_aim=1e-4))
-    th = scan_thresholds(ModelSpec(omega=0.3), [1.0, 1.5], "draft", "qmc", ("semantic",))
+    th = on_scan(ModelSpec(omega=0.3), [1.0, 1.5], "qmc", ("semantic",))
     refinement = th.details["alpha_l"]["refinement"]
     assert refinement["status"] == "refined" and refinement["rule"] == "draft, 2^13 points"
     assert th.alpha_l_error < refinement["located"]["error"]
@@ -400,11 +402,10 @@ def test_a_crossing_located_above_its_modes_aim_is_refined_and_meets_the_line_qu
     import dataclasses
 
     from numerics.channel.qmc import precision as qmc_precision
-    from numerics.thresholds.scan_changes import scan_thresholds
 
     draft = qmc_precision.QMC_PRECISIONS["draft"]
     monkeypatch.setitem(qmc_precision.QMC_PRECISIONS, "draft", dataclasses.replace(draft, threshold_aim=1e-4))
-    th = scan_thresholds(ModelSpec(omega=0.3), [1.0, 1.5], "draft", "qmc", ("positional", "semantic"))
+    th = on_scan(ModelSpec(omega=0.3), [1.0, 1.5], "qmc", ("positional", "semantic"))
     crossing = th.transitions[0]
     assert crossing.kind == "crossing"
     refinement = crossing.details["refinement"]

@@ -701,9 +701,9 @@ def test_alpha_l_off_the_scan_is_found_on_the_extended_scan():
     """At large omega alpha_l can lie beyond the scan while alpha_c is on it. Emulated at
     omega = 0.3 by ending the scan at 1.4, between alpha_c ~ 1.25 and alpha_l ~ 1.49: the scan
     is continued above 1.4 (the default) and alpha_l is found there."""
-    from numerics.thresholds.newton_pair import newton_thresholds
+    from numerics.thresholds.locate import locate_thresholds
 
-    extended = newton_thresholds(SPEC, "draft", alpha_min=0.9, alpha_max=1.4, n_scan=6)
+    extended = locate_thresholds(SPEC, "draft", np.linspace(0.9, 1.4, 6))
     assert extended.alpha_l_status == "ok" and 1.4 < extended.alpha_l < 1.7
     assert extended.details["scanned"][1] > 1.4
     assert 1.2 < extended.alpha_c < 1.3
@@ -712,10 +712,10 @@ def test_alpha_l_off_the_scan_is_found_on_the_extended_scan():
 @pytest.mark.slow
 def test_alpha_l_off_the_scan_keeps_alpha_c_without_the_extension():
     # slow (27 s): a second run of the scan above, without the extension
-    from numerics.thresholds.newton_pair import newton_thresholds
+    from numerics.thresholds.locate import locate_thresholds
 
-    short = newton_thresholds(SPEC, "draft", alpha_min=0.9, alpha_max=1.4, n_scan=6, extend=False)
-    extended = newton_thresholds(SPEC, "draft", alpha_min=0.9, alpha_max=1.4, n_scan=6)
+    short = locate_thresholds(SPEC, "draft", np.linspace(0.9, 1.4, 6), extend=False)
+    extended = locate_thresholds(SPEC, "draft", np.linspace(0.9, 1.4, 6))
     assert short.alpha_l_status.startswith("not bracketed") and "[0.9, 1.4]" in short.alpha_l_status
     assert np.isnan(short.alpha_l) and short.to_dict()["alpha_l"] is None
     assert short.details["scanned"] == [0.9, 1.4] and 1.2 < short.alpha_c < 1.3

@@ -248,12 +248,15 @@ def test_a_branch_the_solver_failed_to_find_is_a_failure_not_an_absence(monkeypa
     """The thresholds need both branches: a branch whose every anchor attempt fell onto the
     trivial point is absent (BranchAbsent, a reason); one where the solver failed is a
     SolverError, even after the scan is extended on both sides."""
-    from numerics.thresholds import newton_pair as th
+    from numerics.thresholds import deterministic
     from numerics.branches.follow import BranchCurve
     from numerics.solver.iteration import SolverError
+    from numerics.thresholds.locate import locate_thresholds
+    from numerics.thresholds.record import BranchAbsent
+    from numerics.thresholds.scan import ScanPoint
 
     def point(alpha):
-        return th.ScanPoint(alpha, "semantic", Overlaps(0.1, 0.0, 12.0, 0.15), 1e-3, 3e-3, "draft")
+        return ScanPoint(alpha, "semantic", Overlaps(0.1, 0.0, 12.0, 0.15), 1e-3, 3e-3, "draft")
 
     def fake_follow(failure):
         def follow(spec, alphas, branch, precision, anchor=None, bisections=4, progress=None):
@@ -262,12 +265,12 @@ def test_a_branch_the_solver_failed_to_find_is_a_failure_not_an_absence(monkeypa
             return BranchCurve(branch, [], [], "positional branch not found", failure=failure)
         return follow
 
-    monkeypatch.setattr(th, "follow_branch", fake_follow("the solver failed at every anchor (stalled)"))
+    monkeypatch.setattr(deterministic, "follow_branch", fake_follow("the solver failed at every anchor (stalled)"))
     with pytest.raises(SolverError, match="the solver failed at every anchor"):
-        th.newton_thresholds(SPEC, "draft")
-    monkeypatch.setattr(th, "follow_branch", fake_follow(""))
-    with pytest.raises(th.BranchAbsent, match="positional branch was not found on alpha in"):
-        th.newton_thresholds(SPEC, "draft")
+        locate_thresholds(SPEC, "draft")
+    monkeypatch.setattr(deterministic, "follow_branch", fake_follow(""))
+    with pytest.raises(BranchAbsent, match="positional branch was not found on alpha in"):
+        locate_thresholds(SPEC, "draft")
 
 
 @pytest.mark.parametrize("residual, absent", [(0.6, True), (3e-3, False)])

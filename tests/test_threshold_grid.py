@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from derivations import ModelSpec
-from numerics.thresholds.newton_pair import newton_thresholds
+from numerics.thresholds.locate import locate_thresholds
 from numerics.thresholds.record import BranchAbsent, CrossingBeyondScan
 
 SYM, ASYM = ((0.6, 0.4), (0.4, 0.6)), ((0.3, 0.7), (0.8, 0.2))
@@ -17,7 +17,7 @@ def outcome(spec):
     of reason why there is no alpha_c. Anything else (a SolverError, a RootFindingError)
     propagates and fails the test."""
     try:
-        th = newton_thresholds(spec, "draft")
+        th = locate_thresholds(spec, "draft")
     except BranchAbsent as exc:
         text = str(exc)
         assert "spinodal" in text or "was not found on alpha in [" in text, text

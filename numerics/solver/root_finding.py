@@ -4,7 +4,7 @@
 sign of every value they compute (:class:`SignBracket`); a step that leaves it is
 replaced by bisection, and a root that converges onto an end of the range whose sign
 was never seen is not a root (:class:`RootFindingError`). The thresholds of
-docs/theory.md, sections 3.4-3.5 are found with them (:mod:`numerics.thresholds.newton_pair`).
+docs/theory.md, sections 3.4-3.5 are found with them (:mod:`numerics.thresholds.deterministic`).
 """
 from __future__ import annotations
 

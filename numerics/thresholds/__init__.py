@@ -1,4 +1,5 @@
 """The thresholds ``alpha_c`` (the first change of the global branch) and ``alpha_l`` (the global
 minimum's test error crossing the linear baseline's), in one record for every model
-(:mod:`.record`): Newton's method on the paper's two competing branches with the line quadrature
-(:mod:`.newton_pair`), or every change of the global branch located on a scan (:mod:`.scan_changes`)."""
+(:mod:`.record`), by one locator (:mod:`.locate`) on a scan (:mod:`.scan`), whose root-finding
+strategy is deterministic (:mod:`.deterministic`) or noise-aware (:mod:`.noisy`, with
+:mod:`.births` and :mod:`.noisy_roots`)."""

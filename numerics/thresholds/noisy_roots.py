@@ -1,24 +1,37 @@
 """Roots of a function known only to within a stated noise (a quadrature's error): a root with its
 error bar, stopped where further evaluations could only move it within that error
 (:func:`root_within_noise`); a root moved onto a finer rule's value at one point, with the coarse
-rule's samples for its shape (:func:`shifted_root`); and the onset of a pitchfork from the overlap
-growing out of zero (:func:`pitchfork_onset`). The threshold locator on a scan
-(:mod:`numerics.thresholds.scan_changes`) uses them on QMC fixed points."""
+rule's samples for its shape (:func:`shifted_root`), and a located root refined so once
+(:func:`refined_root`); and the onset of a pitchfork from the overlap growing out of zero
+(:func:`pitchfork_onset`). The noisy strategy of the threshold locator
+(:mod:`numerics.thresholds.noisy`) uses them on QMC fixed points."""
 from __future__ import annotations
 
+import logging
 import math
 from typing import Callable, Sequence
 
 import numpy as np
 from scipy.optimize import brentq
 
+from numerics.channel.qmc.precision import refined
+from numerics.solver.iteration import SolverError
 from numerics.thresholds.record import ThresholdLocationError
+
+log = logging.getLogger(__name__)
 
 #: the smallest root-finding tolerance in alpha; below it the stated errors dominate anyway
 MIN_XTOL = 1e-4
 #: the noises within which the root finder stops where the root is refined on a finer rule
 #: afterwards: the rank-2 birth then takes one solve and multiplier at fast fewer (about 2 of 15 minutes)
 REFINED_STOP = 3.0
+
+
+def stated_error(p, field: str) -> float:
+    """The stated error of ``field`` at the fixed point ``p``; NaN where its precision mode states none
+    (the line quadrature's draft mode), which makes a root's error NaN too."""
+    e = p.error.get(field)
+    return float(e) if e is not None else math.nan
 
 
 class _ZeroWithinNoise(Exception):
@@ -41,9 +54,9 @@ def root_within_noise(f, lo: float, hi: float, noise: Callable[[float], float],
     (the two points' noises in quadrature over their distance) over ``s^2``. The line's curvature
     enters at second order in a distance below ``noise / |s|`` and is left out. ``refined_above()``
     (asked once ``f`` is known at both ends): where the noise over the bracket's slope is above it,
-    the root is refined afterwards on a finer rule (:func:`numerics.thresholds.scan_changes._refined_root`), which needs only the
-    shape of ``f`` near it, and the search stops within :data:`REFINED_STOP` noises instead (the curvature then enters at a distance below
-    ``REFINED_STOP noise / |s|``, and the refinement's shape carries it)."""
+    the root is refined afterwards on a finer rule (:func:`refined_root`), which needs only the shape of
+    ``f`` near it, and the search stops within :data:`REFINED_STOP` noises instead (the curvature then
+    enters at a distance below ``REFINED_STOP noise / |s|``, and the refinement's shape carries it)."""
     f_lo, f_hi = f(lo), f(hi)
     if not f_lo * f_hi <= 0:
         # the scan's order of the branches is not the located one (a scan point that a solve missed)
@@ -139,3 +152,29 @@ def shifted_root(alphas: Sequence[float], values: Sequence[float], errors: Seque
     powers[-1] = 0.0
     grad = -powers / slope
     return at + r, float(np.hypot(value_error / slope, np.sqrt(grad @ cov @ grad)))
+
+
+def refined_root(precision, root: float, error: float, samples: Sequence, fine_value: Callable,
+                 details: dict) -> tuple:
+    """A root located at ``precision`` with an error above that mode's aim, refined once:
+    ``fine_value(rule)`` gives the located function, its stated error and a record for ``details`` at
+    the root on :func:`~numerics.channel.qmc.precision.refined`'s rule (four times the points per
+    scrambling, for the fixed point and the test error), and the root becomes :func:`shifted_root`'s:
+    the shape of ``samples`` (``(alpha, value, error)`` on the located rule) through that value.
+    Where the refining solve fails the located root stands, and ``details["refinement"]`` says why."""
+    from numerics.fixed_points.errors import BranchNotFound
+
+    fine = refined(precision)
+    located = {"root": root, "error": error}
+    try:
+        value, value_error, record = fine_value(fine)
+        # ThresholdLocationError (a SolverError) where the moved curve has no real root
+        new_root, new_error = shifted_root(*zip(*samples), at=root, value=value, value_error=value_error)
+    except (BranchNotFound, SolverError) as exc:
+        log.info("the refinement of the root at %g on the %s rule failed: %s", root, fine.name, exc)
+        details["refinement"] = {"rule": fine.name, "located": located, "status": f"not refined: {exc}"}
+        return root, error
+    log.info("refined on the %s rule: %g +- %.1e (located %g +- %.1e)", fine.name, new_root, new_error, root, error)
+    details["refinement"] = {"rule": fine.name, "located": located, "value": value, "value_error": value_error,
+                             **record, "status": "refined"}
+    return new_root, new_error

@@ -1,11 +1,10 @@
 """The one record of the thresholds of every model (:class:`Thresholds`), its changes of the
 global branch (:class:`Transition`) and the errors of a threshold search.
 
-Both ways of locating them fill the same record: Newton's method on the paper's two competing
-branches (:func:`numerics.thresholds.newton_pair.newton_thresholds`, with the spinodals of the
-line quadrature) and the changes of the global branch located on a scan
-(:func:`numerics.thresholds.scan_changes.scan_thresholds`, with the scanned fixed points).
-``alpha_c`` is the first change, ``transitions`` all of them.
+The locator (:func:`numerics.thresholds.locate.locate_thresholds`) fills it with either strategy:
+the deterministic one (Newton's method on the paper's two competing branches, with the spinodals of
+the line quadrature) and the noisy one (every change of the global branch located on the scan, with
+the scanned fixed points). ``alpha_c`` is the first change, ``transitions`` all of them.
 """
 from __future__ import annotations
 

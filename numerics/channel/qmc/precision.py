@@ -24,7 +24,7 @@ class QMCPrecision:
     residual_tol: float
     maxiter: int = 60
     #: the error aimed at for a threshold located at this mode: one located with a larger error is
-    #: refined once on :func:`refined`'s rule (:mod:`numerics.thresholds.scan_changes`)
+    #: refined once on :func:`refined`'s rule (:func:`numerics.thresholds.noisy_roots.refined_root`)
     threshold_aim: float = math.inf
 
 
