@@ -82,33 +82,51 @@ def _wrapper_source(name: str, arg_names: Sequence[str], n_args: int, tuple_out:
             f"({', '.join(params)}{',' if len(params) == 1 else ''}), {tuple_out})")
 
 
-def _terms_source(terms: str, objective: str, groups: Dict[str, int], n_params: int, n_h: int) -> str:
-    """``_terms_<terms>`` and ``_objective_<terms>``: one node's objective, gradient and Hessian
-    (written into ``g`` and ``H``), and its objective alone, from the arrays ``h, w, c, v, p``."""
-    def unpack(counts):
-        return ", ".join(f"{a}[{i}]" for a, k in counts for i in range(k))
-
-    args = unpack([("h", groups["h"]), ("w", groups["w"]), ("c", groups["c"]), ("v", groups["v"]),
-                   ("p", n_params)])
-    lines = [JIT, f"def _terms_{terms}(h, w, c, v, p, g, H):",
-             f"    r = _node_{terms}({args})"]
-    lines += [f"    g[{i}] = r[{1 + i}]" for i in range(n_h)]
-    e = 1 + n_h
-    for i in range(n_h):
-        for j in range(i, n_h):
-            lines.append(f"    H[{i}, {j}] = r[{e}]")
-            if i != j:
-                lines.append(f"    H[{j}, {i}] = r[{e}]")
-            e += 1
-    lines.append("    return r[0]")
-    lines += ["", "", JIT, f"def _objective_{terms}(h, w, c, v, p):",
-              f"    return _node_{objective}({args})"]
-    return "\n".join(lines)
+#: the template's call of the terms, a statement of its own (:mod:`derivations.kernels`)
+_TERMS_CALL = re.compile(r"^(?P<indent> *)(?P<target>\w+) = _TERMS\(h, i, w, c, v, p, g, H\)$", flags=re.M)
+#: the template's call of the objective alone, at the line search's trial point
+_OBJECTIVE_CALL = "_OBJECTIVE(trial, i, w, c, v, p)"
 
 
-def _kernel_source(terms: str) -> str:
-    """The iteration of :mod:`derivations.kernels` bound to ``_terms_<terms>``: every function of it
-    renamed with the suffix ``_<terms>`` (the entry point ``newton_<terms>``)."""
+def bind_terms(body: str, terms: str, objective: str, groups: Dict[str, int], n_params: int, n_h: int) -> str:
+    """The iteration's source ``body`` with its ``_TERMS`` and ``_OBJECTIVE`` calls written out in place:
+    the scalar functions ``_node_<terms>`` and ``_node_<objective>`` of node ``i``'s entries of the arrays
+    ``h`` (or ``trial``), ``w``, ``c`` and of ``v``, ``p``, the gradient and the Hessian (the upper
+    triangle, row by row, as the terms return them) unpacked into ``g`` and ``H``. In place, because a
+    numba call that passes arrays costs more than a two-token node's terms (:mod:`derivations.kernels`)."""
+    def row(array, count):
+        return [f"{array}[i, {k}]" for k in range(count)]
+
+    def entries(array, count):
+        return [f"{array}[{k}]" for k in range(count)]
+
+    rest = row("w", groups["w"]) + row("c", groups["c"]) + entries("v", groups["v"]) + entries("p", n_params)
+
+    def terms_block(match):
+        lines = [f"terms_out = _node_{terms}({', '.join(row('h', n_h) + rest)})"]
+        lines += [f"g[{j}] = terms_out[{1 + j}]" for j in range(n_h)]
+        e = 1 + n_h
+        for a in range(n_h):
+            for b in range(a, n_h):
+                lines.append(f"H[{a}, {b}] = terms_out[{e}]")
+                if a != b:
+                    lines.append(f"H[{b}, {a}] = terms_out[{e}]")
+                e += 1
+        lines.append(f"{match['target']} = terms_out[0]")
+        return "\n".join(match["indent"] + line for line in lines)
+
+    body, n_terms = _TERMS_CALL.subn(terms_block, body)
+    n_objective = body.count(_OBJECTIVE_CALL)
+    body = body.replace(_OBJECTIVE_CALL, f"_node_{objective}({', '.join(entries('trial', n_h) + rest)})")
+    if n_terms != 1 or n_objective != 1:
+        raise RuntimeError(f"the kernel template calls _TERMS {n_terms} and _OBJECTIVE {n_objective} times "
+                           "in the forms bind_terms writes out; expected once each")
+    return body
+
+
+def _kernel_source(terms: str, objective: str, groups: Dict[str, int], n_params: int, n_h: int) -> str:
+    """The iteration of :mod:`derivations.kernels` bound to the model's terms (:func:`bind_terms`), its
+    entry point renamed ``newton_<terms>``."""
     from . import kernels
 
     src = inspect.getsource(kernels)
@@ -117,8 +135,10 @@ def _kernel_source(terms: str) -> str:
     for fn in names:
         new = f"newton_{terms}" if fn == "newton_nodes" else f"{fn}_{terms}"
         body = re.sub(rf"\b{fn}\b", new, body)
-    for template, bound in zip(kernels.TEMPLATE_NAMES, (f"_terms_{terms}", f"_objective_{terms}")):
-        body = re.sub(rf"\b{template}\b", bound, body)
+    body = bind_terms(body, terms, objective, groups, n_params, n_h)
+    left = [name for name in kernels.TEMPLATE_NAMES if re.search(rf"\b{name}\b", body)]
+    if left:
+        raise RuntimeError(f"the kernel template still names {', '.join(left)} after binding")
     body = re.sub(r"^def ", JIT + "\ndef ", body, flags=re.M)
     body = body.replace("  # pragma: no cover - compiled in a generated module", "").replace("  # pragma: no cover", "")
     constants = "\n".join(f"{k} = {getattr(kernels, k)!r}"
@@ -132,7 +152,7 @@ def compiled_source(exprs: Dict[str, Tuple[tuple, object, str]], names: Sequence
     Newton kernels (``exprs``: :func:`derivations.expressions.build_expressions`)."""
     parts = [header, "from math import *  # noqa: F401,F403 - the math printer's functions",
              "import numpy as np", "from numba import njit", "", "from derivations.compiled import call_vectorised",
-             "from derivations.kernel_linalg import direction, max_abs"]
+             "from derivations.kernel_linalg import eigen_direction, max_abs"]
     for name in names:
         if name not in PER_NODE:
             continue
@@ -148,8 +168,7 @@ def compiled_source(exprs: Dict[str, Tuple[tuple, object, str]], names: Sequence
             continue
         args = exprs[terms][0]
         groups = _argument_groups([a.name for a in args[:len(args) - n_params]], n_h)
-        parts.append(_terms_source(terms, objective, groups, n_params, n_h))
-        parts.append(_kernel_source(terms))
+        parts.append(_kernel_source(terms, objective, groups, n_params, n_h))
     return "\n\n\n".join(parts) + "\n"
 
 

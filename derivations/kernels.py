@@ -2,18 +2,26 @@
 
 :mod:`derivations.codegen` writes, for the ``compiled`` backend, a module per model that holds
 the model's per-node functions (each generated expression as a scalar function, compiled by numba)
-and, for each prox objective, a copy of the iteration below with its names bound to that
-objective, beside the linear algebra of :mod:`derivations.kernel_linalg` (``direction``,
-``max_abs``). This module is that iteration's source: its functions call ``_TERMS`` and
-``_OBJECTIVE``, which exist only in a generated module, where they are the model's
+and, for each prox objective, a copy of the iteration below bound to that objective, beside the
+eigendecomposition fallback of :mod:`derivations.kernel_linalg` (``eigen_direction``). This module is
+that iteration's source: it calls ``_TERMS`` and ``_OBJECTIVE``, which exist only in a generated
+module, where the generator writes each call out in place as the model's scalar function of node
+``i``'s entries (:func:`derivations.compiled.bind_terms`):
 
-* ``_TERMS(h, w, c, v, p, g, H) -> f``: the objective at ``h`` with its gradient written into ``g``
-  and its Hessian into ``H`` (the generated ``prox_newton`` terms, one node);
-* ``_OBJECTIVE(h, w, c, v, p) -> f``: the objective alone (the line search's trial points);
+* ``f0 = _TERMS(h, i, w, c, v, p, g, H)``: the objective at ``h[i]`` with its gradient written into
+  ``g`` and its Hessian into ``H`` (the generated ``prox_newton`` terms, one node);
+* ``_OBJECTIVE(trial, i, w, c, v, p)``: the objective alone at ``trial`` (the line search's trial
+  points);
 
-with ``w`` the node's ``w``, ``c`` its teacher values (``h*`` or the teacher's matrix ``T``), ``v``
-the packed ``V`` and ``p`` the model's parameters. Nothing here is imported at run time; the
+with ``w[i]`` the node's ``w``, ``c[i]`` its teacher values (``h*`` or the teacher's matrix ``T``),
+``v`` the packed ``V`` and ``p`` the model's parameters. Nothing here is imported at run time; the
 names are replaced textually (:data:`TEMPLATE_NAMES`), and numba compiles the result.
+
+Why one function with the terms and the Cholesky step written out in it: numba passes an array to
+a function it does not inline with reference counting, and a row view (``h[i]``) costs the same;
+per node and step that cost more than the arithmetic of a two-token step (a node's first terms
+evaluation 200 ns through helper functions and row views, 26 ns written out; the whole iteration
+from ``w`` 1.2 us against 0.6 us, the same bits). Only the rare eigendecomposition stays a call.
 
 :func:`newton_nodes` is the saddle-free Newton descent of :mod:`numerics.prox.newton` (its numpy
 reference, vectorised over nodes), node by node, with the same rules: the direction
@@ -50,63 +58,83 @@ def newton_nodes(h0, w, c, v, p, floor, tol, maxiter, known, known_obj, capture,
     use_known = known.shape[0] == N and N > 0
     g = np.empty(n)
     H = np.empty((n, n))
-    S = np.empty((n, n))
     L = np.zeros((n, n))
     y = np.empty(n)
     d = np.empty(n)
     trial = np.empty(n)
     for i in range(N):
-        _newton_node(i, h, obj, gn, w, c, v, p, floor, tol, maxiter, known, known_obj, capture, cap, use_known,
-                     g, H, S, L, y, d, trial)
-    return h, obj, gn
-
-
-def _newton_node(i, h, obj, gn, w, c, v, p, floor, tol, maxiter, known, known_obj, capture, cap, use_known,
-                 g, H, S, L, y, d, trial):  # pragma: no cover - compiled in a generated module
-    """Node ``i`` of :func:`newton_nodes`, iterated in place: ``h[i]``, ``obj[i]``, ``gn[i]``."""
-    n = h.shape[1]
-    a = h[i]
-    wi = w[i]
-    ci = c[i]
-    for it in range(maxiter + 1):
-        f0 = _TERMS(a, wi, ci, v, p, g, H)
-        gmax = max_abs(g, n)
-        done = gmax < tol or it == maxiter or not np.isfinite(gmax)
-        if use_known:
-            for j in range(n):
-                y[j] = a[j] - known[i, j]
-            stop = max_abs(y, n) < capture
-            if cap >= 0 and it >= cap and f0 >= known_obj[i]:
-                stop = True
-            if stop and not done:
-                gmax = np.nan
-            done = done or stop
-        if done:
-            obj[i] = f0
-            gn[i] = gmax
-            return
-        convex = direction(H, g, floor, S, L, y, d)
-        if convex and not max_abs(d, n) > FULL_STEP:
-            for j in range(n):
-                a[j] += d[j]
-            continue
-        slope = 0.0
-        for j in range(n):
-            slope += g[j] * d[j]
-        step = 1.0
-        accepted = False
-        for _ in range(LINE_SEARCH_HALVINGS):
-            for j in range(n):
-                trial[j] = a[j] + step * d[j]
-            if _OBJECTIVE(trial, wi, ci, v, p) <= f0 + ARMIJO * step * slope:
-                accepted = True
+        for it in range(maxiter + 1):
+            f0 = _TERMS(h, i, w, c, v, p, g, H)
+            gmax = max_abs(g, n)
+            done = gmax < tol or it == maxiter or not np.isfinite(gmax)
+            if use_known:
+                for j in range(n):
+                    y[j] = h[i, j] - known[i, j]
+                stop = max_abs(y, n) < capture
+                if cap >= 0 and it >= cap and f0 >= known_obj[i]:
+                    stop = True
+                if stop and not done:
+                    gmax = np.nan
+                done = done or stop
+            if done:
+                obj[i] = f0
+                gn[i] = gmax
                 break
-            step *= 0.5
-        if not accepted:
-            # no decrease at any length: rounding hides it, and the node is as converged as
-            # float64 can tell; it is finished where it is
-            obj[i] = f0
-            gn[i] = gmax
-            return
-        for j in range(n):
-            a[j] += step * d[j]
+            # the direction: the Newton step of H - floor I from its Cholesky factor L where that is
+            # positive definite (a positive pivot at every column), else the eigendecomposition's
+            convex = True
+            for j in range(n):
+                s = H[j, j] - floor
+                for k in range(j):
+                    s -= L[j, k] * L[j, k]
+                if not s > 0.0:
+                    convex = False
+                    break
+                root = np.sqrt(s)
+                L[j, j] = root
+                for a in range(j + 1, n):
+                    t = H[a, j]
+                    for k in range(j):
+                        t -= L[a, k] * L[j, k]
+                    L[a, j] = t / root
+            if convex:
+                for a in range(n):
+                    t = g[a]
+                    for k in range(a):
+                        t -= L[a, k] * y[k]
+                    y[a] = t / L[a, a]
+                for a in range(n - 1, -1, -1):
+                    t = y[a]
+                    for k in range(a + 1, n):
+                        t -= L[k, a] * d[k]
+                    d[a] = t / L[a, a]
+                for j in range(n):
+                    d[j] = -d[j]
+                if not max_abs(d, n) > FULL_STEP:
+                    # a strict minimum close by: the full step, which converges quadratically
+                    for j in range(n):
+                        h[i, j] += d[j]
+                    continue
+            else:
+                eigen_direction(H, g, floor, d)
+            slope = 0.0
+            for j in range(n):
+                slope += g[j] * d[j]
+            step = 1.0
+            accepted = False
+            for _ in range(LINE_SEARCH_HALVINGS):
+                for j in range(n):
+                    trial[j] = h[i, j] + step * d[j]
+                if _OBJECTIVE(trial, i, w, c, v, p) <= f0 + ARMIJO * step * slope:
+                    accepted = True
+                    break
+                step *= 0.5
+            if not accepted:
+                # no decrease at any length: rounding hides it, and the node is as converged as
+                # float64 can tell; it is finished where it is
+                obj[i] = f0
+                gn[i] = gmax
+                break
+            for j in range(n):
+                h[i, j] += step * d[j]
+    return h, obj, gn
