@@ -41,7 +41,7 @@ class ChannelRule:
     the teacher rule by the channel's symmetries (:mod:`numerics.fixed_points.symmetry`) and set the
     integrands odd under one of them to their exact value zero. check_global: check every
     node's followed branch against Newton from ``w`` and from the reflected branch (the
-    safety net of :class:`~numerics.channel.lines.accumulation.Accumulator`, about 60% of an
+    safety net of :func:`~numerics.channel.lines.accumulation.accumulate`, about 60% of an
     evaluation). Off, the map is the
     one the located switches give; the solver uses it only to approach a fixed point,
     which is then always confirmed with the checks on
