@@ -89,11 +89,12 @@ _OBJECTIVE_CALL = "_OBJECTIVE(trial, i, w, c, v, p)"
 
 
 def bind_terms(body: str, terms: str, objective: str, groups: Dict[str, int], n_params: int, n_h: int) -> str:
-    """The iteration's source ``body`` with its ``_TERMS`` and ``_OBJECTIVE`` calls written out in place:
-    the scalar functions ``_node_<terms>`` and ``_node_<objective>`` of node ``i``'s entries of the arrays
-    ``h`` (or ``trial``), ``w``, ``c`` and of ``v``, ``p``, the gradient and the Hessian (the upper
-    triangle, row by row, as the terms return them) unpacked into ``g`` and ``H``. In place, because a
-    numba call that passes arrays costs more than a two-token node's terms (:mod:`derivations.kernels`)."""
+    """The iteration's source ``body`` bound to a model: ``_N_H`` the number ``n_h``, and its ``_TERMS`` and
+    ``_OBJECTIVE`` calls written out in place as the scalar functions ``_node_<terms>`` and
+    ``_node_<objective>`` of node ``i``'s entries of the arrays ``h`` (or ``trial``), ``w``, ``c`` and of
+    ``v``, ``p``, the gradient and the Hessian (the upper triangle, row by row, as the terms return
+    them) unpacked into ``g`` and ``H``. In place, because a numba call that passes arrays costs more
+    than a two-token node's terms (:mod:`derivations.kernels`)."""
     def row(array, count):
         return [f"{array}[i, {k}]" for k in range(count)]
 
@@ -116,6 +117,7 @@ def bind_terms(body: str, terms: str, objective: str, groups: Dict[str, int], n_
         return "\n".join(match["indent"] + line for line in lines)
 
     body, n_terms = _TERMS_CALL.subn(terms_block, body)
+    body = re.sub(r"\b_N_H\b", str(n_h), body)
     n_objective = body.count(_OBJECTIVE_CALL)
     body = body.replace(_OBJECTIVE_CALL, f"_node_{objective}({', '.join(entries('trial', n_h) + rest)})")
     if n_terms != 1 or n_objective != 1:
