@@ -35,10 +35,22 @@ def _overflow_is_a_limit(fn):
 
 
 def _pairs(*arrays):
-    """Pairs of arrays broadcast together, as ``(N, 2)`` arrays of their flattened shape."""
-    flat = np.broadcast_arrays(*(np.asarray(a, dtype=float) for a in arrays))
+    """Pairs of arrays broadcast together, as ``(N, 2)`` arrays of their flattened shape.
+
+    Written column by column into one new array (``np.stack`` of broadcast views cost several
+    times as much, and the line quadrature calls this about 50 times per evaluation)."""
+    flat = [np.asarray(a, dtype=float) for a in arrays]
     shape = flat[0].shape
-    return shape, [np.stack([flat[i].ravel(), flat[i + 1].ravel()], axis=-1) for i in range(0, len(flat), 2)]
+    if any(a.shape != shape for a in flat):
+        flat = np.broadcast_arrays(*flat)
+        shape = flat[0].shape
+    size = flat[0].size
+    pairs = []
+    for i in range(0, len(flat), 2):
+        pair = np.empty((size, 2))
+        pair[:, 0], pair[:, 1] = flat[i].reshape(size), flat[i + 1].reshape(size)
+        pairs.append(pair)
+    return shape, pairs
 
 
 @_overflow_is_a_limit
