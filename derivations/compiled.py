@@ -11,7 +11,8 @@ For the ``compiled`` backend :func:`derivations.codegen.generated_functions` wri
 
 and ``newton_prox_newton_of_T``: the whole per-node saddle-free Newton iteration of
 :mod:`derivations.kernels` bound to the prox objective in the teacher's matrix, so that a node
-iterates to its own tolerance with no Python in between. The functions evaluated once per evaluation of the saddle-point map
+iterates to its own tolerance with no Python in between, and ``follow_prox_newton_of_T``, the
+continuation along paths of nodes built on it. The functions evaluated once per evaluation of the saddle-point map
 (the prior side, the conjugates from averaged moments) are the numpy backend's.
 
 numba caches the machine code next to the generated module (``__pycache__`` beside it), keyed by
@@ -34,6 +35,9 @@ PER_NODE = ("loss", "dloss_dhstar", "teacher", "attention", "prox_objective", "p
 #: teacher's matrix ``T``, computed once per node, where the terms in ``h*`` recompute the teacher's
 #: softmax at every step (70 against 98 ns a node at two tokens)
 NEWTON_KERNELS = (("prox_newton_of_T", "prox_objective_of_T"),)
+#: the functions of :mod:`derivations.kernels` a compiled module exports, by their names there: each
+#: is exported as ``<entry>_<terms>`` for each of :data:`NEWTON_KERNELS`
+ENTRY_POINTS = {"newton_nodes": "newton", "follow_paths": "follow"}
 #: every compiled function: cached next to its module; float errors as numpy's (inf and nan, no
 #: exception: the solver reports non-finite values as its own error); no fast-math, so the
 #: arithmetic is IEEE's, as numpy's
@@ -128,14 +132,14 @@ def bind_terms(body: str, terms: str, objective: str, groups: Dict[str, int], n_
 
 def _kernel_source(terms: str, objective: str, groups: Dict[str, int], n_params: int, n_h: int) -> str:
     """The iteration of :mod:`derivations.kernels` bound to the model's terms (:func:`bind_terms`), its
-    entry point renamed ``newton_<terms>``."""
+    entry points renamed ``newton_<terms>`` and ``follow_<terms>`` (:data:`ENTRY_POINTS`)."""
     from . import kernels
 
     src = inspect.getsource(kernels)
     body = src[src.index("def newton_nodes"):]
     names = re.findall(r"^def (\w+)\(", body, flags=re.M)
     for fn in names:
-        new = f"newton_{terms}" if fn == "newton_nodes" else f"{fn}_{terms}"
+        new = f"{ENTRY_POINTS[fn]}_{terms}" if fn in ENTRY_POINTS else f"{fn}_{terms}"
         body = re.sub(rf"\b{fn}\b", new, body)
     body = bind_terms(body, terms, objective, groups, n_params, n_h)
     left = [name for name in kernels.TEMPLATE_NAMES if re.search(rf"\b{name}\b", body)]
@@ -198,7 +202,8 @@ def call_vectorised(kernel, node_args: tuple, params: tuple, tuple_out: bool):
 
 def compiled_names(names: Sequence[str]) -> Tuple[str, ...]:
     """The functions a compiled module exports for a model with the functions ``names``."""
-    return tuple(n for n in names if n in PER_NODE) + tuple(f"newton_{t}" for t, _ in NEWTON_KERNELS if t in names)
+    return tuple(n for n in names if n in PER_NODE) + tuple(f"{entry}_{t}" for t, _ in NEWTON_KERNELS if t in names
+                                                           for entry in ENTRY_POINTS.values())
 
 
 def _import(path, key: str):
@@ -219,16 +224,20 @@ def _import(path, key: str):
 
 
 def _warm_up(module, names: Sequence[str], n_params: int, n_h: int) -> None:
-    """Call the Newton kernels once on one node, so that each is compiled (or loaded from numba's
-    cache) now and a failure to compile is raised here rather than in a solve; the per-node
-    functions compile at their first call (:class:`_FirstCall`)."""
+    """Call the Newton kernels and the continuations once on one node, so that each is compiled (or
+    loaded from numba's cache) now and a failure to compile is raised here rather than in a solve; the
+    per-node functions compile at their first call (:class:`_FirstCall`). The argument types are the
+    callers' (:mod:`numerics.prox.newton`), so that no call compiles another specialisation."""
     params = np.full(n_params, 0.5)
-    for name in names:
-        if name.startswith("newton_"):
-            groups = _argument_groups(_node_arguments(module, name[len("newton_"):], n_params), n_h)
-            h = np.full((1, n_h), 0.1)
-            getattr(module, name)(h, h.copy(), np.full((1, groups["c"]), 0.5), np.full(groups["v"], 2.0), params,
-                                  1e-6, 1e-11, 2, np.empty((0, n_h)), np.empty(0), 1e-2, -1)
+    for terms, _ in NEWTON_KERNELS:
+        if f"newton_{terms}" not in names:
+            continue
+        groups = _argument_groups(_node_arguments(module, terms, n_params), n_h)
+        h, c, v = np.full((1, n_h), 0.1), np.full((1, groups["c"]), 0.5), np.full(groups["v"], 2.0)
+        getattr(module, f"newton_{terms}")(h, h.copy(), c, v, params, 1e-6, 1e-11, 2, np.empty((0, n_h)),
+                                           np.empty(0), 1e-2, -1)
+        getattr(module, f"follow_{terms}")(h, np.zeros((1, 1)), np.full((1, 1, n_h), 0.1), c,
+                                           np.ones(1, dtype=np.int64), v, params, 1e-6, 1e-11, 2)
 
 
 class _FirstCall:
@@ -311,8 +320,8 @@ def remove_cache(path) -> None:
 
 def load_compiled(path, key: str, names: Sequence[str], n_params: int, n_h: int, fallback: Dict[str, object],
                   label: str) -> Dict[str, object]:
-    """``{name: function}`` of the compiled module at ``path``: the Newton kernels compiled or loaded
-    from numba's cache now, the per-node functions at their first call (``fallback``: the numpy
+    """``{name: function}`` of the compiled module at ``path``: the Newton kernels and continuations
+    compiled or loaded from numba's cache now, the per-node functions at their first call (``fallback``: the numpy
     functions that serve where one does not compile; ``label`` names the model in that line)."""
     import logging
     import time
@@ -323,5 +332,6 @@ def load_compiled(path, key: str, names: Sequence[str], n_params: int, n_h: int,
     _warm_up(module, names, n_params, n_h)
     logging.getLogger(__name__).info("%s the compiled kernels of %s in %.1f s", "loaded" if cached else "compiled",
                                      path, time.perf_counter() - t0)
-    return {name: getattr(module, name) if name.startswith("newton_")
+    kernels = tuple(f"{entry}_" for entry in ENTRY_POINTS.values())
+    return {name: getattr(module, name) if name.startswith(kernels)
             else _FirstCall(name, getattr(module, name), fallback[name], label) for name in names}

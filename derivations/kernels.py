@@ -141,3 +141,51 @@ def newton_nodes(h0, w, c, v, p, floor, tol, maxiter, known, known_obj, capture,
             for j in range(n):
                 h[i, j] += step * d[j]
     return h, obj, gn
+
+
+def follow_paths(h0, t, w, c, running, v, p, floor, tol, maxiter):  # pragma: no cover
+    """Continuation along paths of nodes: path ``s`` has the nodes ``k = 0 .. K_s - 1`` at the
+    parameters ``t[k, s]`` with ``w[k, s]`` and the teacher values ``c[s]``; the paths are sorted
+    longest first, so the ``running[k]`` paths with a node ``k`` are a prefix. Each path starts from
+    ``h0[s]`` and each node from a secant prediction of the minima at its two nodes before (the first
+    two from the minimum before), minimised by :func:`newton_nodes`, node ``k`` of every path in one
+    call. Returns ``(h, objective, gradient norm)`` of every node, node ``k`` of every running path
+    after those of ``k - 1``: :func:`numerics.prox.newton.follow_paths` (whose numpy reference runs
+    the same steps), without a return to Python between the nodes."""
+    S = h0.shape[0]
+    n = _N_H
+    total = 0
+    for k in range(t.shape[0]):
+        total += running[k]
+    h = np.empty((total, n))
+    obj = np.empty(total)
+    gn = np.empty(total)
+    b = h0.copy()  # the minimum at each path's last node
+    before = h0.copy()  # and at the node before it
+    start = np.empty((S, n))
+    no_known = np.empty((0, n))
+    no_known_obj = np.empty(0)
+    pos = 0
+    for k in range(t.shape[0]):
+        m = running[k]
+        for s in range(m):
+            if k >= 2:
+                # secant predictor along the path: Newton then starts O(dt^2) away
+                r = (t[k, s] - t[k - 1, s]) / (t[k - 1, s] - t[k - 2, s])
+                for j in range(n):
+                    start[s, j] = b[s, j] + r * (b[s, j] - before[s, j])
+            else:
+                for j in range(n):
+                    start[s, j] = b[s, j]
+            for j in range(n):
+                before[s, j] = b[s, j]
+        hk, fk, gk = newton_nodes(start[:m], w[k, :m], c[:m], v, p, floor, tol, maxiter, no_known, no_known_obj,
+                                  0.0, -1)
+        for s in range(m):
+            for j in range(n):
+                b[s, j] = hk[s, j]
+                h[pos + s, j] = hk[s, j]
+            obj[pos + s] = fk[s]
+            gn[pos + s] = gk[s]
+        pos += m
+    return h, obj, gn

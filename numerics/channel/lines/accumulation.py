@@ -13,6 +13,7 @@ import numpy as np
 
 from derivations import CHANNEL_NAMES
 
+from numerics.prox.newton import follow_paths
 from numerics.prox.scalar import global_prox, newton_prox
 
 
@@ -52,9 +53,9 @@ def follow_sides(model, rule, V, lines, pieces) -> FollowedNodes:
 
     Sides are sorted by their number of nodes, longest first, so the sides still running at node
     ``k`` are a prefix. Each side follows its branch by continuation from its split point outward:
-    Newton from a secant prediction of the last two nodes. ``w`` and the weight of every node are
-    computed at once before (elementwise: the numbers node ``k`` at a time would give), so that a
-    step is the prediction and one Newton call."""
+    Newton from a secant prediction of the last two nodes (:func:`numerics.prox.newton.follow_paths`,
+    for the compiled backend one kernel call for all nodes). ``w`` and the weight of every node are
+    computed at once before (elementwise: the numbers node ``k`` at a time would give)."""
     K = np.array([p[1].shape[0] for p in pieces])
     counts = [p[0].size for p in pieces]
     order = np.argsort(-K, kind="stable")
@@ -82,23 +83,11 @@ def follow_sides(model, rule, V, lines, pieces) -> FollowedNodes:
         u = np.concatenate(unknown)
         b1[u], b2[u] = global_prox(model, W1[0, u], W2[0, u], hs1[u], hs2[u], V, tol=rule.newton_tol,
                                    teacher=teacher[u])[:2]
-    followed = np.empty((4, np.count_nonzero(running)))  # b1, b2, gn, fb in the continuation's order
-    p1, p2 = b1.copy(), b2.copy()  # the branch at the node before
-    pos = 0
-    for k, n in enumerate(np.count_nonzero(running, axis=1)):
-        tk = T[k, :n]
-        s1, s2 = b1[:n], b2[:n]
-        if k >= 2:
-            # secant predictor along the branch: Newton then starts O(dt^2) away
-            r = (tk - T[k - 1, :n]) / (T[k - 1, :n] - T[k - 2, :n])
-            s1, s2 = s1 + r * (s1 - p1[:n]), s2 + r * (s2 - p2[:n])
-        p1[:n], p2[:n] = b1[:n], b2[:n]
-        b1[:n], b2[:n], gn, fb = newton_prox(model, s1, s2, W1[k, :n], W2[k, :n], hs1[:n], hs2[:n], V,
-                                             tol=rule.newton_tol, teacher=teacher[:n])
-        followed[:, pos:pos + n] = b1[:n], b2[:n], gn, fb
-        pos += n
+    h, fb, gn = follow_paths(model, np.stack([b1, b2], axis=-1), T, np.stack([W1, W2], axis=-1), teacher,
+                             np.count_nonzero(running, axis=1), V, tol=rule.newton_tol)
     side = np.nonzero(running)[1]
-    return FollowedNodes(*followed, W1[running], W2[running], hs1[side], hs2[side], teacher[side], weight[running])
+    return FollowedNodes(h[:, 0], h[:, 1], gn, fb, W1[running], W2[running], hs1[side], hs2[side], teacher[side],
+                         weight[running])
 
 
 class Accumulated(NamedTuple):
