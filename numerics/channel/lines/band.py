@@ -3,9 +3,9 @@ docs/studies/band_beyond_cusp_ends.md)."""
 from __future__ import annotations
 
 import numpy as np
-from scipy.optimize.elementwise import find_root
 
 from numerics.prox.scalar import global_prox
+from numerics.solver.bracketed_roots import find_roots
 
 
 def locate_bands(model, rule, V, w_of, t_c, D1, D2, HS1, HS2, teacher, lines, half_width: float = 2.0):
@@ -29,6 +29,6 @@ def locate_bands(model, rule, V, w_of, t_c, D1, D2, HS1, HS2, teacher, lines, ha
     # a bracket without a sign change fails after its two end evaluations (status -1).
     # The split is a quadrature parameter: where there is no root, or the root finder
     # fails, the line keeps t_c, a valid split that is only less accurate
-    found = find_root(g, (lo, hi), args=(lines.astype(float),))
+    found = find_roots(g, lo, hi, args=(lines.astype(float),))
     t_c[lines[found.success]] = found.x[found.success]
     return t_c

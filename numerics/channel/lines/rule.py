@@ -59,7 +59,8 @@ class ChannelRule:
     are. Off only to measure what it gains (docs/studies/soft_direction_lines.md).
     band_split: a line without a switch is split where it
     crosses the steep band of the prox (the root of ``prox . d`` within 2 of ``t_c``, by
-    scipy's elementwise root finder) instead of at ``t_c``. The band is the switching
+    Chandrupatla's elementwise root finder, :mod:`numerics.solver.bracketed_roots`) instead of at
+    ``t_c``. The band is the switching
     line or its continuation beyond the cusp ends of the switching segment; it is
     curved, so far from ``w = 0`` it leaves ``t_c``. It costs a global prox per line and
     root-finding step: 20-95% of an evaluation for the fast rules, 13-39% for the high
