@@ -42,9 +42,13 @@ def _brackets(model, rule, V, at, t0, hs1, hs2, teacher, half_width: float) -> t
     ``t``): ``(tl, tr, A, B, dw)``."""
     tl = np.maximum(t0 - half_width, -rule.t_max)
     tr = np.minimum(t0 + half_width, rule.t_max)
-    A = global_prox(model, *at(tl, slice(None)), hs1, hs2, V, tol=rule.newton_tol, teacher=teacher)[:2]
-    B = global_prox(model, *at(tr, slice(None)), hs1, hs2, V, tol=rule.newton_tol, teacher=teacher)[:2]
-    wa, wb = at(np.ones(t0.size), slice(None)), at(np.zeros(t0.size), slice(None))
+    # both ends in one call (each node's global prox is its own; one call costs half the overhead)
+    (wl1, wl2), (wr1, wr2) = at(tl, slice(None)), at(tr, slice(None))
+    ends = global_prox(model, np.concatenate([wl1, wr1]), np.concatenate([wl2, wr2]), np.tile(hs1, 2),
+                       np.tile(hs2, 2), V, tol=rule.newton_tol, teacher=np.tile(teacher, (2, 1)))
+    n = t0.size
+    A, B = (ends[0][:n], ends[1][:n]), (ends[0][n:], ends[1][n:])
+    wa, wb = at(np.ones(n), slice(None)), at(np.zeros(n), slice(None))
     return tl, tr, A, B, (wa[0] - wb[0], wa[1] - wb[1])
 
 
@@ -53,8 +57,12 @@ def _trial_step(model, rule, V, w, hs, teacher, A, B, dw) -> tuple:
     ``(a, b, both, go_right, step)``; ``both``: they are distinct there; ``go_right``: the switch lies
     right of the trial point (by the sign of ``D = M_a - M_b`` where both exist, else by the minimum
     the merged point continues); ``step``: Newton's step on ``D``, ``dD/dt = (b - a)/V . dw/dt``."""
-    a1, a2, _, fa = newton_prox(model, A[0], A[1], w[0], w[1], *hs, V, tol=rule.newton_tol, teacher=teacher)
-    b1, b2, _, fb = newton_prox(model, B[0], B[1], w[0], w[1], *hs, V, tol=rule.newton_tol, teacher=teacher)
+    # both minima in one call, as two sets of nodes
+    n = A[0].size
+    c1, c2, _, f = newton_prox(model, np.concatenate([A[0], B[0]]), np.concatenate([A[1], B[1]]), np.tile(w[0], 2),
+                               np.tile(w[1], 2), np.tile(hs[0], 2), np.tile(hs[1], 2), V, tol=rule.newton_tol,
+                               teacher=np.tile(teacher, (2, 1)))
+    (a1, b1), (a2, b2), (fa, fb) = ((x[:n], x[n:]) for x in (c1, c2, f))
     both = np.hypot(a1 - b1, a2 - b2) > GAP_TOL
     D = fa - fb
     dD = ((b1 - a1) * dw[0] + (b2 - a2) * dw[1]) / V
