@@ -51,6 +51,19 @@ def _signed_permutations():
     return mats
 
 
+def _candidate_pairs():
+    """The 64 candidate pairs ``(G_w, G_h)`` and the stacks ``(64, 2, 2)`` of ``G_w`` and ``(64, 4, 4)``
+    of ``D = diag(G_w, G_h)``, made once: every evaluation of the map tests them all."""
+    pairs = list(itertools.product(_signed_permutations(), repeat=2))
+    D = np.zeros((len(pairs), 4, 4))
+    for k, (G_w, G_h) in enumerate(pairs):
+        D[k, :2, :2], D[k, 2:, 2:] = G_w, G_h
+    return pairs, D[:, :2, :2].copy(), D
+
+
+_PAIRS, _G_W, _D = _candidate_pairs()
+
+
 @dataclasses.dataclass(frozen=True)
 class ChannelSymmetry:
     """``(w, h*) -> (G_w w, G_h h*)`` with the sign of each channel integrand (CHANNEL_NAMES order)."""
@@ -80,15 +93,11 @@ def channel_symmetries(model, ov, mu_w, B, seed: int = 0) -> list:
     z = rng.normal(size=(4, _CHECK_POINTS))
     pre = np.concatenate([mu_w, np.zeros(2)])[:, None] + B @ z
     w, hs = pre[:2], pre[2:]
-    candidates = []  # (G_w, G_h, D) whose Gaussian law is invariant
-    for G_w, G_h in itertools.product(_signed_permutations(), repeat=2):
-        D = np.zeros((4, 4))
-        D[:2, :2], D[2:, 2:] = G_w, G_h
-        if np.max(np.abs(G_w @ mu_w - mu_w)) > 1e-13 * scale:
-            continue
-        if np.max(np.abs(D @ cov @ D.T - cov)) > 1e-13 * scale**2:
-            continue
-        candidates.append((G_w, G_h, D))
+    # the candidates whose Gaussian law is invariant, all tested at once (a signed permutation maps
+    # each entry to one entry: the products are exact, whatever the order of the sums)
+    mean_moved = np.max(np.abs(_G_W @ mu_w - mu_w), axis=1) > 1e-13 * scale
+    cov_moved = np.max(np.abs(_D @ cov @ _D.transpose(0, 2, 1) - cov), axis=(1, 2)) > 1e-13 * scale**2
+    candidates = [(G_w, G_h, D) for (G_w, G_h), D, moved in zip(_PAIRS, _D, mean_moved | cov_moved) if not moved]
     # the objective at the points and at every candidate's images of them
     images = [(h, w, hs)] + [(G_w @ h, G_w @ w, G_h @ hs) for G_w, G_h, _ in candidates]
     objective = model.prox_objective(*(np.concatenate([x[k][i] for x in images]) for k in range(3) for i in range(2)),
@@ -101,23 +110,20 @@ def channel_symmetries(model, ov, mu_w, B, seed: int = 0) -> list:
     values = np.array(model.channel_integrands(*(np.concatenate([p[0][i] for p in points]) for i in range(2)),
                                                *(np.concatenate([p[1][i] for p in points]) for i in range(4)),
                                                ov.q, ov.m, ov.V, ov.theta)).reshape(-1, len(points), _CHECK_POINTS)
-    base = values[:, 0]
+    # each integrand's character under each candidate: +1 where it is even, -1 where odd (tested in that
+    # order), 0 where neither (then the candidate is no symmetry), all at once
+    base, mapped = values[:, :1], values[:, 1:]
+    tol = _CHARACTER_RTOL * np.maximum(np.max(np.abs(base), axis=2), 1e-300)
+    even = np.max(np.abs(mapped - base), axis=2) <= tol
+    odd = np.max(np.abs(mapped + base), axis=2) <= tol
+    characters = np.where(even, 1, np.where(odd, -1, 0))
     found = []
-    for k, (G_w, G_h, _) in enumerate(invariant, start=1):
-        characters = []
-        for b, m in zip(base, values[:, k]):
-            tol = _CHARACTER_RTOL * max(np.max(np.abs(b)), 1e-300)
-            if np.max(np.abs(m - b)) <= tol:
-                characters.append(1)
-            elif np.max(np.abs(m + b)) <= tol:
-                characters.append(-1)
-            else:
-                break
+    for (G_w, G_h, _), chi in zip(invariant, characters.T):
+        if np.all(chi != 0):
+            found.append(ChannelSymmetry(G_w, G_h, tuple(int(x) for x in chi)))
         else:
-            found.append(ChannelSymmetry(G_w, G_h, tuple(characters)))
-            continue
-        log.debug("candidate symmetry G_w=%s G_h=%s leaves the loss invariant but not the integrands",
-                  G_w.tolist(), G_h.tolist())
+            log.debug("candidate symmetry G_w=%s G_h=%s leaves the loss invariant but not the integrands",
+                      G_w.tolist(), G_h.tolist())
     return found
 
 
