@@ -11,7 +11,8 @@ For the ``compiled`` backend :func:`derivations.codegen.generated_functions` wri
 
 and ``newton_prox_newton_of_T``: the whole per-node saddle-free Newton iteration of
 :mod:`derivations.kernels` bound to the prox objective in the teacher's matrix, so that a node
-iterates to its own tolerance with no Python in between. The functions evaluated once per evaluation of the saddle-point map
+iterates to its own tolerance with no Python in between, and ``follow_prox_newton_of_T``, the
+continuation along paths of nodes built on it. The functions evaluated once per evaluation of the saddle-point map
 (the prior side, the conjugates from averaged moments) are the numpy backend's.
 
 numba caches the machine code next to the generated module (``__pycache__`` beside it), keyed by
@@ -34,6 +35,9 @@ PER_NODE = ("loss", "dloss_dhstar", "teacher", "attention", "prox_objective", "p
 #: teacher's matrix ``T``, computed once per node, where the terms in ``h*`` recompute the teacher's
 #: softmax at every step (70 against 98 ns a node at two tokens)
 NEWTON_KERNELS = (("prox_newton_of_T", "prox_objective_of_T"),)
+#: the functions of :mod:`derivations.kernels` a compiled module exports, by their names there: each
+#: is exported as ``<entry>_<terms>`` for each of :data:`NEWTON_KERNELS`
+ENTRY_POINTS = {"newton_nodes": "newton", "follow_paths": "follow"}
 #: every compiled function: cached next to its module; float errors as numpy's (inf and nan, no
 #: exception: the solver reports non-finite values as its own error); no fast-math, so the
 #: arithmetic is IEEE's, as numpy's
@@ -82,43 +86,65 @@ def _wrapper_source(name: str, arg_names: Sequence[str], n_args: int, tuple_out:
             f"({', '.join(params)}{',' if len(params) == 1 else ''}), {tuple_out})")
 
 
-def _terms_source(terms: str, objective: str, groups: Dict[str, int], n_params: int, n_h: int) -> str:
-    """``_terms_<terms>`` and ``_objective_<terms>``: one node's objective, gradient and Hessian
-    (written into ``g`` and ``H``), and its objective alone, from the arrays ``h, w, c, v, p``."""
-    def unpack(counts):
-        return ", ".join(f"{a}[{i}]" for a, k in counts for i in range(k))
-
-    args = unpack([("h", groups["h"]), ("w", groups["w"]), ("c", groups["c"]), ("v", groups["v"]),
-                   ("p", n_params)])
-    lines = [JIT, f"def _terms_{terms}(h, w, c, v, p, g, H):",
-             f"    r = _node_{terms}({args})"]
-    lines += [f"    g[{i}] = r[{1 + i}]" for i in range(n_h)]
-    e = 1 + n_h
-    for i in range(n_h):
-        for j in range(i, n_h):
-            lines.append(f"    H[{i}, {j}] = r[{e}]")
-            if i != j:
-                lines.append(f"    H[{j}, {i}] = r[{e}]")
-            e += 1
-    lines.append("    return r[0]")
-    lines += ["", "", JIT, f"def _objective_{terms}(h, w, c, v, p):",
-              f"    return _node_{objective}({args})"]
-    return "\n".join(lines)
+#: the template's call of the terms, a statement of its own (:mod:`derivations.kernels`)
+_TERMS_CALL = re.compile(r"^(?P<indent> *)(?P<target>\w+) = _TERMS\(h, i, w, c, v, p, g, H\)$", flags=re.M)
+#: the template's call of the objective alone, at the line search's trial point
+_OBJECTIVE_CALL = "_OBJECTIVE(trial, i, w, c, v, p)"
 
 
-def _kernel_source(terms: str) -> str:
-    """The iteration of :mod:`derivations.kernels` bound to ``_terms_<terms>``: every function of it
-    renamed with the suffix ``_<terms>`` (the entry point ``newton_<terms>``)."""
+def bind_terms(body: str, terms: str, objective: str, groups: Dict[str, int], n_params: int, n_h: int) -> str:
+    """The iteration's source ``body`` bound to a model: ``_N_H`` the number ``n_h``, and its ``_TERMS`` and
+    ``_OBJECTIVE`` calls written out in place as the scalar functions ``_node_<terms>`` and
+    ``_node_<objective>`` of node ``i``'s entries of the arrays ``h`` (or ``trial``), ``w``, ``c`` and of
+    ``v``, ``p``, the gradient and the Hessian (the upper triangle, row by row, as the terms return
+    them) unpacked into ``g`` and ``H``. In place, because a numba call that passes arrays costs more
+    than a two-token node's terms (:mod:`derivations.kernels`)."""
+    def row(array, count):
+        return [f"{array}[i, {k}]" for k in range(count)]
+
+    def entries(array, count):
+        return [f"{array}[{k}]" for k in range(count)]
+
+    rest = row("w", groups["w"]) + row("c", groups["c"]) + entries("v", groups["v"]) + entries("p", n_params)
+
+    def terms_block(match):
+        lines = [f"terms_out = _node_{terms}({', '.join(row('h', n_h) + rest)})"]
+        lines += [f"g[{j}] = terms_out[{1 + j}]" for j in range(n_h)]
+        e = 1 + n_h
+        for a in range(n_h):
+            for b in range(a, n_h):
+                lines.append(f"H[{a}, {b}] = terms_out[{e}]")
+                if a != b:
+                    lines.append(f"H[{b}, {a}] = terms_out[{e}]")
+                e += 1
+        lines.append(f"{match['target']} = terms_out[0]")
+        return "\n".join(match["indent"] + line for line in lines)
+
+    body, n_terms = _TERMS_CALL.subn(terms_block, body)
+    body = re.sub(r"\b_N_H\b", str(n_h), body)
+    n_objective = body.count(_OBJECTIVE_CALL)
+    body = body.replace(_OBJECTIVE_CALL, f"_node_{objective}({', '.join(entries('trial', n_h) + rest)})")
+    if n_terms != 1 or n_objective != 1:
+        raise RuntimeError(f"the kernel template calls _TERMS {n_terms} and _OBJECTIVE {n_objective} times "
+                           "in the forms bind_terms writes out; expected once each")
+    return body
+
+
+def _kernel_source(terms: str, objective: str, groups: Dict[str, int], n_params: int, n_h: int) -> str:
+    """The iteration of :mod:`derivations.kernels` bound to the model's terms (:func:`bind_terms`), its
+    entry points renamed ``newton_<terms>`` and ``follow_<terms>`` (:data:`ENTRY_POINTS`)."""
     from . import kernels
 
     src = inspect.getsource(kernels)
     body = src[src.index("def newton_nodes"):]
     names = re.findall(r"^def (\w+)\(", body, flags=re.M)
     for fn in names:
-        new = f"newton_{terms}" if fn == "newton_nodes" else f"{fn}_{terms}"
+        new = f"{ENTRY_POINTS[fn]}_{terms}" if fn in ENTRY_POINTS else f"{fn}_{terms}"
         body = re.sub(rf"\b{fn}\b", new, body)
-    for template, bound in zip(kernels.TEMPLATE_NAMES, (f"_terms_{terms}", f"_objective_{terms}")):
-        body = re.sub(rf"\b{template}\b", bound, body)
+    body = bind_terms(body, terms, objective, groups, n_params, n_h)
+    left = [name for name in kernels.TEMPLATE_NAMES if re.search(rf"\b{name}\b", body)]
+    if left:
+        raise RuntimeError(f"the kernel template still names {', '.join(left)} after binding")
     body = re.sub(r"^def ", JIT + "\ndef ", body, flags=re.M)
     body = body.replace("  # pragma: no cover - compiled in a generated module", "").replace("  # pragma: no cover", "")
     constants = "\n".join(f"{k} = {getattr(kernels, k)!r}"
@@ -132,7 +158,7 @@ def compiled_source(exprs: Dict[str, Tuple[tuple, object, str]], names: Sequence
     Newton kernels (``exprs``: :func:`derivations.expressions.build_expressions`)."""
     parts = [header, "from math import *  # noqa: F401,F403 - the math printer's functions",
              "import numpy as np", "from numba import njit", "", "from derivations.compiled import call_vectorised",
-             "from derivations.kernel_linalg import direction, max_abs"]
+             "from derivations.kernel_linalg import eigen_direction, max_abs"]
     for name in names:
         if name not in PER_NODE:
             continue
@@ -148,8 +174,7 @@ def compiled_source(exprs: Dict[str, Tuple[tuple, object, str]], names: Sequence
             continue
         args = exprs[terms][0]
         groups = _argument_groups([a.name for a in args[:len(args) - n_params]], n_h)
-        parts.append(_terms_source(terms, objective, groups, n_params, n_h))
-        parts.append(_kernel_source(terms))
+        parts.append(_kernel_source(terms, objective, groups, n_params, n_h))
     return "\n\n\n".join(parts) + "\n"
 
 
@@ -177,7 +202,8 @@ def call_vectorised(kernel, node_args: tuple, params: tuple, tuple_out: bool):
 
 def compiled_names(names: Sequence[str]) -> Tuple[str, ...]:
     """The functions a compiled module exports for a model with the functions ``names``."""
-    return tuple(n for n in names if n in PER_NODE) + tuple(f"newton_{t}" for t, _ in NEWTON_KERNELS if t in names)
+    return tuple(n for n in names if n in PER_NODE) + tuple(f"{entry}_{t}" for t, _ in NEWTON_KERNELS if t in names
+                                                           for entry in ENTRY_POINTS.values())
 
 
 def _import(path, key: str):
@@ -198,16 +224,20 @@ def _import(path, key: str):
 
 
 def _warm_up(module, names: Sequence[str], n_params: int, n_h: int) -> None:
-    """Call the Newton kernels once on one node, so that each is compiled (or loaded from numba's
-    cache) now and a failure to compile is raised here rather than in a solve; the per-node
-    functions compile at their first call (:class:`_FirstCall`)."""
+    """Call the Newton kernels and the continuations once on one node, so that each is compiled (or
+    loaded from numba's cache) now and a failure to compile is raised here rather than in a solve; the
+    per-node functions compile at their first call (:class:`_FirstCall`). The argument types are the
+    callers' (:mod:`numerics.prox.newton`), so that no call compiles another specialisation."""
     params = np.full(n_params, 0.5)
-    for name in names:
-        if name.startswith("newton_"):
-            groups = _argument_groups(_node_arguments(module, name[len("newton_"):], n_params), n_h)
-            h = np.full((1, n_h), 0.1)
-            getattr(module, name)(h, h.copy(), np.full((1, groups["c"]), 0.5), np.full(groups["v"], 2.0), params,
-                                  1e-6, 1e-11, 2, np.empty((0, n_h)), np.empty(0), 1e-2, -1)
+    for terms, _ in NEWTON_KERNELS:
+        if f"newton_{terms}" not in names:
+            continue
+        groups = _argument_groups(_node_arguments(module, terms, n_params), n_h)
+        h, c, v = np.full((1, n_h), 0.1), np.full((1, groups["c"]), 0.5), np.full(groups["v"], 2.0)
+        getattr(module, f"newton_{terms}")(h, h.copy(), c, v, params, 1e-6, 1e-11, 2, np.empty((0, n_h)),
+                                           np.empty(0), 1e-2, -1)
+        getattr(module, f"follow_{terms}")(h, np.zeros((1, 1)), np.full((1, 1, n_h), 0.1), c,
+                                           np.ones(1, dtype=np.int64), v, params, 1e-6, 1e-11, 2)
 
 
 class _FirstCall:
@@ -290,8 +320,8 @@ def remove_cache(path) -> None:
 
 def load_compiled(path, key: str, names: Sequence[str], n_params: int, n_h: int, fallback: Dict[str, object],
                   label: str) -> Dict[str, object]:
-    """``{name: function}`` of the compiled module at ``path``: the Newton kernels compiled or loaded
-    from numba's cache now, the per-node functions at their first call (``fallback``: the numpy
+    """``{name: function}`` of the compiled module at ``path``: the Newton kernels and continuations
+    compiled or loaded from numba's cache now, the per-node functions at their first call (``fallback``: the numpy
     functions that serve where one does not compile; ``label`` names the model in that line)."""
     import logging
     import time
@@ -302,5 +332,6 @@ def load_compiled(path, key: str, names: Sequence[str], n_params: int, n_h: int,
     _warm_up(module, names, n_params, n_h)
     logging.getLogger(__name__).info("%s the compiled kernels of %s in %.1f s", "loaded" if cached else "compiled",
                                      path, time.perf_counter() - t0)
-    return {name: getattr(module, name) if name.startswith("newton_")
+    kernels = tuple(f"{entry}_" for entry in ENTRY_POINTS.values())
+    return {name: getattr(module, name) if name.startswith(kernels)
             else _FirstCall(name, getattr(module, name), fallback[name], label) for name in names}

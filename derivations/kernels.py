@@ -2,18 +2,28 @@
 
 :mod:`derivations.codegen` writes, for the ``compiled`` backend, a module per model that holds
 the model's per-node functions (each generated expression as a scalar function, compiled by numba)
-and, for each prox objective, a copy of the iteration below with its names bound to that
-objective, beside the linear algebra of :mod:`derivations.kernel_linalg` (``direction``,
-``max_abs``). This module is that iteration's source: its functions call ``_TERMS`` and
-``_OBJECTIVE``, which exist only in a generated module, where they are the model's
+and, for each prox objective, a copy of the iteration below bound to that objective, beside the
+eigendecomposition fallback of :mod:`derivations.kernel_linalg` (``eigen_direction``). This module is
+that iteration's source: it calls ``_TERMS`` and ``_OBJECTIVE``, which exist only in a generated
+module, where the generator writes each call out in place as the model's scalar function of node
+``i``'s entries (:func:`derivations.compiled.bind_terms`):
 
-* ``_TERMS(h, w, c, v, p, g, H) -> f``: the objective at ``h`` with its gradient written into ``g``
-  and its Hessian into ``H`` (the generated ``prox_newton`` terms, one node);
-* ``_OBJECTIVE(h, w, c, v, p) -> f``: the objective alone (the line search's trial points);
+* ``f0 = _TERMS(h, i, w, c, v, p, g, H)``: the objective at ``h[i]`` with its gradient written into
+  ``g`` and its Hessian into ``H`` (the generated ``prox_newton`` terms, one node);
+* ``_OBJECTIVE(trial, i, w, c, v, p)``: the objective alone at ``trial`` (the line search's trial
+  points);
 
-with ``w`` the node's ``w``, ``c`` its teacher values (``h*`` or the teacher's matrix ``T``), ``v``
-the packed ``V`` and ``p`` the model's parameters. Nothing here is imported at run time; the
-names are replaced textually (:data:`TEMPLATE_NAMES`), and numba compiles the result.
+with ``w[i]`` the node's ``w``, ``c[i]`` its teacher values (``h*`` or the teacher's matrix ``T``),
+``v`` the packed ``V`` and ``p`` the model's parameters; and ``_N_H``, the number of coordinates of
+``h``, a constant of the generated module, so that the small loops over them unroll (12-17% of a
+two-token node's time, the same bits). Nothing here is imported at run time; the names are replaced
+textually (:data:`TEMPLATE_NAMES`), and numba compiles the result.
+
+Why one function with the terms and the Cholesky step written out in it: numba passes an array to
+a function it does not inline with reference counting, and a row view (``h[i]``) costs the same;
+per node and step that cost more than the arithmetic of a two-token step (a node's first terms
+evaluation 200 ns through helper functions and row views, 26 ns written out; the whole iteration
+from ``w`` 1.2 us against 0.6 us, the same bits). Only the rare eigendecomposition stays a call.
 
 :func:`newton_nodes` is the saddle-free Newton descent of :mod:`numerics.prox.newton` (its numpy
 reference, vectorised over nodes), node by node, with the same rules: the direction
@@ -27,7 +37,7 @@ from __future__ import annotations
 import numpy as np
 
 #: the names a generated module binds (:mod:`derivations.codegen`)
-TEMPLATE_NAMES = ("_TERMS", "_OBJECTIVE")
+TEMPLATE_NAMES = ("_TERMS", "_OBJECTIVE", "_N_H")
 
 #: halvings of the line search: step lengths 1, 1/2, ..., 2^-29
 LINE_SEARCH_HALVINGS = 30
@@ -43,70 +53,139 @@ def newton_nodes(h0, w, c, v, p, floor, tol, maxiter, known, known_obj, capture,
     reports a NaN gradient norm). ``known`` is ``(N, n)`` (or ``(0, n)``: none), ``known_obj``
     ``(N,)``; ``cap < 0``: no cap. It holds no Python lock (``nogil``): callers run blocks of nodes
     in threads side by side (:func:`numerics.prox.newton.compiled_newton`)."""
-    N, n = h0.shape
+    N = h0.shape[0]
+    n = _N_H
     h = h0.copy()
     obj = np.full(N, np.nan)
     gn = np.full(N, np.inf)
     use_known = known.shape[0] == N and N > 0
     g = np.empty(n)
     H = np.empty((n, n))
-    S = np.empty((n, n))
     L = np.zeros((n, n))
     y = np.empty(n)
     d = np.empty(n)
     trial = np.empty(n)
     for i in range(N):
-        _newton_node(i, h, obj, gn, w, c, v, p, floor, tol, maxiter, known, known_obj, capture, cap, use_known,
-                     g, H, S, L, y, d, trial)
+        for it in range(maxiter + 1):
+            f0 = _TERMS(h, i, w, c, v, p, g, H)
+            gmax = max_abs(g, n)
+            done = gmax < tol or it == maxiter or not np.isfinite(gmax)
+            if use_known:
+                for j in range(n):
+                    y[j] = h[i, j] - known[i, j]
+                stop = max_abs(y, n) < capture
+                if cap >= 0 and it >= cap and f0 >= known_obj[i]:
+                    stop = True
+                if stop and not done:
+                    gmax = np.nan
+                done = done or stop
+            if done:
+                obj[i] = f0
+                gn[i] = gmax
+                break
+            # the direction: the Newton step of H - floor I from its Cholesky factor L where that is
+            # positive definite (a positive pivot at every column), else the eigendecomposition's
+            convex = True
+            for j in range(n):
+                s = H[j, j] - floor
+                for k in range(j):
+                    s -= L[j, k] * L[j, k]
+                if not s > 0.0:
+                    convex = False
+                    break
+                root = np.sqrt(s)
+                L[j, j] = root
+                for a in range(j + 1, n):
+                    t = H[a, j]
+                    for k in range(j):
+                        t -= L[a, k] * L[j, k]
+                    L[a, j] = t / root
+            if convex:
+                for a in range(n):
+                    t = g[a]
+                    for k in range(a):
+                        t -= L[a, k] * y[k]
+                    y[a] = t / L[a, a]
+                for a in range(n - 1, -1, -1):
+                    t = y[a]
+                    for k in range(a + 1, n):
+                        t -= L[k, a] * d[k]
+                    d[a] = t / L[a, a]
+                for j in range(n):
+                    d[j] = -d[j]
+                if not max_abs(d, n) > FULL_STEP:
+                    # a strict minimum close by: the full step, which converges quadratically
+                    for j in range(n):
+                        h[i, j] += d[j]
+                    continue
+            else:
+                eigen_direction(H, g, floor, d)
+            slope = 0.0
+            for j in range(n):
+                slope += g[j] * d[j]
+            step = 1.0
+            accepted = False
+            for _ in range(LINE_SEARCH_HALVINGS):
+                for j in range(n):
+                    trial[j] = h[i, j] + step * d[j]
+                if _OBJECTIVE(trial, i, w, c, v, p) <= f0 + ARMIJO * step * slope:
+                    accepted = True
+                    break
+                step *= 0.5
+            if not accepted:
+                # no decrease at any length: rounding hides it, and the node is as converged as
+                # float64 can tell; it is finished where it is
+                obj[i] = f0
+                gn[i] = gmax
+                break
+            for j in range(n):
+                h[i, j] += step * d[j]
     return h, obj, gn
 
 
-def _newton_node(i, h, obj, gn, w, c, v, p, floor, tol, maxiter, known, known_obj, capture, cap, use_known,
-                 g, H, S, L, y, d, trial):  # pragma: no cover - compiled in a generated module
-    """Node ``i`` of :func:`newton_nodes`, iterated in place: ``h[i]``, ``obj[i]``, ``gn[i]``."""
-    n = h.shape[1]
-    a = h[i]
-    wi = w[i]
-    ci = c[i]
-    for it in range(maxiter + 1):
-        f0 = _TERMS(a, wi, ci, v, p, g, H)
-        gmax = max_abs(g, n)
-        done = gmax < tol or it == maxiter or not np.isfinite(gmax)
-        if use_known:
+def follow_paths(h0, t, w, c, running, v, p, floor, tol, maxiter):  # pragma: no cover
+    """Continuation along paths of nodes: path ``s`` has the nodes ``k = 0 .. K_s - 1`` at the
+    parameters ``t[k, s]`` with ``w[k, s]`` and the teacher values ``c[s]``; the paths are sorted
+    longest first, so the ``running[k]`` paths with a node ``k`` are a prefix. Each path starts from
+    ``h0[s]`` and each node from a secant prediction of the minima at its two nodes before (the first
+    two from the minimum before), minimised by :func:`newton_nodes`, node ``k`` of every path in one
+    call. Returns ``(h, objective, gradient norm)`` of every node, node ``k`` of every running path
+    after those of ``k - 1``: :func:`numerics.prox.newton.follow_paths` (whose numpy reference runs
+    the same steps), without a return to Python between the nodes."""
+    S = h0.shape[0]
+    n = _N_H
+    total = 0
+    for k in range(t.shape[0]):
+        total += running[k]
+    h = np.empty((total, n))
+    obj = np.empty(total)
+    gn = np.empty(total)
+    b = h0.copy()  # the minimum at each path's last node
+    before = h0.copy()  # and at the node before it
+    start = np.empty((S, n))
+    no_known = np.empty((0, n))
+    no_known_obj = np.empty(0)
+    pos = 0
+    for k in range(t.shape[0]):
+        m = running[k]
+        for s in range(m):
+            if k >= 2:
+                # secant predictor along the path: Newton then starts O(dt^2) away
+                r = (t[k, s] - t[k - 1, s]) / (t[k - 1, s] - t[k - 2, s])
+                for j in range(n):
+                    start[s, j] = b[s, j] + r * (b[s, j] - before[s, j])
+            else:
+                for j in range(n):
+                    start[s, j] = b[s, j]
             for j in range(n):
-                y[j] = a[j] - known[i, j]
-            stop = max_abs(y, n) < capture
-            if cap >= 0 and it >= cap and f0 >= known_obj[i]:
-                stop = True
-            if stop and not done:
-                gmax = np.nan
-            done = done or stop
-        if done:
-            obj[i] = f0
-            gn[i] = gmax
-            return
-        convex = direction(H, g, floor, S, L, y, d)
-        if convex and not max_abs(d, n) > FULL_STEP:
+                before[s, j] = b[s, j]
+        hk, fk, gk = newton_nodes(start[:m], w[k, :m], c[:m], v, p, floor, tol, maxiter, no_known, no_known_obj,
+                                  0.0, -1)
+        for s in range(m):
             for j in range(n):
-                a[j] += d[j]
-            continue
-        slope = 0.0
-        for j in range(n):
-            slope += g[j] * d[j]
-        step = 1.0
-        accepted = False
-        for _ in range(LINE_SEARCH_HALVINGS):
-            for j in range(n):
-                trial[j] = a[j] + step * d[j]
-            if _OBJECTIVE(trial, wi, ci, v, p) <= f0 + ARMIJO * step * slope:
-                accepted = True
-                break
-            step *= 0.5
-        if not accepted:
-            # no decrease at any length: rounding hides it, and the node is as converged as
-            # float64 can tell; it is finished where it is
-            obj[i] = f0
-            gn[i] = gmax
-            return
-        for j in range(n):
-            a[j] += step * d[j]
+                b[s, j] = hk[s, j]
+                h[pos + s, j] = hk[s, j]
+            obj[pos + s] = fk[s]
+            gn[pos + s] = gk[s]
+        pos += m
+    return h, obj, gn

@@ -73,6 +73,44 @@ def test_the_newton_kernel_runs_the_reference_iteration(spec):
         assert np.array_equal(a, b, equal_nan=True)
 
 
+def test_the_continuation_kernel_runs_newton_node_by_node(monkeypatch):
+    """The compiled continuation along paths (one kernel call) gives the bits of its numpy loop run on
+    the compiled Newton kernel, node k of every path one batch at a time; split over threads in
+    blocks of paths, the same bits again."""
+    from numerics.model.bound import bind
+    from numerics.prox import newton as prox_newton
+
+    model = bind(ModelSpec(), "compiled")
+    rng = np.random.default_rng(3)
+    S, K, V = 3000, 9, 12.0
+    lengths = np.sort(rng.integers(2, K + 1, S))[::-1]
+    running = np.count_nonzero(lengths[None, :] > np.arange(K)[:, None], axis=1)
+    t = np.cumsum(0.1 + rng.random((K, S)), axis=0)
+    w = 0.6 * rng.standard_normal((S, 2))[None] + 0.05 * t[..., None] * rng.standard_normal((S, 2))[None]
+    c = model.teacher_matrix(0.5 * rng.standard_normal((S, 2)))
+    h0 = w[0] + 0.01 * rng.standard_normal((S, 2))
+    monkeypatch.setenv("ATTNPHASE_KERNEL_THREADS", "1")
+    whole = prox_newton.follow_paths(model, h0, t, w, c, running, V, tol=1e-12)
+    assert np.isfinite(whole[1]).all() and np.all(whole[2] < 1e-12)
+
+    class NewtonOnly:  # the numpy loop of follow_paths, each batch by the compiled Newton kernel
+        backend, gm, params, pack = "numpy", model.gm, model.params, model.pack
+
+    def compiled_newton_only(m, h, w_, c_, V_, tol, maxiter, **kw):
+        return prox_newton.compiled_newton(model.gm.newton_prox_newton_of_T, h, w_, c_, model.pack("V", V_),
+                                           model.params, prox_newton.curvature_floor(V_), tol, maxiter, None, None,
+                                           1e-2, None)
+
+    monkeypatch.setattr(prox_newton, "newton", compiled_newton_only)
+    loop = prox_newton.follow_paths(NewtonOnly(), h0, t, w, c, running, V, tol=1e-12)
+    monkeypatch.setattr(prox_newton, "PARALLEL_NODES", 64)
+    monkeypatch.setenv("ATTNPHASE_KERNEL_THREADS", "3")
+    split = prox_newton.follow_paths(model, h0, t, w, c, running, V, tol=1e-12)
+    assert whole[0].shape == (running.sum(), 2)
+    for a, b, d in zip(whole, loop, split):
+        assert np.array_equal(a, b, equal_nan=True) and np.array_equal(a, d, equal_nan=True)
+
+
 def _fixed_point_values(fp):
     """Every number of the record but the time and the residual (both solves converge below it)."""
     row = fp.to_row()

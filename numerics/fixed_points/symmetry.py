@@ -51,6 +51,19 @@ def _signed_permutations():
     return mats
 
 
+def _candidate_pairs():
+    """The 64 candidate pairs ``(G_w, G_h)`` and the stacks ``(64, 2, 2)`` of ``G_w`` and ``(64, 4, 4)``
+    of ``D = diag(G_w, G_h)``, made once: every evaluation of the map tests them all."""
+    pairs = list(itertools.product(_signed_permutations(), repeat=2))
+    D = np.zeros((len(pairs), 4, 4))
+    for k, (G_w, G_h) in enumerate(pairs):
+        D[k, :2, :2], D[k, 2:, 2:] = G_w, G_h
+    return pairs, D[:, :2, :2].copy(), D
+
+
+_PAIRS, _G_W, _D = _candidate_pairs()
+
+
 @dataclasses.dataclass(frozen=True)
 class ChannelSymmetry:
     """``(w, h*) -> (G_w w, G_h h*)`` with the sign of each channel integrand (CHANNEL_NAMES order)."""
@@ -68,7 +81,10 @@ def channel_symmetries(model, ov, mu_w, B, seed: int = 0) -> list:
     """Every signed-permutation symmetry of the channel at these overlaps, identity included.
 
     ``mu_w`` and ``B`` are the affine preactivation map ``(w, h*) = (mu_w, 0) + B (xi, y)``.
-    The returned set is closed under composition (a group)."""
+    The returned set is closed under composition (a group). The objective at the mapped points of
+    every candidate whose law is invariant, and then the integrands of every candidate whose
+    objective is, are each one generated call (the candidates one by one cost more in call
+    overhead than in arithmetic, at every evaluation of the map)."""
     rng = np.random.default_rng(seed)
     cov = B @ B.T
     scale = np.sqrt(np.max(np.abs(np.diag(cov))))
@@ -77,36 +93,37 @@ def channel_symmetries(model, ov, mu_w, B, seed: int = 0) -> list:
     z = rng.normal(size=(4, _CHECK_POINTS))
     pre = np.concatenate([mu_w, np.zeros(2)])[:, None] + B @ z
     w, hs = pre[:2], pre[2:]
-    f0 = model.prox_objective(h[0], h[1], w[0], w[1], hs[0], hs[1], ov.V)
-    base = np.array(model.channel_integrands(h[0], h[1], *z, ov.q, ov.m, ov.V, ov.theta))
+    # the candidates whose Gaussian law is invariant, all tested at once (a signed permutation maps
+    # each entry to one entry: the products are exact, whatever the order of the sums)
+    mean_moved = np.max(np.abs(_G_W @ mu_w - mu_w), axis=1) > 1e-13 * scale
+    cov_moved = np.max(np.abs(_D @ cov @ _D.transpose(0, 2, 1) - cov), axis=(1, 2)) > 1e-13 * scale**2
+    candidates = [(G_w, G_h, D) for (G_w, G_h), D, moved in zip(_PAIRS, _D, mean_moved | cov_moved) if not moved]
+    # the objective at the points and at every candidate's images of them
+    images = [(h, w, hs)] + [(G_w @ h, G_w @ w, G_h @ hs) for G_w, G_h, _ in candidates]
+    objective = model.prox_objective(*(np.concatenate([x[k][i] for x in images]) for k in range(3) for i in range(2)),
+                                     ov.V).reshape(len(images), _CHECK_POINTS)
+    f0 = objective[0]
+    invariant = [c for c, f1 in zip(candidates, objective[1:])
+                 if not np.max(np.abs(f1 - f0)) > _LOSS_RTOL * np.max(np.abs(f0))]
+    # the integrands at the points and at the images of every candidate that leaves the objective invariant
+    points = [(h, z)] + [(G_w @ h, B_inv @ (D @ (B @ z))) for G_w, _, D in invariant]
+    values = np.array(model.channel_integrands(*(np.concatenate([p[0][i] for p in points]) for i in range(2)),
+                                               *(np.concatenate([p[1][i] for p in points]) for i in range(4)),
+                                               ov.q, ov.m, ov.V, ov.theta)).reshape(-1, len(points), _CHECK_POINTS)
+    # each integrand's character under each candidate: +1 where it is even, -1 where odd (tested in that
+    # order), 0 where neither (then the candidate is no symmetry), all at once
+    base, mapped = values[:, :1], values[:, 1:]
+    tol = _CHARACTER_RTOL * np.maximum(np.max(np.abs(base), axis=2), 1e-300)
+    even = np.max(np.abs(mapped - base), axis=2) <= tol
+    odd = np.max(np.abs(mapped + base), axis=2) <= tol
+    characters = np.where(even, 1, np.where(odd, -1, 0))
     found = []
-    for G_w, G_h in itertools.product(_signed_permutations(), repeat=2):
-        D = np.zeros((4, 4))
-        D[:2, :2], D[2:, 2:] = G_w, G_h
-        if np.max(np.abs(G_w @ mu_w - mu_w)) > 1e-13 * scale:
-            continue
-        if np.max(np.abs(D @ cov @ D.T - cov)) > 1e-13 * scale**2:
-            continue
-        gh, gw, ghs = G_w @ h, G_w @ w, G_h @ hs
-        f1 = model.prox_objective(gh[0], gh[1], gw[0], gw[1], ghs[0], ghs[1], ov.V)
-        if np.max(np.abs(f1 - f0)) > _LOSS_RTOL * np.max(np.abs(f0)):
-            continue
-        gz = B_inv @ (D @ (B @ z))  # the standard-normal coordinates of the mapped point
-        mapped = np.array(model.channel_integrands(gh[0], gh[1], *gz, ov.q, ov.m, ov.V, ov.theta))
-        characters = []
-        for b, m in zip(base, mapped):
-            tol = _CHARACTER_RTOL * max(np.max(np.abs(b)), 1e-300)
-            if np.max(np.abs(m - b)) <= tol:
-                characters.append(1)
-            elif np.max(np.abs(m + b)) <= tol:
-                characters.append(-1)
-            else:
-                break
+    for (G_w, G_h, _), chi in zip(invariant, characters.T):
+        if np.all(chi != 0):
+            found.append(ChannelSymmetry(G_w, G_h, tuple(int(x) for x in chi)))
         else:
-            found.append(ChannelSymmetry(G_w, G_h, tuple(characters)))
-            continue
-        log.debug("candidate symmetry G_w=%s G_h=%s leaves the loss invariant but not the integrands",
-                  G_w.tolist(), G_h.tolist())
+            log.debug("candidate symmetry G_w=%s G_h=%s leaves the loss invariant but not the integrands",
+                      G_w.tolist(), G_h.tolist())
     return found
 
 

@@ -252,6 +252,71 @@ def compiled_newton(kernel, h, w, c, v, params, floor: float, tol: float, maxite
     return tuple(np.concatenate(r) for r in zip(*results))
 
 
+def follow_paths(model, h0, t, w, c, running, V, tol: float = 1e-11,
+                 maxiter: int = 60) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Continuation along paths of nodes: path ``s`` has its nodes ``k = 0 .. K_s - 1`` at the
+    parameters ``t[k, s]`` (``(K, S)``), with ``w[k, s]`` (``(K, S, n)``) and the teacher values
+    ``c[s]`` (``(S, m)``, as :func:`newton` takes them); the paths are sorted longest first, so the
+    ``running[k]`` paths with a node ``k`` are a prefix. Each path starts from ``h0[s]`` (``(S, n)``),
+    each node from a secant prediction of the minima at the two nodes before it (Newton then starts
+    ``O(dt^2)`` away; the first two nodes from the minimum before), and :func:`newton` minimises node
+    ``k`` of every path in one batch. Returns ``(h, objective, gradient norm)`` of every node, node
+    ``k`` of every running path after those of node ``k - 1``.
+
+    By the model's compiled continuation kernel where its backend is compiled (:func:`compiled_follow`:
+    no return to Python between the nodes), else by this loop, its numpy reference."""
+    if model.backend == "compiled":
+        return compiled_follow(model.gm.follow_prox_newton_of_T, h0, t, w, c, running, model.pack("V", V),
+                               model.params, curvature_floor(V), tol, maxiter)
+    b = np.array(h0, dtype=float, copy=True)  # the minimum at each path's last node
+    before = b.copy()  # and at the node before it
+    out = []
+    for k, m in enumerate(running):
+        start = b[:m]
+        if k >= 2:
+            r = (t[k, :m] - t[k - 1, :m]) / (t[k - 1, :m] - t[k - 2, :m])
+            start = start + r[:, None] * (start - before[:m])
+        before[:m] = b[:m]
+        h, f, gn = newton(model, start, w[k, :m], c[:m], V, tol, maxiter)
+        b[:m] = h
+        out.append((h, f, gn))
+    return tuple(np.concatenate(parts) for parts in zip(*out))
+
+
+def compiled_follow(kernel, h0, t, w, c, running, v, params, floor: float, tol: float,
+                    maxiter: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`follow_paths` by a model's compiled continuation kernel (``follow_<terms>``,
+    :mod:`derivations.kernels`). Paths are independent: on many nodes they are split in blocks of
+    about equal nodes run side by side in threads (the kernel holds no Python lock), one call each."""
+    from numerics.threads import kernel_threads
+
+    h0, t, w, c = (np.ascontiguousarray(a, dtype=float) for a in (h0, t, w, c))
+    running = np.ascontiguousarray(running, dtype=np.int64)
+    rest = (np.asarray(v, dtype=float), np.asarray(params, dtype=float), float(floor), float(tol), int(maxiter))
+    total = int(running.sum())
+    blocks = min(kernel_threads(), total // PARALLEL_NODES)
+    if blocks <= 1:
+        return kernel(h0, t, w, c, running, *rest)
+    # path s has a node k where running[k] > s: its node count, and the paths' edges at equal node counts
+    counts = np.count_nonzero(running[:, None] > np.arange(len(h0))[None, :], axis=0)
+    edges = np.concatenate([[0], np.searchsorted(np.cumsum(counts), total * np.arange(1, blocks) / blocks), [len(h0)]])
+    offset = np.concatenate([[0], np.cumsum(running)[:-1]])  # the first node k in the whole result
+
+    def run(edge):
+        a, b = edge
+        sub = np.clip(running - a, 0, b - a)
+        out = kernel(h0[a:b], np.ascontiguousarray(t[:, a:b]), np.ascontiguousarray(w[:, a:b]), c[a:b], sub, *rest)
+        within = np.arange(int(sub.sum())) - np.repeat(np.cumsum(sub) - sub, sub)  # path index in the block
+        return np.repeat(offset, sub) + a + within, out
+
+    h = np.empty((total, h0.shape[1]))
+    f, gn = np.empty(total), np.empty(total)
+    parts = [(a, b) for a, b in zip(edges[:-1], edges[1:]) if b > a]
+    for where, out in _threads(len(parts)).map(run, parts):
+        h[where], f[where], gn[where] = out
+    return h, f, gn
+
+
 #: nodes per thread below which a kernel call stays in the calling thread (a thread's hand-off
 #: costs about as much as a thousand nodes' Newton steps)
 PARALLEL_NODES = 2048

@@ -35,15 +35,27 @@ def _overflow_is_a_limit(fn):
 
 
 def _pairs(*arrays):
-    """Pairs of arrays broadcast together, as ``(N, 2)`` arrays of their flattened shape."""
-    flat = np.broadcast_arrays(*(np.asarray(a, dtype=float) for a in arrays))
+    """Pairs of arrays broadcast together, as ``(N, 2)`` arrays of their flattened shape.
+
+    Written column by column into one new array (``np.stack`` of broadcast views cost several
+    times as much, and the line quadrature calls this about 50 times per evaluation)."""
+    flat = [np.asarray(a, dtype=float) for a in arrays]
     shape = flat[0].shape
-    return shape, [np.stack([flat[i].ravel(), flat[i + 1].ravel()], axis=-1) for i in range(0, len(flat), 2)]
+    if any(a.shape != shape for a in flat):
+        flat = np.broadcast_arrays(*flat)
+        shape = flat[0].shape
+    size = flat[0].size
+    pairs = []
+    for i in range(0, len(flat), 2):
+        pair = np.empty((size, 2))
+        pair[:, 0], pair[:, 1] = flat[i].reshape(size), flat[i + 1].reshape(size)
+        pairs.append(pair)
+    return shape, pairs
 
 
 @_overflow_is_a_limit
 def newton_prox(model: BoundModel, h1, h2, w1, w2, hs1, hs2, V, tol: float = 1e-13, maxiter: int = 60,
-                known=None, capture: float = 1e-3, return_terms: bool = False):
+                known=None, capture: float = 1e-3, return_terms: bool = False, teacher=None):
     """Saddle-free Newton descent on the prox objective from ``(h1, h2)`` at every node (arrays
     broadcast together): the one local solver of every prox (:func:`numerics.prox.newton.newton`, by
     the model's backend) in ``R^2``, on the objective's terms in the teacher's matrix ``T(h*)``,
@@ -57,11 +69,14 @@ def newton_prox(model: BoundModel, h1, h2, w1, w2, hs1, hs2, V, tol: float = 1e-
     their objective is not below it), which is all a check needs; their gradient norm is NaN.
     ``return_terms``: also return ``(objective, g1, g2, H11, H12, H22)`` at the returned points
     (the reflected start of :mod:`numerics.channel.lines` derives its own from them).
+    ``teacher``: the nodes' teacher matrices (:meth:`BoundModel.teacher_matrix`) where the caller has them,
+    ``(N, 4)`` for ``N`` nodes in the inputs' flattened order (the line quadrature computes them once
+    per line; a call computes them from ``hs1, hs2`` otherwise).
     """
     args = (h1, h2, w1, w2, hs1, hs2) + (() if known is None else tuple(known))
     shape, pairs = _pairs(*args)
     h, w, hs = pairs[:3]
-    out, f, gn = newton(model, h, w, model.teacher_matrix(hs), V, tol, maxiter,
+    out, f, gn = newton(model, h, w, model.teacher_matrix(hs) if teacher is None else teacher, V, tol, maxiter,
                         known=None if known is None else pairs[3], capture=capture)
     b1, b2 = out[:, 0].reshape(shape), out[:, 1].reshape(shape)
     result = (b1, b2, gn.reshape(shape), f.reshape(shape))
@@ -72,10 +87,11 @@ def newton_prox(model: BoundModel, h1, h2, w1, w2, hs1, hs2, V, tol: float = 1e-
 
 @_overflow_is_a_limit
 def global_prox(model: BoundModel, w1, w2, hs1, hs2, V, starts=(), n_angles: int = 12, n_radii: int = 4,
-                keep: int = 3, tol: float = 1e-13):
+                keep: int = 3, tol: float = 1e-13, teacher=None):
     """Global minimiser of the prox objective: Newton from ``w``, from ``starts``
     (pairs of arrays), and from the ``keep`` best points of a polar grid of
     ``n_angles x n_radii`` points in the disk that must contain the global minimum.
+    ``teacher``: the nodes' teacher matrices where the caller has them (:func:`newton_prox`).
 
     Returns ``(h1, h2, objective, gradient_norm)``.
     """
@@ -99,7 +115,8 @@ def global_prox(model: BoundModel, w1, w2, hs1, hs2, V, starts=(), n_angles: int
     s2 = np.stack([c[1] for c in candidates])
     rep = lambda a: np.broadcast_to(a, (n_starts,) + a.shape)  # noqa: E731
     shape, (h, w, hs) = _pairs(s1, s2, rep(w1), rep(w2), rep(hs1), rep(hs2))
-    out, f, gn = newton(model, h, w, model.teacher_matrix(hs), V, tol)
+    T = model.teacher_matrix(hs) if teacher is None else np.tile(teacher, (n_starts, 1))
+    out, f, gn = newton(model, h, w, T, V, tol)
     c1, c2, f, gn = out[:, 0].reshape(shape), out[:, 1].reshape(shape), f.reshape(shape), gn.reshape(shape)
     out = [c1[0], c2[0], f[0], gn[0]]
     for k in range(1, n_starts):

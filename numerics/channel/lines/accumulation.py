@@ -1,16 +1,19 @@
 """Accumulating the channel integrands over the nodes of the lines, each at the global prox.
 
 Every side of every line follows its branch of the prox by continuation from its
-split point outward (:func:`follow_sides`); the :class:`Accumulator` checks each node
-against Newton from the reflected branch (and from ``w``) and adds the weighted
-generated integrands.
+split point outward (:func:`follow_sides`); :func:`accumulate` checks each node against
+Newton from the reflected branch (and from ``w``) and adds the weighted generated
+integrands.
 """
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import numpy as np
 
 from derivations import CHANNEL_NAMES
 
+from numerics.prox.newton import follow_paths
 from numerics.prox.scalar import global_prox, newton_prox
 
 
@@ -25,13 +28,34 @@ CHECK_STEPS = 4
 CHUNK = 16384  # nodes per batch in the checks: the temporaries stay in cache
 
 
-def follow_sides(model, rule, V, w_of, HS1, HS2, W_line, pieces, acc):
-    """Integrate every side of every line at once, node ``k`` of all sides in one batch
-    (small per-group batches cost more in numpy call overhead than in arithmetic).
+class FollowedNodes(NamedTuple):
+    """Every node of every side, in the continuation's order (node ``k`` of every side still running
+    there, ``k = 0, 1, ...``): the followed branch ``b1, b2`` with its gradient norm ``gn`` and
+    objective ``fb``, ``w1, w2``, the teacher pre-activations ``hs1, hs2`` and matrices ``teacher``
+    of the node's line, and its quadrature ``weight``."""
 
-    Sides are sorted by their number of nodes, longest first, so the sides still
-    running at node ``k`` are a prefix. Each side follows its branch by continuation
-    from its split point outward: Newton from a secant prediction of the last two nodes."""
+    b1: np.ndarray
+    b2: np.ndarray
+    gn: np.ndarray
+    fb: np.ndarray
+    w1: np.ndarray
+    w2: np.ndarray
+    hs1: np.ndarray
+    hs2: np.ndarray
+    teacher: np.ndarray
+    weight: np.ndarray
+
+
+def follow_sides(model, rule, V, lines, pieces) -> FollowedNodes:
+    """Follow every side of every line (``lines``: :class:`~numerics.channel.lines.geometry.ChannelLines`;
+    ``pieces``: :func:`~numerics.channel.lines.geometry.line_pieces`) at once, node ``k`` of all sides
+    in one batch (small per-group batches cost more in call overhead than in arithmetic).
+
+    Sides are sorted by their number of nodes, longest first, so the sides still running at node
+    ``k`` are a prefix. Each side follows its branch by continuation from its split point outward:
+    Newton from a secant prediction of the last two nodes (:func:`numerics.prox.newton.follow_paths`,
+    for the compiled backend one kernel call for all nodes). ``w`` and the weight of every node are
+    computed at once before (elementwise: the numbers node ``k`` at a time would give)."""
     K = np.array([p[1].shape[0] for p in pieces])
     counts = [p[0].size for p in pieces]
     order = np.argsort(-K, kind="stable")
@@ -40,7 +64,10 @@ def follow_sides(model, rule, V, w_of, HS1, HS2, W_line, pieces, acc):
     T = np.concatenate([np.pad(pieces[o][1], ((0, k_max - K[o]), (0, 0))) for o in order], axis=1)
     WT = np.concatenate([np.pad(pieces[o][2], ((0, k_max - K[o]), (0, 0))) for o in order], axis=1)
     K_line = np.concatenate([np.full(counts[o], K[o]) for o in order])
-    hs1, hs2, w_line = HS1[line], HS2[line], W_line[line]
+    hs1, hs2, teacher = lines.hs1[line], lines.hs2[line], lines.teacher[line]
+    W1, W2 = lines.w_of(T, idx=line)
+    weight = WT * np.exp(-0.5 * T**2) / np.sqrt(2 * np.pi) * lines.weight[line]
+    running = K_line[None, :] > np.arange(k_max)[:, None]  # (node k, side): the side has a node k
     # starts: the located branches of switched lines, the global prox at the first node otherwise
     b1, b2 = np.empty(line.size), np.empty(line.size)
     unknown = []
@@ -54,94 +81,77 @@ def follow_sides(model, rule, V, w_of, HS1, HS2, W_line, pieces, acc):
         pos += n
     if unknown:
         u = np.concatenate(unknown)
-        w1, w2 = w_of(T[0, u], idx=line[u])
-        b1[u], b2[u] = global_prox(model, w1, w2, hs1[u], hs2[u], V, tol=rule.newton_tol)[:2]
-    p1, p2 = b1.copy(), b2.copy()  # the branch at the node before
-    for k in range(k_max):
-        n = int(np.count_nonzero(K_line > k))
-        tk = T[k, :n]
-        s1, s2 = b1[:n], b2[:n]
-        if k >= 2:
-            # secant predictor along the branch: Newton then starts O(dt^2) away
-            r = (tk - T[k - 1, :n]) / (T[k - 1, :n] - T[k - 2, :n])
-            s1, s2 = s1 + r * (s1 - p1[:n]), s2 + r * (s2 - p2[:n])
-        p1[:n], p2[:n] = b1[:n], b2[:n]
-        wk = WT[k, :n] * np.exp(-0.5 * tk**2) / np.sqrt(2 * np.pi) * w_line[:n]
-        b1[:n], b2[:n] = acc.add((s1, s2), *w_of(tk, idx=line[:n]), hs1[:n], hs2[:n], wk)
+        b1[u], b2[u] = global_prox(model, W1[0, u], W2[0, u], hs1[u], hs2[u], V, tol=rule.newton_tol,
+                                   teacher=teacher[u])[:2]
+    h, fb, gn = follow_paths(model, np.stack([b1, b2], axis=-1), T, np.stack([W1, W2], axis=-1), teacher,
+                             np.count_nonzero(running, axis=1), V, tol=rule.newton_tol)
+    side = np.nonzero(running)[1]
+    return FollowedNodes(h[:, 0], h[:, 1], gn, fb, W1[running], W2[running], hs1[side], hs2[side], teacher[side],
+                         weight[running])
 
 
-class Accumulator:
-    """Adds the weighted channel integrands of a batch of nodes, each at the global prox.
+class Accumulated(NamedTuple):
+    """The weighted sums of the channel integrands (``CHANNEL_NAMES`` order), the weight of the
+    nodes where a check went lower (``unresolved``), the worst gradient norm and the node count."""
 
-    The branch being followed is refined by Newton; Newton from ``w`` and from the
-    reflected branch point check it (``CHECK_STEPS`` steps, then to convergence
-    where a check went lower). A strictly lower objective found by a check is used
-    and its weight counted as unresolved (an unlocated switch)."""
+    sums: np.ndarray
+    unresolved: float
+    max_gn: float
+    nodes: int
 
-    def __init__(self, model, ov, rule, B_inv, mu_w):
-        self.model, self.ov, self.rule, self.B_inv, self.mu_w = model, ov, rule, B_inv, mu_w
-        self.sums = np.zeros(len(CHANNEL_NAMES))
-        self.unresolved = 0.0
-        self.max_gn = 0.0
-        self.nodes = 0
-        self._queue = []
 
-    def add(self, branch, w1, w2, hs1, hs2, weight):
-        """Refine the followed branch at a batch of nodes (continuation) and queue
-        the nodes; the checks and integrands run over all queued nodes in
-        :meth:`finish` (one large vectorised batch instead of many small ones)."""
-        b1, b2, gn, fb = newton_prox(self.model, branch[0], branch[1], w1, w2, hs1, hs2, self.ov.V,
-                                     tol=self.rule.newton_tol)
-        self._queue.append((b1, b2, gn, w1, w2, hs1, hs2, weight, fb))
-        return b1, b2
+def accumulate(model, ov, rule, B_inv, mu_w, nodes: FollowedNodes) -> Accumulated:
+    """The weighted channel integrands of ``nodes``, each at the global prox: the followed branch,
+    checked (where ``rule.check_global``) by Newton from the reflected branch and from ``w``
+    (``CHECK_STEPS`` steps, then to convergence where a check went lower). A strictly lower objective
+    found by a check is used and its weight counted as unresolved (an unlocated switch).
 
-    def finish(self):
-        """Check every queued node and add its integrands, in chunks of ``CHUNK``
-        nodes so that the temporaries stay in cache. (Threads over the chunks were
-        tried: no gain on 2 cores, the boolean indexing holds the GIL.)"""
-        arrays = [np.concatenate(a) for a in zip(*self._queue)]
-        self._queue = []
-        n = arrays[0].size
-        for lo in range(0, n, CHUNK):
-            sums, unresolved, max_gn = self._finish_chunk([a[lo:lo + CHUNK] for a in arrays])
-            self.sums += sums
-            self.unresolved += unresolved
-            self.max_gn = max(self.max_gn, max_gn)
-        self.nodes += n
+    In chunks of ``CHUNK`` nodes so that the temporaries stay in cache. (Threads over the chunks
+    were tried: no gain on 2 cores, the boolean indexing holds the GIL.)"""
+    sums, unresolved, max_gn = np.zeros(len(CHANNEL_NAMES)), 0.0, 0.0
+    n = nodes.b1.size
+    for lo in range(0, n, CHUNK):
+        chunk = FollowedNodes(*(a[lo:lo + CHUNK] for a in nodes))
+        part_sums, part_unresolved, part_gn = _accumulate_chunk(model, ov, rule, B_inv, mu_w, chunk)
+        sums += part_sums
+        unresolved += part_unresolved
+        max_gn = max(max_gn, part_gn)
+    return Accumulated(sums, unresolved, max_gn, n)
 
-    def _finish_chunk(self, arrays):
-        model, V = self.model, self.ov.V
-        b1, b2, gn, w1, w2, hs1, hs2, weight, fb = arrays
-        best1, best2, bestgn, unresolved = b1, b2, gn, 0.0
-        if self.rule.check_global:
-            best1, best2, bestgn, unresolved = self._checked(b1, b2, gn, w1, w2, hs1, hs2, weight, fb)
-        xi1, xi2, y1, y2 = xi_y(self.B_inv, self.mu_w, w1, w2, hs1, hs2)
-        ov = self.ov
-        vals = model.channel_integrands(best1, best2, xi1, xi2, y1, y2, ov.q, ov.m, V, ov.theta)
-        sums = np.array([np.dot(v, weight) for v in vals])
-        return sums, unresolved, float(bestgn.max())
 
-    def _checked(self, b1, b2, gn, w1, w2, hs1, hs2, weight, fb):
-        """The global prox at each node: the followed branch ``b`` (objective ``fb`` there)
-        checked by Newton from ``-b`` and, unless the rule leaves it out, from ``w``.
-        Returns the best points, their gradient norms and the weight of the nodes where a
-        check went lower."""
-        model, V, tol = self.model, self.ov.V, self.rule.newton_tol
-        best1, best2, bestf, bestgn = (np.array(a, dtype=float, copy=True) for a in (b1, b2, fb, gn))
-        starts = ((w1, w2), (-b1, -b2))
-        if not self.rule.check_from_w and model.loss_is_even:
-            starts = starts[1:]  # the reflected start alone (ChannelRule.check_from_w)
-        for s1, s2 in starts:
-            c1, c2, _, fc = newton_prox(model, s1, s2, w1, w2, hs1, hs2, V, tol=tol, maxiter=CHECK_STEPS,
-                                        known=(best1, best2))
-            better = np.nonzero(fc < bestf - 1e-13 * np.maximum(1.0, np.abs(bestf)))[0]
-            if better.size == 0:
-                continue
-            sub = (w1[better], w2[better], hs1[better], hs2[better])
-            d1, d2, dgn, df = newton_prox(model, c1[better], c2[better], *sub, V, tol=tol)
-            best1[better], best2[better], bestgn[better], bestf[better] = d1, d2, dgn, df
-        jumped = bestf < fb - 1e-13 * np.maximum(1.0, np.abs(fb))
-        return best1, best2, bestgn, float(weight[jumped].sum())
+def _accumulate_chunk(model, ov, rule, B_inv, mu_w, nodes: FollowedNodes):
+    b1, b2, gn, fb, w1, w2, hs1, hs2, teacher, weight = nodes
+    best1, best2, bestgn, unresolved = b1, b2, gn, 0.0
+    if rule.check_global:
+        best1, best2, bestgn, unresolved = _checked(model, ov.V, rule, nodes)
+    xi1, xi2, y1, y2 = xi_y(B_inv, mu_w, w1, w2, hs1, hs2)
+    vals = model.channel_integrands(best1, best2, xi1, xi2, y1, y2, ov.q, ov.m, ov.V, ov.theta)
+    sums = np.array([np.dot(v, weight) for v in vals])
+    return sums, unresolved, float(bestgn.max())
+
+
+def _checked(model, V, rule, nodes: FollowedNodes):
+    """The global prox at each node: the followed branch ``b`` (objective ``fb`` there)
+    checked by Newton from ``-b`` and, unless the rule leaves it out, from ``w``.
+    Returns the best points, their gradient norms and the weight of the nodes where a
+    check went lower."""
+    b1, b2, gn, fb, w1, w2, hs1, hs2, teacher, weight = nodes
+    tol = rule.newton_tol
+    best1, best2, bestf, bestgn = (np.array(a, dtype=float, copy=True) for a in (b1, b2, fb, gn))
+    starts = ((w1, w2), (-b1, -b2))
+    if not rule.check_from_w and model.loss_is_even:
+        starts = starts[1:]  # the reflected start alone (ChannelRule.check_from_w)
+    for s1, s2 in starts:
+        c1, c2, _, fc = newton_prox(model, s1, s2, w1, w2, hs1, hs2, V, tol=tol, maxiter=CHECK_STEPS,
+                                    known=(best1, best2), teacher=teacher)
+        better = np.nonzero(fc < bestf - 1e-13 * np.maximum(1.0, np.abs(bestf)))[0]
+        if better.size == 0:
+            continue
+        sub = (w1[better], w2[better], hs1[better], hs2[better])
+        d1, d2, dgn, df = newton_prox(model, c1[better], c2[better], *sub, V, tol=tol, teacher=teacher[better])
+        best1[better], best2[better], bestgn[better], bestf[better] = d1, d2, dgn, df
+    jumped = bestf < fb - 1e-13 * np.maximum(1.0, np.abs(fb))
+    return best1, best2, bestgn, float(weight[jumped].sum())
 
 
 def xi_y(B_inv, mu_w, w1, w2, hs1, hs2):

@@ -3,17 +3,17 @@ docs/studies/band_beyond_cusp_ends.md)."""
 from __future__ import annotations
 
 import numpy as np
-from scipy.optimize.elementwise import find_root
 
 from numerics.prox.scalar import global_prox
+from numerics.solver.bracketed_roots import find_roots
 
 
-def locate_bands(model, rule, V, w_of, t_c, D1, D2, HS1, HS2, lines, half_width: float = 2.0):
+def locate_bands(model, rule, V, w_of, t_c, D1, D2, HS1, HS2, teacher, lines, half_width: float = 2.0):
     """Where an unswitched line crosses the steep band of the prox: the root of
     ``prox(w(t)) . d`` within ``half_width`` of ``t_c``. The band is where the switching
     line runs, or would run (beyond its cusp ends, or inside the pitchfork radius); it
     is curved, so away from ``w = 0`` it leaves ``t_c``. Lines without a sign change
-    keep ``t_c``."""
+    keep ``t_c``. ``teacher``: the lines' teacher matrices (``ChannelLines.teacher``)."""
     t_c = t_c.copy()
     if lines.size == 0:
         return t_c
@@ -21,7 +21,7 @@ def locate_bands(model, rule, V, w_of, t_c, D1, D2, HS1, HS2, lines, half_width:
     def g(t, idx):
         idx = idx.astype(int)
         w1, w2 = w_of(t, idx)
-        p1, p2 = global_prox(model, w1, w2, HS1[idx], HS2[idx], V, tol=rule.newton_tol)[:2]
+        p1, p2 = global_prox(model, w1, w2, HS1[idx], HS2[idx], V, tol=rule.newton_tol, teacher=teacher[idx])[:2]
         return p1 * D1[idx] + p2 * D2[idx]
 
     lo = np.maximum(t_c[lines] - half_width, -rule.t_max + 1.0)
@@ -29,6 +29,6 @@ def locate_bands(model, rule, V, w_of, t_c, D1, D2, HS1, HS2, lines, half_width:
     # a bracket without a sign change fails after its two end evaluations (status -1).
     # The split is a quadrature parameter: where there is no root, or the root finder
     # fails, the line keeps t_c, a valid split that is only less accurate
-    found = find_root(g, (lo, hi), args=(lines.astype(float),))
+    found = find_roots(g, lo, hi, args=(lines.astype(float),))
     t_c[lines[found.success]] = found.x[found.success]
     return t_c

@@ -22,7 +22,7 @@ from numerics.prox.scalar import global_prox
 from numerics.threads import one_blas_thread
 from numerics.overlaps import HatOverlaps, Overlaps, named_values
 from numerics.channel.lines import switches as switch_location
-from numerics.channel.lines.accumulation import Accumulator, follow_sides
+from numerics.channel.lines.accumulation import accumulate, follow_sides
 from numerics.channel.lines.band import locate_bands
 from numerics.channel.lines.geometry import ChannelLines, fold_nodes, line_pieces, lines_normal_to
 from numerics.channel.lines.rule import ChannelResult, ChannelRule
@@ -74,7 +74,7 @@ def teacher_node_expectations(model: BoundModel, ov: Overlaps, rule: ChannelRule
     with np.errstate(over="ignore", under="ignore"):
         lines = channel_lines(model, ov, rule, factor, nodes)
         found = switch_location.locate_switches(model, rule, ov.V, lines.w_of, lines.t0, lines.hs1, lines.hs2,
-                                                lines.has_pair)
+                                                lines.has_pair, teacher=lines.teacher)
         return integrate_lines(model, ov, rule, factor, lines, found)
 
 
@@ -86,7 +86,8 @@ def channel_lines(model: BoundModel, ov: Overlaps, rule: ChannelRule, factor: Ga
     (:func:`~numerics.channel.lines.geometry.lines_normal_to`)."""
     folded = fold_nodes(model, ov, rule, factor, nodes)
     zeros = np.zeros_like(folded.e1)
-    p1, p2, _, _ = global_prox(model, zeros, zeros, folded.hs1, folded.hs2, ov.V, tol=rule.newton_tol)
+    p1, p2, _, _ = global_prox(model, zeros, zeros, folded.hs1, folded.hs2, ov.V, tol=rule.newton_tol,
+                               teacher=folded.teacher)
     return lines_normal_to(model, ov, rule, factor, folded, (p1, p2))
 
 
@@ -101,14 +102,12 @@ def integrate_lines(model: BoundModel, ov: Overlaps, rule: ChannelRule, factor: 
         t_c = lines.t_c
         if rule.band_split:
             t_c = locate_bands(model, rule, V, lines.w_of, t_c, lines.d1, lines.d2, lines.hs1, lines.hs2,
-                               np.nonzero(~switched)[0])
-        acc = Accumulator(model, ov, rule, np.linalg.inv(factor.B), factor.mu_w)
+                               lines.teacher, np.nonzero(~switched)[0])
         pieces = line_pieces(rule, switched, tstar, t_c, (branch_minus, branch_plus))
-        follow_sides(model, rule, V, lines.w_of, lines.hs1, lines.hs2, lines.weight, pieces, acc)
-        acc.finish()
-    sums, unresolved, max_gn = acc.sums, acc.unresolved, acc.max_gn
+        nodes = follow_sides(model, rule, V, lines, pieces)
+        sums, unresolved, max_gn, n_nodes = accumulate(model, ov, rule, np.linalg.inv(factor.B), factor.mu_w, nodes)
     sums[lines.odd] = 0.0  # exact: E = E o g = -E for an integrand odd under a symmetry g
-    result = ChannelResult(dict(zip(CHANNEL_NAMES, sums)), unresolved, max_gn, float(switched.mean()), acc.nodes,
+    result = ChannelResult(dict(zip(CHANNEL_NAMES, sums)), unresolved, max_gn, float(switched.mean()), n_nodes,
                            lines.symmetry_order)
     values = np.array(list(result.expectations.values()))
     if not np.isfinite(values).all():

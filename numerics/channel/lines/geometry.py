@@ -38,7 +38,9 @@ class ChannelLines:
     ``t0``: where the line crosses ``w . d = 0``; ``t_c``: where it passes nearest
     ``w = 0``. ``odd`` marks the integrands odd under a symmetry of the channel (their
     expectation is exactly zero) and ``symmetry_order`` is the number of teacher nodes
-    per folded node."""
+    per folded node. ``teacher``: the teacher's matrix ``T(h*)`` of each line (``(lines, 4)``,
+    :meth:`~numerics.model.bound.BoundModel.teacher_matrix`), computed once per folded node: every
+    prox on the line takes it as it is."""
 
     L_ww: np.ndarray
     c1: np.ndarray
@@ -56,6 +58,7 @@ class ChannelLines:
     t_c: np.ndarray
     odd: np.ndarray
     symmetry_order: float
+    teacher: np.ndarray
 
     def w_of(self, t, idx=slice(None)):
         """w at position t along the lines ``idx`` (all by default)."""
@@ -69,9 +72,9 @@ class ChannelLines:
 class FoldedNodes(NamedTuple):
     """The teacher nodes ``e1, e2`` (in the coordinates ``eta``) and ``weight`` of the lines,
     folded by the channel's symmetries when ``rule.use_symmetry`` (:func:`fold_nodes`), with their
-    teacher pre-activations ``hs1, hs2`` (``h* = L_hh eta``). ``odd`` marks the integrands odd
-    under a symmetry of the channel (their expectation is exactly zero) and ``order`` is the number
-    of teacher nodes per folded node."""
+    teacher pre-activations ``hs1, hs2`` (``h* = L_hh eta``) and the teacher's matrices ``teacher`` of
+    them (``(nodes, 4)``). ``odd`` marks the integrands odd under a symmetry of the channel (their
+    expectation is exactly zero) and ``order`` is the number of teacher nodes per folded node."""
 
     e1: np.ndarray
     e2: np.ndarray
@@ -80,11 +83,12 @@ class FoldedNodes(NamedTuple):
     hs2: np.ndarray
     odd: np.ndarray
     order: float
+    teacher: np.ndarray
 
 
 def fold_nodes(model, ov, rule: ChannelRule, factor: GaussianFactor, nodes) -> FoldedNodes:
     """The teacher nodes ``nodes = (e1, e2, weight)`` folded by the channel's symmetries when
-    ``rule.use_symmetry`` (as they are otherwise), with their teacher pre-activations."""
+    ``rule.use_symmetry`` (as they are otherwise), with their teacher pre-activations and matrices."""
     mu_w, B, L_hh, _, _ = factor
     e1, e2, w_eta = nodes
     odd = np.zeros(len(CHANNEL_NAMES), dtype=bool)
@@ -100,7 +104,7 @@ def fold_nodes(model, ov, rule: ChannelRule, factor: GaussianFactor, nodes) -> F
                   len(symmetries), len(used), e1.size, n_before)
     hs1 = L_hh[0, 0] * e1 + L_hh[0, 1] * e2
     hs2 = L_hh[1, 0] * e1 + L_hh[1, 1] * e2
-    return FoldedNodes(e1, e2, w_eta, hs1, hs2, odd, order)
+    return FoldedNodes(e1, e2, w_eta, hs1, hs2, odd, order, model.teacher_matrix(np.stack([hs1, hs2], axis=-1)))
 
 
 def lines_normal_to(model, ov, rule: ChannelRule, factor: GaussianFactor, folded: FoldedNodes, p0) -> ChannelLines:
@@ -110,7 +114,7 @@ def lines_normal_to(model, ov, rule: ChannelRule, factor: GaussianFactor, folded
     ``rule.soft_lines``, the soft direction of the prox objective takes its place."""
     V = ov.V
     mu_w, _, _, L_wh, L_ww = factor
-    e1, e2, w_eta, hs1, hs2, odd, order = folded
+    e1, e2, w_eta, hs1, hs2, odd, order, teacher = folded
     p1, p2 = p0
     norm_p0 = np.hypot(p1, p2)
     has_pair = norm_p0 > 1e-7
@@ -158,7 +162,8 @@ def lines_normal_to(model, ov, rule: ChannelRule, factor: GaussianFactor, folded
     C1, C2, HS1, HS2, N1, N2, PAIR = map(rep, (c1, c2, hs1, hs2, n1, n2, has_pair))
     W_line = rep(w_eta) * W_u
     D1, D2 = rep(d1), rep(d2)
-    lines = ChannelLines(L_ww, C1, C2, N1, N2, U, HS1, HS2, PAIR, W_line, D1, D2, None, None, odd, order)
+    lines = ChannelLines(L_ww, C1, C2, N1, N2, U, HS1, HS2, PAIR, W_line, D1, D2, None, None, odd, order,
+                         np.repeat(teacher, n_lines, axis=0))
 
     # the line crosses {w . d = 0} at t0
     slope = (L_ww[0, 0] * N1 + L_ww[0, 1] * N2) * D1 + (L_ww[1, 0] * N1 + L_ww[1, 1] * N2) * D2

@@ -41,7 +41,7 @@ class ChannelRule:
     the teacher rule by the channel's symmetries (:mod:`numerics.fixed_points.symmetry`) and set the
     integrands odd under one of them to their exact value zero. check_global: check every
     node's followed branch against Newton from ``w`` and from the reflected branch (the
-    safety net of :class:`~numerics.channel.lines.accumulation.Accumulator`, about 60% of an
+    safety net of :func:`~numerics.channel.lines.accumulation.accumulate`, about 60% of an
     evaluation). Off, the map is the
     one the located switches give; the solver uses it only to approach a fixed point,
     which is then always confirmed with the checks on
@@ -59,7 +59,8 @@ class ChannelRule:
     are. Off only to measure what it gains (docs/studies/soft_direction_lines.md).
     band_split: a line without a switch is split where it
     crosses the steep band of the prox (the root of ``prox . d`` within 2 of ``t_c``, by
-    scipy's elementwise root finder) instead of at ``t_c``. The band is the switching
+    Chandrupatla's elementwise root finder, :mod:`numerics.solver.bracketed_roots`) instead of at
+    ``t_c``. The band is the switching
     line or its continuation beyond the cusp ends of the switching segment; it is
     curved, so far from ``w = 0`` it leaves ``t_c``. It costs a global prox per line and
     root-finding step: 20-95% of an evaluation for the fast rules, 13-39% for the high

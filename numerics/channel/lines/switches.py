@@ -36,25 +36,33 @@ GAP_TOL = 1e-7
 JOIN_TOL = 1e-2
 
 
-def _brackets(model, rule, V, at, t0, hs1, hs2, half_width: float) -> tuple:
+def _brackets(model, rule, V, at, t0, hs1, hs2, teacher, half_width: float) -> tuple:
     """The starting brackets ``t0 -+ half_width`` of the lines (within the rule's truncation), the
     global minima at their ends and the direction of ``w`` along the lines (``w`` is affine in
     ``t``): ``(tl, tr, A, B, dw)``."""
     tl = np.maximum(t0 - half_width, -rule.t_max)
     tr = np.minimum(t0 + half_width, rule.t_max)
-    A = global_prox(model, *at(tl, slice(None)), hs1, hs2, V, tol=rule.newton_tol)[:2]
-    B = global_prox(model, *at(tr, slice(None)), hs1, hs2, V, tol=rule.newton_tol)[:2]
-    wa, wb = at(np.ones(t0.size), slice(None)), at(np.zeros(t0.size), slice(None))
+    # both ends in one call (each node's global prox is its own; one call costs half the overhead)
+    (wl1, wl2), (wr1, wr2) = at(tl, slice(None)), at(tr, slice(None))
+    ends = global_prox(model, np.concatenate([wl1, wr1]), np.concatenate([wl2, wr2]), np.tile(hs1, 2),
+                       np.tile(hs2, 2), V, tol=rule.newton_tol, teacher=np.tile(teacher, (2, 1)))
+    n = t0.size
+    A, B = (ends[0][:n], ends[1][:n]), (ends[0][n:], ends[1][n:])
+    wa, wb = at(np.ones(n), slice(None)), at(np.zeros(n), slice(None))
     return tl, tr, A, B, (wa[0] - wb[0], wa[1] - wb[1])
 
 
-def _trial_step(model, rule, V, w, hs, A, B, dw) -> tuple:
+def _trial_step(model, rule, V, w, hs, teacher, A, B, dw) -> tuple:
     """Both minima continued to the trial points (at ``w``) from the bracket's ends ``A`` and ``B``:
     ``(a, b, both, go_right, step)``; ``both``: they are distinct there; ``go_right``: the switch lies
     right of the trial point (by the sign of ``D = M_a - M_b`` where both exist, else by the minimum
     the merged point continues); ``step``: Newton's step on ``D``, ``dD/dt = (b - a)/V . dw/dt``."""
-    a1, a2, _, fa = newton_prox(model, A[0], A[1], w[0], w[1], *hs, V, tol=rule.newton_tol)
-    b1, b2, _, fb = newton_prox(model, B[0], B[1], w[0], w[1], *hs, V, tol=rule.newton_tol)
+    # both minima in one call, as two sets of nodes
+    n = A[0].size
+    c1, c2, _, f = newton_prox(model, np.concatenate([A[0], B[0]]), np.concatenate([A[1], B[1]]), np.tile(w[0], 2),
+                               np.tile(w[1], 2), np.tile(hs[0], 2), np.tile(hs[1], 2), V, tol=rule.newton_tol,
+                               teacher=np.tile(teacher, (2, 1)))
+    (a1, b1), (a2, b2), (fa, fb) = ((x[:n], x[n:]) for x in (c1, c2, f))
     both = np.hypot(a1 - b1, a2 - b2) > GAP_TOL
     D = fa - fb
     dD = ((b1 - a1) * dw[0] + (b2 - a2) * dw[1]) / V
@@ -65,7 +73,7 @@ def _trial_step(model, rule, V, w, hs, A, B, dw) -> tuple:
 
 
 def locate_switches(model, rule, V, w_of, t0, hs1, hs2, has_pair, half_width: float = 2.0,
-                    max_iter: int = 80) -> Switches:
+                    max_iter: int = 80, teacher=None) -> Switches:
     """The switch ``t*`` of each line: where the global minimiser jumps between two
     local minima, located by a safeguarded Newton iteration on
     ``D(t) = M_left(t) - M_right(t)`` inside a bracket.
@@ -83,8 +91,9 @@ def locate_switches(model, rule, V, w_of, t0, hs1, hs2, has_pair, half_width: fl
     where both minima exist only in a narrow window, this keeps the switch that
     Newton's method from ``t0 -+ 1`` lost (docs/studies/switch_location.md).
     A line still open after ``max_iter`` steps is left without a switch; the checks
-    of :class:`~numerics.channel.lines.accumulation.Accumulator` then report its jump as
-    unresolved weight.
+    of :func:`~numerics.channel.lines.accumulation.accumulate` then report its jump as
+    unresolved weight. ``teacher``: the lines' teacher matrices (``ChannelLines.teacher``; computed
+    from ``hs1, hs2`` where not given).
     """
     n = t0.size
     t_split = t0.copy()
@@ -98,7 +107,10 @@ def locate_switches(model, rule, V, w_of, t0, hs1, hs2, has_pair, half_width: fl
     def at(t, idx):
         return w_of(t, idx=lines[idx])
 
-    tl, tr, (A1, A2), (B1, B2), (dw1, dw2) = _brackets(model, rule, V, at, t0[lines], hs1[lines], hs2[lines],
+    if teacher is None:
+        teacher = model.teacher_matrix(np.stack([hs1, hs2], axis=-1))
+    T = teacher[lines]
+    tl, tr, (A1, A2), (B1, B2), (dw1, dw2) = _brackets(model, rule, V, at, t0[lines], hs1[lines], hs2[lines], T,
                                                        half_width)
     trial = 0.5 * (tl + tr)
     done = np.hypot(A1 - B1, A2 - B2) <= GAP_TOL  # the same minimum at both ends: no switch
@@ -109,7 +121,7 @@ def locate_switches(model, rule, V, w_of, t0, hs1, hs2, has_pair, half_width: fl
             break
         tm = trial[act]
         (a1, a2), (b1, b2), both, go_right, step = _trial_step(
-            model, rule, V, at(tm, act), (hs1[lines[act]], hs2[lines[act]]), (A1[act], A2[act]),
+            model, rule, V, at(tm, act), (hs1[lines[act]], hs2[lines[act]]), T[act], (A1[act], A2[act]),
             (B1[act], B2[act]), (dw1[act], dw2[act]))
         conv = both & (np.abs(step) < 1e-13)
         # update the bracket

@@ -11,11 +11,11 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-from scipy.optimize.elementwise import find_root
 
 from numerics.model.bound import BoundModel
 from numerics.overlaps import Overlaps
 from numerics.channel.lines.rule import ChannelRule, leggauss
+from numerics.solver.bracketed_roots import find_roots
 
 
 class GaussianFactor(NamedTuple):
@@ -82,8 +82,8 @@ def polar_teacher_nodes(model, V, L_hh, rule: ChannelRule):
     rays = np.nonzero(has_root)[0]
     if rays.size:
         # to machine precision (scipy's default tolerances): the split must sit exactly on the kink
-        found = find_root(lambda r, c_, s_: bifurcation_margin(model, V, L_hh, c_, s_, r),
-                          (grid[first[rays] - 1], grid[first[rays]]), args=(c[rays], s[rays]))
+        found = find_roots(lambda r, c_, s_: bifurcation_margin(model, V, L_hh, c_, s_, r),
+                           grid[first[rays] - 1], grid[first[rays]], args=(c[rays], s[rays]))
         if not np.all(found.success):
             raise FloatingPointError(f"pitchfork radius not located on {np.count_nonzero(~found.success)} rays")
         r_split[rays] = found.x
