@@ -80,3 +80,44 @@ def test_folded_channel_agrees_with_unfolded(ov):
     for name in CHANNEL_NAMES:
         bar = abs(full[name] - estimate[name])
         assert abs(folded.expectations[name] - full[name]) <= max(bar, 1e-14), name
+
+
+def _folded_by_definition(e1, e2, weight, L_hh, symmetries):
+    """The folding written from its definition: each node's image under a symmetry is the node
+    within 1e-10 of it (every pair compared); a symmetry with an image that is no node is not used."""
+    nodes = np.stack([e1, e2], axis=1)
+    tol = 1e-10 * max(np.max(np.abs(nodes)), 1.0)
+    images = []
+    for sym in symmetries:
+        moved = nodes @ (np.linalg.inv(L_hh) @ sym.G_h @ L_hh).T
+        distance = np.sqrt(((moved[:, None, :] - nodes[None, :, :]) ** 2).sum(axis=-1))
+        if np.all(distance.min(axis=1) <= tol):
+            images.append(distance.argmin(axis=1))
+    if not images:
+        return e1, e2, weight
+    representative = np.min(np.stack(images), axis=0)
+    keep = np.unique(representative)
+    folded = np.zeros(nodes.shape[0])
+    np.add.at(folded, representative, weight)
+    return e1[keep], e2[keep], folded[keep]
+
+
+@pytest.mark.parametrize("ov", [SEMANTIC, POSITIONAL, GENERIC])
+@pytest.mark.parametrize("rule", [RULE, ChannelRule(n_eta=15, n_r=8, n_u=6, n_t=12)])
+def test_folding_matches_every_node_by_its_definition(ov, rule):
+    """The node matching (sorted projections) gives the exhaustive comparison's orbits exactly,
+    with an odd rule (nodes on the symmetry axes) and with images moved off the nodes."""
+    spec = ModelSpec()
+    model = bind(spec)
+    symmetries, L_hh = _symmetries(spec, ov)
+    e1, e2, w = polar_teacher_nodes(model, ov.V, L_hh, rule)
+    for got, want in zip(fold_teacher_nodes(e1, e2, w, L_hh, symmetries)[:3],
+                         _folded_by_definition(e1, e2, w, L_hh, symmetries)):
+        np.testing.assert_array_equal(got, want)
+    # one node moved by 1e-6 of the scale: no symmetry maps the set onto itself any more
+    moved = e1.copy()
+    moved[3] += 1e-6 * max(np.max(np.abs(e1)), 1.0)
+    f1, f2, fw, used = fold_teacher_nodes(moved, e2, w, L_hh, symmetries)
+    assert len(used) == sum(np.allclose(s.G_h, np.eye(2)) for s in symmetries)
+    if not used:
+        np.testing.assert_array_equal(f1, moved)

@@ -32,7 +32,6 @@ import itertools
 import logging
 
 import numpy as np
-from scipy.spatial import cKDTree
 
 log = logging.getLogger(__name__)
 
@@ -127,6 +126,37 @@ def channel_symmetries(model, ov, mu_w, B, seed: int = 0) -> list:
     return found
 
 
+#: a direction with an irrational slope: the nodes' projections on it are distinct by far more than
+#: the matching tolerance (a lattice's nodes would tie on an axis)
+_PROJECTION = np.array([1.0, 0.6180339887498949])
+
+
+def _matching_nodes(points, nodes, tol):
+    """For each point, the index of the nearest node if it lies within ``tol``, or None when some
+    point has no node within ``tol``.
+
+    Sorted projections rather than a k-d tree (``scipy.spatial`` would be a quarter of a cold
+    command's imports): a node within ``tol`` of a point has its projection within
+    ``w = tol |direction|_1`` of the point's, so only the nodes in that window are candidates, and
+    the answer is the k-d tree's exactly."""
+    key = nodes @ _PROJECTION
+    order = np.argsort(key, kind="stable")
+    sorted_key = key[order]
+    projected = points @ _PROJECTION
+    w = tol * np.abs(_PROJECTION).sum()
+    lo = np.searchsorted(sorted_key, projected - w, side="left")
+    hi = np.searchsorted(sorted_key, projected + w, side="right")
+    if np.any(hi == lo):
+        return None
+    index = order[np.minimum(lo, len(order) - 1)]
+    for row in np.flatnonzero(hi - lo > 1):  # several candidates: the nearest
+        candidates = order[lo[row]:hi[row]]
+        index[row] = candidates[np.argmin(((nodes[candidates] - points[row]) ** 2).sum(axis=1))]
+    if np.any(((nodes[index] - points) ** 2).sum(axis=1) > tol * tol):
+        return None
+    return index
+
+
 def fold_teacher_nodes(e1, e2, weight, L_hh, symmetries):
     """Keep one teacher node per orbit of the symmetries that map the node set onto itself,
     with the orbit's summed weight. Returns ``(e1, e2, weight, used)`` where ``used``
@@ -134,12 +164,11 @@ def fold_teacher_nodes(e1, e2, weight, L_hh, symmetries):
     nodes = np.stack([e1, e2], axis=1)
     L_inv = np.linalg.inv(L_hh)
     tol = 1e-10 * max(np.max(np.abs(nodes)), 1.0)
-    tree = cKDTree(nodes)
     images, used = [], []
     for sym in symmetries:
         action = L_inv @ sym.G_h @ L_hh  # the map on eta
-        distance, index = tree.query(nodes @ action.T, distance_upper_bound=tol)
-        if not np.all(np.isfinite(distance)):
+        index = _matching_nodes(nodes @ action.T, nodes, tol)
+        if index is None:
             log.debug("symmetry G_h=%s does not map the teacher nodes onto themselves; not folded",
                       sym.G_h.tolist())
             continue

@@ -23,7 +23,6 @@ import time
 from typing import Callable, Optional
 
 import numpy as np
-from scipy.optimize import root
 
 log = logging.getLogger(__name__)
 
@@ -278,6 +277,10 @@ def root_fixed_point(F: Callable[[np.ndarray], np.ndarray], x0, *, tol: float, a
 
     measure = residual or (lambda x, Fx: _scaled_residual(x, Fx, floor))
     diag = 1.0 / (np.maximum(np.abs(x0), floor) if scale is None else np.asarray(scale, dtype=float))
+    # imported here: scipy.optimize is a third of a cold command's imports, and most solves
+    # converge by iteration without it
+    from scipy.optimize import root
+
     try:
         # MINPACK's first trust region is ``factor * |diag * x0|``
         sol = root(G, x0, method="hybr",
