@@ -19,13 +19,16 @@ by Adam; the random start's two optimisers; the rank-two student), as separate r
 per start, each drawing its data) and as the runs of one data set drawn once and trained in batches
 (``run_data_set``, Adam with the plan's early stop unless ``--plan-full-adam``), alternating, at each of
 ``--plan-alphas``, weighted as the full plan has them, with the largest relative difference of a run's
-numbers between the two (0 for gradient descent: the batch changes no run's arithmetic).
+numbers between the two (0 for gradient descent: the batch changes no run's arithmetic). With
+``--baseline`` the separate runs are those of the plan before its data sets were shared (numpy's BLAS
+products, Adam to the end): the ratio is then the plan's runs per CPU-second now against then, and the
+difference the two products' float rounding (and Adam's early stop).
 
 ``--early-stop`` runs Adam from the random start to the end and with ``StopRule()``, side by side,
 and prints how far each stopped run's numbers are from its full run's beside their spread over seeds.
 
     python benchmarks/simulation.py [--d 1000] [--alpha 2] [--blocks 5] [--kernels] [--data-sets
-        [--plan-full-adam]] [--early-stop] [--shapes ""] [--threads N]
+        [--plan-full-adam] [--baseline]] [--early-stop] [--shapes ""] [--threads N]
 
 Every timing is a median over blocks (min and max beside it), after a warm-up of ``--warmup``
 seconds per implementation. Before and after a change, the training loop is ``benchmarks/ab.py``'s
@@ -126,6 +129,8 @@ def bench_shapes(args, torch, ModelSpec, sim, device, dtype) -> None:
 
 def bench_kernels(args, torch, ModelSpec, sim, device, dtype) -> None:
     """The two choices of the general path, each beside the obvious torch form."""
+    from validation.simulator import products
+
     p = sim.make_problem(ModelSpec(), args.d, args.alpha, seed=0, n_test=1, dtype=dtype, device=device)
     X, n = p.train.X, p.n
 
@@ -149,7 +154,8 @@ def bench_kernels(args, torch, ModelSpec, sim, device, dtype) -> None:
         if device.type == "cpu":
             Xn, Qn = X.numpy(), Q.numpy()
             print(_row(f"r = {r}: numpy, one matrix product", timed(lambda: Xn @ Qn)))
-            print(_row(f"r = {r}: numpy, r mat-vec (ours, + f64)", timed(lambda: sim.hidden(rows[None], p.train))))
+            print(_row(f"r = {r}: numpy, r mat-vec", timed(lambda: products.times_columns(X, rows, h, compiled=False))))
+            print(_row(f"r = {r}: one compiled pass (ours)", timed(lambda: products.times_columns(X, rows, h))))
     if device.type == "cpu":
         from threadpoolctl import threadpool_limits
 
@@ -159,6 +165,10 @@ def bench_kernels(args, torch, ModelSpec, sim, device, dtype) -> None:
         for threads in (1, 2):
             with threadpool_limits(threads, user_api="blas"):
                 print(_row(f"{threads} BLAS thread{'s' if threads > 1 else ''}", timed(lambda: g @ Xn)))
+        G3, out3 = torch.randn(3, Xn.shape[0], dtype=dtype), torch.empty(3, Xn.shape[1], dtype=dtype)
+        print(_row("3 columns: BLAS mat-vecs, 1 thread", timed(
+            lambda: products.transpose_times_columns(X, G3, out3, compiled=False))))
+        print(_row("3 columns: one compiled pass (ours)", timed(lambda: products.transpose_times_columns(X, G3, out3))))
     print(f"\nsoftmax over the L axis of an (L, L, n = {n}) float64 array:")
     for L in (2, 3):
         g = torch.Generator().manual_seed(L)
@@ -184,7 +194,11 @@ def bench_data_sets(args, torch, ModelSpec, sim, device, dtype) -> None:
     :data:`PLAN_DATA_SETS` as separate runs (one ``run_one`` per run, each drawing its data) and as one
     ``run_data_set`` (the data drawn once, the runs trained alike in one batch), both with Adam's early
     stop unless ``--plan-full-adam``, alternating, at each ``--plan-alphas``; CPU seconds from
-    ``time.process_time`` (every thread of the process)."""
+    ``time.process_time`` (every thread of the process). ``--baseline``: the separate runs as the plan
+    ran them before the data sets were shared (numpy's BLAS matrix-vector products, Adam to the end),
+    so the ratio is the plan's runs per CPU-second now against then."""
+    from validation.simulator import products
+
     stop = None if args.plan_full_adam else sim.StopRule()
     keys = ("test_error", "train_loss", "q_eig_1", "m_sv_1", "theta_sv_1", "linear_test_error")
     ways = ("separate", "one data set")
@@ -201,15 +215,18 @@ def bench_data_sets(args, torch, ModelSpec, sim, device, dtype) -> None:
             for way in (ways if (ai + ki) % 2 == 0 else ways[::-1]):
                 c0 = time.process_time()
                 # two recorded points, as the plan's task records (attnphase.sweeps.tasks)
+                products.COMPILED = not (args.baseline and way == "separate")
                 if way == "separate":
+                    then = None if args.baseline else stop
                     out[way] = [sim.run_one(spec, args.d, alpha, init, steps=args.plan_steps, optimizer=opt,
-                                            record_points=2, stop=stop if opt == "adam" else None, **kw)
+                                            record_points=2, stop=then if opt == "adam" else None, **kw)
                                 for init, opt in runs]
                 else:
                     trainings = [sim.Training(init, args.plan_steps, None, opt, 2, stop if opt == "adam" else None)
                                  for init, opt in runs]
                     out[way] = sim.run_data_set(spec, args.d, alpha, trainings, **kw)
                 spent[way] = time.process_time() - c0
+                products.COMPILED = True
                 cpu[(kind, way)] += spent[way]
             diff = max(abs(a[k] - b[k]) / abs(a[k]) for a, b in zip(*(out[w] for w in ways)) for k in keys)
             worst = max(worst, diff)
@@ -271,6 +288,8 @@ def main(argv=None) -> int:
     ap.add_argument("--plan-alphas", default="0.5,2.0", help="comma-separated alphas of --plan")
     ap.add_argument("--plan-steps", type=int, default=5000)
     ap.add_argument("--plan-n-test", type=int, default=10000)
+    ap.add_argument("--baseline", action="store_true", help="--data-sets: the separate runs as before the data "
+                    "sets were shared (BLAS products, Adam to the end)")
     ap.add_argument("--plan-full-adam", action="store_true", help="--data-sets: Adam runs without the early stop")
     ap.add_argument("--early-stop", action="store_true",
                     help="Adam runs to the end and with the early stop, side by side (--plan-alphas, --d)")

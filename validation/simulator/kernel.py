@@ -19,34 +19,28 @@ Students
 --------
 The kernel works on ``W``, the students of a batch as an array ``(k, r, d)``: run ``i``'s ``Q``
 is ``W[i]^T``, so the ``k`` students stacked side by side are the ``d x (k r)`` matrix ``W^T``.
-A step reads ``X`` twice, once for ``h`` and once for the gradient, one matrix-vector product
-per column of that matrix. Everything between works on arrays ``(k, r, L, n)`` and ``(k, L, L,
-n)`` (samples last, the runs first) in float64 whatever the working dtype (cheap, and it avoids
+A step reads ``X`` twice, once for ``h`` and once for the gradient. Everything between works on
+arrays ``(k, r, L, n)`` and ``(k, L, L, n)`` (samples last, the runs first) in float64 whatever the working dtype (cheap, and it avoids
 cancellation in the loss, a difference of O(d) terms); every operation there is elementwise in
 the runs or sums over the small axes, so each run's numbers do not depend on the other runs of
 its batch, bit for bit (tested). A single student is the batch of one
 (:func:`risk_and_grad`).
 
-Speed (``benchmarks/simulation.py --kernels``, d = 1000, n = 2000, float32, one thread): a
-product of ``X`` with a ``d x m`` matrix of few columns, torch's or numpy's, costs more than ``m``
-matrix-vector products (``m = 2``: 1.1-1.4 ms against 0.5 ms), so the batch does not share the
-read of ``X`` between its columns; what it shares is the data, and the per-step work in between,
-whose cost is that of launching torch operations on small arrays. On the CPU the matrix-vector
-products are numpy's (its OpenBLAS, on one thread), not torch's, which take longer on the same
-arrays (the ``--kernels`` table sets them side by side). Batched products of many tiny ``L x L`` matrices (``bmm``,
-``einsum``) are orders of magnitude slower on the CPU than the elementwise form.
+The two products with ``X`` (:mod:`validation.simulator.products`) read it once per step each for
+all ``k r`` columns of the batch (a compiled pass over its rows), so a batch of ``k`` runs costs
+much less than ``k`` runs; they are most of a step's time at d = 1000. Batched products of many
+tiny ``L x L`` matrices (``bmm``, ``einsum``) are orders of magnitude slower on the CPU than the
+elementwise form used between them.
 """
 from __future__ import annotations
 
 import math
-from typing import Optional
 
-import numpy as np
 import torch
-from threadpoolctl import ThreadpoolController
 
 from .attention import as_attention, attention_matrix
 from .data import STAT_DTYPE, Batch
+from .products import times_columns, transpose_times_columns
 
 
 def as_rows(Q: torch.Tensor) -> torch.Tensor:
@@ -60,37 +54,12 @@ def from_rows(rows: torch.Tensor, vector: bool) -> torch.Tensor:
     return rows[0].clone() if vector else rows.t().contiguous()
 
 
-#: numpy's BLAS, which the products below run on one thread: its threads split the sums of
-#: ``X^T g``, so their number would change the numbers, and on two busy cores two threads took 11
-#: times as long for ``X^T g`` as one (benchmarks/simulation.py --kernels). Set around each call (2 microseconds), so the caller's setting stands.
-_NUMPY_BLAS = ThreadpoolController().select(user_api="blas").lib_controllers
-
-
-def _matvecs(A: torch.Tensor, V: torch.Tensor, out: torch.Tensor) -> None:
-    """``out[j] = A @ V[j]`` for the rows ``V[j]`` (module docstring, "Speed")."""
-    if A.device.type == "cpu":
-        An = A.numpy()
-        threads = [lib.get_num_threads() for lib in _NUMPY_BLAS]
-        try:
-            for lib in _NUMPY_BLAS:
-                lib.set_num_threads(1)
-            with np.errstate(all="ignore"):  # a diverging run is found and reported by training
-                for v, o in zip(V.numpy(), out.numpy()):
-                    np.matmul(An, v, out=o)
-        finally:
-            for lib, n in zip(_NUMPY_BLAS, threads):
-                lib.set_num_threads(n)
-        return
-    for j in range(V.shape[0]):
-        torch.mv(A, V[j], out=out[j])
-
-
 def hidden(W: torch.Tensor, batch: Batch) -> torch.Tensor:
     """``h = X Q / sqrt(d)`` of every student of ``W`` (``(k, r, d)``, contiguous) in float64,
     shape ``(k, r, L, n)``."""
     k, r, d = W.shape
     h = torch.empty(k * r, batch.L * batch.n, dtype=batch.X.dtype, device=batch.X.device)
-    _matvecs(batch.X, W.view(k * r, d), h)
+    times_columns(batch.X, W.view(k * r, d), h)
     return h.to(STAT_DTYPE).mul_(1.0 / math.sqrt(batch.d)).view(k, r, batch.L, batch.n)
 
 
@@ -148,7 +117,7 @@ def batch_risk_and_grad(W: torch.Tensor, batch: Batch, lam: float, attention="so
     k, r, d = W.shape
     total, g = loss_and_grad_h(hidden(W, batch), batch, attention, need_loss)
     grad = torch.empty_like(W)
-    _matvecs(batch.X.t(), g.to(W.dtype).view(k * r, batch.L * batch.n), grad.view(k * r, d))
+    transpose_times_columns(batch.X, g.to(W.dtype).view(k * r, batch.L * batch.n), grad.view(k * r, d))
     grad.mul_(1.0 / math.sqrt(batch.d)).add_(W, alpha=lam)
     R = None
     if need_loss:

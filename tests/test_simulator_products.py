@@ -1,0 +1,65 @@
+"""The simulator's products with the data (validation/simulator/products.py): the compiled pass over
+the rows of ``X`` gives BLAS's products within float rounding, and each column's numbers do not
+depend on the other columns of its batch."""
+import numpy as np
+import pytest
+import torch
+
+from derivations.spec import ModelSpec
+from validation import simulate as sim
+from validation.simulator import products
+
+CPU = torch.device("cpu")
+
+
+def _data(dtype, m, seed=0):
+    p = sim.make_problem(ModelSpec(omega=0.3), 200, 1.5, seed=seed, n_test=10, dtype=dtype, device=CPU)
+    g = torch.Generator().manual_seed(seed)
+    V = torch.randn(m, p.d, generator=g, dtype=dtype)
+    G = torch.randn(m, p.train.X.shape[0], generator=g, dtype=dtype)
+    return p.train.X, V, G
+
+
+#: float rounding of sums of a few hundred to a few thousand terms, relative to the largest entry
+ROUNDING = {torch.float32: 2e-5, torch.float64: 1e-13}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_compiled_products_equal_blas_within_rounding(dtype):
+    X, V, G = _data(dtype, 3)
+    h = {c: torch.empty(3, X.shape[0], dtype=dtype) for c in (True, False)}
+    g = {c: torch.empty(3, X.shape[1], dtype=dtype) for c in (True, False)}
+    for c in (True, False):
+        products.times_columns(X, V, h[c], compiled=c)
+        products.transpose_times_columns(X, G, g[c], compiled=c)
+    for out in (h, g):
+        scale = float(out[False].abs().max())
+        assert float((out[True] - out[False]).abs().max()) <= ROUNDING[dtype] * scale
+        # and the comparison can fail: a changed column is seen
+        assert float((out[True][1:] - out[False][:-1]).abs().max()) > 1e3 * ROUNDING[dtype] * scale
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_each_column_is_computed_as_if_alone(compiled):
+    X, V, G = _data(torch.float32, 4, seed=1)
+    h = torch.empty(4, X.shape[0])
+    g = torch.empty(4, X.shape[1])
+    products.times_columns(X, V, h, compiled=compiled)
+    products.transpose_times_columns(X, G, g, compiled=compiled)
+    for j in range(4):
+        h1, g1 = torch.empty(1, X.shape[0]), torch.empty(1, X.shape[1])
+        products.times_columns(X, V[j:j + 1], h1, compiled=compiled)
+        products.transpose_times_columns(X, G[j:j + 1], g1, compiled=compiled)
+        assert torch.equal(h1[0], h[j]) and torch.equal(g1[0], g[j])
+
+
+def test_a_training_step_is_the_same_with_either_product_within_rounding(monkeypatch):
+    """One gradient of a batch of two students, compiled and BLAS: equal within float32 rounding."""
+    p = sim.make_problem(ModelSpec(omega=0.3), 200, 1.5, seed=2, n_test=10, dtype=torch.float32, device=CPU)
+    W = torch.stack([sim.initial_Q(p, "semantic"), sim.initial_Q(p, "positional")])[:, None, :].contiguous()
+    out = {}
+    for c in (True, False):
+        monkeypatch.setattr(products, "COMPILED", c)
+        out[c] = sim.batch_risk_and_grad(W, p.train, 0.01)
+    assert np.allclose(out[True][0].numpy(), out[False][0].numpy(), rtol=1e-5, atol=0)
+    assert float((out[True][1] - out[False][1]).abs().max()) <= 1e-5 * float(out[False][1].abs().max())

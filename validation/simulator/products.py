@@ -1,0 +1,120 @@
+"""The two products of a training step with the data ``X`` (``(L n, d)``, contiguous): ``X v`` and
+``X^T g`` for every column of a batch of students.
+
+A step is bandwidth-bound: everything else works on arrays ``(k, r, L, n)``. ``m`` matrix-vector
+products read ``X`` ``m`` times; BLAS's matrix product with ``m`` columns reads it once but is not
+tuned for so few columns and costs more than the ``m`` matrix-vector products
+(benchmarks/simulation.py --kernels). On the CPU both products are therefore one compiled pass over
+the rows of ``X`` for all ``m`` columns (numba), each column's sums independent of the others, so a
+run's numbers do not depend on the other runs of its batch, bit for bit. ``X v`` sums each row in
+SIMD lanes (numba's ``reassoc``), the sums of ``X^T g`` run over the rows in order; both round
+differently from BLAS, within float rounding, which the simulator's statistics are checked against
+(docs/validation.md).
+
+Where numba cannot be imported the products are numpy's BLAS matrix-vector products on one thread,
+and one line says so. On a GPU they are torch's.
+"""
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import torch
+from threadpoolctl import ThreadpoolController
+
+log = logging.getLogger(__name__)
+
+#: numpy's BLAS, which the fallback runs on one thread: its threads split the sums of ``X^T g``, so
+#: their number would change the numbers, and on two busy cores two threads took 11 times as long
+#: for ``X^T g`` as one (benchmarks/simulation.py --kernels). Set around each call (2 microseconds),
+#: so the caller's setting stands.
+_NUMPY_BLAS = ThreadpoolController().select(user_api="blas").lib_controllers
+
+try:
+    import numba
+except Exception as exc:  # noqa: BLE001 - any failure to import means: the BLAS products
+    numba, _UNAVAILABLE = None, f"{type(exc).__name__}: {exc}"
+else:
+    _UNAVAILABLE = ""
+
+#: the compiled products where numba imports; False: numpy's BLAS (the reference, for comparisons)
+COMPILED = True
+
+_JIT = dict(cache=True, nogil=True, error_model="numpy")
+
+if numba is not None:
+    @numba.njit(fastmath={"reassoc"}, **_JIT)
+    def _rows_times(X, V, out):  # pragma: no cover - compiled
+        # out[j, i] = sum_k X[i, k] V[j, k]: each row of X read once for every column
+        rows, d = X.shape
+        m = V.shape[0]
+        for i in range(rows):
+            for j in range(m):
+                acc = X.dtype.type(0.0)
+                for k in range(d):
+                    acc += X[i, k] * V[j, k]
+                out[j, i] = acc
+
+    @numba.njit(**_JIT)
+    def _transpose_times(X, G, out):  # pragma: no cover - compiled
+        # out[j, k] = sum_i G[j, i] X[i, k], the rows i in order
+        rows, d = X.shape
+        m = G.shape[0]
+        out[:, :] = 0.0
+        for i in range(rows):
+            for j in range(m):
+                g = G[j, i]
+                for k in range(d):
+                    out[j, k] += g * X[i, k]
+
+_said = False
+
+
+def _use_compiled(compiled) -> bool:
+    global _said
+    compiled = COMPILED if compiled is None else compiled
+    if compiled and numba is None and not _said:
+        log.warning("numba cannot be imported (%s): the simulator's products with X run on numpy's BLAS",
+                    _UNAVAILABLE)
+        _said = True
+    return compiled and numba is not None
+
+
+def _blas_matvecs(A: np.ndarray, V: np.ndarray, out: np.ndarray) -> None:
+    threads = [lib.get_num_threads() for lib in _NUMPY_BLAS]
+    try:
+        for lib in _NUMPY_BLAS:
+            lib.set_num_threads(1)
+        for v, o in zip(V, out):
+            np.matmul(A, v, out=o)
+    finally:
+        for lib, n in zip(_NUMPY_BLAS, threads):
+            lib.set_num_threads(n)
+
+
+def times_columns(X: torch.Tensor, V: torch.Tensor, out: torch.Tensor, compiled=None) -> None:
+    """``out[j] = X @ V[j]`` for the rows ``V[j]`` (``(m, d)``; ``out``: ``(m, L n)``).
+    ``compiled``: None for :data:`COMPILED`; False for numpy's BLAS (the reference)."""
+    if X.device.type != "cpu":
+        for j in range(V.shape[0]):
+            torch.mv(X, V[j], out=out[j])
+        return
+    with np.errstate(all="ignore"):  # a diverging run is found and reported by training
+        if _use_compiled(compiled):
+            _rows_times(X.numpy(), V.contiguous().numpy(), out.numpy())
+        else:
+            _blas_matvecs(X.numpy(), V.numpy(), out.numpy())
+
+
+def transpose_times_columns(X: torch.Tensor, G: torch.Tensor, out: torch.Tensor, compiled=None) -> None:
+    """``out[j] = X^T @ G[j]`` for the rows ``G[j]`` (``(m, L n)``; ``out``: ``(m, d)``).
+    ``compiled``: None for :data:`COMPILED`; False for numpy's BLAS (the reference)."""
+    if X.device.type != "cpu":
+        for j in range(G.shape[0]):
+            torch.mv(X.t(), G[j], out=out[j])
+        return
+    with np.errstate(all="ignore"):
+        if _use_compiled(compiled):
+            _transpose_times(X.numpy(), G.contiguous().numpy(), out.numpy())
+        else:
+            _blas_matvecs(X.t().numpy(), G.numpy(), out.numpy())
