@@ -63,3 +63,26 @@ def test_a_training_step_is_the_same_with_either_product_within_rounding(monkeyp
         out[c] = sim.batch_risk_and_grad(W, p.train, 0.01)
     assert np.allclose(out[True][0].numpy(), out[False][0].numpy(), rtol=1e-5, atol=0)
     assert float((out[True][1] - out[False][1]).abs().max()) <= 1e-5 * float(out[False][1].abs().max())
+
+
+def test_a_failing_compiled_product_gives_blas_numbers_and_one_line(monkeypatch, caplog):
+    """A damaged cache or an unsupported dtype: numpy's BLAS serves from then on, said once."""
+    X, V, G = _data(torch.float32, 2, seed=3)
+    want_h, want_g = torch.empty(2, X.shape[0]), torch.empty(2, X.shape[1])
+    products.times_columns(X, V, want_h, compiled=False)
+    products.transpose_times_columns(X, G, want_g, compiled=False)
+
+    def broken(*args):
+        raise ValueError("damaged cache")
+
+    monkeypatch.setattr(products, "_rows_times", broken)
+    monkeypatch.setattr(products, "_transpose_times", broken)
+    monkeypatch.setattr(products, "_failed", "")
+    h, g = torch.full((2, X.shape[0]), float("nan")), torch.full((2, X.shape[1]), float("nan"))
+    with caplog.at_level("WARNING", logger=products.__name__):
+        for _ in range(2):
+            products.times_columns(X, V, h)
+            products.transpose_times_columns(X, G, g)
+    assert torch.equal(h, want_h) and torch.equal(g, want_g)
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 1 and "damaged cache" in lines[0] and "BLAS" in lines[0]

@@ -11,8 +11,10 @@ SIMD lanes (numba's ``reassoc``), the sums of ``X^T g`` run over the rows in ord
 differently from BLAS, within float rounding, which the simulator's statistics are checked against
 (docs/validation.md).
 
-Where numba cannot be imported the products are numpy's BLAS matrix-vector products on one thread,
-and one line says so. On a GPU they are torch's.
+Where numba cannot be imported, or a compiled call fails (a damaged cache, a dtype it does not take),
+the products are numpy's BLAS matrix-vector products on one thread from then on, and one line says
+so; numba's cache is keyed on this file, so a changed kernel is recompiled. On a GPU the products are
+torch's.
 """
 from __future__ import annotations
 
@@ -67,17 +69,32 @@ if numba is not None:
                 for k in range(d):
                     out[j, k] += g * X[i, k]
 
-_said = False
+_failed = ""  # why the compiled products failed in this process ("" while they serve)
 
 
 def _use_compiled(compiled) -> bool:
-    global _said
     compiled = COMPILED if compiled is None else compiled
-    if compiled and numba is None and not _said:
-        log.warning("numba cannot be imported (%s): the simulator's products with X run on numpy's BLAS",
-                    _UNAVAILABLE)
-        _said = True
-    return compiled and numba is not None
+    if compiled and numba is None:
+        _fall_back(f"numba cannot be imported ({_UNAVAILABLE})")
+    return compiled and numba is not None and not _failed
+
+
+def _fall_back(why: str) -> None:
+    """numpy's BLAS from now on in this process, said in one line."""
+    global _failed
+    if not _failed:
+        log.warning("%s: the simulator's products with X run on numpy's BLAS", why)
+        _failed = why
+
+
+def _compiled_or_blas(kernel, A: np.ndarray, B: np.ndarray, out: np.ndarray, blas) -> None:
+    """``kernel(A, B, out)``; where it fails (a damaged cache, a dtype numba does not take), the BLAS
+    products, never a partial result."""
+    try:
+        kernel(A, B, out)
+    except Exception as exc:  # noqa: BLE001 - any failure of the compiled call: the reference serves
+        _fall_back(f"the compiled product failed ({type(exc).__name__}: {str(exc).strip()[:200]})")
+        blas()
 
 
 def _blas_matvecs(A: np.ndarray, V: np.ndarray, out: np.ndarray) -> None:
@@ -100,10 +117,13 @@ def times_columns(X: torch.Tensor, V: torch.Tensor, out: torch.Tensor, compiled=
             torch.mv(X, V[j], out=out[j])
         return
     with np.errstate(all="ignore"):  # a diverging run is found and reported by training
-        if _use_compiled(compiled):
-            _rows_times(X.numpy(), V.contiguous().numpy(), out.numpy())
-        else:
+        def blas():
             _blas_matvecs(X.numpy(), V.numpy(), out.numpy())
+
+        if _use_compiled(compiled):
+            _compiled_or_blas(_rows_times, X.numpy(), V.contiguous().numpy(), out.numpy(), blas)
+        else:
+            blas()
 
 
 def transpose_times_columns(X: torch.Tensor, G: torch.Tensor, out: torch.Tensor, compiled=None) -> None:
@@ -114,7 +134,10 @@ def transpose_times_columns(X: torch.Tensor, G: torch.Tensor, out: torch.Tensor,
             torch.mv(X.t(), G[j], out=out[j])
         return
     with np.errstate(all="ignore"):
-        if _use_compiled(compiled):
-            _transpose_times(X.numpy(), G.contiguous().numpy(), out.numpy())
-        else:
+        def blas():
             _blas_matvecs(X.t().numpy(), G.numpy(), out.numpy())
+
+        if _use_compiled(compiled):
+            _compiled_or_blas(_transpose_times, X.numpy(), G.contiguous().numpy(), out.numpy(), blas)
+        else:
+            blas()
