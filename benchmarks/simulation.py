@@ -24,11 +24,15 @@ numbers between the two (0 for gradient descent: the batch changes no run's arit
 products, Adam to the end): the ratio is then the plan's runs per CPU-second now against then, and the
 difference the two products' float rounding (and Adam's early stop).
 
+``--products`` trains the semantic and positional starts of one data set with the compiled products
+and with numpy's BLAS, at each of ``--plan-alphas`` for ``--early-stop-seeds`` seeds, and prints the
+largest change of each final statistic beside its standard error over the seeds.
+
 ``--early-stop`` runs Adam from the random start to the end and with ``StopRule()``, side by side,
 and prints how far each stopped run's numbers are from its full run's beside their spread over seeds.
 
     python benchmarks/simulation.py [--d 1000] [--alpha 2] [--blocks 5] [--kernels] [--data-sets
-        [--plan-full-adam] [--baseline]] [--early-stop] [--shapes ""] [--threads N]
+        [--plan-full-adam] [--baseline]] [--products] [--early-stop] [--shapes ""] [--threads N]
 
 Every timing is a median over blocks (min and max beside it), after a warm-up of ``--warmup``
 seconds per implementation. Before and after a change, the training loop is ``benchmarks/ab.py``'s
@@ -270,6 +274,41 @@ def bench_early_stop(args, torch, ModelSpec, sim, device, dtype) -> None:
                   + "  (relative std over runs)")
 
 
+def bench_products(args, torch, ModelSpec, sim, device, dtype) -> None:
+    """The runs of one data set (semantic and positional starts, gradient descent, ``--plan-steps``)
+    trained with the compiled products and with numpy's BLAS, at each ``--plan-alphas`` for
+    ``--early-stop-seeds`` seeds: the largest change of each final statistic beside its standard
+    error over the seeds, and the CPU seconds of each."""
+    from validation.simulator import products
+
+    keys = ("test_error", "train_loss", "m", "theta_over_sigma2", "q")
+    trainings = [sim.Training(init, args.plan_steps, None, "gd", 2, None) for init in ("semantic", "positional")]
+    print(f"\nsemantic and positional starts, gradient descent, d = {args.d}, {args.plan_steps} steps: "
+          "compiled products against BLAS")
+    print(f"{'alpha start':<16s} " + " ".join(f"{k + ' diff/SE':>26s}" for k in keys))
+    cpu = {True: 0.0, False: 0.0}
+    for alpha in args.plan_alphas:
+        out = {True: [], False: []}
+        for seed in range(args.early_stop_seeds):
+            for compiled in ((True, False) if seed % 2 == 0 else (False, True)):
+                products.COMPILED = compiled
+                c0 = time.process_time()
+                out[compiled].append(sim.run_data_set(ModelSpec(), args.d, alpha, trainings, seed=seed, dtype=dtype,
+                                                      device=device, n_test=args.plan_n_test))
+                cpu[compiled] += time.process_time() - c0
+        products.COMPILED = True
+        for j, tr in enumerate(trainings):
+            cells = []
+            for key in keys:
+                new = np.array([runs[j][key] for runs in out[True]])
+                old = np.array([runs[j][key] for runs in out[False]])
+                se = old.std(ddof=1) / np.sqrt(len(old)) if len(old) > 1 else float("nan")
+                diff = float(np.abs(new - old).max())
+                cells.append(f"{diff:12.1e} {diff / se:6.1e}" if se > 0 else f"{diff:12.1e} {'-':>6s}")
+            print(f"{f'{alpha:g} {tr.init}':<16s} " + " ".join(f"{c:>26s}" for c in cells))
+    print(f"    CPU seconds: compiled {cpu[True]:.1f}, BLAS {cpu[False]:.1f} (ratio {cpu[False] / cpu[True]:.2f})")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--d", type=int, default=1000)
@@ -293,7 +332,10 @@ def main(argv=None) -> int:
     ap.add_argument("--plan-full-adam", action="store_true", help="--data-sets: Adam runs without the early stop")
     ap.add_argument("--early-stop", action="store_true",
                     help="Adam runs to the end and with the early stop, side by side (--plan-alphas, --d)")
-    ap.add_argument("--early-stop-seeds", type=int, default=3)
+    ap.add_argument("--early-stop-seeds", type=int, default=3, help="seeds of --early-stop and --products")
+    ap.add_argument("--products", action="store_true",
+                    help="one data set's runs with the compiled products and with BLAS: the change of each "
+                         "final statistic beside its standard error over seeds (--plan-alphas, --plan-steps, --d)")
     ap.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's)")
     args = ap.parse_args(argv)
     args.shapes = [tuple(int(c) for c in s) for s in args.shapes.split(",") if s]
@@ -313,7 +355,8 @@ def main(argv=None) -> int:
     print(f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', 'unset')} "
           f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}")
     sections = ((bool(args.shapes), bench_shapes), (args.data_sets, bench_data_sets),
-                (args.early_stop, bench_early_stop), (args.kernels, bench_kernels))
+                (args.early_stop, bench_early_stop), (args.kernels, bench_kernels),
+                (args.products, bench_products))
     for wanted, section in sections:
         if wanted:
             section(args, torch, ModelSpec, sim, device, dtype)
