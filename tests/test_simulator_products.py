@@ -86,3 +86,19 @@ def test_a_failing_compiled_product_gives_blas_numbers_and_one_line(monkeypatch,
     assert torch.equal(h, want_h) and torch.equal(g, want_g)
     lines = [r.getMessage() for r in caplog.records]
     assert len(lines) == 1 and "damaged cache" in lines[0] and "BLAS" in lines[0]
+
+
+def test_without_numba_the_products_are_blas_and_one_line_says_so(monkeypatch, caplog):
+    X, V, _ = _data(torch.float32, 2, seed=4)
+    want = torch.empty(2, X.shape[0])
+    products.times_columns(X, V, want, compiled=False)
+    monkeypatch.setattr(products, "numba", None)
+    monkeypatch.setattr(products, "_UNAVAILABLE", "ModuleNotFoundError: No module named 'numba'")
+    monkeypatch.setattr(products, "_failed", "")
+    got = torch.empty(2, X.shape[0])
+    with caplog.at_level("WARNING", logger=products.__name__):
+        products.times_columns(X, V, got)
+        products.times_columns(X, V, got)
+    assert torch.equal(got, want)
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 1 and "numba cannot be imported" in lines[0]
