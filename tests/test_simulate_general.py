@@ -396,6 +396,24 @@ def test_a_batch_of_starts_gives_each_run_the_numbers_of_training_it_alone(shape
         assert {k: v for k, v in rec.items() if k not in timing} == {k: v for k, v in alone.items() if k not in timing}
 
 
+def test_runs_of_other_optimisers_share_a_batch_and_keep_the_numbers_of_training_alone():
+    """Gradient descent and Adam (one with the early stop, which leaves the batch) in one batch:
+    each run's result is its run alone, bit for bit."""
+    p = _problem(2, 1, 1, d=40, alpha=1.5, dtype=torch.float32)
+    rule = sim.StopRule(loss_rtol=1e-3, grad_tol=1.0, patience=2)
+    runs = [("semantic", 0.05, "gd", None), ("random", 0.01, "adam", rule), ("positional", 0.1, "gd", None),
+            ("random", 0.02, "adam", None)]
+    batch = sim.train_batch(p, [r[0] for r in runs], steps=400, lr=[r[1] for r in runs],
+                            optimizer=[r[2] for r in runs], record_points=8, stop=[r[3] for r in runs])
+    assert batch[1].stopped == "converged" and batch[1].steps_run < 400  # it left the batch early
+    for (init, lr, optimizer, stop), b in zip(runs, batch):
+        a = sim.train(p, init, steps=400, lr=lr, optimizer=optimizer, record_points=8, stop=stop)
+        assert torch.equal(a.Q, b.Q) and a.loss_curve == b.loss_curve and a.grad_norm == b.grad_norm, init
+        assert (a.steps_run, a.stopped) == (b.steps_run, b.stopped)
+    with pytest.raises(ValueError, match="one per start"):
+        sim.train_batch(p, ["semantic", "random"], steps=5, optimizer=["gd"])
+
+
 def test_a_diverging_run_is_reported_and_leaves_the_rest_of_its_batch_alone():
     spec = ModelSpec(attention="linear")
     p = sim.make_problem(spec, 40, 1.0, seed=3, run_index=1, n_test=10, dtype=torch.float32, device=CPU)

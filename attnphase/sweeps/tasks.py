@@ -300,8 +300,8 @@ DATA_FIELDS = ("d", "alpha", "seed", "run_index", "n_test", "dtype")
 
 def simulation_batch_task(payload: dict) -> dict:
     """The runs ``payload["batch"]`` (payloads of :func:`simulation_run_task` that share the model and
-    :data:`DATA_FIELDS`) on their one data set, drawn once, those trained alike as one batch
-    (``validation.simulate.run_data_set``), on the CPU. ``{"batch": [...]}``: per run, in order, what
+    :data:`DATA_FIELDS`) on their one data set, drawn once, those with the same number of steps as
+    one batch, each with its own optimiser (``validation.simulate.run_data_set``), on the CPU. ``{"batch": [...]}``: per run, in order, what
     :func:`simulation_run_task` returns for it alone (timings apart), or its ``SimulationDiverged``.
     A payload's ``stop`` (when true): the early stop of ``validation.simulate.StopRule()``."""
     import torch

@@ -114,18 +114,14 @@ class Training:
     record_points: int = 200
     stop: Optional[StopRule] = None
 
-    def settings(self) -> tuple:
-        """What the students of one batch share."""
-        lr = DEFAULT_LR.get(self.optimizer) if self.lr is None else float(self.lr)
-        return self.steps, lr, self.optimizer, self.record_points, self.stop
-
 
 def run_data_set(spec: ModelSpec, d: int, alpha: float, trainings: Sequence[Training], seed: int = 0,
                  run_index: int = 0, dtype: torch.dtype = torch.float32, device: Optional[torch.device] = None,
                  n_test: int = 10000, progress: Optional[Callable[[int], None]] = None) -> list:
     """Run ``run_index`` of ``seed`` once per element of ``trainings``: one data set (teacher, training
     and test sets, linear baseline) drawn once, and its students trained as one batch per shared
-    :meth:`Training.settings` (:func:`validation.simulator.training.train_batch`). One JSON-ready
+    number of steps and recorded points, each with its own optimiser, learning rate and early stop
+    (:func:`validation.simulator.training.train_batch`). One JSON-ready
     record per training, each the record :func:`run_one` gives for it alone (timings apart:
     ``train_time`` and ``wall_time`` are the run's share of its batch's and of the call's), or the
     :class:`SimulationDiverged` of a run that diverged. ``steps_run``: the updates computed (fewer
@@ -138,11 +134,13 @@ def run_data_set(spec: ModelSpec, d: int, alpha: float, trainings: Sequence[Trai
     problem = make_problem(spec, d, alpha, seed, run_index, n_test, dtype, device)
     groups = {}
     for j, tr in enumerate(trainings):
-        groups.setdefault(tr.settings(), []).append(j)
+        groups.setdefault((tr.steps, tr.record_points), []).append(j)
     results = [None] * len(trainings)
-    for (steps, lr, optimizer, record_points, stop), members in groups.items():
-        out = train_batch(problem, [trainings[j].init for j in members], steps, lr, optimizer, record_points,
-                          progress=progress, stop=stop)
+    for (steps, record_points), members in groups.items():
+        runs = [trainings[j] for j in members]
+        out = train_batch(problem, [tr.init for tr in runs], steps, [tr.lr for tr in runs],
+                          [tr.optimizer for tr in runs], record_points, progress=progress,
+                          stop=[tr.stop for tr in runs])
         for j, result in zip(members, out):
             results[j] = result
     linear = linear_test_error(fit_linear_baseline(problem.train), problem.test)

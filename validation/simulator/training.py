@@ -5,7 +5,8 @@ Batches
 -------
 :func:`train_batch` trains the students of several starts of one
 :class:`~validation.simulator.data.Problem` as one batched model (the students' rows stacked,
-:mod:`validation.simulator.kernel`): each run's arithmetic is that of training it alone, so its
+:mod:`validation.simulator.kernel`), each with its own optimiser, learning rate and early stop: the
+passes over ``X`` serve every run, and each run's arithmetic is that of training it alone, so its
 numbers are the same bit for bit, whatever the other runs of its batch and however many there
 are (tested). :func:`train` is the batch of one.
 
@@ -161,28 +162,84 @@ def _check_settings(steps, lr, optimizer, record_points) -> float:
     return lr
 
 
+@dataclasses.dataclass(frozen=True)
+class _Rule:
+    """How one run of a batch is trained: its optimiser, learning rate and early stop."""
+
+    optimizer: str
+    lr: float
+    stop: Optional[StopRule]
+
+
 class _Optimizer:
-    """Gradient descent or Adam on the stacked students ``W`` (elementwise: each run's update is
-    its own)."""
+    """Gradient descent or Adam on the stacked students ``W``, each row by its own :class:`_Rule`
+    (elementwise: each run's update is the one it gets alone; rows that share an optimiser and a
+    learning rate are updated together)."""
 
-    def __init__(self, name: str, lr: float, W: torch.Tensor):
-        self.name, self.lr = name, lr
-        self.state = [torch.zeros_like(W), torch.zeros_like(W)] if name == "adam" else []
+    def __init__(self, rules: Sequence[_Rule], W: torch.Tensor):
+        self.rules = list(rules)
+        adam = any(rule.optimizer == "adam" for rule in self.rules)
+        self.state = [torch.zeros_like(W), torch.zeros_like(W)] if adam else []
+        self._group()
 
-    def step(self, t: int, W: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:
+    def _group(self) -> None:
+        groups: dict = {}
+        for row, rule in enumerate(self.rules):
+            groups.setdefault((rule.optimizer, rule.lr), []).append(row)
+        whole = len(groups) == 1
+        self.groups = [(name, lr, None if whole else torch.tensor(rows)) for (name, lr), rows in groups.items()]
+
+    def moved(self, W: torch.Tensor, grad: torch.Tensor) -> list:
+        """Per row: False where a gradient-descent step would leave the row unchanged to the last bit."""
+        out = [True] * W.shape[0]
+        for name, lr, idx in self.groups:
+            if name != "gd":
+                continue
+            Wg, g = (W, grad) if idx is None else (W[idx], grad[idx])
+            changed = (torch.add(Wg, g, alpha=-lr) != Wg).flatten(1).any(dim=1).tolist()
+            for row, c in zip(range(W.shape[0]) if idx is None else idx.tolist(), changed):
+                out[row] = c
+        return out
+
+    def step(self, t: int, W: torch.Tensor, grad: torch.Tensor) -> None:
         """``W`` after update ``t`` (in place)."""
-        if self.name == "gd":
-            return W.add_(grad, alpha=-self.lr)
+        for name, lr, idx in self.groups:
+            if idx is None:
+                self._update(name, lr, t, W, grad, self.state)
+                continue
+            Wg = W[idx]
+            state = [s[idx] for s in self.state] if name == "adam" else []
+            self._update(name, lr, t, Wg, grad[idx], state)
+            W[idx] = Wg
+            for s, sg in zip(self.state if name == "adam" else [], state):
+                s[idx] = sg
+
+    @staticmethod
+    def _update(name: str, lr: float, t: int, W: torch.Tensor, grad: torch.Tensor, state: list) -> None:
+        if name == "gd":
+            W.add_(grad, alpha=-lr)
+            return
         b1, b2 = ADAM_BETAS
-        m1, m2 = self.state
+        m1, m2 = state
         m1.mul_(b1).add_(grad, alpha=1 - b1)
         m2.mul_(b2).addcmul_(grad, grad, value=1 - b2)
         c1 = 1 - b1 ** (t + 1)
         c2 = 1 - b2 ** (t + 1)
-        return W.addcdiv_(m1, (m2 / c2).sqrt_().add_(ADAM_EPS), value=-self.lr / c1)
+        W.addcdiv_(m1, (m2 / c2).sqrt_().add_(ADAM_EPS), value=-lr / c1)
 
     def keep(self, rows) -> None:
         self.state = [s[rows].contiguous() for s in self.state]
+        self.rules = [self.rules[row] for row in rows]
+        self._group()
+
+
+def _per_run(k: int, value, name: str) -> list:
+    """``value`` for each of ``k`` runs: one value for all, or a sequence of ``k``."""
+    if isinstance(value, (list, tuple)):
+        if len(value) != k:
+            raise ValueError(f"{name}: give one value or one per start ({k}), got {len(value)}")
+        return list(value)
+    return [value] * k
 
 
 def train(problem: Problem, init: str = "semantic", steps: int = 5000, lr: Optional[float] = None,
@@ -198,20 +255,24 @@ def train(problem: Problem, init: str = "semantic", steps: int = 5000, lr: Optio
     return out
 
 
-def train_batch(problem: Problem, inits: Sequence[str], steps: int = 5000, lr: Optional[float] = None,
-                optimizer: str = "gd", record_points: int = 200, Q0: Optional[Sequence[torch.Tensor]] = None,
+def train_batch(problem: Problem, inits: Sequence[str], steps: int = 5000, lr=None, optimizer="gd",
+                record_points: int = 200, Q0: Optional[Sequence[torch.Tensor]] = None,
                 progress: Optional[Callable[[int], None]] = None,
-                stop: Optional[StopRule] = None) -> List[Union[TrainResult, SimulationDiverged]]:
+                stop=None) -> List[Union[TrainResult, SimulationDiverged]]:
     """Train one student per start of ``inits`` (or per matrix of ``Q0``) on ``problem`` as one
     batched model (module docstring). One outcome per run, in order: a :class:`TrainResult`, or the
-    :class:`SimulationDiverged` of a run that diverged.
+    :class:`SimulationDiverged` of a run that diverged. ``lr``, ``optimizer`` and ``stop`` are one
+    value for every run or a sequence of one per run (gradient descent and Adam runs of one data
+    set share the batch's passes over ``X``).
 
     The loss curve records ``R(Q)/d`` at about ``record_points`` evenly spaced steps
     (the value at step ``t`` is the risk *before* update ``t``) and after the last step.
     ``progress(n)`` is told, at each recorded step and at the end, how many run-steps were
     taken since it was last told (``len(inits) * steps`` in all, early stops included).
     """
-    lr = _check_settings(steps, lr, optimizer, record_points)
+    n_runs = len(inits) if Q0 is None else len(Q0)
+    rules = [_Rule(o, _check_settings(steps, r, o, record_points), st) for o, r, st in
+             zip(_per_run(n_runs, optimizer, "optimizer"), _per_run(n_runs, lr, "lr"), _per_run(n_runs, stop, "stop"))]
     spec, batch, d = problem.spec, problem.train, problem.d
     attention = student_attention(spec)
     r = spec.rank
@@ -233,7 +294,7 @@ def train_batch(problem: Problem, inits: Sequence[str], steps: int = 5000, lr: O
     record_steps = list(range(0, steps, every))
     steps_rec = record_steps + [steps]
     curve = torch.zeros(k, len(steps_rec), dtype=STAT_DTYPE, device=W.device)
-    opt = _Optimizer(optimizer, lr, W)
+    opt = _Optimizer(rules, W)
     # every admitted regulariser is the ridge of this strength (derivations.regulariser)
     ridge = spec.ridge_strength
     active = list(range(k))  # the runs still training, in the order of the rows of W
@@ -252,7 +313,7 @@ def train_batch(problem: Problem, inits: Sequence[str], steps: int = 5000, lr: O
     def diverged(i: int, upto: int) -> SimulationDiverged:
         """Replay run ``i`` alone from its start, checking every step, for the first non-finite one."""
         Wi = W_start[i:i + 1].clone()
-        opt_i = _Optimizer(optimizer, lr, Wi)
+        opt_i = _Optimizer([rules[i]], Wi)
         first = upto
         for s in range(upto):
             R, grad = batch_risk_and_grad(Wi, batch, ridge, attention)
@@ -262,7 +323,7 @@ def train_batch(problem: Problem, inits: Sequence[str], steps: int = 5000, lr: O
             opt_i.step(s, Wi, grad)
         return SimulationDiverged(problem.seed, problem.run_index, first,
                                   f" (d = {d}, alpha = {problem.alpha:g}, init = {inits[i]}, "
-                                  f"{optimizer} lr = {lr:g})")
+                                  f"{rules[i].optimizer} lr = {rules[i].lr:g})")
 
     end_R = [math.nan] * k  # R(Q)/d where a converged run stopped
 
@@ -280,17 +341,18 @@ def train_batch(problem: Problem, inits: Sequence[str], steps: int = 5000, lr: O
                 _, grad = batch_risk_and_grad(W, batch, ridge, attention, need_loss=False)
                 opt.step(t, W, grad)
                 continue
-            R, grad = batch_risk_and_grad(W, batch, ridge, attention, need_loss=record or stop is not None)
+            stopping = any(rules[i].stop is not None for i in active)
+            R, grad = batch_risk_and_grad(W, batch, ridge, attention, need_loss=record or stopping)
             values = finite = None
             if R is not None:
                 if record:
                     curve[active, len(record_steps) if last else t // every] = R
                 finite = (torch.isfinite(R) & torch.isfinite(W.sum(dim=(1, 2)))).tolist()
                 values = R.tolist()
-            W_next = torch.add(W, grad, alpha=-lr) if optimizer == "gd" and not last else None
-            moved = None if W_next is None else (W_next != W).flatten(1).any(dim=1).tolist()
+            moved = None if last else opt.moved(W, grad)
             rows = []  # those that go on
             for row, i in enumerate(active):
+                stop = rules[i].stop
                 if finite is not None and not finite[row]:
                     outcomes[i] = diverged(i, t)
                 elif last:
@@ -314,10 +376,7 @@ def train_batch(problem: Problem, inits: Sequence[str], steps: int = 5000, lr: O
                     rows.append(row)
             if last or not rows:
                 break
-            if W_next is not None:
-                W.copy_(W_next)
-            else:
-                opt.step(t, W, grad)
+            opt.step(t, W, grad)
             if len(rows) < len(active):
                 W = W[rows].contiguous()
                 opt.keep(rows)
