@@ -1,8 +1,8 @@
 """The two products of a training step with the data ``X`` (``(L n, d)``, contiguous): ``X v`` and
 ``X^T g`` for every column of a batch of students.
 
-A step is bandwidth-bound: everything else works on arrays ``(k, r, L, n)``. ``m`` matrix-vector
-products read ``X`` ``m`` times; BLAS's matrix product with ``m`` columns reads it once but is not
+The two passes over ``X`` are most of a step (everything else works on the small arrays
+``(k, r, L, n)``), and they are bandwidth-bound. ``m`` matrix-vector products read ``X`` ``m`` times; BLAS's matrix product with ``m`` columns reads it once but is not
 tuned for so few columns and costs more than the ``m`` matrix-vector products
 (benchmarks/simulation.py --kernels). On the CPU both products are therefore one compiled pass over
 the rows of ``X`` for all ``m`` columns (numba), each column's sums independent of the others, so a
