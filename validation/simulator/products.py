@@ -68,6 +68,8 @@ if numba is not None:
                 g = G[j, i]
                 for k in range(d):
                     out[j, k] += g * X[i, k]
+else:
+    _rows_times = _transpose_times = None  # never called: the BLAS products serve
 
 _failed = ""  # why the compiled products failed in this process ("" while they serve)
 
@@ -87,16 +89,6 @@ def _fall_back(why: str) -> None:
         _failed = why
 
 
-def _compiled_or_blas(kernel, A: np.ndarray, B: np.ndarray, out: np.ndarray, blas) -> None:
-    """``kernel(A, B, out)``; where it fails (a damaged cache, a dtype numba does not take), the BLAS
-    products, never a partial result."""
-    try:
-        kernel(A, B, out)
-    except Exception as exc:  # noqa: BLE001 - any failure of the compiled call: the reference serves
-        _fall_back(f"the compiled product failed ({type(exc).__name__}: {str(exc).strip()[:200]})")
-        blas()
-
-
 def _blas_matvecs(A: np.ndarray, V: np.ndarray, out: np.ndarray) -> None:
     threads = [lib.get_num_threads() for lib in _NUMPY_BLAS]
     try:
@@ -109,35 +101,31 @@ def _blas_matvecs(A: np.ndarray, V: np.ndarray, out: np.ndarray) -> None:
             lib.set_num_threads(n)
 
 
+def _products(kernel, X: torch.Tensor, A: torch.Tensor, B: torch.Tensor, out: torch.Tensor, compiled) -> None:
+    """``out[j] = A @ B[j]``, ``A`` being ``X`` or ``X^T``: by the compiled ``kernel(X, B, out)`` where
+    it serves; where it fails (a damaged cache, a dtype numba does not take), by the BLAS products
+    from then on, never a partial result."""
+    if X.device.type != "cpu":
+        for j in range(B.shape[0]):
+            torch.mv(A, B[j], out=out[j])
+        return
+    with np.errstate(all="ignore"):  # a diverging run is found and reported by training
+        if _use_compiled(compiled):
+            try:
+                kernel(X.numpy(), B.contiguous().numpy(), out.numpy())
+                return
+            except Exception as exc:  # noqa: BLE001 - any failure of the compiled call: the reference serves
+                _fall_back(f"the compiled product failed ({type(exc).__name__}: {str(exc).strip()[:200]})")
+        _blas_matvecs(A.numpy(), B.numpy(), out.numpy())
+
+
 def times_columns(X: torch.Tensor, V: torch.Tensor, out: torch.Tensor, compiled=None) -> None:
     """``out[j] = X @ V[j]`` for the rows ``V[j]`` (``(m, d)``; ``out``: ``(m, L n)``).
     ``compiled``: None for :data:`COMPILED`; False for numpy's BLAS (the reference)."""
-    if X.device.type != "cpu":
-        for j in range(V.shape[0]):
-            torch.mv(X, V[j], out=out[j])
-        return
-    with np.errstate(all="ignore"):  # a diverging run is found and reported by training
-        def blas():
-            _blas_matvecs(X.numpy(), V.numpy(), out.numpy())
-
-        if _use_compiled(compiled):
-            _compiled_or_blas(_rows_times, X.numpy(), V.contiguous().numpy(), out.numpy(), blas)
-        else:
-            blas()
+    _products(_rows_times, X, X, V, out, compiled)
 
 
 def transpose_times_columns(X: torch.Tensor, G: torch.Tensor, out: torch.Tensor, compiled=None) -> None:
     """``out[j] = X^T @ G[j]`` for the rows ``G[j]`` (``(m, L n)``; ``out``: ``(m, d)``).
     ``compiled``: None for :data:`COMPILED`; False for numpy's BLAS (the reference)."""
-    if X.device.type != "cpu":
-        for j in range(G.shape[0]):
-            torch.mv(X.t(), G[j], out=out[j])
-        return
-    with np.errstate(all="ignore"):
-        def blas():
-            _blas_matvecs(X.t().numpy(), G.numpy(), out.numpy())
-
-        if _use_compiled(compiled):
-            _compiled_or_blas(_transpose_times, X.numpy(), G.contiguous().numpy(), out.numpy(), blas)
-        else:
-            blas()
+    _products(_transpose_times, X, X.t(), G, out, compiled)

@@ -186,33 +186,32 @@ class _Optimizer:
         groups: dict = {}
         for row, rule in enumerate(self.rules):
             groups.setdefault((rule.optimizer, rule.lr), []).append(row)
+        # a group of every row works on W itself (idx None), not on a gathered copy
         whole = len(groups) == 1
-        self.groups = [(name, lr, None if whole else torch.tensor(rows)) for (name, lr), rows in groups.items()]
+        self.groups = [(name, lr, rows, None if whole else torch.tensor(rows))
+                       for (name, lr), rows in groups.items()]
 
     def moved(self, W: torch.Tensor, grad: torch.Tensor) -> list:
         """Per row: False where a gradient-descent step would leave the row unchanged to the last bit."""
         out = [True] * W.shape[0]
-        for name, lr, idx in self.groups:
-            if name != "gd":
-                continue
-            Wg, g = (W, grad) if idx is None else (W[idx], grad[idx])
-            changed = (torch.add(Wg, g, alpha=-lr) != Wg).flatten(1).any(dim=1).tolist()
-            for row, c in zip(range(W.shape[0]) if idx is None else idx.tolist(), changed):
-                out[row] = c
+        for name, lr, rows, idx in self.groups:
+            if name == "gd":
+                Wg, g = (W, grad) if idx is None else (W[idx], grad[idx])
+                for row, changed in zip(rows, (torch.add(Wg, g, alpha=-lr) != Wg).flatten(1).any(dim=1).tolist()):
+                    out[row] = changed
         return out
 
     def step(self, t: int, W: torch.Tensor, grad: torch.Tensor) -> None:
         """``W`` after update ``t`` (in place)."""
-        for name, lr, idx in self.groups:
+        for name, lr, _, idx in self.groups:
             if idx is None:
                 self._update(name, lr, t, W, grad, self.state)
                 continue
-            Wg = W[idx]
-            state = [s[idx] for s in self.state] if name == "adam" else []
+            Wg, state = W[idx], [s[idx] for s in self.state] if name == "adam" else []
             self._update(name, lr, t, Wg, grad[idx], state)
             W[idx] = Wg
-            for s, sg in zip(self.state if name == "adam" else [], state):
-                s[idx] = sg
+            for s, s_rows in zip(self.state, state):
+                s[idx] = s_rows
 
     @staticmethod
     def _update(name: str, lr: float, t: int, W: torch.Tensor, grad: torch.Tensor, state: list) -> None:
@@ -352,7 +351,7 @@ def train_batch(problem: Problem, inits: Sequence[str], steps: int = 5000, lr=No
             moved = None if last else opt.moved(W, grad)
             rows = []  # those that go on
             for row, i in enumerate(active):
-                stop = rules[i].stop
+                stop_rule = rules[i].stop
                 if finite is not None and not finite[row]:
                     outcomes[i] = diverged(i, t)
                 elif last:
@@ -363,11 +362,11 @@ def train_batch(problem: Problem, inits: Sequence[str], steps: int = 5000, lr=No
                         batch_risk_and_grad(W[row:row + 1].contiguous(), batch, ridge, attention)[0][0]
                     curve[i, -(-t // every):] = R_here
                     finish(i, row, t, grad, "fixed point")
-                elif stop is not None:
-                    ok = _settled(stop, values[row], last_R[i], grad[row], d)
+                elif stop_rule is not None:
+                    ok = _settled(stop_rule, values[row], last_R[i], grad[row], d)
                     settled[i] = settled[i] + 1 if ok else 0
                     last_R[i] = values[row]
-                    if settled[i] >= stop.patience:
+                    if settled[i] >= stop_rule.patience:
                         end_R[i] = values[row] / d
                         finish(i, row, t, grad, "converged")
                     else:
