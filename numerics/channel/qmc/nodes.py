@@ -20,7 +20,6 @@ from typing import Tuple
 
 import numpy as np
 from scipy.special import ndtri
-from scipy.stats import qmc
 
 from numerics.matrix_overlaps import MatrixOverlaps
 
@@ -52,6 +51,10 @@ def gaussian_nodes(shape, log2_points: int, scrambles: int, seed: int = 0) -> Ga
     """``scrambles`` independent scramblings (LMS and digital shift, seeded from ``seed``) of the
     first ``2^log2_points`` Sobol points in ``L (r + t)`` dimensions, as standard normals. The
     dimensions go token by token, the teacher's ``y_l`` before the student's ``xi_l``."""
+    # scipy.stats is half a second of imports: paid where nodes are drawn, not by every importer
+    # of this module (the figures' stability predicate, the line quadrature's commands)
+    from scipy.stats import qmc
+
     L, r, t, _ = shape
     dim = L * (r + t)
     children = np.random.SeedSequence(seed).spawn(scrambles)
