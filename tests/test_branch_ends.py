@@ -105,3 +105,21 @@ def test_the_semantic_branch_at_sigma_0_3_is_found_above_its_lower_end():
     assert [round(p.alpha, 2) for p in curve.points] == [5.18, 6.22, 7.5]
     (end,) = curve.spinodals
     assert end["side"] == "lower" and 4.3 < end["alpha"] < 5.2 and end["kind"] == "vanishing"
+
+
+def test_an_end_located_without_its_classification_is_the_same_end():
+    """``classify_ends=False`` (the thresholds' scan) changes only the end's kind: the points, the
+    bisected end, its bracket and the last alpha found are those of the classified follow (default
+    model, semantic branch below its start near alpha = 0.7, draft)."""
+    from derivations import ModelSpec
+    from numerics.branches.follow import NOT_CLASSIFIED, follow_branch
+
+    grid = [0.5, 0.75, 1.0]
+    classified = follow_branch(ModelSpec(), grid, "semantic", "draft", bisections=2)
+    located = follow_branch(ModelSpec(), grid, "semantic", "draft", bisections=2, classify_ends=False)
+    assert [p.values for p in located.points] == [p.values for p in classified.points]
+    (a,), (b,) = classified.spinodals, located.spinodals
+    assert a["kind"] == "vanishing" and b["kind"] == NOT_CLASSIFIED
+    assert {k: b[k] for k in ("side", "alpha", "alpha_error", "last_found")} == \
+        {k: a[k] for k in ("side", "alpha", "alpha_error", "last_found")}
+    assert b["evidence"]["first_not_found"] == a["evidence"]["first_not_found"]

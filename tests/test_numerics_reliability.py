@@ -259,7 +259,7 @@ def test_a_branch_the_solver_failed_to_find_is_a_failure_not_an_absence(monkeypa
         return ScanPoint(alpha, "semantic", Overlaps(0.1, 0.0, 12.0, 0.15), 1e-3, 3e-3, "draft")
 
     def fake_follow(failure):
-        def follow(spec, alphas, branch, precision, anchor=None, bisections=4, progress=None):
+        def follow(spec, alphas, branch, precision, anchor=None, bisections=4, progress=None, **kw):
             if branch == "semantic":
                 return BranchCurve(branch, [point(a) for a in alphas], [])
             return BranchCurve(branch, [], [], "positional branch not found", failure=failure)

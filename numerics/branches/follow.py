@@ -179,7 +179,8 @@ def extrapolate(points: List[FixedPoint], alpha: float) -> Overlaps:
 
 def follow_branch(spec: ModelSpec, alphas: Sequence[float], branch: str, precision: str = "fast",
                   anchor: Optional[tuple] = None, bisections: int = 4,
-                  progress: Optional[Callable[[FixedPoint], None]] = None, integrator: str = "auto") -> BranchCurve:
+                  progress: Optional[Callable[[FixedPoint], None]] = None, integrator: str = "auto",
+                  classify_ends: bool = True) -> BranchCurve:
     """Solve ``branch`` on every alpha of ``alphas`` by continuation from an anchor.
 
     Where ``integrator``'s records carry quadrature noise (QMC), the grid is walked instead
@@ -190,7 +191,10 @@ def follow_branch(spec: ModelSpec, alphas: Sequence[float], branch: str, precisi
     a tenth of the grid, from the same start; each candidate probed with the draft rule
     first, :func:`find_anchor`), then followed upward and downward through the grid. Where it is
     lost, the spinodal is bracketed and bisected ``bisections`` times; its error
-    is the final bracket's width (see ``_bisect_spinodal``).
+    is the final bracket's width (see ``_bisect_spinodal``), and how the branch ends there is
+    classified (:func:`end_evidence`) unless ``classify_ends`` is false (kind
+    :data:`NOT_CLASSIFIED`: a scan that needs only where a branch exists, such as the thresholds',
+    saves the classification's Jacobians and arclength steps, a tenth of its time).
     """
     if not method_for(spec, (branch,), integrator).deterministic:
         return walk_branch(spec, alphas, branch, precision, integrator, progress=progress)
@@ -226,7 +230,8 @@ def follow_branch(spec: ModelSpec, alphas: Sequence[float], branch: str, precisi
                 continue
             fp = try_solve(spec, float(alpha), branch, precision, extrapolate(trail, alpha), model, trail[-1])
             if fp is None or not is_on_branch(fp, branch):
-                end, between = _bisect_spinodal(spec, model, branch, precision, trail, float(alpha), bisections)
+                end, between = _bisect_spinodal(spec, model, branch, precision, trail, float(alpha), bisections,
+                                                classify_ends)
                 if end is not None:
                     spinodals.append(end)
                     break
@@ -345,12 +350,12 @@ def anchor_alphas(anchor_alpha: float, alphas: np.ndarray) -> list:
     return out
 
 
-def _bisect_spinodal(spec, model, branch, precision, trail, lost_alpha, bisections) -> tuple:
+def _bisect_spinodal(spec, model, branch, precision, trail, lost_alpha, bisections, classify: bool = True) -> tuple:
     """Bisect between the last grid point where the branch was found and the first where
     it was lost; existence is decided by the full solve (both rules), not by the coarse
     rule alone: near the positional fold at ``omega = 0`` the two fast rules differ by 3%
     in ``m`` and the coarse rule's branch reaches at least 0.003 further in ``alpha``
-    (docs/numerics.md, section 5). The end is then classified (:func:`end_evidence`).
+    (docs/numerics.md, section 5). The end is then classified (:func:`end_evidence`), with ``classify``.
 
     Returns ``(end, [])``, or ``(None, points)`` where the branch did not end: every
     shorter step found it and so did ``lost_alpha`` from the nearest of them (``points``:
@@ -379,7 +384,10 @@ def _bisect_spinodal(spec, model, branch, precision, trail, lost_alpha, bisectio
     # within ~1e-3 of a fold depends on the solver's path. At omega = 0.25 (semantic) two
     # versions of the solver ended in adjacent brackets; a finer bisection puts
     # the end at 0.66908 +- 0.0004, at their shared edge, which half a bracket does not cover
-    kind, evidence = end_evidence(model, branch, PRECISIONS[precision].rule, found, hi, abs(hi - lo))
+    if classify:
+        kind, evidence = end_evidence(model, branch, PRECISIONS[precision].rule, found, hi, abs(hi - lo))
+    else:
+        kind, evidence = NOT_CLASSIFIED, {"first_not_found": float(hi)}
     log.info("%s branch ends near alpha = %.6g (+- %.2g, %s end): %s", branch, 0.5 * (lo + hi), abs(hi - lo), side,
              kind)
     return {"branch": branch, "alpha": 0.5 * (lo + hi), "alpha_error": abs(hi - lo), "side": side,
@@ -388,6 +396,8 @@ def _bisect_spinodal(spec, model, branch, precision, trail, lost_alpha, bisectio
 
 #: how a branch ends (:func:`classify_end`)
 FOLD, VANISHING, UNEXPLAINED = "fold", "vanishing", "not found"
+#: the kind of an end located but not classified (``follow_branch(..., classify_ends=False)``)
+NOT_CLASSIFIED = "not classified"
 #: an extrapolated zero counts as the end's if it lies between the last point found and the
 #: first point lost, widened on each side by this fraction of the final bracket
 END_SLACK = 0.25

@@ -74,7 +74,8 @@ def _by_continuation(spec: ModelSpec, alpha: float, branch: str, precision: str,
 
     grid = [alpha * f for f in CONTINUATION_GRID[branch]]
     lo, hi = min(grid), max(grid)
-    curve = follow_branch(spec, grid, branch, "draft", bisections=1)  # where it ends: roughly, for the message
+    # where it ends, roughly, for the message: located, not classified
+    curve = follow_branch(spec, grid, branch, "draft", bisections=1, classify_ends=False)
     reached = [p for p in curve.points if p.converged and abs(p.alpha - alpha) <= 1e-12 * alpha]
     follow = (f"attnphase curve --precision {precision} --alphas {lo:.4g}:{hi:.4g}:9 --branches {branch} "
               f"locates its end")

@@ -103,7 +103,7 @@ def _on_rule(model, name: str, rule, prec, seeds: Optional[BranchNearScan], star
             raise OffBranch(f"{name} branch collapsed onto the trivial one at alpha = {alpha}")
         return sol
 
-    return BranchNearScan(name, solve_at, known={start_alpha: start}, reuse=False)
+    return BranchNearScan(name, solve_at, known={start_alpha: start})
 
 
 def _newton_alpha_c(model, pos: BranchNearScan, sem: BranchNearScan, a0: float, xtol: float, lo: float,
@@ -234,9 +234,10 @@ def _extend_scan(spec, curves: dict, by: dict, direction: int, scanned: tuple) -
         if known:
             edge = known[-1] if direction > 0 else known[0]
             anchor = (edge, by[b][edge].overlaps)
-            ext = follow_branch(spec, [edge] + grid, b, SCAN_PRECISION, anchor=anchor, bisections=2)
+            ext = follow_branch(spec, [edge] + grid, b, SCAN_PRECISION, anchor=anchor, bisections=2,
+                                 classify_ends=False)
         else:
-            ext = follow_branch(spec, grid, b, SCAN_PRECISION, bisections=2)
+            ext = follow_branch(spec, grid, b, SCAN_PRECISION, bisections=2, classify_ends=False)
         new = [p for p in ext.points if p.alpha not in by[b]]
         curves[b].points = sorted(curves[b].points + new, key=lambda p: p.alpha)
         curves[b].spinodals = curves[b].spinodals + [s for s in ext.spinodals if s["side"] == side or not known]
@@ -343,7 +344,8 @@ class Deterministic:
         alphas = DEFAULT_ALPHAS if alphas is None else alphas
         self.range = (float(alphas[0]), float(alphas[-1]))
         grid = np.linspace(*self.range, len(alphas))
-        return {b: follow_branch(self.spec, grid, b, SCAN_PRECISION, bisections=2) for b in COMPETING_BRANCHES}
+        return {b: follow_branch(self.spec, grid, b, SCAN_PRECISION, bisections=2, classify_ends=False)
+                for b in COMPETING_BRANCHES}
 
     def bracket(self, curves: dict, eps_lin: float, extend: bool) -> _Bracket:
         """The first sign change of ``F_pos - F_sem`` on the scan, and ``alpha_l``'s bracket; the scan

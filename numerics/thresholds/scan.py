@@ -88,12 +88,12 @@ class BranchNearScan:
 
     ``solve_at(branch, alpha)``: a new solution at ``alpha``, started from ``branch``'s known points
     as the strategy chooses; None where the branch is not found there; it raises where a solve fails.
-    ``reuse``: a solution already at ``alpha`` is returned as it is (else it is solved again, from
-    itself)."""
+    A solution already at ``alpha`` is returned as it is: the root finders come back to an ``alpha``
+    they solved (``alpha_l``'s search starts at ``alpha_c``, where the crossing's solve was made)."""
 
     def __init__(self, name: str, solve_at: Callable, known: Optional[dict] = None,
-                 points: Optional[dict] = None, reuse: bool = True):
-        self.name, self.reuse = name, reuse
+                 points: Optional[dict] = None):
+        self.name = name
         self._solve_at = solve_at
         self.known = dict(known or {})
         self.points = dict(points or {})
@@ -110,7 +110,7 @@ class BranchNearScan:
 
     def solve(self, alpha: float):
         """The branch's solution at ``alpha`` (``solve_at``'s; None where it is not found)."""
-        if self.reuse and alpha in self.points:
+        if alpha in self.points:
             return self.points[alpha]
         point = self._solve_at(self, alpha)
         if point is not None:
