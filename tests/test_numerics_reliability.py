@@ -187,6 +187,23 @@ def test_root_finding_cuts_the_range_where_the_function_is_undefined():
     assert abs(root - 0.65) < 1e-8
 
 
+def test_the_secant_returns_its_last_solved_point_within_the_step_it_reports():
+    """Each value costs a solve, so the secant method stops at its last solved point once the next
+    step is below ``xtol``, as Newton's method does, instead of solving at the step's end: the root
+    it returns was evaluated, lies the reported step from the true root (to first order: the step's
+    end is far closer), and was reached with no evaluation after it."""
+    calls = []
+
+    def g(alpha):
+        calls.append(alpha)
+        return (1.3 - alpha) * (1.0 + 0.4 * (alpha - 1.3))  # positive below the root
+
+    for start in [dict(a1=1.5), dict(a1=None, slope_guess=-0.9)]:
+        calls.clear()
+        root, step, _ = safeguarded_secant(g, 1.0, xtol=1e-6, bracket=(0.5, 2.0), **start)
+        assert calls[-1] == root and abs(root - 1.3) <= 1.001 * step and step < 1e-6
+
+
 def test_the_secant_stops_where_the_function_no_longer_resolves_the_step():
     """Near a root, a fixed-point solve whose start already meets its tolerance returns the
     same point, so ``g`` takes one value at two alphas (at sigma = 0.3 the test error at

@@ -71,8 +71,9 @@ def safeguarded_newton(f: Callable[[float], tuple], a0: float, xtol: float, lo: 
     """Newton's method on ``f(alpha) -> (value, derivative)`` inside ``[lo, hi]``, where the
     value is positive above the root iff ``positive_at_hi``. Every solved point narrows the
     interval by its sign; a step that leaves it is replaced by bisection. Returns ``(root,
-    error)``: the last solved point and the last step (Newton converges quadratically, so
-    the point's error is far below it), or the final bracket's width.
+    error)``: the last solved point and the step Newton would take from it (the point's error to
+    first order: Newton converges quadratically, so the step's end is far closer), or the final
+    bracket's width.
 
     A root that only converges onto an end whose sign was never seen is not a root:
     :class:`RootFindingError`, as is no convergence in ``MAX_STEPS`` steps. ``name`` (the
@@ -119,7 +120,9 @@ def safeguarded_secant(g: Callable[[float], float], a0: float, a1: Optional[floa
     solved point narrows it by its sign (``g`` positive above the root iff
     ``positive_at_hi``), and an iterate outside it is replaced by bisection.
 
-    Returns ``(root, last step, slope)``; the slope is that of the starting pair, or
+    Returns ``(root, step, slope)``: the last solved point and the step the method would take
+    from it (below ``xtol``; the point's error to first order, as the secant method converges
+    superlinearly); the slope is that of the starting pair, or
     ``slope_guess`` where the pair is closer than ``SLOPE_MIN_SPACING`` (differences of
     ``g`` over a shorter interval do not resolve it). Raises :class:`RootFindingError`
     when the iteration converges onto an end of the range whose sign it never saw, or
@@ -169,17 +172,21 @@ def safeguarded_secant(g: Callable[[float], float], a0: float, a1: Optional[floa
                 log.debug("%s: equal values at %.12g and %.12g; the root is resolved to the step", name, a0, a1)
                 return a1, abs(a1 - a0), slope
             break
-        a2 = inside(a1 - g1 * (a1 - a0) / (g1 - g0))
+        secant = a1 - g1 * (a1 - a0) / (g1 - g0)
+        a2 = inside(secant)
         log.debug("%s: alpha=%.12g value=%.3e secant step to %.12g (range [%.12g, %.12g])", name, a1, g1, a2,
                   signs.lo, signs.hi)
+        if abs(a2 - a1) < xtol:
+            # converging onto an end of the range whose side was never seen
+            if (not signs.seen_lo and abs(a2 - signs.lo) < 2 * xtol) or \
+                    (not signs.seen_hi and abs(a2 - signs.hi) < 2 * xtol):
+                raise NoRootInRange(f"{name}: {one_sign} up to alpha = {a2:.6g}, the end of the scanned range")
+            # as Newton's method: the last solved point, with the step it would take next (the
+            # bracket where that step was a bisection); solving at a2 only to stop would cost a
+            # solve and move the root by less than the step reported as its error
+            return a1, abs(a2 - a1) if a2 == secant else signs.hi - signs.lo, slope
         a0, g0 = a1, g1
         a1, g1 = g_(a2)
-        if abs(a1 - a0) < xtol:
-            # converging onto an end of the range whose side was never seen
-            if (not signs.seen_lo and abs(a1 - signs.lo) < 2 * xtol) or \
-                    (not signs.seen_hi and abs(a1 - signs.hi) < 2 * xtol):
-                raise NoRootInRange(f"{name}: {one_sign} up to alpha = {a1:.6g}, the end of the scanned range")
-            return a1, abs(a1 - a0), slope
     raise RootFindingError(f"{name}: the safeguarded secant method did not converge")
 
 

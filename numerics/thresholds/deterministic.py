@@ -316,8 +316,9 @@ class _Bracket:
 class Deterministic:
     """The deterministic strategy (module docstring) for ``spec``'s competing pair at ``precision``;
     ``xtol``: the root search stops once a step is below it (default 1e-6, and 1e-7 in ``high``
-    mode; Newton's and the secant method's convergence is superlinear, so the remaining error is far
-    below that last step, which is nevertheless added to the reported error in full, as is ``xtol``);
+    mode; both root finders return their last solved point, whose error is, to first order, the step
+    they would take next (their convergence is superlinear); that step is added to the reported error
+    in full, as is ``xtol``);
     ``progress(message)``: told each scan and root. Branches other than the pair, or an integrator
     whose records carry noise, are a ``ValueError``."""
 
