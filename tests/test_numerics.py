@@ -90,6 +90,40 @@ def test_newton_terms_returned_and_reflected(attention):
         np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
 
 
+def test_the_sides_integrated_in_blocks_give_the_one_pass_expectations(model, monkeypatch):
+    """The lines' sides followed and summed in blocks (``accumulation.side_blocks``: bounded
+    temporaries for the high rules) give the one-pass channel expectations to rounding, at a
+    switched semantic point and a positional one; each block holds at most its budget of nodes,
+    and every side of every line is in exactly one block, with its own nodes, weights and start."""
+    import numerics.channel.lines.accumulation as accumulation
+
+    rule = dataclasses.replace(SMALL, use_symmetry=False)
+    for ov in (SEMANTIC_REF, Overlaps(q=0.05, m=0.25, V=14.0, theta=0.0)):
+        one = channel_expectations(model, ov, rule)
+        monkeypatch.setattr(accumulation, "BLOCK_NODES", 3000)
+        blocked = channel_expectations(model, ov, rule)
+        monkeypatch.undo()
+        assert blocked.n_nodes == one.n_nodes and blocked.unresolved_weight == one.unresolved_weight
+        for name, value in one.expectations.items():
+            assert blocked.expectations[name] == pytest.approx(value, rel=1e-12, abs=1e-15), name
+    rng = np.random.default_rng(3)
+    pieces = []
+    for K, n, switched in ((40, 90, True), (25, 130, False), (7, 11, True)):
+        idx = rng.permutation(1000)[:n]
+        start = (rng.normal(size=n), rng.normal(size=n)) if switched else None
+        pieces.append((idx, rng.normal(size=(K, n)), rng.normal(size=(K, n)), start))
+    assert accumulation.side_blocks(pieces, 10**6) == [pieces]
+    blocks = accumulation.side_blocks(pieces, 1000)
+    assert len(blocks) > 3 and all(max(p[1].shape[0] for p in b) * sum(p[0].size for p in b) <= 1000
+                                   for b in blocks)
+    def by_line(parts):
+        return {(int(i), p[1].shape[0]): (tuple(p[1][:, j]), tuple(p[2][:, j]),
+                                          None if p[3] is None else (p[3][0][j], p[3][1][j]))
+                for p in parts for j, i in enumerate(p[0])}
+    split = [p for b in blocks for p in b]
+    assert sum(p[0].size for p in split) == sum(p[0].size for p in pieces) and by_line(split) == by_line(pieces)
+
+
 def test_channel_two_forms_of_thetahat_agree_within_error_estimate(model):
     coarse = channel_expectations(model, SEMANTIC_REF, dataclasses.replace(SMALL, use_symmetry=False)).expectations
     fine_rule = ChannelRule(n_eta=24, n_r=10, n_u=8, n_t=20, use_symmetry=False)

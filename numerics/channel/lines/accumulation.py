@@ -26,6 +26,13 @@ from numerics.prox.scalar import global_prox, newton_prox
 # from those with 60 steps by at most 1.8e-11 relative.
 CHECK_STEPS = 4
 CHUNK = 16384  # nodes per batch in the checks: the temporaries stay in cache
+# Nodes of follow_sides' padded (node k, side) layout per block of sides (:func:`side_blocks`). Every
+# fast rule of the paper's model fits in one block (its largest is 0.39 million), so the fast and draft
+# numbers are those of one pass to the last bit. The high reporting rule has 12.3 million: in one pass
+# each evaluation allocated some 2 GB of temporaries of 80-320 MB, which the allocator maps afresh
+# (page faults: a third of a high fixed point's time was the kernel's); in blocks of this size they
+# stay a few MB each and are reused.
+BLOCK_NODES = 2**19
 
 
 class FollowedNodes(NamedTuple):
@@ -88,6 +95,42 @@ def follow_sides(model, rule, V, lines, pieces) -> FollowedNodes:
     side = np.nonzero(running)[1]
     return FollowedNodes(h[:, 0], h[:, 1], gn, fb, W1[running], W2[running], hs1[side], hs2[side], teacher[side],
                          weight[running])
+
+
+def side_blocks(pieces, budget: int) -> list:
+    """``pieces`` (:func:`~numerics.channel.lines.geometry.line_pieces`) as blocks of sides whose padded
+    layout in :func:`follow_sides` (the block's longest side times its sides) holds at most ``budget``
+    nodes (a side longer than that alone); ``[pieces]`` as they are where all of them fit. Each side
+    is followed by itself, so a node's prox does not depend on the blocks; only the order in which the
+    integrands are summed does."""
+    longest = max((p[1].shape[0] for p in pieces), default=0)
+    if longest * sum(p[0].size for p in pieces) <= budget:
+        return [pieces]
+    blocks, block, k_block, n_block = [], [], 0, 0
+    for idx, t, w, start in sorted(pieces, key=lambda p: -p[1].shape[0]):  # longest first, as follow_sides
+        k, lo = t.shape[0], 0
+        while lo < idx.size:
+            room = max(budget // max(k_block, k), 1) - n_block
+            if room <= 0:
+                blocks.append(block)
+                block, k_block, n_block = [], 0, 0
+                continue
+            hi = min(idx.size, lo + room)
+            block.append((idx[lo:hi], t[:, lo:hi], w[:, lo:hi],
+                          None if start is None else (start[0][lo:hi], start[1][lo:hi])))
+            k_block, n_block, lo = max(k_block, k), n_block + hi - lo, hi
+    return blocks + [block] if block else blocks
+
+
+def integrate_sides(model, ov, rule, lines, pieces, B_inv, mu_w) -> "Accumulated":
+    """:func:`follow_sides` then :func:`accumulate`, block by block of sides (:func:`side_blocks`, of
+    :data:`BLOCK_NODES`)."""
+    parts = [accumulate(model, ov, rule, B_inv, mu_w, follow_sides(model, rule, ov.V, lines, block))
+             for block in side_blocks(pieces, BLOCK_NODES)]
+    if len(parts) == 1:
+        return parts[0]
+    return Accumulated(np.sum([p.sums for p in parts], axis=0), sum(p.unresolved for p in parts),
+                       max(p.max_gn for p in parts), sum(p.nodes for p in parts))
 
 
 class Accumulated(NamedTuple):

@@ -22,7 +22,7 @@ from numerics.prox.scalar import global_prox
 from numerics.threads import one_blas_thread
 from numerics.overlaps import HatOverlaps, Overlaps, named_values
 from numerics.channel.lines import switches as switch_location
-from numerics.channel.lines.accumulation import accumulate, follow_sides
+from numerics.channel.lines.accumulation import integrate_sides
 from numerics.channel.lines.band import locate_bands
 from numerics.channel.lines.geometry import ChannelLines, fold_nodes, line_pieces, lines_normal_to
 from numerics.channel.lines.rule import ChannelResult, ChannelRule
@@ -104,8 +104,8 @@ def integrate_lines(model: BoundModel, ov: Overlaps, rule: ChannelRule, factor: 
             t_c = locate_bands(model, rule, V, lines.w_of, t_c, lines.d1, lines.d2, lines.hs1, lines.hs2,
                                lines.teacher, np.nonzero(~switched)[0])
         pieces = line_pieces(rule, switched, tstar, t_c, (branch_minus, branch_plus))
-        nodes = follow_sides(model, rule, V, lines, pieces)
-        sums, unresolved, max_gn, n_nodes = accumulate(model, ov, rule, np.linalg.inv(factor.B), factor.mu_w, nodes)
+        sums, unresolved, max_gn, n_nodes = integrate_sides(model, ov, rule, lines, pieces, np.linalg.inv(factor.B),
+                                                            factor.mu_w)
     sums[lines.odd] = 0.0  # exact: E = E o g = -E for an integrand odd under a symmetry g
     result = ChannelResult(dict(zip(CHANNEL_NAMES, sums)), unresolved, max_gn, float(switched.mean()), n_nodes,
                            lines.symmetry_order)
