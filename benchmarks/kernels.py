@@ -3,7 +3,7 @@
     python benchmarks/kernels.py prox-forms
     OPENBLAS_NUM_THREADS=1 python benchmarks/kernels.py general [--shapes 2,1,1 3,2,2] [--no-plain]
     python benchmarks/kernels.py node-blocks [--precision fast] [--rounds 2]
-    python benchmarks/kernels.py allocator [--rounds 3]
+    python benchmarks/kernels.py allocator [--rounds 2]
     python benchmarks/kernels.py threads [--repeats 3] [--command "solve --alpha 2 ..."]
 
 * ``prox-forms``: the generated prox Newton terms of the paper's model (objective, gradient,
@@ -25,11 +25,12 @@
   each, their ratio, and the largest difference of the overlaps (the blocks change no arithmetic, so
   it must be zero). The generated functions make a temporary of the node batch's size per
   operation; 32768 nodes' temporaries leave the processor's cache, blocks of 4096 stay in it.
-* ``allocator``: glibc's mmap and trim thresholds raised (``mallopt``) and left alone, each variant
-  in its own process (the tuning cannot be undone within one), alternating: one checked channel
-  evaluation with the fast reporting rule at the semantic fixed point at alpha = 1, and one fast
-  solve at alpha = 2 from a warm start; the best of each and the ratio untuned/tuned (the solver
-  leaves the allocator alone: a ratio near 1 says that is right).
+* ``allocator``: the memory the per-node work frees kept for reuse (``numerics.memory``, the default)
+  and left alone (``ATTNPHASE_KEEP_FREED_MEMORY=0``), each variant in its own process (glibc's
+  setting cannot be undone within one), alternating: three checked channel evaluations with the fast
+  reporting rule, a fast and a high fixed point at alpha = 2 from a warm start, and a ``(2, 2, 1)``
+  QMC one with four times the fast rule's points; the best wall time of each, the ratio, the kernel's
+  (``sys``) seconds, and whether every run gave the same values to the last bit.
 * ``threads``: ``attnphase solve`` (the paper's model, fast) with the library's one-BLAS-thread
   limit (``numerics.threads``, the default), without it (``ATTNPHASE_BLAS_THREADS=0``), and with the
   environment's ``OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1``, quiet and beside a process keeping one
@@ -231,45 +232,56 @@ def cmd_node_blocks(args) -> None:
 # --------------------------------------------------------------------------- allocator
 
 _ALLOCATOR_CHILD = r"""
-import ctypes, ctypes.util, json, sys, time
-if sys.argv[1] == "tuned":  # M_MMAP_THRESHOLD (-3) 32 MiB, M_TRIM_THRESHOLD (-1) 256 MiB
-    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-    assert libc.mallopt(-3, 32 << 20) == 1 and libc.mallopt(-1, 256 << 20) == 1
+import json, resource, sys, time
 from derivations import ModelSpec
 from numerics.api import Overlaps, solve
 from numerics.model.bound import bind
 from numerics.channel.lines.expectations import update_hat_overlaps
 from numerics.precision import PRECISIONS
+from numerics.channel.qmc.precision import refined
 
 spec = ModelSpec()
-model = bind(spec)
-rule = PRECISIONS["fast"].check_rule
+warm = Overlaps(q=0.1148, m=0.0, V=12.67, theta=0.1582)
 point = Overlaps(q=0.0680890, m=0.0, V=21.61982, theta=0.0945858)
-update_hat_overlaps(model, point, 1.0, rule)  # warm-up: generated code loaded, caches filled
-times = {}
-t = time.perf_counter()
-for _ in range(3):
-    update_hat_overlaps(model, point, 1.0, rule)
-times["channel evaluation (fast reporting rule)"] = (time.perf_counter() - t) / 3
-t = time.perf_counter()
-solve(spec, 2.0, "semantic", "fast", start=Overlaps(q=0.1148, m=0.0, V=12.67, theta=0.1582))
-times["fast solve, semantic, alpha = 2, warm start"] = time.perf_counter() - t
-print(json.dumps(times))
+update_hat_overlaps(bind(spec), point, 1.0, PRECISIONS["fast"].check_rule)  # generated code loaded
+solve(ModelSpec(rank=2), 2.0, "mixed", "draft", integrator="qmc")
+cases = {
+    "channel evaluation (fast reporting rule) x3": lambda: [update_hat_overlaps(bind(spec), point, 1.0,
+                                                            PRECISIONS["fast"].check_rule).hats for _ in range(3)],
+    "fast fixed point, alpha = 2, warm start": lambda: solve(spec, 2.0, "semantic", "fast", start=warm).values,
+    "high fixed point, alpha = 2, warm start": lambda: solve(spec, 2.0, "semantic", "high", start=warm).values,
+    "(2, 2, 1) mixed, QMC fast, 4x the points": lambda: solve(ModelSpec(rank=2), 2.0, "mixed", refined("fast", 2),
+                                                               integrator="qmc").values,
+}
+out = {}
+for name, case in cases.items():
+    r0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+    values = case()
+    r1 = resource.getrusage(resource.RUSAGE_SELF)
+    out[name] = {"wall": time.perf_counter() - t0, "sys": r1.ru_stime - r0.ru_stime,
+                 "cpu": r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime, "values": repr(values)}
+print(json.dumps(out))
 """
+
+#: the allocator's variants: the library's default (freed memory kept, numerics.memory) and left alone
+ALLOCATOR_VARIANTS = {"kept": "1", "left alone": "0"}
 
 
 def cmd_allocator(args) -> None:
-    best = {}
+    runs = {}
     for _ in range(args.rounds):
-        for variant in ("tuned", "untuned"):
-            out = subprocess.run([sys.executable, "-c", _ALLOCATOR_CHILD, variant], capture_output=True, text=True,
-                                 check=True)
-            for task, t in json.loads(out.stdout.splitlines()[-1]).items():
-                best.setdefault(task, {}).setdefault(variant, []).append(t)
-    print(f"{'task':<46} {'tuned/s':>8} {'untuned/s':>10} {'untuned/tuned':>14}")
-    for task, t in best.items():
-        a, b = min(t["tuned"]), min(t["untuned"])
-        print(f"{task:<46} {a:8.3f} {b:10.3f} {b / a:14.2f}")
+        for variant, flag in ALLOCATOR_VARIANTS.items():
+            out = subprocess.run([sys.executable, "-c", _ALLOCATOR_CHILD], capture_output=True, text=True,
+                                 check=True, env={**os.environ, "ATTNPHASE_KEEP_FREED_MEMORY": flag})
+            for task, r in json.loads(out.stdout.splitlines()[-1]).items():
+                runs.setdefault(task, {}).setdefault(variant, []).append(r)
+    print(f"{'task':<46} {'wall kept':>9} {'left alone':>10} {'ratio':>6} {'sys kept':>9} {'left alone':>10}  "
+          f"same values")
+    for task, r in runs.items():
+        kept, alone = (min(r[v], key=lambda x: x["wall"]) for v in ALLOCATOR_VARIANTS)
+        same = len({x["values"] for v in ALLOCATOR_VARIANTS for x in r[v]}) == 1
+        print(f"{task:<46} {kept['wall']:9.2f} {alone['wall']:10.2f} {alone['wall'] / kept['wall']:6.2f} "
+              f"{kept['sys']:9.2f} {alone['sys']:10.2f}  {same}")
 
 
 # --------------------------------------------------------------------------- threads
@@ -328,8 +340,8 @@ def main(argv=None) -> int:
     b = sub.add_parser("node-blocks", help="QMC fixed points with and without blocks of nodes")
     b.add_argument("--precision", default="fast")
     b.add_argument("--rounds", type=int, default=2)
-    a = sub.add_parser("allocator", help="glibc's thresholds raised and left alone")
-    a.add_argument("--rounds", type=int, default=3)
+    a = sub.add_parser("allocator", help="freed memory kept for reuse (numerics.memory) and left alone")
+    a.add_argument("--rounds", type=int, default=2)
     t = sub.add_parser("threads", help="the BLAS thread limit, quiet and beside a busy core")
     t.add_argument("--repeats", type=int, default=3)
     t.add_argument("--command", default="solve --alpha 2 --branch semantic --omega 0.3")

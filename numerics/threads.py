@@ -18,7 +18,8 @@ started with one, so that a run never has more busy threads than cores.
 :func:`one_blas_thread` is a context manager and a decorator; the limit is set through
 threadpoolctl at the outermost entry (nested entries cost a counter) and restored at its exit, so
 the caller's own numpy work keeps its threads. ``ATTNPHASE_BLAS_THREADS`` sets another count
-(``0``: leave the libraries' own setting).
+(``0``: leave the libraries' own setting). The same entry keeps the memory the per-node work frees
+for its reuse (:mod:`numerics.memory`).
 """
 from __future__ import annotations
 
@@ -28,10 +29,12 @@ import logging
 import os
 import threading
 
+from numerics import memory
+
 log = logging.getLogger(__name__)
 
 _lock = threading.Lock()
-_state = {"depth": 0, "limiter": None}
+_state = {"depth": 0, "limiter": None, "huge_pages": None}
 
 
 def blas_threads() -> int:
@@ -89,15 +92,21 @@ def _limited():
         if _state["depth"] == 0:
             count = blas_threads()
             _state["limiter"] = _limit(count) if count > 0 else None
+            memory.reuse_freed_memory()
+            _state["huge_pages"] = memory.huge_pages(False)
         _state["depth"] += 1
     try:
         yield
     finally:
         with _lock:
             _state["depth"] -= 1
-            if _state["depth"] == 0 and _state["limiter"] is not None:
-                _state["limiter"].restore_original_limits()
-                _state["limiter"] = None
+            if _state["depth"] == 0:
+                if _state["limiter"] is not None:
+                    _state["limiter"].restore_original_limits()
+                    _state["limiter"] = None
+                if _state["huge_pages"] is not None:
+                    memory.huge_pages(_state["huge_pages"])
+                    _state["huge_pages"] = None
 
 
 def one_blas_thread(fn=None):

@@ -52,3 +52,44 @@ def test_thread_count_from_the_environment(monkeypatch):
     monkeypatch.setenv("ATTNPHASE_BLAS_THREADS", "two")
     with pytest.raises(ValueError, match="ATTNPHASE_BLAS_THREADS"):
         blas_threads()
+
+
+def _huge_pages_setting():
+    from numpy._core import multiarray
+
+    before = multiarray._set_madvise_hugepage(True)
+    multiarray._set_madvise_hugepage(before)
+    return before
+
+
+def test_the_per_node_work_keeps_freed_memory_and_restores_numpys_huge_pages():
+    """Inside the per-node work numpy asks for no huge pages and glibc keeps freed blocks
+    (numerics.memory); numpy's setting is the caller's again after the outermost exit."""
+    import platform
+
+    from numerics import memory
+
+    caller = _huge_pages_setting()
+    with one_blas_thread():
+        assert _huge_pages_setting() is False
+        with one_blas_thread():
+            assert _huge_pages_setting() is False
+        assert _huge_pages_setting() is False
+    assert _huge_pages_setting() is caller
+    if platform.libc_ver()[0] == "glibc":
+        assert memory.reuse_freed_memory() is True
+
+
+def test_the_memory_setting_can_be_turned_off(monkeypatch):
+    """``ATTNPHASE_KEEP_FREED_MEMORY=0`` leaves numpy's huge pages alone; another value is a one-line
+    error naming the variable."""
+    from numerics import memory
+
+    monkeypatch.setenv("ATTNPHASE_KEEP_FREED_MEMORY", "0")
+    caller = _huge_pages_setting()
+    with one_blas_thread():
+        assert _huge_pages_setting() is caller
+    assert memory.huge_pages(False) is None
+    monkeypatch.setenv("ATTNPHASE_KEEP_FREED_MEMORY", "sometimes")
+    with pytest.raises(ValueError, match="ATTNPHASE_KEEP_FREED_MEMORY"):
+        memory.enabled()
