@@ -9,7 +9,7 @@ docs/theory.md, sections 3.4-3.5 are found with them (:mod:`numerics.thresholds.
 from __future__ import annotations
 
 import logging
-from typing import Callable, Optional
+from typing import Callable, NamedTuple, Optional
 
 import numpy as np
 
@@ -111,18 +111,29 @@ def safeguarded_newton(f: Callable[[float], tuple], a0: float, xtol: float, lo: 
     raise RootFindingError(f"{name}: the safeguarded Newton method did not converge in {MAX_STEPS} steps")
 
 
+class SecantRoot(NamedTuple):
+    """What :func:`safeguarded_secant` found: ``root`` with its error ``step``, the ``slope`` of the
+    starting pair (or the guess), and ``solved``, the last point where the function was evaluated
+    (within ``step`` of ``root``)."""
+
+    root: float
+    step: float
+    slope: float
+    solved: float
+
+
 def safeguarded_secant(g: Callable[[float], float], a0: float, a1: Optional[float], xtol: float,
                        slope_guess: Optional[float] = None, bracket: Optional[tuple] = None,
-                       positive_at_hi: bool = False, name: str = "root", one_sign: str = "g keeps one sign") -> tuple:
+                       positive_at_hi: bool = False, name: str = "root", one_sign: str = "g keeps one sign") -> SecantRoot:
     """The secant method on ``g`` from ``a0`` and ``a1``; with ``slope_guess`` (a slope at a
     nearby root, e.g. from another discretisation of ``g``) ``a1`` is instead the Newton
     step from ``a0`` with that slope. ``bracket = (lo, hi)``: the range searched; every
     solved point narrows it by its sign (``g`` positive above the root iff
     ``positive_at_hi``), and an iterate outside it is replaced by bisection.
 
-    Returns ``(root, step, slope)``: the last solved point and the step the method would take
-    from it (below ``xtol``; the point's error to first order, as the secant method converges
-    superlinearly); the slope is that of the starting pair, or
+    Returns a :class:`SecantRoot`: the root, the end of the last step (below ``xtol``), which was
+    not solved, with that step as its error (the method converges superlinearly, so the step's end
+    is far closer than that), and the last solved point; the slope is that of the starting pair, or
     ``slope_guess`` where the pair is closer than ``SLOPE_MIN_SPACING`` (differences of
     ``g`` over a shorter interval do not resolve it). Raises :class:`RootFindingError`
     when the iteration converges onto an end of the range whose sign it never saw, or
@@ -170,7 +181,7 @@ def safeguarded_secant(g: Callable[[float], float], a0: float, a1: Optional[floa
             bracketed = signs.seen_lo and signs.seen_hi and signs.lo <= a1 <= signs.hi
             if bracketed or abs(a1 - a0) < SLOPE_MIN_SPACING:
                 log.debug("%s: equal values at %.12g and %.12g; the root is resolved to the step", name, a0, a1)
-                return a1, abs(a1 - a0), slope
+                return SecantRoot(a1, abs(a1 - a0), slope, a1)
             break
         secant = a1 - g1 * (a1 - a0) / (g1 - g0)
         a2 = inside(secant)
@@ -181,10 +192,12 @@ def safeguarded_secant(g: Callable[[float], float], a0: float, a1: Optional[floa
             if (not signs.seen_lo and abs(a2 - signs.lo) < 2 * xtol) or \
                     (not signs.seen_hi and abs(a2 - signs.hi) < 2 * xtol):
                 raise NoRootInRange(f"{name}: {one_sign} up to alpha = {a2:.6g}, the end of the scanned range")
-            # as Newton's method: the last solved point, with the step it would take next (the
-            # bracket where that step was a bisection); solving at a2 only to stop would cost a
-            # solve and move the root by less than the step reported as its error
-            return a1, abs(a2 - a1) if a2 == secant else signs.hi - signs.lo, slope
+            # the step's end is the root, the step its error (far larger than a2's own, as the
+            # method converges superlinearly); solving at a2 only to stop would cost a solve. Where
+            # the step was a bisection, the last solved point and the bracket
+            if a2 != secant:
+                return SecantRoot(a1, signs.hi - signs.lo, slope, a1)
+            return SecantRoot(a2, abs(a2 - a1), slope, a1)
         a0, g0 = a1, g1
         a1, g1 = g_(a2)
     raise RootFindingError(f"{name}: the safeguarded secant method did not converge")

@@ -138,8 +138,9 @@ def _secant_alpha_l(model, test_n: int, branch: BranchNearScan, a0: float, a1: O
     ``test_error - eps_lin`` along ``branch``; with ``slope_guess`` (another rule's
     slope at a nearby root) the second point is the Newton step from ``a0``, which lands
     within the rules' difference in slope of the root. ``bracket = (lo, hi)``: the scanned
-    range. As for ``alpha_c``, only this rule's own signs count. Returns ``(root, last
-    step, slope)``."""
+    range. As for ``alpha_c``, only this rule's own signs count. Returns the
+    :class:`~numerics.solver.root_finding.SecantRoot` (the root, its last step, the slope and the last
+    solved point)."""
     def g(alpha):
         return test_error(model, branch.solve(alpha).overlaps, test_n) - eps_lin
 
@@ -316,9 +317,8 @@ class _Bracket:
 class Deterministic:
     """The deterministic strategy (module docstring) for ``spec``'s competing pair at ``precision``;
     ``xtol``: the root search stops once a step is below it (default 1e-6, and 1e-7 in ``high``
-    mode; both root finders return their last solved point, whose error is, to first order, the step
-    they would take next (their convergence is superlinear); that step is added to the reported error
-    in full, as is ``xtol``);
+    mode; Newton's method returns its last solved point, the secant method the end of its last step,
+    not solved, each with that step, which is added to the reported error in full, as is ``xtol``);
     ``progress(message)``: told each scan and root. Branches other than the pair, or an integrator
     whose records carry noise, are a ``ValueError``."""
 
@@ -445,7 +445,7 @@ class Deterministic:
                                           lo, hi, found.dF[found.i + 1] > 0)
             self.note(f"alpha_c ({tag} rule) = {ac:.10f}")
             results[tag] = dict(alpha_c=ac, alpha_c_step=ac_step, alpha_l=float("nan"), alpha_l_step=float("nan"),
-                                at_jump=False, branch_l="", slope=float("nan"))
+                                alpha_l_solved=float("nan"), at_jump=False, branch_l="", slope=float("nan"))
             previous, seeds = results[tag], solvers
             if status == "ok":
                 status = self._alpha_l_on_rule(tag, solvers, rule_prec.test_n, results, found, baseline.test_error)
@@ -465,22 +465,25 @@ class Deterministic:
         at_jump = jump and test_error(self.model, s.solve(ac).overlaps, test_n) < eps_lin
         slope = float("nan")
         if at_jump:
-            al, al_step = ac, ac_step
+            al, al_step, al_solved = ac, ac_step, ac
         else:
             slope_guess = None
             before = [r for r in results.values() if r is not results[tag]]
             last = before[-1] if before else None
             if last and not last["at_jump"] and np.isfinite(last["slope"]) and last["slope"] != 0:
-                a0, a1, slope_guess = last["alpha_l"], None, last["slope"]
+                # from the last point the previous rule solved: this rule's solve there is seeded by it
+                a0, a1, slope_guess = last["alpha_l_solved"], None, last["slope"]
             else:
                 a0, a1 = (max(prev[-1], ac) if jump else prev[-1]), first
             try:
-                al, al_step, slope = _secant_alpha_l(self.model, test_n, s, a0, a1, eps_lin, self.xtol, slope_guess,
-                                                     ((ac if jump else found.scanned[0]), found.scanned[1]))
+                al, al_step, slope, al_solved = _secant_alpha_l(self.model, test_n, s, a0, a1, eps_lin, self.xtol,
+                                                                slope_guess,
+                                                                ((ac if jump else found.scanned[0]), found.scanned[1]))
             except ThresholdError as exc:
                 return f"not bracketed with the {tag} rule: {exc}"
         self.note(f"alpha_l ({tag} rule) = {al:.10f}")
-        results[tag].update(alpha_l=al, alpha_l_step=al_step, at_jump=at_jump, branch_l=branch_l, slope=slope)
+        results[tag].update(alpha_l=al, alpha_l_step=al_step, alpha_l_solved=al_solved, at_jump=at_jump,
+                            branch_l=branch_l, slope=slope)
         return "ok"
 
     def _fields(self, found: _Bracket, results: dict, solvers: dict, status: str, baseline) -> dict:
@@ -497,7 +500,7 @@ class Deterministic:
                 r.update(alpha_l=float("nan"), alpha_l_step=float("nan"))
             log.warning("alpha_l %s; alpha_c is still reported", status)
         elif not fine["at_jump"] and not single:
-            mid = solvers[fine["branch_l"]].known[fine["alpha_l"]]
+            mid = solvers[fine["branch_l"]].known[fine["alpha_l_solved"]]
             d_eps = abs(test_error(self.model, mid, prec.test_check_n) - test_error(self.model, mid, prec.test_n))
             al_err_quad = (d_eps + baseline.error) / abs(fine["slope"])
         if single:
