@@ -24,8 +24,8 @@ def register(subparsers) -> None:
                     "published ones), DIR/figures/, DIR/data/ and DIR/summary.json. Every finished task is "
                     "stored at once; re-running the same command resumes. Exit status 1 when a task or a figure "
                     "failed (see DIR/failures.csv), 2 on bad input. Needs the simulation extra (pip install "
-                    "'attnphase[simulation]'). Cost on 2 cores: about 15 minutes for --quick, 2-3 hours or more "
-                    "for the full plan (4-6 CPU-hours, estimated from its measured parts; resumable).")
+                    "'attnphase[simulation]'). Cost on 2 cores: about 15 minutes for --quick, about 1 h 20 min for "
+                    "the full plan with --workers 2 (2.5 CPU-hours, measured: docs/paper/summary.json; resumable).")
     p.add_argument("--out", required=True, metavar="DIR", help="output folder (required)")
     p.add_argument("--quick", action="store_true",
                    help="the quick plan: smaller d, fewer seeds and grid points, draft branch curves "

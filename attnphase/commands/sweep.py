@@ -36,7 +36,7 @@ def register(subparsers) -> None:
                     "LocalCluster or on --scheduler. Every finished task is appended to tidy CSVs in --out "
                     "at once; re-running the same command resumes. Exit status 1 when a task failed "
                     "(see OUT/failures.csv), 2 on bad input. Simulations need the simulation extra (pip install "
-                    "'attnphase[simulation]'). Cost on 2 cores: about 13 minutes for the default theory grid "
+                    "'attnphase[simulation]'). Cost on 2 cores: about 9 minutes for the default theory grid "
                     "(10 x 25 points, fast); a simulated point costs about 7 s per run at d = 1000.")
     add_model_options(p)
     # the grid replaces the model group's single --omega (conflict_handler="resolve"), which stays

@@ -49,8 +49,8 @@ def register(sub):
     p = sub.add_parser("solve", help="fixed point(s) of the saddle-point equations at one alpha",
                        description="Solve the saddle-point equations at one alpha on one branch or all of them, "
                                    "and print every field with its error estimate, the test error and the "
-                                   "training loss. Cost on 2 cores: about 30 s of CPU for every branch at fast, about a minute "
-                                   "per branch at high. "
+                                   "training loss. Cost on 2 cores: about 1 s per branch at fast (the default three branches at "
+                                   "alpha = 2: 4-5 s with the start), about 30 s per branch at high. "
                                    + GENERAL_COST)
     p.add_argument("--alpha", type=positive_number, required=True, help="samples per dimension (required)")
     p.add_argument("--branch", choices=GENERAL_BRANCHES + ("all",), default="all",
@@ -67,8 +67,9 @@ def register(sub):
 
     p = sub.add_parser("curve", help="both branches by continuation in alpha, to a tidy CSV",
                        description="Follow branches by continuation along an alpha grid and write one CSV row per "
-                                   "(alpha, branch). Cost on 2 cores: about 7 s of CPU per point and branch "
-                                   "at fast (the default grid: about 6 minutes), under a second at draft. " + GENERAL_COST)
+                                   "(alpha, branch). Cost on 2 cores: about 1.5-2 s of CPU per point and branch "
+                                   "at fast, most of it locating where a branch ends (the default grid: about a "
+                                   "minute), a tenth of a second at draft. " + GENERAL_COST)
     _alphas_option(p, "0.1:2.5:25", "the alpha grid")
     p.add_argument("--branches", default="semantic,positional", help="comma-separated (default semantic,positional)")
     p.add_argument("--out", default="curve.csv", help="CSV file to write (default curve.csv)")
@@ -91,7 +92,7 @@ def register(sub):
                        description="Locate alpha_c (the branches' training losses cross; for the general model "
                                    "every change of the global branch) and alpha_l (the global minimiser beats "
                                    "the linear baseline) with error estimates, and the spinodals. Cost on 2 "
-                                   "cores: about 50 s (fast), about 5 minutes (high). " + GENERAL_COST)
+                                   "cores: about 10 s (fast), about 2 minutes (high). " + GENERAL_COST)
     _alphas_option(p, "0.5:2.5:9", "the bracketing scan, the branches in draft precision, extended where the "
                                    "change or alpha_l lies beyond it")
     p.add_argument("--branches", default="",
@@ -111,7 +112,7 @@ def register(sub):
     p = sub.add_parser("run", help="the main job: branches, baseline, thresholds and the figure, into --out",
                        description="The main job: both branches along the alpha grid at draft precision "
                                    "(curve.csv and the figure), the linear baseline, and alpha_c, alpha_l and "
-                                   "the spinodals at --precision (summary.json). Cost on 2 cores: about 70 s "
+                                   "the spinodals at --precision (summary.json). Cost on 2 cores: about 15 s "
                                    "with the defaults. " + GENERAL_COST)
     p.add_argument("--out", default="results", help="output directory (default results/)")
     _alphas_option(p, "0.05:2.5:15", "the curve grid, always drawn at draft precision")
