@@ -96,18 +96,34 @@ def model_from_args(args: argparse.Namespace, derives: bool = True) -> ModelSpec
 
 
 class _Budget:
-    """The stage a :func:`typed_attention_budget` is in; :meth:`done` ends the budget."""
+    """The stage a :func:`typed_attention_budget` is in; :meth:`done` ends the budget.
+
+    The timer's exception is raised wherever Python is when it fires, and Python drops an exception
+    raised inside a weak reference's callback or a finaliser (in the full test suite it fired in
+    one while sympy derived, and the command went on past its limit). So the expiry is also
+    recorded (``expired``: the stage it fired in) and raised again at the end of that stage."""
 
     def __init__(self, seconds: float, active: bool):
         self.seconds, self.active, self.name = seconds, active, "the preparation of the model"
+        self.expired = ""
 
     def stage(self, name: str) -> None:
+        self._raise_if_expired()
         self.name = name
 
     def done(self, *_) -> None:
+        self.stop()
+        self._raise_if_expired()
+
+    def stop(self) -> None:
         if self.active:
             signal.setitimer(signal.ITIMER_REAL, 0)
             self.active = False
+
+    def _raise_if_expired(self) -> None:
+        if self.expired:
+            stage, self.expired = self.expired, ""
+            raise TimeLimitReached(stage, self.seconds)
 
 
 @contextlib.contextmanager
@@ -129,6 +145,7 @@ def typed_attention_budget(args: argparse.Namespace, spec: ModelSpec):
         return
 
     def reached(signum, frame):
+        budget.expired = budget.name
         raise TimeLimitReached(budget.name, seconds)
 
     previous = signal.signal(signal.SIGALRM, reached)
@@ -139,7 +156,7 @@ def typed_attention_budget(args: argparse.Namespace, spec: ModelSpec):
         budget.stage("the first solve")
         yield budget
     finally:
-        budget.done()
+        budget.stop()
         signal.signal(signal.SIGALRM, previous)
 
 

@@ -285,6 +285,28 @@ def test_a_typed_attention_past_its_time_limit_stops_naming_the_stage(command, t
     assert not (tmp_path / "c.csv").exists()
 
 
+def test_a_time_limit_whose_exception_python_dropped_still_stops_the_stage(monkeypatch):
+    """The timer's exception can fire inside a weak reference's callback or a finaliser, where Python
+    drops it: the expiry is still raised at the end of the stage it fired in."""
+    import argparse
+    import time
+
+    from attnphase import options
+    from attnphase.errors import TimeLimitReached
+    from derivations import ModelSpec
+
+    def derivation_that_drops_it(spec):
+        try:
+            time.sleep(0.5)
+        except TimeLimitReached:
+            pass  # what Python does with an exception raised in a weakref callback
+
+    monkeypatch.setattr(options, "prepare_model", derivation_that_drops_it)
+    with pytest.raises(TimeLimitReached, match="the derivation and code generation"):
+        with options.typed_attention_budget(argparse.Namespace(time_limit=0.1), ModelSpec(attention="h1*h2")):
+            pass
+
+
 def test_a_negative_time_limit_is_refused(capsys, monkeypatch):
     no_work(monkeypatch)
     for attention in ("h1", "softmax"):
