@@ -148,7 +148,13 @@ def typed_attention_budget(args: argparse.Namespace, spec: ModelSpec):
         budget.expired = budget.name
         raise TimeLimitReached(budget.name, seconds)
 
-    previous = signal.signal(signal.SIGALRM, reached)
+    def dropped(unraisable):
+        # the expiry Python drops is raised again at its stage's end: no "Exception ignored" report
+        if not isinstance(unraisable.exc_value, TimeLimitReached):
+            previous_hook(unraisable)
+
+    previous, previous_hook = signal.signal(signal.SIGALRM, reached), sys.unraisablehook
+    sys.unraisablehook = dropped
     signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
         budget.stage("the derivation and code generation of the model")
@@ -158,6 +164,7 @@ def typed_attention_budget(args: argparse.Namespace, spec: ModelSpec):
     finally:
         budget.stop()
         signal.signal(signal.SIGALRM, previous)
+        sys.unraisablehook = previous_hook
 
 
 def prepare_model(spec: ModelSpec) -> None:
