@@ -16,12 +16,13 @@ entry of the per-node work (:func:`numerics.threads.one_blas_thread`), which res
 at its exit.
 ``ATTNPHASE_KEEP_FREED_MEMORY=0`` leaves both as they are. The numbers do not change (the same
 operations on the same values); a process keeps its peak memory for reuse until it exits.
-Measured (``python benchmarks/kernels.py memory``): a high fixed point 29.2 s -> 26.5 s, a
-``(2, 2, 1)`` QMC one 22.5 s -> 17.2 s, a fast one 1.00 s -> 0.92 s.
+Measured side by side (``python benchmarks/kernels.py allocator``, best of two): a fast fixed point
+0.91 s -> 0.84 s, a high one 28.9 s -> 26.8 s, a ``(2, 2, 1)`` QMC one 20.1 s -> 16.1 s.
 """
 from __future__ import annotations
 
 import ctypes
+import functools
 import logging
 import os
 import platform
@@ -33,9 +34,6 @@ log = logging.getLogger(__name__)
 _M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4
 #: the free top of the heap above which glibc returns it to the kernel
 TRIM_THRESHOLD = 2**30
-
-_applied = {"done": False}
-
 
 def enabled() -> bool:
     """Whether the per-node work keeps freed memory (``ATTNPHASE_KEEP_FREED_MEMORY``, default on)."""
@@ -50,29 +48,35 @@ def enabled() -> bool:
 def reuse_freed_memory() -> bool:
     """Make glibc's allocator keep freed blocks for reuse (module docstring), once per process;
     returns whether it is set (False where the C library is not glibc or the setting is off)."""
-    if _applied["done"]:
-        return True
-    if not enabled() or platform.libc_ver()[0] != "glibc":
+    return enabled() and _keep_freed_blocks()
+
+
+@functools.lru_cache(maxsize=None)
+def _keep_freed_blocks() -> bool:
+    # tried once per process: the per-node work enters here at every outermost call, and
+    # platform.libc_ver reads the interpreter's binary
+    if platform.libc_ver()[0] != "glibc":
         return False
     try:
         mallopt = ctypes.CDLL(None).mallopt
         mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
-        ok = mallopt(_M_MMAP_MAX, 0) == 1 and mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD) == 1
+        return mallopt(_M_MMAP_MAX, 0) == 1 and mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD) == 1
     except (OSError, AttributeError) as exc:  # pragma: no cover - a glibc without mallopt
         log.debug("mallopt is not available (%s): freed memory goes back to the kernel", exc)
         return False
-    _applied["done"] = ok
-    return ok
 
 
 def huge_pages(on: bool) -> Optional[bool]:
     """Set numpy's transparent huge-page requests; returns the previous setting, or None where they
     were left alone (the setting is off, or numpy has no switch)."""
-    if not enabled():
-        return None
+    switch = _huge_page_switch() if enabled() else None
+    return None if switch is None else bool(switch(on))
+
+
+@functools.lru_cache(maxsize=None)
+def _huge_page_switch():
     try:
         from numpy._core import multiarray
     except ImportError:  # pragma: no cover - numpy < 2
         from numpy.core import multiarray
-    switch = getattr(multiarray, "_set_madvise_hugepage", None)
-    return None if switch is None else bool(switch(on))
+    return getattr(multiarray, "_set_madvise_hugepage", None)
