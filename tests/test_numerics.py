@@ -90,6 +90,34 @@ def test_newton_terms_returned_and_reflected(attention):
         np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
 
 
+def test_an_evaluation_with_the_checks_reuses_the_sides_followed_without_them(model, monkeypatch):
+    """An evaluation with the global-prox checks at the overlaps of the last evaluation without them
+    (where the solver confirms the fixed point it approached) does not follow the sides again, and
+    gives the expectations of an evaluation from scratch to the bit; at other overlaps, or with
+    another rule, the sides are followed afresh."""
+    import numerics.channel.lines.accumulation as accumulation
+
+    calls = []
+    follow = accumulation.follow_paths
+    monkeypatch.setattr(accumulation, "follow_paths", lambda *a, **k: calls.append(1) or follow(*a, **k))
+    checked = dataclasses.replace(SMALL, band_split=True)
+    unchecked = dataclasses.replace(checked, check_global=False)
+    other = Overlaps(q=0.05, m=0.25, V=14.0, theta=0.0)
+    for ov in (SEMANTIC_REF, other):
+        channel_expectations(model, other if ov is SEMANTIC_REF else SEMANTIC_REF, checked)
+        fresh = channel_expectations(model, ov, checked)  # another point before it: from scratch
+        assert calls
+        channel_expectations(model, ov, unchecked)
+        calls.clear()
+        again = channel_expectations(model, ov, checked)
+        assert not calls
+        assert again.expectations == fresh.expectations
+        assert (again.unresolved_weight, again.max_gradient_norm, again.n_nodes) == \
+            (fresh.unresolved_weight, fresh.max_gradient_norm, fresh.n_nodes)
+        channel_expectations(model, ov, dataclasses.replace(checked, n_t=checked.n_t + 2))
+        assert calls
+
+
 def test_the_sides_integrated_in_blocks_give_the_one_pass_expectations(model, monkeypatch):
     """The lines' sides followed and summed in blocks (``accumulation.side_blocks``: bounded
     temporaries for the high rules) give the one-pass channel expectations to rounding, at a

@@ -7,7 +7,7 @@ integrands.
 """
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import NamedTuple, Optional
 
 import numpy as np
 
@@ -52,8 +52,14 @@ class FollowedNodes(NamedTuple):
     teacher: np.ndarray
     weight: np.ndarray
 
+    def solved(self) -> tuple:
+        """``(b1, b2, gn, fb)``, read-only: what :func:`follow_sides` solved for (the rest is layout)."""
+        for a in (self.b1, self.b2, self.gn, self.fb):
+            a.flags.writeable = False
+        return self.b1, self.b2, self.gn, self.fb
 
-def follow_sides(model, rule, V, lines, pieces) -> FollowedNodes:
+
+def follow_sides(model, rule, V, lines, pieces, solved: Optional[tuple] = None) -> FollowedNodes:
     """Follow every side of every line (``lines``: :class:`~numerics.channel.lines.geometry.ChannelLines`;
     ``pieces``: :func:`~numerics.channel.lines.geometry.line_pieces`) at once, node ``k`` of all sides
     in one batch (small per-group batches cost more in call overhead than in arithmetic).
@@ -62,7 +68,10 @@ def follow_sides(model, rule, V, lines, pieces) -> FollowedNodes:
     ``k`` are a prefix. Each side follows its branch by continuation from its split point outward:
     Newton from a secant prediction of the last two nodes (:func:`numerics.prox.newton.follow_paths`,
     for the compiled backend one kernel call for all nodes). ``w`` and the weight of every node are
-    computed at once before (elementwise: the numbers node ``k`` at a time would give)."""
+    computed at once before (elementwise: the numbers node ``k`` at a time would give).
+
+    ``solved``: the followed branch of an earlier call on the same ``pieces`` (:meth:`FollowedNodes.solved`);
+    only the layout is computed again, not the starts and the continuation."""
     K = np.array([p[1].shape[0] for p in pieces])
     counts = [p[0].size for p in pieces]
     order = np.argsort(-K, kind="stable")
@@ -75,6 +84,9 @@ def follow_sides(model, rule, V, lines, pieces) -> FollowedNodes:
     W1, W2 = lines.w_of(T, idx=line)
     weight = WT * np.exp(-0.5 * T**2) / np.sqrt(2 * np.pi) * lines.weight[line]
     running = K_line[None, :] > np.arange(k_max)[:, None]  # (node k, side): the side has a node k
+    side = np.nonzero(running)[1]
+    if solved is not None:
+        return FollowedNodes(*solved, W1[running], W2[running], hs1[side], hs2[side], teacher[side], weight[running])
     # starts: the located branches of switched lines, the global prox at the first node otherwise
     b1, b2 = np.empty(line.size), np.empty(line.size)
     unknown = []
@@ -92,7 +104,6 @@ def follow_sides(model, rule, V, lines, pieces) -> FollowedNodes:
                                    teacher=teacher[u])[:2]
     h, fb, gn = follow_paths(model, np.stack([b1, b2], axis=-1), T, np.stack([W1, W2], axis=-1), teacher,
                              np.count_nonzero(running, axis=1), V, tol=rule.newton_tol)
-    side = np.nonzero(running)[1]
     return FollowedNodes(h[:, 0], h[:, 1], gn, fb, W1[running], W2[running], hs1[side], hs2[side], teacher[side],
                          weight[running])
 
@@ -122,15 +133,21 @@ def side_blocks(pieces, budget: int) -> list:
     return blocks + [block] if block else blocks
 
 
-def integrate_sides(model, ov, rule, lines, pieces, B_inv, mu_w) -> "Accumulated":
+def integrate_sides(model, ov, rule, lines, pieces, B_inv, mu_w, followed: Optional[tuple] = None) -> tuple:
     """:func:`follow_sides` then :func:`accumulate`, block by block of sides (:func:`side_blocks`, of
-    :data:`BLOCK_NODES`)."""
-    parts = [accumulate(model, ov, rule, B_inv, mu_w, follow_sides(model, rule, ov.V, lines, block))
-             for block in side_blocks(pieces, BLOCK_NODES)]
+    :data:`BLOCK_NODES`). Returns ``(Accumulated, followed)``, ``followed`` each block's
+    :meth:`FollowedNodes.solved`: what an evaluation computes before its checks. Given ``followed`` of
+    an earlier call on the same ``pieces``, the sides are not followed again (an evaluation with the
+    checks at the overlaps where the solver approached a fixed point without them)."""
+    parts, solved = [], []
+    for k, block in enumerate(side_blocks(pieces, BLOCK_NODES)):
+        nodes = follow_sides(model, rule, ov.V, lines, block, None if followed is None else followed[k])
+        solved.append(nodes.solved())
+        parts.append(accumulate(model, ov, rule, B_inv, mu_w, nodes))
     if len(parts) == 1:
-        return parts[0]
+        return parts[0], tuple(solved)
     return Accumulated(np.sum([p.sums for p in parts], axis=0), sum(p.unresolved for p in parts),
-                       max(p.max_gn for p in parts), sum(p.nodes for p in parts))
+                       max(p.max_gn for p in parts), sum(p.nodes for p in parts)), tuple(solved)
 
 
 class Accumulated(NamedTuple):
