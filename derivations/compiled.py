@@ -37,7 +37,7 @@ PER_NODE = ("loss", "dloss_dhstar", "teacher", "attention", "prox_objective", "p
 NEWTON_KERNELS = (("prox_newton_of_T", "prox_objective_of_T"),)
 #: the functions of :mod:`derivations.kernels` a compiled module exports, by their names there: each
 #: is exported as ``<entry>_<terms>`` for each of :data:`NEWTON_KERNELS`
-ENTRY_POINTS = {"newton_nodes": "newton", "follow_paths": "follow"}
+ENTRY_POINTS = {"newton_nodes": "newton", "follow_paths": "follow", "grid_starts": "grid"}
 #: every compiled function: cached next to its module; float errors as numpy's (inf and nan, no
 #: exception: the solver reports non-finite values as its own error); no fast-math, so the
 #: arithmetic is IEEE's, as numpy's
@@ -124,9 +124,10 @@ def bind_terms(body: str, terms: str, objective: str, groups: Dict[str, int], n_
     body = re.sub(r"\b_N_H\b", str(n_h), body)
     n_objective = body.count(_OBJECTIVE_CALL)
     body = body.replace(_OBJECTIVE_CALL, f"_node_{objective}({', '.join(entries('trial', n_h) + rest)})")
-    if n_terms != 1 or n_objective != 1:
+    if n_terms != 1 or n_objective != 2:
         raise RuntimeError(f"the kernel template calls _TERMS {n_terms} and _OBJECTIVE {n_objective} times "
-                           "in the forms bind_terms writes out; expected once each")
+                           "in the forms bind_terms writes out; expected once and twice (the line search, "
+                           "the grid of starts)")
     return body
 
 
@@ -238,6 +239,7 @@ def _warm_up(module, names: Sequence[str], n_params: int, n_h: int) -> None:
                                            np.empty(0), 1e-2, -1)
         getattr(module, f"follow_{terms}")(h, np.zeros((1, 1)), np.full((1, 1, n_h), 0.1), c,
                                            np.ones(1, dtype=np.int64), v, params, 1e-6, 1e-11, 2)
+        getattr(module, f"grid_{terms}")(h, c, v, params, np.ones(1), np.ones(2), np.full((2, n_h), 0.5), 1)
 
 
 class _FirstCall:

@@ -11,7 +11,7 @@ module, where the generator writes each call out in place as the model's scalar 
 * ``f0 = _TERMS(h, i, w, c, v, p, g, H)``: the objective at ``h[i]`` with its gradient written into
   ``g`` and its Hessian into ``H`` (the generated ``prox_newton`` terms, one node);
 * ``_OBJECTIVE(trial, i, w, c, v, p)``: the objective alone at ``trial`` (the line search's trial
-  points);
+  points, and the points of the global prox's grid of starts, :func:`grid_starts`);
 
 with ``w[i]`` the node's ``w``, ``c[i]`` its teacher values (``h*`` or the teacher's matrix ``T``),
 ``v`` the packed ``V`` and ``p`` the model's parameters; and ``_N_H``, the number of coordinates of
@@ -189,3 +189,44 @@ def follow_paths(h0, t, w, c, running, v, p, floor, tol, maxiter):  # pragma: no
             gn[pos + s] = gk[s]
         pos += m
     return h, obj, gn
+
+
+def grid_starts(w, c, v, p, radius, radii, directions, keep):  # pragma: no cover
+    """The ``keep`` points of lowest objective, lowest first, of the polar grid ``w[i] + (radii[g] *
+    radius[i]) * directions[g]`` (``g`` over the grid) at every node: ``(keep, N, n)``, the starts
+    :func:`numerics.prox.scalar.global_prox` gives Newton besides ``w``. Each point is the numpy
+    reference's to the bit (the same products in the same order); of equal objectives the earlier
+    grid point comes first, and a NaN objective after every number."""
+    N = w.shape[0]
+    n = _N_H
+    G = radii.shape[0]
+    out = np.empty((keep, N, n))
+    trial = np.empty(n)
+    best_f = np.empty(keep)
+    best_g = np.empty(keep, dtype=np.int64)
+    for i in range(N):
+        filled = 0
+        for g in range(G):
+            scale = radii[g] * radius[i]
+            for j in range(n):
+                trial[j] = w[i, j] + scale * directions[g, j]
+            f = _OBJECTIVE(trial, i, w, c, v, p)
+            # insertion into the sorted best list: strictly lower (a NaN is lower than nothing, and
+            # every number is lower than a NaN) moves ahead, so ties keep the grid's order
+            pos = filled
+            while pos > 0 and (f < best_f[pos - 1] or (np.isnan(best_f[pos - 1]) and not np.isnan(f))):
+                pos -= 1
+            if pos < keep:
+                last = min(filled, keep - 1)
+                for q in range(last, pos, -1):
+                    best_f[q] = best_f[q - 1]
+                    best_g[q] = best_g[q - 1]
+                best_f[pos] = f
+                best_g[pos] = g
+                if filled < keep:
+                    filled += 1
+        for k in range(filled):
+            scale = radii[best_g[k]] * radius[i]
+            for j in range(n):
+                out[k, i, j] = w[i, j] + scale * directions[best_g[k], j]
+    return out

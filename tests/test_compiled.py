@@ -111,6 +111,42 @@ def test_the_continuation_kernel_runs_newton_node_by_node(monkeypatch):
         assert np.array_equal(a, b, equal_nan=True) and np.array_equal(a, d, equal_nan=True)
 
 
+def test_the_grid_kernel_keeps_the_grids_lowest_points_in_order():
+    """The global prox's grid of starts (``grid_<terms>``): at every node the ``keep`` points of lowest
+    objective, lowest first, are those the grid's objectives sorted give, the points to the bit (a
+    NaN objective last, ties in the grid's order); with it the compiled global prox finds the numpy
+    backend's minima."""
+    from numerics.model.bound import bind
+    from numerics.prox.scalar import _polar_grid, global_prox
+
+    model = bind(ModelSpec(), "compiled")
+    rng = np.random.default_rng(4)
+    N, V = 2000, 12.0
+    w, hs = 0.8 * rng.standard_normal((N, 2)), 0.6 * rng.standard_normal((N, 2))
+    T = model.teacher_matrix(hs)
+    radius = rng.uniform(0.0, 3.0, N)
+    radius[:5] = 0.0  # every grid point at w: all objectives tie
+    radii, directions = _polar_grid(12, 4)
+    got = model.gm.grid_prox_newton_of_T(w, T, np.array([V]), np.asarray(model.params, float), radius, radii,
+                                         directions, 3)
+    points = w[None] + (radii[:, None] * radius[None])[..., None] * directions[:, None, :]
+    f = np.stack([model.gm.prox_objective_of_T(p[:, 0], p[:, 1], w[:, 0], w[:, 1], *T.T, V, *model.params)
+                  for p in points])
+    order = np.argsort(f, axis=0, kind="stable")[:3]
+    assert np.array_equal(got, np.take_along_axis(points, order[..., None], 0))
+    assert np.array_equal(got[:, :5], np.broadcast_to(w[None, :5], (3, 5, 2)))
+    # where every objective is NaN (a NaN radius), the first grid points: NaN, and no other node moved
+    nan_model = bind(ModelSpec(), "compiled")
+    bad = np.where(np.arange(N) < 3, np.nan, radius)
+    got = nan_model.gm.grid_prox_newton_of_T(w, T, np.array([V]), np.asarray(model.params, float), bad, radii,
+                                             directions, 3)
+    assert np.isnan(got[:, :3]).all() and np.array_equal(got[:, 3:], np.take_along_axis(points, order[..., None], 0)[:, 3:])
+    compiled, reference = (global_prox(bind(ModelSpec(), backend), w[:, 0], w[:, 1], hs[:, 0], hs[:, 1], V)
+                           for backend in ("compiled", "numpy"))
+    for a, b in zip(compiled, reference):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-10)
+
+
 def _fixed_point_values(fp):
     """Every number of the record but the time and the residual (both solves converge below it)."""
     row = fp.to_row()

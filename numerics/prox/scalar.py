@@ -85,6 +85,19 @@ def newton_prox(model: BoundModel, h1, h2, w1, w2, hs1, hs2, V, tol: float = 1e-
     return result
 
 
+@functools.lru_cache(maxsize=8)
+def _polar_grid(n_angles: int, n_radii: int) -> tuple:
+    """The polar grid of :func:`global_prox` in the unit disk: ``(radii, directions)``, point ``g`` at
+    ``radii[g] * directions[g]`` (radius by radius, angles ``2 pi k / n_angles`` within each), read-only."""
+    angles = np.linspace(0.0, 2.0 * np.pi, n_angles, endpoint=False)
+    radii = np.repeat(np.arange(1, n_radii + 1) / n_radii, n_angles)
+    a = np.tile(angles, n_radii)
+    directions = np.stack([np.cos(a), np.sin(a)], axis=-1)
+    for array in (radii, directions):
+        array.flags.writeable = False
+    return radii, directions
+
+
 @_overflow_is_a_limit
 def global_prox(model: BoundModel, w1, w2, hs1, hs2, V, starts=(), n_angles: int = 12, n_radii: int = 4,
                 keep: int = 3, tol: float = 1e-13, teacher=None):
@@ -97,26 +110,36 @@ def global_prox(model: BoundModel, w1, w2, hs1, hs2, V, starts=(), n_angles: int
     """
     w1, w2, hs1, hs2 = np.broadcast_arrays(*(np.asarray(a, dtype=float) for a in (w1, w2, hs1, hs2)))
     radius = np.sqrt(2.0 * V * np.maximum(model.loss(w1, w2, hs1, hs2), 0.0))
-    # the whole grid in one call (per-call overhead dominates for small node sets)
-    angles = np.linspace(0.0, 2.0 * np.pi, n_angles, endpoint=False)
-    radii = np.arange(1, n_radii + 1) / n_radii
-    r_grid = np.repeat(radii, n_angles).reshape((-1,) + (1,) * w1.ndim)
-    a_grid = np.tile(angles, n_radii).reshape((-1,) + (1,) * w1.ndim)
-    grid_h1 = w1 + r_grid * radius * np.cos(a_grid)
-    grid_h2 = w2 + r_grid * radius * np.sin(a_grid)
-    grid_f = model.prox_objective(grid_h1, grid_h2, w1, w2, hs1, hs2, V)
-    best = np.argsort(grid_f, axis=0)[:keep]
+    radii, directions = _polar_grid(n_angles, n_radii)
+    keep = min(keep, radii.size)
     candidates = [(w1, w2)] + [tuple(np.broadcast_to(a, w1.shape) for a in s) for s in starts]
-    candidates += [(np.take_along_axis(grid_h1, best[k:k + 1], 0)[0], np.take_along_axis(grid_h2, best[k:k + 1], 0)[0])
-                   for k in range(min(keep, grid_f.shape[0]))]
+    T = model.teacher_matrix(_pairs(hs1, hs2)[1][0]) if teacher is None else teacher
+    if model.backend == "compiled":
+        # the grid's objectives and their order in one compiled pass over the nodes (the numpy
+        # reference below builds the whole grid, some 48 temporaries' worth per node)
+        w_flat = _pairs(w1, w2)[1][0]
+        best = model.gm.grid_prox_newton_of_T(w_flat, np.ascontiguousarray(T, dtype=float),
+                                              np.asarray(model.pack("V", V), dtype=float),
+                                              np.asarray(model.params, dtype=float), radius.reshape(-1), radii,
+                                              directions, keep)
+        candidates += [(best[k, :, 0].reshape(w1.shape), best[k, :, 1].reshape(w1.shape)) for k in range(keep)]
+    else:
+        # the whole grid in one call (per-call overhead dominates for small node sets)
+        r_grid = radii.reshape((-1,) + (1,) * w1.ndim)
+        cos_grid, sin_grid = (directions[:, j].reshape((-1,) + (1,) * w1.ndim) for j in (0, 1))
+        grid_h1 = w1 + r_grid * radius * cos_grid
+        grid_h2 = w2 + r_grid * radius * sin_grid
+        grid_f = model.prox_objective(grid_h1, grid_h2, w1, w2, hs1, hs2, V)
+        best = np.argsort(grid_f, axis=0, kind="stable")[:keep]
+        candidates += [(np.take_along_axis(grid_h1, best[k:k + 1], 0)[0],
+                        np.take_along_axis(grid_h2, best[k:k + 1], 0)[0]) for k in range(keep)]
     # every start's Newton run in one batch; the lowest objective wins (ties: the earliest start)
     n_starts = len(candidates)
     s1 = np.stack([c[0] for c in candidates])
     s2 = np.stack([c[1] for c in candidates])
     rep = lambda a: np.broadcast_to(a, (n_starts,) + a.shape)  # noqa: E731
-    shape, (h, w, hs) = _pairs(s1, s2, rep(w1), rep(w2), rep(hs1), rep(hs2))
-    T = model.teacher_matrix(hs) if teacher is None else np.tile(teacher, (n_starts, 1))
-    out, f, gn = newton(model, h, w, T, V, tol)
+    shape, (h, w) = _pairs(s1, s2, rep(w1), rep(w2))
+    out, f, gn = newton(model, h, w, np.tile(T, (n_starts, 1)), V, tol)
     c1, c2, f, gn = out[:, 0].reshape(shape), out[:, 1].reshape(shape), f.reshape(shape), gn.reshape(shape)
     out = [c1[0], c2[0], f[0], gn[0]]
     for k in range(1, n_starts):
