@@ -118,6 +118,22 @@ def test_an_evaluation_with_the_checks_reuses_the_sides_followed_without_them(mo
         assert calls
 
 
+def test_the_integrands_split_over_threads_give_the_same_sums(model, monkeypatch):
+    """The channel integrands evaluated in blocks side by side in the kernels' threads give the
+    channel expectations of one thread to the bit (elementwise, summed chunk by chunk as before)."""
+    import numerics.channel.lines.accumulation as accumulation
+
+    for rule in (SMALL, dataclasses.replace(SMALL, check_global=False)):
+        monkeypatch.setenv("ATTNPHASE_KERNEL_THREADS", "1")
+        one = channel_expectations(model, SEMANTIC_REF, rule)
+        monkeypatch.setenv("ATTNPHASE_KERNEL_THREADS", "3")
+        monkeypatch.setattr(accumulation, "PARALLEL_INTEGRANDS", 500)
+        split = channel_expectations(model, SEMANTIC_REF, rule)
+        monkeypatch.undo()
+        assert split.expectations == one.expectations
+        assert (split.unresolved_weight, split.max_gradient_norm) == (one.unresolved_weight, one.max_gradient_norm)
+
+
 def test_the_sides_integrated_in_blocks_give_the_one_pass_expectations(model, monkeypatch):
     """The lines' sides followed and summed in blocks (``accumulation.side_blocks``: bounded
     temporaries for the high rules) give the one-pass channel expectations to rounding, at a

@@ -248,7 +248,7 @@ def compiled_newton(kernel, h, w, c, v, params, floor: float, tol: float, maxite
         return kernel(h[s], w[s], c[s], *rest, known[s] if has_known else known,
                       known_objective[s] if has_known else known_objective, *search)
 
-    results = list(_threads(blocks).map(run, part))
+    results = list(kernel_pool(blocks).map(run, part))
     return tuple(np.concatenate(r) for r in zip(*results))
 
 
@@ -312,7 +312,7 @@ def compiled_follow(kernel, h0, t, w, c, running, v, params, floor: float, tol: 
     h = np.empty((total, h0.shape[1]))
     f, gn = np.empty(total), np.empty(total)
     parts = [(a, b) for a, b in zip(edges[:-1], edges[1:]) if b > a]
-    for where, out in _threads(len(parts)).map(run, parts):
+    for where, out in kernel_pool(len(parts)).map(run, parts):
         h[where], f[where], gn[where] = out
     return h, f, gn
 
@@ -323,7 +323,7 @@ PARALLEL_NODES = 2048
 _POOLS: dict = {}
 
 
-def _threads(n: int):
+def kernel_pool(n: int):
     """A pool of ``n`` threads for the compiled kernels, made once per size."""
     if n not in _POOLS:
         from concurrent.futures import ThreadPoolExecutor
