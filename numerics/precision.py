@@ -35,6 +35,10 @@ class Precision:
     # start up to ~1000; the time limit stops a solve whose evaluations have become slow
     max_evaluations: int = 1200
     time_limit: float = 600.0
+    # the precision whose coarse rule (without the checks) first solves a fixed point from a given start,
+    # to seed this one's coarse solve (numerics.fixed_points.lines._seed_solve): for rules that cost
+    # many times that one per evaluation
+    seed_precision: Optional[str] = None
 
 
 # The draft and fast checks start from the reflected branch only (check_from_w=False):
@@ -68,5 +72,5 @@ PRECISIONS = {
     # and 56/18/28/32/32) the estimates reached 6.6e-6.
     "high": Precision("high", ChannelRule(n_eta=56, n_r=18, n_u=28, n_t=32, n_near=32, band_split=True),
                       ChannelRule(n_eta=80, n_r=24, n_u=40, n_t=48, n_near=64, band_split=True), 28, 36, 1e-12, 2e-7,
-                      1e-10, time_limit=3600.0),
+                      1e-10, time_limit=3600.0, seed_precision="fast"),
 }

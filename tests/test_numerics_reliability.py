@@ -339,3 +339,34 @@ def test_anchor_attempts_that_only_wander_beside_falls_onto_the_trivial_point_sh
     curve = branches.follow_branch(SPEC, [1.0, 2.0], "positional", "draft")
     assert curve.points == []
     assert bool(curve.failure) is failed
+
+
+def test_a_coarse_solve_seeded_by_a_cheaper_rule_reaches_the_same_point_in_fewer_evaluations(monkeypatch):
+    """A precision with a ``seed_precision`` solves that precision's coarse rule (without the checks)
+    first, from the given start, and starts its own coarse solve there with that history: the same
+    fixed point to the solver's tolerance, in fewer evaluations of its own coarse rule. (The fast rules
+    seeded by the draft one stand in for the high rules seeded by the fast ones.)"""
+    import numerics.channel.lines.expectations as expectations
+
+    fast = PRECISIONS["fast"]
+    seeded = dataclasses.replace(fast, name="fast seeded by draft", seed_precision="draft")
+    monkeypatch.setitem(PRECISIONS, seeded.name, seeded)
+    counts = {}
+    evaluate = expectations.channel_expectations
+
+    def counted(model, ov, rule):
+        counts[rule.n_eta] = counts.get(rule.n_eta, 0) + 1
+        return evaluate(model, ov, rule)
+
+    monkeypatch.setattr(expectations, "channel_expectations", counted)
+    start = Overlaps(q=0.1, m=0.0, V=14.0, theta=0.14)
+    points = {}
+    for name in (fast.name, seeded.name):
+        counts.clear()
+        points[name] = solve(SPEC, 2.0, "semantic", name, start=start), dict(counts)
+    (plain, plain_counts), (fp, seeded_counts) = points[fast.name], points[seeded.name]
+    assert plain.converged and fp.converged
+    assert seeded_counts[PRECISIONS["draft"].rule.n_eta] > 0
+    assert seeded_counts[fast.rule.n_eta] < plain_counts[fast.rule.n_eta]
+    for name, value in plain.values.items():
+        assert fp.values[name] == pytest.approx(value, rel=1e-6, abs=1e-12), name
