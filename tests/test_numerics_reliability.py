@@ -359,14 +359,14 @@ def test_a_coarse_solve_seeded_by_a_cheaper_rule_reaches_the_same_point_in_fewer
         return evaluate(model, ov, rule)
 
     monkeypatch.setattr(expectations, "channel_expectations", counted)
-    start = Overlaps(q=0.1, m=0.0, V=14.0, theta=0.14)
-    points = {}
-    for name in (fast.name, seeded.name):
-        counts.clear()
-        points[name] = solve(SPEC, 2.0, "semantic", name, start=start), dict(counts)
-    (plain, plain_counts), (fp, seeded_counts) = points[fast.name], points[seeded.name]
-    assert plain.converged and fp.converged
-    assert seeded_counts[PRECISIONS["draft"].rule.n_eta] > 0
-    assert seeded_counts[fast.rule.n_eta] < plain_counts[fast.rule.n_eta]
-    for name, value in plain.values.items():
-        assert fp.values[name] == pytest.approx(value, rel=1e-6, abs=1e-12), name
+    for start in (Overlaps(q=0.1, m=0.0, V=14.0, theta=0.14), None):  # a given start, the default one
+        points = {}
+        for name in (fast.name, seeded.name):
+            counts.clear()
+            points[name] = solve(SPEC, 2.0, "semantic", name, start=start), dict(counts)
+        (plain, plain_counts), (fp, seeded_counts) = points[fast.name], points[seeded.name]
+        assert plain.converged and fp.converged
+        assert seeded_counts[PRECISIONS["draft"].rule.n_eta] > 0
+        assert seeded_counts[fast.rule.n_eta] < plain_counts[fast.rule.n_eta]
+        for name, value in plain.values.items():
+            assert fp.values[name] == pytest.approx(value, rel=1e-6, abs=1e-12), name

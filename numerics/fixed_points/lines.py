@@ -377,20 +377,12 @@ def _coarse_solve(model: BoundModel, alpha: float, branch: str, prec: Precision,
     bounds = dict(accept_tol=prec.residual_tol, budget=budget)
     if start is not None:
         begin = _on_branch(start, branch)
-        seed = _seed_solve(model, alpha, branch, prec, begin, lost_below, budget) if not history else None
-        if seed is not None:
-            try:
-                sol = solve_with_rule(model, alpha, branch, prec.rule, seed.overlaps, tol, seed=seed,
-                                      lost_below=lost_below, newton=newton, **bounds)
-            except (BranchLost, SolverError) + OUTSIDE_DOMAIN as exc:
-                sol = None
-                log.info("alpha=%g %s: the solve seeded by the %s rule failed (%s); solved from the start", alpha,
-                         branch, prec.seed_precision, exc)
-            if sol is not None and sol.converged:
-                return dataclasses.replace(sol, evaluations=sol.evaluations + seed.evaluations), []
-            if budget.exhausted():
-                return sol if sol is not None else _unsolved(model, alpha, branch, prec.rule, begin,
-                                                             budget.exhausted()), []
+        seeded = _seeded_solve(model, alpha, branch, prec, begin, tol, lost_below, budget, newton) \
+            if not history else None
+        if seeded is not None:
+            return seeded, []
+        if budget.exhausted():
+            return _unsolved(model, alpha, branch, prec.rule, begin, budget.exhausted()), []
         return solve_with_rule(model, alpha, branch, prec.rule, begin, tol,
                                lost_below=lost_below, history=history, newton=newton, **bounds), []
     bounds["newton"] = newton is not False
@@ -404,6 +396,13 @@ def _coarse_solve(model: BoundModel, alpha: float, branch: str, prec: Precision,
         # reported); a searched start is abandoned once an iterate is as close to the
         # trivial point as COLLAPSE, whatever the caller's ``lost_below``
         lost = lost_below if name == "default start" else max(lost_below or 0.0, COLLAPSE)
+        seeded = _seeded_solve(model, alpha, branch, prec, candidate, tol, lost, budget, False) \
+            if name == "default start" and not history else None
+        if seeded is not None and _on_its_branch(seeded.overlaps, branch, model.spec.sigma):
+            return seeded, attempts
+        if budget.exhausted():
+            attempts.append(budget.exhausted())
+            break
         try:
             sol = solve_with_rule(model, alpha, branch, prec.rule, candidate, tol, lost_below=lost,
                                   history=history if name == "default start" else (),
@@ -447,6 +446,28 @@ def _coarse_solve(model: BoundModel, alpha: float, branch: str, prec: Precision,
         return collapsed, attempts
     raise BranchLost(f"{branch} branch not found at alpha = {alpha:g}: every start collapsed onto the trivial "
                      f"point or wandered far from any fixed point ({'; '.join(attempts)})", branch, alpha)
+
+
+def _seeded_solve(model: BoundModel, alpha: float, branch: str, prec: Precision, start: Overlaps, tol: float,
+                  lost_below: Optional[float], budget: Budget, newton) -> Optional[RuleSolution]:
+    """``prec``'s coarse solve from the fixed point of :func:`_seed_solve` (from ``start``), where it
+    converges; None where the precision has no seed, the seed failed, or the seeded solve failed or
+    did not converge (the caller then solves from ``start``)."""
+    seed = _seed_solve(model, alpha, branch, prec, start, lost_below, budget)
+    if seed is None:
+        return None
+    try:
+        sol = solve_with_rule(model, alpha, branch, prec.rule, seed.overlaps, tol, seed=seed, lost_below=lost_below,
+                              newton=newton, accept_tol=prec.residual_tol, budget=budget)
+    except (BranchLost, SolverError) + OUTSIDE_DOMAIN as exc:
+        log.info("alpha=%g %s: the solve seeded by the %s rule failed (%s); solved from the start", alpha, branch,
+                 prec.seed_precision, exc)
+        return None
+    if not sol.converged:
+        log.info("alpha=%g %s: the solve seeded by the %s rule did not converge (residual %.1e); solved from the "
+                 "start", alpha, branch, prec.seed_precision, sol.residual8)
+        return None
+    return dataclasses.replace(sol, evaluations=sol.evaluations + seed.evaluations)
 
 
 def _seed_solve(model: BoundModel, alpha: float, branch: str, prec: Precision, start: Overlaps,
