@@ -50,7 +50,7 @@ def register(sub):
                        description="Solve the saddle-point equations at one alpha on one branch or all of them, "
                                    "and print every field with its error estimate, the test error and the "
                                    "training loss. Cost on 2 cores: about 1 s per branch at fast (the default three branches at "
-                                   "alpha = 2: 4-5 s with the start), about 30 s per branch at high. "
+                                   "alpha = 2: 3.5 s with the start), about 17 s per branch at high. "
                                    + GENERAL_COST)
     p.add_argument("--alpha", type=positive_number, required=True, help="samples per dimension (required)")
     p.add_argument("--branch", choices=GENERAL_BRANCHES + ("all",), default="all",
@@ -92,7 +92,7 @@ def register(sub):
                        description="Locate alpha_c (the branches' training losses cross; for the general model "
                                    "every change of the global branch) and alpha_l (the global minimiser beats "
                                    "the linear baseline) with error estimates, and the spinodals. Cost on 2 "
-                                   "cores: about 10 s (fast), about 2 minutes (high). " + GENERAL_COST)
+                                   "cores: about 8 s (fast), about 80-90 s (high). " + GENERAL_COST)
     _alphas_option(p, "0.5:2.5:9", "the bracketing scan, the branches in draft precision, extended where the "
                                    "change or alpha_l lies beyond it")
     p.add_argument("--branches", default="",
@@ -112,7 +112,7 @@ def register(sub):
     p = sub.add_parser("run", help="the main job: branches, baseline, thresholds and the figure, into --out",
                        description="The main job: both branches along the alpha grid at draft precision "
                                    "(curve.csv and the figure), the linear baseline, and alpha_c, alpha_l and "
-                                   "the spinodals at --precision (summary.json). Cost on 2 cores: about 15 s "
+                                   "the spinodals at --precision (summary.json). Cost on 2 cores: about 11 s "
                                    "with the defaults. " + GENERAL_COST)
     p.add_argument("--out", default="results", help="output directory (default results/)")
     _alphas_option(p, "0.05:2.5:15", "the curve grid, always drawn at draft precision")
