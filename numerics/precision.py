@@ -36,7 +36,7 @@ class Precision:
     max_evaluations: int = 1200
     time_limit: float = 600.0
     # the precision whose coarse rule (without the checks) first solves a fixed point from a given start,
-    # to seed this one's coarse solve (numerics.fixed_points.lines._seed_solve): for rules that cost
+    # to seed this one's coarse solve (numerics.fixed_points.lines._seeded_solve): for rules that cost
     # many times that one per evaluation
     seed_precision: Optional[str] = None
 

@@ -381,8 +381,6 @@ def _coarse_solve(model: BoundModel, alpha: float, branch: str, prec: Precision,
             if not history else None
         if seeded is not None:
             return seeded, []
-        if budget.exhausted():
-            return _unsolved(model, alpha, branch, prec.rule, begin, budget.exhausted()), []
         return solve_with_rule(model, alpha, branch, prec.rule, begin, tol,
                                lost_below=lost_below, history=history, newton=newton, **bounds), []
     bounds["newton"] = newton is not False
@@ -400,9 +398,6 @@ def _coarse_solve(model: BoundModel, alpha: float, branch: str, prec: Precision,
             if name == "default start" and not history else None
         if seeded is not None and _on_its_branch(seeded.overlaps, branch, model.spec.sigma):
             return seeded, attempts
-        if budget.exhausted():
-            attempts.append(budget.exhausted())
-            break
         try:
             sol = solve_with_rule(model, alpha, branch, prec.rule, candidate, tol, lost_below=lost,
                                   history=history if name == "default start" else (),
@@ -450,17 +445,25 @@ def _coarse_solve(model: BoundModel, alpha: float, branch: str, prec: Precision,
 
 def _seeded_solve(model: BoundModel, alpha: float, branch: str, prec: Precision, start: Overlaps, tol: float,
                   lost_below: Optional[float], budget: Budget, newton) -> Optional[RuleSolution]:
-    """``prec``'s coarse solve from the fixed point of :func:`_seed_solve` (from ``start``), where it
-    converges; None where the precision has no seed, the seed failed, or the seeded solve failed or
-    did not converge (the caller then solves from ``start``)."""
-    seed = _seed_solve(model, alpha, branch, prec, start, lost_below, budget)
-    if seed is None:
+    """``prec``'s coarse solve seeded by the fixed point of the coarse rule of ``prec.seed_precision``
+    (without the checks) from ``start``: its overlaps and Anderson history, shifted by the difference of
+    the two maps (:func:`solve_on_map`). For the high rules, whose evaluations cost 20 times the fast
+    coarse rule's, the high coarse solve from a warm start then takes 4 evaluations instead of 7.
+    None where the precision has no seed, or the seed's solve or the seeded one failed, did not
+    converge or (the seed) fell onto the trivial point: the caller then solves from ``start``."""
+    if prec.seed_precision is None:
         return None
+    seeding = PRECISIONS[prec.seed_precision]
     try:
+        seed = solve_on_map(model, alpha, branch, dataclasses.replace(seeding.rule, check_global=False), start,
+                            seeding.coarse_tol or seeding.tol, lost_below=lost_below, first_attempt_only=True,
+                            accept_tol=seeding.residual_tol, budget=budget)
+        if not seed.converged or not _on_its_branch(seed.overlaps, branch, model.spec.sigma):
+            return None
         sol = solve_with_rule(model, alpha, branch, prec.rule, seed.overlaps, tol, seed=seed, lost_below=lost_below,
                               newton=newton, accept_tol=prec.residual_tol, budget=budget)
     except (BranchLost, SolverError) + OUTSIDE_DOMAIN as exc:
-        log.info("alpha=%g %s: the solve seeded by the %s rule failed (%s); solved from the start", alpha, branch,
+        log.info("alpha=%g %s: no solve seeded by the %s rule (%s); solved from the start", alpha, branch,
                  prec.seed_precision, exc)
         return None
     if not sol.converged:
@@ -468,30 +471,6 @@ def _seeded_solve(model: BoundModel, alpha: float, branch: str, prec: Precision,
                  "start", alpha, branch, prec.seed_precision, sol.residual8)
         return None
     return dataclasses.replace(sol, evaluations=sol.evaluations + seed.evaluations)
-
-
-def _seed_solve(model: BoundModel, alpha: float, branch: str, prec: Precision, start: Overlaps,
-                lost_below: Optional[float], budget: Budget) -> Optional[RuleSolution]:
-    """The fixed point of the coarse rule of ``prec.seed_precision`` (without the checks) from ``start``,
-    which seeds ``prec``'s coarse solve: its overlaps and Anderson history, shifted by the difference
-    of the two maps (:func:`solve_on_map`). For the high rules, whose evaluations cost 20 times the
-    fast coarse rule's, the high coarse solve from a warm start then takes 4 evaluations instead of 7.
-    None where the precision has no seed, or the seed's solve failed, did not converge or fell onto
-    the trivial point (the coarse solve then starts from ``start``, as without a seed)."""
-    if prec.seed_precision is None:
-        return None
-    seeding = PRECISIONS[prec.seed_precision]
-    rule = dataclasses.replace(seeding.rule, check_global=False)
-    try:
-        sol = solve_on_map(model, alpha, branch, rule, start, seeding.coarse_tol or seeding.tol,
-                           lost_below=lost_below, first_attempt_only=True, accept_tol=seeding.residual_tol,
-                           budget=budget)
-    except (BranchLost, SolverError) + OUTSIDE_DOMAIN as exc:
-        log.info("alpha=%g %s: no seed from the %s rule (%s)", alpha, branch, prec.seed_precision, exc)
-        return None
-    if not sol.converged or not _on_its_branch(sol.overlaps, branch, model.spec.sigma):
-        return None
-    return sol
 
 
 def _on_its_branch(overlaps: Overlaps, branch: str, sigma: float) -> bool:

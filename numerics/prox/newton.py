@@ -222,8 +222,6 @@ def compiled_newton(kernel, h, w, c, v, params, floor: float, tol: float, maxite
     """:func:`saddle_free_newton` by a model's compiled kernel (``newton_<terms>`` of its compiled
     backend, :mod:`derivations.kernels`): the same arguments as arrays, ``v`` the packed ``V`` and
     ``params`` the model's parameters."""
-    from numerics.threads import kernel_threads
-
     h = np.ascontiguousarray(h, dtype=float)
     n_h = h.shape[1] if h.ndim == 2 else 0
     if known is None:
@@ -235,21 +233,13 @@ def compiled_newton(kernel, h, w, c, v, params, floor: float, tol: float, maxite
     w, c = np.ascontiguousarray(w, dtype=float), np.ascontiguousarray(c, dtype=float)
     rest = (np.asarray(v, dtype=float), np.asarray(params, dtype=float), float(floor), float(tol), int(maxiter))
     search = (float(capture), -1 if cap is None else int(cap))
-    N = len(h)
-    blocks = min(kernel_threads(), N // PARALLEL_NODES)
-    if blocks <= 1:
-        return kernel(h, w, c, *rest, known, known_objective, *search)
-    # the kernel holds no Python lock: blocks of nodes run side by side in threads, each node as alone
-    edges = np.linspace(0, N, blocks + 1).astype(int)
-    part = [slice(a, b) for a, b in zip(edges[:-1], edges[1:])]
-    has_known = len(known) == N
+    has_known = len(known) == len(h)
 
     def run(s):
         return kernel(h[s], w[s], c[s], *rest, known[s] if has_known else known,
                       known_objective[s] if has_known else known_objective, *search)
 
-    results = list(kernel_pool(blocks).map(run, part))
-    return tuple(np.concatenate(r) for r in zip(*results))
+    return split_over_threads(run, len(h), PARALLEL_NODES)
 
 
 def follow_paths(model, h0, t, w, c, running, V, tol: float = 1e-11,
@@ -321,6 +311,21 @@ def compiled_follow(kernel, h0, t, w, c, running, v, params, floor: float, tol: 
 #: costs about as much as a thousand nodes' Newton steps)
 PARALLEL_NODES = 2048
 _POOLS: dict = {}
+
+
+def split_over_threads(run: Callable, n: int, per_thread: int) -> tuple:
+    """``run(part)`` on the nodes ``0 .. n - 1`` (``part`` a slice of them), its outputs (arrays over the
+    nodes) as a tuple: in one call, or, where each of the :func:`~numerics.threads.kernel_threads` gets
+    at least ``per_thread`` nodes, in blocks of about equal size side by side in them, concatenated.
+    For calls that hold no Python lock and treat each node by itself (the same numbers either way)."""
+    from numerics.threads import kernel_threads
+
+    blocks = min(kernel_threads(), n // per_thread)
+    if blocks <= 1:
+        return tuple(run(slice(0, n)))
+    edges = np.linspace(0, n, blocks + 1).astype(int)
+    results = list(kernel_pool(blocks).map(run, [slice(a, b) for a, b in zip(edges[:-1], edges[1:])]))
+    return tuple(np.concatenate(r) for r in zip(*results))
 
 
 def kernel_pool(n: int):

@@ -13,7 +13,7 @@ import numpy as np
 
 from derivations import CHANNEL_NAMES
 
-from numerics.prox.newton import follow_paths
+from numerics.prox.newton import follow_paths, split_over_threads
 from numerics.prox.scalar import global_prox, newton_prox
 
 
@@ -200,20 +200,12 @@ def _integrands(model, ov, h1, h2, xi) -> list:
     """The generated channel integrands at the nodes (``xi`` the rows ``xi1, xi2, y1, y2``), each an
     array over all nodes; on many nodes of a compiled backend in blocks side by side in the kernels'
     threads (elementwise: the same numbers)."""
-    from numerics.prox.newton import kernel_pool
-    from numerics.threads import kernel_threads
-
-    n = h1.size
-    blocks = min(kernel_threads(), n // PARALLEL_INTEGRANDS) if model.backend == "compiled" else 1
-
     def run(part):
         return model.channel_integrands(h1[part], h2[part], *(row[part] for row in xi), ov.q, ov.m, ov.V, ov.theta)
 
-    if blocks <= 1:
-        return list(run(slice(0, n)))
-    edges = np.linspace(0, n, blocks + 1).astype(int)
-    parts = list(kernel_pool(blocks).map(run, [slice(a, b) for a, b in zip(edges[:-1], edges[1:])]))
-    return [np.concatenate(values) for values in zip(*parts)]
+    if model.backend != "compiled":
+        return list(run(slice(None)))
+    return list(split_over_threads(run, h1.size, PARALLEL_INTEGRANDS))
 
 
 def _checked(model, V, rule, nodes: FollowedNodes):

@@ -23,6 +23,7 @@ from numerics.prox.scalar import global_prox
 from numerics.threads import one_blas_thread
 from numerics.overlaps import HatOverlaps, Overlaps, named_values
 from numerics.channel.lines import switches as switch_location
+from numerics.channel.lines import accumulation
 from numerics.channel.lines.accumulation import integrate_sides
 from numerics.channel.lines.band import locate_bands
 from numerics.channel.lines.geometry import ChannelLines, fold_nodes, line_pieces, lines_normal_to
@@ -61,8 +62,6 @@ _LAST_EVALUATION: dict = {}
 def _evaluation_key(model: BoundModel, ov: Overlaps, rule: ChannelRule) -> tuple:
     """What an evaluation's work before its checks depends on: the model, the overlaps to the bit, the
     rule but its checks, and the blocks' size."""
-    from numerics.channel.lines import accumulation
-
     return (model, tuple(float(v) for v in ov.as_array()),
             dataclasses.replace(rule, check_global=False, check_from_w=False), accumulation.BLOCK_NODES)
 
