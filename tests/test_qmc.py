@@ -180,6 +180,94 @@ def test_global_prox_is_never_worse_than_a_dense_search():
     assert prox.dense_check(w, hs, smaller.V, np.arange(len(w)), obj, n_starts=48).improved_fraction == 0.0
 
 
+def _sorted_selection(n, candidates):
+    """The global prox's selection by a stable sort of the candidates by (node, objective): per node the
+    lowest objective (the first candidate on a tie), and the lowest candidate at least 1e-3 from it."""
+    rows, h, obj, gn = (np.concatenate(x) for x in zip(*candidates))
+    order = np.lexsort((obj, rows))
+    rows, h, obj, gn = rows[order], h[order], obj[order], gn[order]
+    first = np.searchsorted(rows, np.arange(n))
+    best = h[first]
+    far = (np.max(np.abs(h - best[rows]), axis=1) > 1e-3) & np.isfinite(obj)
+    runner = np.full_like(best, np.nan)
+    node_of, first_of = np.unique(rows[far], return_index=True)
+    runner[node_of] = h[np.nonzero(far)[0][first_of]]
+    return best, obj[first], gn[first], runner
+
+
+def test_the_global_prox_selects_the_lowest_candidate_and_the_lowest_far_runner_up():
+    """The selection of each node's minimum among the starts' candidates is the stable sort's: on
+    ties (equal objectives, near-equal points, infinite objectives of failed starts) the first
+    candidate wins, and the runner-up is the lowest candidate 1e-3 away from the minimum."""
+    rng = np.random.default_rng(3)
+    n = 500
+
+    def candidate(rows):
+        h = rng.choice([-1.0, 0.0, 1.0], size=(len(rows), 2)) + rng.choice([0.0, 5e-4, 0.1], size=(len(rows), 1))
+        obj = rng.choice([0.0, 0.5, 1.0, np.inf], size=len(rows), p=[0.3, 0.3, 0.3, 0.1])
+        return rows, h, obj, rng.random(len(rows))
+
+    everyone = np.arange(n)
+    some = np.sort(rng.choice(n, n // 3, replace=False))
+    candidates = [candidate(everyone), candidate(np.concatenate([some, everyone, everyone])), candidate(everyone)]
+    mine = GlobalProx._select(n, candidates)
+    for got, want in zip(mine, _sorted_selection(n, candidates)):
+        assert np.array_equal(got, want, equal_nan=True)
+    # the ties and the runner-ups are not vacuous here
+    assert np.isnan(mine[3][:, 0]).any() and (~np.isnan(mine[3][:, 0])).any()
+    with pytest.raises(ValueError, match="without a candidate"):
+        GlobalProx._select(n + 1, candidates)
+
+
+def test_qmc_nodes_and_test_error_do_not_depend_on_the_kernel_threads(monkeypatch):
+    """The nodes are drawn and the test error is evaluated in blocks side by side in the kernels'
+    threads: one thread gives the same numbers to the last bit."""
+    from numerics.channel.qmc.nodes import gaussian_nodes
+    from numerics.channel.qmc.test_error import TEST_BLOCK, test_error_estimates
+
+    spec = ModelSpec(rank=2)
+    model = bind_general(spec)
+    ov = random_overlaps(spec.shape, np.random.default_rng(4), spec.rho)
+    log2 = int(np.log2(TEST_BLOCK)) + 1  # two blocks per scrambling
+    runs = []
+    for threads in ("1", "2"):
+        monkeypatch.setenv("ATTNPHASE_KERNEL_THREADS", threads)
+        nodes = gaussian_nodes(spec.shape, log2, 3, seed=7)
+        runs.append((nodes.y, nodes.xi, test_error_estimates(model, ov, nodes),
+                     test_error_estimates(model, ov, nodes, points=2**(log2 - 2))))
+    for one, two in zip(*runs):
+        assert np.array_equal(one, two)
+    # the test error's blocks are the per-node integrand's, at the per-node pre-activations
+    zeta, hs, _ = preactivations(nodes, ov, spec.rho, model.positional_mean(ov.m))
+    whole = model.test_error_integrand(zeta, hs, ov.m).reshape(3, -1)
+    assert np.array_equal(runs[1][2], whole.mean(axis=1))
+    assert np.array_equal(runs[1][3], whole[:, :2**(log2 - 2)].mean(axis=1))
+
+
+def test_preactivations_are_the_per_node_map():
+    """``zeta_l = theta h*_l / rho + S^{1/2} xi_l``, ``h*_l = sqrt(rho) y_l``, ``w = P m + zeta``, node by
+    node, for a range of nodes (taken as a view), a set of them and all."""
+    from numerics.channel.qmc.nodes import gaussian_nodes, schur_root
+
+    spec = ModelSpec(rank=2)
+    model = bind_general(spec)
+    ov = random_overlaps(spec.shape, np.random.default_rng(5), spec.rho)
+    nodes = gaussian_nodes(spec.shape, 6, 2)
+    Pm = model.positional_mean(ov.m)
+    root = schur_root(ov, spec.rho)
+    L, r, t, _ = spec.shape
+    for rows in (np.arange(64, 128), np.array([3, 70, 5]), slice(None)):
+        zeta, hs, w = preactivations(nodes, ov, spec.rho, Pm, rows)
+        y, xi = nodes.y[rows], nodes.xi[rows]
+        for k in range(len(y)):
+            for l in range(L):
+                hs_l = np.sqrt(spec.rho) * y[k, l]
+                z_l = ov.theta @ hs_l / spec.rho + root @ xi[k, l]
+                assert np.allclose(zeta[k, l * r:(l + 1) * r], z_l, rtol=1e-14, atol=1e-15)
+                assert np.array_equal(hs[k, l * t:(l + 1) * t], hs_l)
+        assert np.array_equal(w, zeta + Pm[None, :])
+
+
 @pytest.mark.parametrize("branch", ["semantic", pytest.param("positional", marks=pytest.mark.slow)])
 def test_an_evaluation_between_searches_equals_a_full_search_at_its_point(branch):
     """The channel's evaluation after a small move (no full search, no dense check, so no sign flips

@@ -43,6 +43,21 @@ def sign_flips(L: int, r: int) -> np.ndarray:
     return np.array([np.tile(p, L) for p in patterns])
 
 
+def _first_lowest(n: int, rows: np.ndarray, obj: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """Per node ``0 .. n - 1``: the ``index`` of its entry (``rows`` the entries' nodes, ``obj`` their
+    objectives, never NaN) of lowest objective, the first in the entries' order on a tie; -1 where
+    the node has none. The order of a stable sort by (node, objective), in linear time: the sort cost
+    three times as much as the whole selection now does, on a search's 9 candidates per node."""
+    if len(obj) == 0:
+        return np.full(n, -1)
+    lowest = np.full(n, np.inf)
+    np.minimum.at(lowest, rows, obj)
+    at = np.nonzero(obj == lowest[rows])[0]
+    first = np.full(n, len(obj))
+    np.minimum.at(first, rows[at], at)
+    return np.where(first < len(obj), index[np.minimum(first, len(obj) - 1)], -1)
+
+
 @dataclasses.dataclass(frozen=True)
 class DenseCheck:
     """The outcome of :meth:`GlobalProx.dense_check` on a subsample."""
@@ -117,10 +132,8 @@ class GlobalProx:
         gradient norm)``), its objective and gradient norm, and the runner-up (the lowest candidate
         at least 1e-3 away from it; NaN where there is none)."""
         rows, h, obj, gn = (np.concatenate(x) for x in zip(*candidates))
-        order = np.lexsort((obj, rows))
-        rows, h, obj, gn = rows[order], h[order], obj[order], gn[order]
-        first = np.searchsorted(rows, np.arange(n))
-        if not np.array_equal(rows[first], np.arange(n)):
+        first = _first_lowest(n, rows, obj, np.arange(len(rows)))
+        if (first < 0).any():
             raise ValueError("a node without a candidate minimum")
         best_h = h[first]
         far = np.max(np.abs(h - best_h[rows]), axis=1) > 1e-3
@@ -128,9 +141,9 @@ class GlobalProx:
         runner = np.full_like(best_h, np.nan)
         cand = np.nonzero(far)[0]
         if cand.size:
-            # the first far candidate of each node in (node, objective) order is its lowest
-            node_of, first_of = np.unique(rows[cand], return_index=True)
-            runner[node_of] = h[cand[first_of]]
+            second = _first_lowest(n, rows[cand], obj[cand], cand)
+            has = second >= 0
+            runner[has] = h[second[has]]
         return best_h, obj[first], gn[first], runner
 
     def __call__(self, w, hs, V, idx: Optional[np.ndarray] = None, full: bool = True, cap: int = 4,

@@ -55,12 +55,26 @@ def gaussian_nodes(shape, log2_points: int, scrambles: int, seed: int = 0) -> Ga
     # of this module (the figures' stability predicate, the line quadrature's commands)
     from scipy.stats import qmc
 
+    from numerics.prox.newton import kernel_pool
+    from numerics.threads import kernel_threads
+
     L, r, t, _ = shape
     dim = L * (r + t)
-    children = np.random.SeedSequence(seed).spawn(scrambles)
-    u = np.stack([qmc.Sobol(dim, scramble=True, seed=np.random.default_rng(c)).random_base2(log2_points)
-                  for c in children]).reshape(-1, L, r + t)
-    z = ndtri(np.clip(u, 1e-300, 1.0 - 2.0**-53))
+    engines = [qmc.Sobol(dim, scramble=True, seed=np.random.default_rng(c))
+               for c in np.random.SeedSequence(seed).spawn(scrambles)]
+    z = np.empty((scrambles, 2**log2_points, dim))
+
+    def draw(j):
+        u = engines[j].random_base2(log2_points)
+        np.clip(u, 1e-300, 1.0 - 2.0**-53, out=u)
+        ndtri(u, out=z[j])
+
+    # scrambling by scrambling into one array, side by side in the kernels' threads (the quantile
+    # function holds no Python lock): the same numbers, in a third of the time of one stacked pass
+    # on the 2-core machine (2^21 x 8 points in 6 dimensions, the test error's nodes at --refine 3:
+    # 7.4 -> 2.3 s), whose 800 MB temporaries were each mapped afresh
+    list(kernel_pool(min(kernel_threads(), scrambles)).map(draw, range(scrambles)))
+    z = z.reshape(-1, L, r + t)
     z.flags.writeable = False
     return GaussianNodes(z[..., :t], z[..., t:], scrambles, 2**log2_points)
 
@@ -85,9 +99,23 @@ def preactivations(nodes: GaussianNodes, ov: MatrixOverlaps, rho: float, positio
     if not np.all(np.linalg.eigvalsh(ov.V) > 0):
         raise OutsideDomain(f"V is not positive definite (eigenvalues {np.linalg.eigvalsh(ov.V)})")
     root = schur_root(ov, rho)
-    y, xi = nodes.y[rows], nodes.xi[rows]
-    hs = np.sqrt(rho) * y
-    zeta = hs @ (ov.theta.T / rho) + xi @ root
-    n = len(y)
+    y, xi = nodes.y[_as_slice(rows)], nodes.xi[_as_slice(rows)]
+    n, L, t = y.shape
+    # one product of the token rows (n L of them) with each small matrix: as a stack of n
+    # products of 1 x t by t x r (numpy's matmul of a stack) it cost 3 times as much, with the same numbers
+    hs = np.sqrt(rho) * y.reshape(n * L, t)
+    zeta = hs @ (ov.theta.T / rho)
+    zeta += xi.reshape(n * L, -1) @ root
     zeta = zeta.reshape(n, -1)
     return zeta, hs.reshape(n, -1), zeta + positional_mean[None, :]
+
+
+def _as_slice(rows):
+    """``rows`` as a slice where it is an increasing run of consecutive nodes (one scrambling), so
+    that the nodes are taken as a view and not copied."""
+    if isinstance(rows, slice):
+        return rows
+    rows = np.asarray(rows)
+    if rows.ndim == 1 and rows.size and rows[-1] - rows[0] == rows.size - 1 and np.all(np.diff(rows) == 1):
+        return slice(int(rows[0]), int(rows[-1]) + 1)
+    return rows
