@@ -34,6 +34,36 @@ def test_per_node_functions_equal_the_numpy_ones(spec):
             np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-14, err_msg=name)
 
 
+def test_the_two_by_two_saddle_free_direction_is_the_eigendecompositions():
+    """The kernels' direction ``-U diag(1 / max(|lambda|, floor)) U^T g`` of a 2 x 2 Hessian, in closed
+    form, is numpy's ``eigh``'s to rounding of ``|H|`` (relative to the direction, times the Hessian's
+    condition where the floor does not bound it): definite, indefinite, diagonal, nearly multiple
+    eigenvalues and eigenvalues below the floor, over six decades of scale."""
+    pytest.importorskip("numba")
+    from derivations.kernel_linalg import eigen_direction
+
+    rng = np.random.default_rng(0)
+    floor = 1e-6
+    for k in range(3000):
+        A = rng.standard_normal((2, 2))
+        H = A + A.T
+        if k % 3 == 0:
+            H[0, 1] = H[1, 0] = 0.0
+        if k % 5 == 0:
+            H = np.eye(2) + 1e-9 * H
+        if k % 7 == 0:
+            H[1, 1] = H[0, 1] ** 2 / H[0, 0] + 1e-8 * rng.standard_normal()  # an eigenvalue below the floor
+        H *= 10.0 ** rng.uniform(-3, 3)
+        g = rng.standard_normal(2)
+        d = np.empty(2)
+        eigen_direction(H, g, floor, d)
+        lam, U = np.linalg.eigh(H)
+        kept = np.maximum(np.abs(lam), floor)
+        want = -U @ ((U.T @ g) / kept)
+        condition = np.max(np.abs(lam)) / np.min(kept)
+        assert np.max(np.abs(d - want)) <= 1e-14 * condition * np.max(np.abs(want)), (H, g)
+
+
 @pytest.mark.parametrize("spec", [ModelSpec(), ModelSpec(rank=2)], ids=["paper", "rank two"])
 def test_the_newton_kernel_runs_the_reference_iteration(spec):
     """From the same starts (``w``, reflections, far points) with and without a known minimum and a
