@@ -118,6 +118,43 @@ def test_an_evaluation_with_the_checks_reuses_the_sides_followed_without_them(mo
         assert calls
 
 
+def test_a_checked_evaluation_sums_again_only_the_blocks_whose_checks_changed_a_node(model, monkeypatch):
+    """After an evaluation without the checks at the same overlaps, an evaluation with them evaluates
+    the integrands only of the blocks of nodes where a check changed the prox, and gives the
+    expectations of an evaluation from scratch to the bit, whichever blocks changed."""
+    import numerics.channel.lines.accumulation as accumulation
+
+    checked = dataclasses.replace(SMALL, band_split=True)
+    unchecked = dataclasses.replace(checked, check_global=False)
+    monkeypatch.setattr(accumulation, "BLOCK_NODES", 4096)  # several blocks of sides
+    calls = []
+    integrands = accumulation._integrands
+    monkeypatch.setattr(accumulation, "_integrands", lambda *a: calls.append(1) or integrands(*a))
+    check = accumulation._checked
+    for flagged in (set(), {1}):
+        seen = []
+
+        def flagging(*a):
+            # the same prox, reported as changed in the blocks ``flagged`` (by the first chunk of each)
+            out = check(*a)
+            seen.append(a[3].b1.size)
+            return out[:4] + (out[4] or len(seen) - 1 in flagged,)
+
+        channel_expectations(model, Overlaps(q=0.05, m=0.25, V=14.0, theta=0.0), checked)
+        fresh = channel_expectations(model, SEMANTIC_REF, checked)
+        channel_expectations(model, SEMANTIC_REF, unchecked)
+        calls.clear()
+        monkeypatch.setattr(accumulation, "_checked", flagging)
+        again = channel_expectations(model, SEMANTIC_REF, checked)
+        monkeypatch.setattr(accumulation, "_checked", check)
+        assert again.expectations == fresh.expectations
+        assert (again.unresolved_weight, again.max_gradient_norm, again.n_nodes) == \
+            (fresh.unresolved_weight, fresh.max_gradient_norm, fresh.n_nodes)
+        assert fresh.unresolved_weight == 0.0  # no check changed a node here
+        assert len(seen) > 2  # chunks of several blocks
+        assert len(calls) == len(flagged)
+
+
 def test_the_integrands_split_over_threads_give_the_same_sums(model, monkeypatch):
     """The channel integrands evaluated in blocks side by side in the kernels' threads give the
     channel expectations of one thread to the bit (elementwise, summed chunk by chunk as before)."""

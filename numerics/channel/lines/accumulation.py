@@ -135,19 +135,23 @@ def side_blocks(pieces, budget: int) -> list:
 
 def integrate_sides(model, ov, rule, lines, pieces, B_inv, mu_w, followed: Optional[tuple] = None) -> tuple:
     """:func:`follow_sides` then :func:`accumulate`, block by block of sides (:func:`side_blocks`, of
-    :data:`BLOCK_NODES`). Returns ``(Accumulated, followed)``, ``followed`` each block's
-    :meth:`FollowedNodes.solved`: what an evaluation computes before its checks. Given ``followed`` of
-    an earlier call on the same ``pieces``, the sides are not followed again (an evaluation with the
-    checks at the overlaps where the solver approached a fixed point without them)."""
-    parts, solved = [], []
+    :data:`BLOCK_NODES`). Returns ``(Accumulated, followed)``, ``followed`` per block the pair of its
+    :meth:`FollowedNodes.solved` (what an evaluation computes before its checks) and its accumulation
+    at the followed branch (None where checks changed a node and none without them was made). Given
+    ``followed`` of an earlier call on the same ``pieces``, the sides are not followed again, and where
+    the checks change no node of a block its integrands are not summed again either (an evaluation with
+    the checks at the overlaps where the solver approached a fixed point without them)."""
+    parts, kept = [], []
     for k, block in enumerate(side_blocks(pieces, BLOCK_NODES)):
-        nodes = follow_sides(model, rule, ov.V, lines, block, None if followed is None else followed[k])
-        solved.append(nodes.solved())
-        parts.append(accumulate(model, ov, rule, B_inv, mu_w, nodes))
+        solved, plain = (None, None) if followed is None else followed[k]
+        nodes = follow_sides(model, rule, ov.V, lines, block, solved)
+        part, changed = accumulate(model, ov, rule, B_inv, mu_w, nodes, plain)
+        parts.append(part)
+        kept.append((nodes.solved(), plain if plain is not None or changed else part))
     if len(parts) == 1:
-        return parts[0], tuple(solved)
+        return parts[0], tuple(kept)
     return Accumulated(np.sum([p.sums for p in parts], axis=0), sum(p.unresolved for p in parts),
-                       max(p.max_gn for p in parts), sum(p.nodes for p in parts)), tuple(solved)
+                       max(p.max_gn for p in parts), sum(p.nodes for p in parts)), tuple(kept)
 
 
 class Accumulated(NamedTuple):
@@ -160,7 +164,7 @@ class Accumulated(NamedTuple):
     nodes: int
 
 
-def accumulate(model, ov, rule, B_inv, mu_w, nodes: FollowedNodes) -> Accumulated:
+def accumulate(model, ov, rule, B_inv, mu_w, nodes: FollowedNodes, plain: Optional[Accumulated] = None) -> tuple:
     """The weighted channel integrands of ``nodes``, each at the global prox: the followed branch,
     checked (where ``rule.check_global``) by Newton from the reflected branch and from ``w``
     (``CHECK_STEPS`` steps, then to convergence where a check went lower). A strictly lower objective
@@ -169,16 +173,25 @@ def accumulate(model, ov, rule, B_inv, mu_w, nodes: FollowedNodes) -> Accumulate
     The checks and the weighted sums go in chunks of ``CHUNK`` nodes, so that the temporaries stay
     in cache. (Threads over the chunks were tried: no gain on 2 cores, the boolean indexing holds
     the GIL.) The integrands, elementwise, are evaluated on all nodes at once, split over the
-    compiled kernels' threads (:func:`_integrands`); the sums are those of the chunks, in order."""
+    compiled kernels' threads (:func:`_integrands`); the sums are those of the chunks, in order.
+
+    ``plain``: the accumulation of the same nodes at their followed branch (without checks, or with
+    checks that changed none). Where the checks change no node it is that of this call to the bit (the
+    same integrands summed in the same order), and is returned, a copy, instead of summing again.
+    Returns ``(Accumulated, changed)``, ``changed`` whether a check changed a node."""
     n = nodes.b1.size
     chunks = [slice(lo, lo + CHUNK) for lo in range(0, n, CHUNK)]
     best1, best2, bestgn = nodes.b1, nodes.b2, nodes.gn
     unresolved_parts = [0.0] * len(chunks)
+    changed = False
     if rule.check_global:
         best1, best2, bestgn = np.empty(n), np.empty(n), np.empty(n)
         for k, part in enumerate(chunks):
-            best1[part], best2[part], bestgn[part], unresolved_parts[k] = _checked(
+            best1[part], best2[part], bestgn[part], unresolved_parts[k], moved = _checked(
                 model, ov.V, rule, FollowedNodes(*(a[part] for a in nodes)))
+            changed = changed or moved
+    if plain is not None and not changed:
+        return plain._replace(sums=plain.sums.copy()), False
     xi = np.empty((4, n))
     for part in chunks:
         xi[:, part] = xi_y(B_inv, mu_w, nodes.w1[part], nodes.w2[part], nodes.hs1[part], nodes.hs2[part])
@@ -188,7 +201,7 @@ def accumulate(model, ov, rule, B_inv, mu_w, nodes: FollowedNodes) -> Accumulate
         sums += np.array([np.dot(v[part], nodes.weight[part]) for v in vals])
         unresolved += unresolved_parts[k]
         max_gn = max(max_gn, float(bestgn[part].max()))
-    return Accumulated(sums, unresolved, max_gn, n)
+    return Accumulated(sums, unresolved, max_gn, n), changed
 
 
 #: nodes per thread below which the integrands stay in the calling thread (a hand-off cost about
@@ -211,11 +224,12 @@ def _integrands(model, ov, h1, h2, xi) -> list:
 def _checked(model, V, rule, nodes: FollowedNodes):
     """The global prox at each node: the followed branch ``b`` (objective ``fb`` there)
     checked by Newton from ``-b`` and, unless the rule leaves it out, from ``w``.
-    Returns the best points, their gradient norms and the weight of the nodes where a
-    check went lower."""
+    Returns the best points, their gradient norms, the weight of the nodes where a check went
+    lower and whether any node changed."""
     b1, b2, gn, fb, w1, w2, hs1, hs2, teacher, weight = nodes
     tol = rule.newton_tol
     best1, best2, bestf, bestgn = (np.array(a, dtype=float, copy=True) for a in (b1, b2, fb, gn))
+    changed = False
     starts = ((w1, w2), (-b1, -b2))
     if not rule.check_from_w and model.loss_is_even:
         starts = starts[1:]  # the reflected start alone (ChannelRule.check_from_w)
@@ -228,8 +242,9 @@ def _checked(model, V, rule, nodes: FollowedNodes):
         sub = (w1[better], w2[better], hs1[better], hs2[better])
         d1, d2, dgn, df = newton_prox(model, c1[better], c2[better], *sub, V, tol=tol, teacher=teacher[better])
         best1[better], best2[better], bestgn[better], bestf[better] = d1, d2, dgn, df
+        changed = True
     jumped = bestf < fb - 1e-13 * np.maximum(1.0, np.abs(fb))
-    return best1, best2, bestgn, float(weight[jumped].sum())
+    return best1, best2, bestgn, float(weight[jumped].sum()), changed
 
 
 def xi_y(B_inv, mu_w, w1, w2, hs1, hs2):

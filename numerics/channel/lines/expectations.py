@@ -75,8 +75,9 @@ def channel_expectations(model: BoundModel, ov: Overlaps, rule: ChannelRule = Ch
     followed sides) is kept from the last evaluation and reused by the next one at the same
     overlaps with the same rule but its checks: the solver confirms a fixed point approached
     without the checks by an evaluation with them at the same point
-    (:func:`numerics.fixed_points.lines.solve_with_rule`), which then adds only the checks and
-    the integrands. The result is the same to the bit. What is kept is about 32 bytes per node
+    (:func:`numerics.fixed_points.lines.solve_with_rule`), which then adds only the checks, and
+    the integrands only of the blocks of nodes where a check changed the prox (the sums of the
+    others are those kept). The result is the same to the bit. What is kept is about 32 bytes per node
     (320 MB for the high reporting rule's 10 million) until the next evaluation.
 
     ``exp`` overflows in the generated sigmoids far out on the search grid are the
