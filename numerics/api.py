@@ -29,11 +29,14 @@ of the model: :class:`BranchAbsent`, :class:`CrossingBeyondScan`), :class:`Thres
 from __future__ import annotations
 
 import logging
-from typing import Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence
 
 from derivations import ModelSpec
 
 from numerics.threads import one_blas_thread
+
+if TYPE_CHECKING:  # the annotation's name only: the module is imported at first use
+    from numerics.branches.follow import BranchCurve
 
 #: every public name and the module that defines it: imported at first use (PEP 562), so that a
 #: command that only parses its options, or fails on them, does not import the solvers (0.7 s)
