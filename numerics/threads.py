@@ -28,6 +28,9 @@ import functools
 import logging
 import os
 import threading
+from typing import Callable
+
+import numpy as np
 
 from numerics import memory
 
@@ -70,6 +73,32 @@ def usable_cores() -> int:
 def kernel_threads() -> int:
     """Threads of a compiled kernel's call (``ATTNPHASE_KERNEL_THREADS``, default the usable cores)."""
     return max(1, _count("ATTNPHASE_KERNEL_THREADS", usable_cores()))
+
+
+#: the compiled kernels' thread pools, by size (:func:`kernel_pool`)
+_POOLS: dict = {}
+
+
+def split_over_threads(run: Callable, n: int, per_thread: int) -> tuple:
+    """``run(part)`` on the nodes ``0 .. n - 1`` (``part`` a slice of them), its outputs (arrays over the
+    nodes) as a tuple: in one call, or, where each of the :func:`~numerics.threads.kernel_threads` gets
+    at least ``per_thread`` nodes, in blocks of about equal size side by side in them, concatenated.
+    For calls that hold no Python lock and treat each node by itself (the same numbers either way)."""
+    blocks = min(kernel_threads(), n // per_thread)
+    if blocks <= 1:
+        return tuple(run(slice(0, n)))
+    edges = np.linspace(0, n, blocks + 1).astype(int)
+    results = list(kernel_pool(blocks).map(run, [slice(a, b) for a, b in zip(edges[:-1], edges[1:])]))
+    return tuple(np.concatenate(r) for r in zip(*results))
+
+
+def kernel_pool(n: int):
+    """A pool of ``n`` threads for the compiled kernels, made once per size."""
+    if n not in _POOLS:
+        from concurrent.futures import ThreadPoolExecutor
+
+        _POOLS[n] = ThreadPoolExecutor(max_workers=n, thread_name_prefix="attnphase-kernel")
+    return _POOLS[n]
 
 
 def _limit(count: int):

@@ -25,6 +25,7 @@ from typing import Callable, Optional, Tuple
 import numpy as np
 
 from derivations.kernels import ARMIJO, FULL_STEP, LINE_SEARCH_HALVINGS
+from numerics.threads import kernel_pool, kernel_threads, split_over_threads
 
 _STEPS = 0.5 ** np.arange(LINE_SEARCH_HALVINGS)
 _STEP_BLOCKS = (_STEPS[1:5], _STEPS[5:12], _STEPS[12:])
@@ -278,8 +279,6 @@ def compiled_follow(kernel, h0, t, w, c, running, v, params, floor: float, tol: 
     """:func:`follow_paths` by a model's compiled continuation kernel (``follow_<terms>``,
     :mod:`derivations.kernels`). Paths are independent: on many nodes they are split in blocks of
     about equal nodes run side by side in threads (the kernel holds no Python lock), one call each."""
-    from numerics.threads import kernel_threads
-
     h0, t, w, c = (np.ascontiguousarray(a, dtype=float) for a in (h0, t, w, c))
     running = np.ascontiguousarray(running, dtype=np.int64)
     rest = (np.asarray(v, dtype=float), np.asarray(params, dtype=float), float(floor), float(tol), int(maxiter))
@@ -310,28 +309,3 @@ def compiled_follow(kernel, h0, t, w, c, running, v, params, floor: float, tol: 
 #: nodes per thread below which a kernel call stays in the calling thread (a thread's hand-off
 #: costs about as much as a thousand nodes' Newton steps)
 PARALLEL_NODES = 2048
-_POOLS: dict = {}
-
-
-def split_over_threads(run: Callable, n: int, per_thread: int) -> tuple:
-    """``run(part)`` on the nodes ``0 .. n - 1`` (``part`` a slice of them), its outputs (arrays over the
-    nodes) as a tuple: in one call, or, where each of the :func:`~numerics.threads.kernel_threads` gets
-    at least ``per_thread`` nodes, in blocks of about equal size side by side in them, concatenated.
-    For calls that hold no Python lock and treat each node by itself (the same numbers either way)."""
-    from numerics.threads import kernel_threads
-
-    blocks = min(kernel_threads(), n // per_thread)
-    if blocks <= 1:
-        return tuple(run(slice(0, n)))
-    edges = np.linspace(0, n, blocks + 1).astype(int)
-    results = list(kernel_pool(blocks).map(run, [slice(a, b) for a, b in zip(edges[:-1], edges[1:])]))
-    return tuple(np.concatenate(r) for r in zip(*results))
-
-
-def kernel_pool(n: int):
-    """A pool of ``n`` threads for the compiled kernels, made once per size."""
-    if n not in _POOLS:
-        from concurrent.futures import ThreadPoolExecutor
-
-        _POOLS[n] = ThreadPoolExecutor(max_workers=n, thread_name_prefix="attnphase-kernel")
-    return _POOLS[n]

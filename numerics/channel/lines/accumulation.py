@@ -13,8 +13,9 @@ import numpy as np
 
 from derivations import CHANNEL_NAMES
 
-from numerics.prox.newton import follow_paths, split_over_threads
+from numerics.prox.newton import follow_paths
 from numerics.prox.scalar import global_prox, newton_prox
+from numerics.threads import split_over_threads
 
 
 # Newton steps a safety check may take before it is abandoned. A check only matters

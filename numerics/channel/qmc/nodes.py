@@ -55,8 +55,7 @@ def gaussian_nodes(shape, log2_points: int, scrambles: int, seed: int = 0) -> Ga
     # of this module (the figures' stability predicate, the line quadrature's commands)
     from scipy.stats import qmc
 
-    from numerics.prox.newton import kernel_pool
-    from numerics.threads import kernel_threads
+    from numerics.threads import kernel_pool, kernel_threads
 
     L, r, t, _ = shape
     dim = L * (r + t)
@@ -99,7 +98,8 @@ def preactivations(nodes: GaussianNodes, ov: MatrixOverlaps, rho: float, positio
     if not np.all(np.linalg.eigvalsh(ov.V) > 0):
         raise OutsideDomain(f"V is not positive definite (eigenvalues {np.linalg.eigvalsh(ov.V)})")
     root = schur_root(ov, rho)
-    y, xi = nodes.y[_as_slice(rows)], nodes.xi[_as_slice(rows)]
+    rows = _as_slice(rows)
+    y, xi = nodes.y[rows], nodes.xi[rows]
     n, L, t = y.shape
     # one product of the token rows (n L of them) with each small matrix: as a stack of n
     # products of 1 x t by t x r (numpy's matmul of a stack) it cost 3 times as much, with the same numbers

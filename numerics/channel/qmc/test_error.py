@@ -14,8 +14,7 @@ import numpy as np
 from numerics.model.general import GeneralModel
 from numerics.matrix_overlaps import MatrixOverlaps
 from numerics.channel.qmc.nodes import GaussianNodes, preactivations
-from numerics.prox.newton import split_over_threads
-from numerics.threads import one_blas_thread
+from numerics.threads import one_blas_thread, split_over_threads
 
 #: nodes per block of the test error's pre-activations and integrand, so that their temporaries stay
 #: a few MB: in one pass over the 2^21 x 8 nodes of a refined rule they were 0.3-0.5 GB each, mapped
@@ -30,20 +29,20 @@ def test_error_estimates(model: GeneralModel, ov: MatrixOverlaps, nodes: Gaussia
     """The test error from each scrambling of ``nodes`` (``(R,)``); ``points``: from the first
     ``points`` (a power of two) of each, itself a scrambled Sobol rule."""
     n = nodes.points if points is None else min(points, nodes.points)
-    # the whole rule, or a prefix of each scrambling
-    rows = np.arange(nodes.size) if n == nodes.points else np.concatenate([nodes.rows(j)[:n] for j in range(nodes.scrambles)])
+    # the whole rule (its blocks are ranges of nodes), or a prefix of each scrambling (an index)
+    rows = None if n == nodes.points else np.concatenate([nodes.rows(j)[:n] for j in range(nodes.scrambles)])
     Pm = model.positional_mean(ov.m)
 
     def run(part):
         out = np.empty(part.stop - part.start)
         for lo in range(part.start, part.stop, TEST_BLOCK):
             block = slice(lo, min(lo + TEST_BLOCK, part.stop))
-            zeta, hs, _ = preactivations(nodes, ov, model.spec.rho, Pm, rows[block])
+            zeta, hs, _ = preactivations(nodes, ov, model.spec.rho, Pm, block if rows is None else rows[block])
             with np.errstate(over="ignore", under="ignore"):
                 out[block.start - part.start:block.stop - part.start] = model.test_error_integrand(zeta, hs, ov.m)
         return (out,)
 
-    values, = split_over_threads(run, len(rows), TEST_BLOCK)
+    values, = split_over_threads(run, nodes.scrambles * n, TEST_BLOCK)
     return values.reshape(nodes.scrambles, n).mean(axis=1)
 
 
