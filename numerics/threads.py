@@ -71,25 +71,46 @@ def usable_cores() -> int:
 
 
 def kernel_threads() -> int:
-    """Threads of a compiled kernel's call (``ATTNPHASE_KERNEL_THREADS``, default the usable cores)."""
+    """Threads of a compiled kernel's call (``ATTNPHASE_KERNEL_THREADS``, default the usable cores); one
+    within a block that :func:`split_over_threads` already runs in a kernel thread."""
+    if getattr(_in_block, "active", False):
+        return 1
     return max(1, _count("ATTNPHASE_KERNEL_THREADS", usable_cores()))
 
 
 #: the compiled kernels' thread pools, by size (:func:`kernel_pool`)
 _POOLS: dict = {}
+#: whether this thread runs a block of :func:`split_over_threads` (its kernel calls then stay in it)
+_in_block = threading.local()
 
 
-def split_over_threads(run: Callable, n: int, per_thread: int) -> tuple:
+def split_over_threads(run: Callable, n: int, per_thread: int, largest: int = 0) -> tuple:
     """``run(part)`` on the nodes ``0 .. n - 1`` (``part`` a slice of them), its outputs (arrays over the
     nodes) as a tuple: in one call, or, where each of the :func:`~numerics.threads.kernel_threads` gets
-    at least ``per_thread`` nodes, in blocks of about equal size side by side in them, concatenated.
-    For calls that hold no Python lock and treat each node by itself (the same numbers either way)."""
-    blocks = min(kernel_threads(), n // per_thread)
-    if blocks <= 1:
+    at least ``per_thread`` nodes, in blocks of about equal size side by side in them, concatenated;
+    with ``largest``, in blocks of at most ``largest`` nodes (one after the other in one thread).
+    For calls that treat each node by itself (the same numbers either way) and hold no Python lock
+    or spend most of their time in numpy's loops, which release it. Within a block, nested calls
+    run in its thread (:func:`kernel_threads` is one there)."""
+    threads = kernel_threads()
+    blocks = max(min(threads, n // per_thread), -(-n // largest) if largest else 1, 1)
+    if blocks == 1:
         return tuple(run(slice(0, n)))
     edges = np.linspace(0, n, blocks + 1).astype(int)
-    results = list(kernel_pool(blocks).map(run, [slice(a, b) for a, b in zip(edges[:-1], edges[1:])]))
+    parts = [slice(a, b) for a, b in zip(edges[:-1], edges[1:])]
+    if threads == 1 or n // per_thread < 2:
+        results = [run(part) for part in parts]
+    else:
+        results = list(kernel_pool(min(threads, blocks)).map(functools.partial(_block, run), parts))
     return tuple(np.concatenate(r) for r in zip(*results))
+
+
+def _block(run: Callable, part: slice):
+    _in_block.active = True
+    try:
+        return run(part)
+    finally:
+        _in_block.active = False
 
 
 def kernel_pool(n: int):

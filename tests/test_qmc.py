@@ -244,6 +244,43 @@ def test_qmc_nodes_and_test_error_do_not_depend_on_the_kernel_threads(monkeypatc
     assert np.array_equal(runs[1][3], whole[:, :2**(log2 - 2)].mean(axis=1))
 
 
+def test_the_prox_search_in_blocks_side_by_side_in_threads_gives_the_same_estimates(monkeypatch):
+    """The channel's prox search and moments run in blocks of nodes side by side in the kernels'
+    threads: a first evaluation (no warm starts), a warm one nearby and one with the dense check give
+    the estimates of one thread in one block to the last bit, with several uneven blocks."""
+    import numerics.channel.qmc.channel as qmc_channel
+
+    spec = ModelSpec(rank=2)
+    model = bind_general(spec)
+    ov = random_overlaps(spec.shape, np.random.default_rng(6), spec.rho)
+    moved = MatrixOverlaps.unpack(spec.shape, ov.pack() * (1 + 1e-3))
+    rule = QMCRule(log2_points=9, scrambles=3, dense_nodes=128)
+    runs, blocks = [], []
+    calls = GlobalProx.__call__
+
+    def counted(self, w, *args, **kwargs):
+        blocks.append(len(w))
+        return calls(self, w, *args, **kwargs)
+
+    monkeypatch.setattr(GlobalProx, "__call__", counted)
+    for threads, chunk in (("1", 2**20), ("2", 350)):
+        monkeypatch.setenv("ATTNPHASE_KERNEL_THREADS", threads)
+        monkeypatch.setattr(qmc_channel, "CHUNK", chunk)
+        monkeypatch.setattr(qmc_channel, "PARALLEL_NODES", 64)
+        channel = QMCChannel(model, rule, free_subspace(spec.shape))
+        del blocks[:]
+        estimates = [channel.estimate(ov, 1.5, dense_check=False), channel.estimate(moved, 1.5, dense_check=False),
+                     channel.estimate(moved, 1.5, dense_check=True)]
+        runs.append(([e.hats.pack() for e in estimates] + [e.standard_error.pack() for e in estimates]
+                     + [e.scramble_envelopes for e in estimates] + [channel.prox.best, channel.prox.second],
+                     [e.diagnostics for e in estimates], list(blocks)))
+    (one, one_report, one_blocks), (two, two_report, two_blocks) = runs
+    for a, b in zip(one, two):
+        assert np.array_equal(a, b, equal_nan=True)
+    assert one_report == two_report
+    assert set(one_blocks) == {3 * 2**9} and len(set(two_blocks)) > 1 and max(two_blocks) <= 350
+
+
 def test_preactivations_are_the_per_node_map():
     """``zeta_l = theta h*_l / rho + S^{1/2} xi_l``, ``h*_l = sqrt(rho) y_l``, ``w = P m + zeta``, node by
     node, for a range of nodes (taken as a view), a set of them and all."""

@@ -93,3 +93,32 @@ def test_the_memory_setting_can_be_turned_off(monkeypatch):
     monkeypatch.setenv("ATTNPHASE_KEEP_FREED_MEMORY", "sometimes")
     with pytest.raises(ValueError, match="ATTNPHASE_KEEP_FREED_MEMORY"):
         memory.enabled()
+
+
+def test_blocks_side_by_side_keep_their_order_and_run_nested_splits_in_their_thread(monkeypatch):
+    """split_over_threads: blocks of at most ``largest`` nodes, their outputs concatenated in the
+    nodes' order; a split nested in a block stays in that block's thread (one kernel thread there),
+    so the pool never waits on itself."""
+    import threading
+
+    from numerics.threads import kernel_threads, split_over_threads
+
+    monkeypatch.setenv("ATTNPHASE_KERNEL_THREADS", "2")
+    seen = []
+
+    def inner(part):
+        seen.append((threading.get_ident(), kernel_threads()))
+        return (np.arange(part.start, part.stop) * 2.0,)
+
+    def outer(part):
+        doubled, = split_over_threads(inner, part.stop - part.start, 1)
+        return np.arange(part.start, part.stop), doubled + 2.0 * part.start, np.array([threading.get_ident()])
+
+    index, doubled, outers = split_over_threads(outer, 1000, 10, largest=150)
+    assert np.array_equal(index, np.arange(1000)) and np.array_equal(doubled, 2.0 * np.arange(1000))
+    assert len(outers) == 7  # blocks of at most 150 nodes
+    # every nested call ran in one of the blocks' threads, which have one kernel thread each
+    assert len(seen) == 7 and {threads for _, threads in seen} == {1}
+    assert {ident for ident, _ in seen} <= set(outers.tolist())
+    assert threading.get_ident() not in set(outers.tolist())
+    assert kernel_threads() == 2  # the caller's thread is not marked

@@ -95,6 +95,14 @@ class GlobalProx:
         if count == 0:
             return []
         size = self.n_nodes if salt == 0 else len(idx)
+        table = self._direction_table(count, salt, size, idx)
+        table = table[:, idx] if salt == 0 else table
+        R = ellipsoid_factor(self.model, V)
+        with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+            bound = np.sqrt(2.0 * np.maximum(self.model.loss(w, hs), 0.0))
+        return [w + bound[:, None] * (u @ R.T) for u in table]
+
+    def _direction_table(self, count: int, salt: int, size: int, idx) -> np.ndarray:
         key = (count, salt) if salt == 0 else (count, salt, len(idx), hash(np.asarray(idx).tobytes()))
         if key not in self._directions:
             rng = np.random.default_rng([salt, count, size])
@@ -102,12 +110,7 @@ class GlobalProx:
             u /= np.linalg.norm(u, axis=-1, keepdims=True)
             radius = rng.uniform(0.15, 1.0, size=(count, size, 1)) ** (1.0 / self.model.n_h)
             self._directions[key] = u * radius
-        table = self._directions[key]
-        table = table[:, idx] if salt == 0 else table
-        R = ellipsoid_factor(self.model, V)
-        with np.errstate(over="ignore", under="ignore", invalid="ignore"):
-            bound = np.sqrt(2.0 * np.maximum(self.model.loss(w, hs), 0.0))
-        return [w + bound[:, None] * (u @ R.T) for u in table]
+        return self._directions[key]
 
     def _minimise(self, starts, w, T, V, known=None, known_objective=None, cap=None):
         """Newton from ``starts``, a list of ``(rows, h0)``: starting points ``h0`` for the nodes
@@ -190,6 +193,14 @@ class GlobalProx:
             self._changed[idx] = np.max(np.abs(best - candidates[0][1]), axis=1) > 1e-3
         self.best[idx], self.second[idx] = best, runner
         return best, obj, gn
+
+    def prepare(self, full: bool = True) -> None:
+        """Allocate the per-node records and draw the search's ellipsoid points of the whole set
+        (``full``), before calls on blocks of the nodes run side by side in threads."""
+        self._allocate()
+        for count in (self.first_ellipsoid, self.n_ellipsoid if full else 0):
+            if count and (count, 0) not in self._directions:
+                self._direction_table(count, 0, self.n_nodes, None)
 
     def _allocate(self) -> None:
         """The per-node records, empty (no minimiser yet), where there are none."""

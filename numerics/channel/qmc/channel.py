@@ -34,7 +34,7 @@ from numerics.fixed_points.subspaces import BranchSubspace
 from numerics.channel.qmc.nodes import GaussianNodes, OutsideDomain, gaussian_nodes, preactivations
 from numerics.channel.qmc.preintegration import LineRule, line_direction, line_nodes, switch_corrections
 from numerics.channel.qmc.rule import QMCRule
-from numerics.threads import one_blas_thread
+from numerics.threads import one_blas_thread, split_over_threads
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +43,8 @@ log = logging.getLogger(__name__)
 SINGULAR_TOL = 1e-6
 #: nodes per batch of the prox search
 CHUNK = 2**16
+#: nodes per thread below which the prox search stays in the calling thread
+PARALLEL_NODES = 4096
 #: the dense check's estimated effect of the prox minima still missed on a conjugate, in units of
 #: that conjugate's standard error, above which the search is refined (and then fails)
 MISSED_MINIMA_TOL = 0.2
@@ -241,17 +243,19 @@ class QMCChannel:
 
     def _nodes(self, ov, rows, zeta, hs, w, full, flips=True):
         """The global prox (``full``, ``flips``: :class:`~numerics.prox.matrix.GlobalProx`) and the
-        (folded) moments at the nodes ``rows``, in chunks of ``CHUNK`` nodes (the multi-start search
-        holds several copies of its nodes' Hessians)."""
-        out = []
-        with np.errstate(over="ignore", under="ignore"):
-            for start in range(0, len(rows), CHUNK):
-                part = slice(start, start + CHUNK)
+        (folded) moments at the nodes ``rows``, in blocks of at most ``CHUNK`` nodes (the multi-start
+        search holds several copies of its nodes' Hessians) side by side in the kernels' threads:
+        each node is searched by itself, so the blocks give the same numbers as one call."""
+        self.prox.prepare(full)
+
+        def block(part):
+            with np.errstate(over="ignore", under="ignore"):  # per thread
                 h, obj, gn = self.prox(w[part], hs[part], ov.V, rows[part], full=full, flips=flips)
                 moments = self.model.channel_moments(h, zeta[part], hs[part], ov.m, ov.V)
-                moments[:, self.odd] = 0.0
-                out.append((h, obj, gn, moments))
-        return tuple(np.concatenate(x) for x in zip(*out))
+            moments[:, self.odd] = 0.0
+            return h, obj, gn, moments
+
+        return split_over_threads(block, len(rows), PARALLEL_NODES, CHUNK)
 
     def _line_values(self, moments: np.ndarray) -> np.ndarray:
         """Per line (per node without pre-integration), the fixed nodes' weighted sum of the moments."""
