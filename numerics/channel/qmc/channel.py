@@ -259,6 +259,8 @@ class QMCChannel:
 
     def _line_values(self, moments: np.ndarray) -> np.ndarray:
         """Per line (per node without pre-integration), the fixed nodes' weighted sum of the moments."""
+        if self.line is None:
+            return moments  # one node of weight one per line: the sum is the node's moments
         n = self.per_line
         return np.einsum("lnk,n->lk", moments.reshape(-1, n, moments.shape[1]), self.line_weights)
 
