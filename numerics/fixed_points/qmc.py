@@ -53,6 +53,13 @@ DAMPING, ANDERSON, STALL_WINDOW = 0.5, 4, 20
 SEEDED_ANDERSON = 8
 #: evaluations of the pooled map (all scramblings) that polish the mean of their fixed points
 POLISH = 8
+#: the most points the approach runs on (the fast rule's eighth; the draft and fast rules' approach is
+#: their eighth): it has only to bring the iteration from the start into the fixed point's basin, and
+#: on more points each evaluation costs more and, measured, arrives no sooner. (2, 2, 1) mixed on
+#: 2^18 x 8 points: on 2^15 the approach stalled at a residual of 0.5 after 24 evaluations and the
+#: first scrambling then took 16 of 2^18 points; on 2^12 it converged in 20 and the first scrambling
+#: took 7 (docs/numerics.md, section 11)
+APPROACH_POINTS = 2**12
 
 
 def default_start(spec: ModelSpec, subspace: BranchSubspace) -> MatrixOverlaps:
@@ -300,9 +307,11 @@ class _Setting:
         self.floor = _floor(self.start, spec.rho, self.free)
 
     def approach(self) -> ScrambleSolution:
-        # on the first eighth of scrambling 0 (itself a scrambled Sobol rule): an eighth of the
-        # cost per evaluation, and its Anderson history seeds the solve on the whole scrambling
-        F = qmc_map(self.model, self.channel, self.alpha, [0], self.gauge, points=max(self.prec.rule.points // 8, 256))
+        # on the first eighth of scrambling 0, at most APPROACH_POINTS (itself a scrambled Sobol
+        # rule): a fraction of the cost per evaluation, and its Anderson history seeds the solve on
+        # the whole scrambling
+        points = max(min(self.prec.rule.points // 8, APPROACH_POINTS), 256)
+        F = qmc_map(self.model, self.channel, self.alpha, [0], self.gauge, points=points)
         return _solve_scramble(F, self.start.pack()[self.free], self.prec, self.floor)
 
 
