@@ -303,6 +303,13 @@ def test_preactivations_are_the_per_node_map():
                 assert np.allclose(zeta[k, l * r:(l + 1) * r], z_l, rtol=1e-14, atol=1e-15)
                 assert np.array_equal(hs[k, l * t:(l + 1) * t], hs_l)
         assert np.array_equal(w, zeta + Pm[None, :])
+    # a node's numbers do not depend on the rows taken with it: the channel takes its nodes in
+    # blocks, and the dense check its subsample, with the map of the whole set
+    whole = preactivations(nodes, ov, spec.rho, Pm)
+    for rows in (slice(1, 2), slice(5, 83), np.array([0, 2, 3, 100]), np.arange(127, -1, -1)):
+        part = preactivations(nodes, ov, spec.rho, Pm, rows, root=root)
+        for a, b in zip(whole, part):
+            assert np.array_equal(a[rows], b)
 
 
 @pytest.mark.parametrize("branch", ["semantic", pytest.param("positional", marks=pytest.mark.slow)])

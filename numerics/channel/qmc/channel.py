@@ -31,7 +31,8 @@ from numerics.model.general import GeneralModel
 from numerics.matrix_overlaps import MatrixHats, MatrixOverlaps
 from numerics.prox.matrix import GlobalProx
 from numerics.fixed_points.subspaces import BranchSubspace
-from numerics.channel.qmc.nodes import GaussianNodes, OutsideDomain, gaussian_nodes, preactivations
+from numerics.channel.qmc.nodes import (GaussianNodes, OutsideDomain, gaussian_nodes, preactivation_root,
+                                        preactivations)
 from numerics.channel.qmc.preintegration import LineRule, line_direction, line_nodes, switch_corrections
 from numerics.channel.qmc.rule import QMCRule
 from numerics.threads import one_blas_thread, split_over_threads
@@ -194,8 +195,7 @@ class QMCChannel:
         scrambles = list(range(self.rule.scrambles)) if scrambles is None else list(scrambles)
         N = self.nodes.points if points is None else points * self.per_line
         rows = np.concatenate([self.nodes.rows(j)[:N] for j in scrambles])
-        Pm = self.model.positional_mean(ov.m)
-        zeta, hs, w = preactivations(self.nodes, ov, self.rho, Pm, rows)
+        root = preactivation_root(ov, self.rho)
         key = tuple(scrambles)
         count = self._evaluations_of.get(key, 0)
         if dense_check is None:
@@ -214,16 +214,15 @@ class QMCChannel:
         # with the flips among its starts, still estimates what a missed minimum does
         # (docs/numerics.md, section 11)
         flips = full or self.prox.flips_needed(rows)
-        h, obj, gn, moments = self._nodes(ov, rows, zeta, hs, w, full, flips=flips)
+        h, obj, gn, moments = self._nodes(ov, root, rows, full, flips=flips)
         R = len(scrambles)
         per_scramble = self._average(moments, R)
         diagnostics = {"max_prox_gradient": float(np.max(gn)), "nodes": int(len(rows)), "full_search": full}
         if dense_check:
-            per_scramble, moments, dense = self._dense_check(ov, alpha, rows, zeta, hs, w, obj, moments,
-                                                             per_scramble)
+            per_scramble, moments, dense = self._dense_check(ov, alpha, root, rows, obj, moments, per_scramble)
             diagnostics.update(dense)
         if self.line is not None:
-            per_scramble, line_report = self._preintegrated(ov, rows, zeta, hs, w, moments, R)
+            per_scramble, line_report = self._preintegrated(ov, root, rows, moments, R)
             diagnostics.update(line_report)
         if not np.isfinite(per_scramble).all():
             raise FloatingPointError(f"non-finite channel moments at {ov.as_dict()}")
@@ -241,21 +240,28 @@ class QMCChannel:
             other_forms=self._other(forms),
             diagnostics=diagnostics)
 
-    def _nodes(self, ov, rows, zeta, hs, w, full, flips=True):
+    def _nodes(self, ov, root, rows, full, flips=True):
         """The global prox (``full``, ``flips``: :class:`~numerics.prox.matrix.GlobalProx`) and the
-        (folded) moments at the nodes ``rows``, in blocks of at most ``CHUNK`` nodes (the multi-start
-        search holds several copies of its nodes' Hessians) side by side in the kernels' threads:
-        each node is searched by itself, so the blocks give the same numbers as one call."""
+        (folded) moments at the nodes ``rows`` (``root``: the pre-activations' map at ``ov``), in
+        blocks of at most ``CHUNK`` nodes (the multi-start search holds several copies of its nodes'
+        Hessians) side by side in the kernels' threads, each writing its rows of the outputs: each
+        node is searched by itself, so the blocks give the same numbers as one call."""
         self.prox.prepare(full)
+        Pm = self.model.positional_mean(ov.m)
+        n = len(rows)
+        h, obj, gn = np.empty((n, self.model.n_h)), np.empty(n), np.empty(n)
+        moments = np.empty((n, len(self.model.moment_names)))
 
         def block(part):
+            zeta, hs, w = preactivations(self.nodes, ov, self.rho, Pm, rows[part], root)
             with np.errstate(over="ignore", under="ignore"):  # per thread
-                h, obj, gn = self.prox(w[part], hs[part], ov.V, rows[part], full=full, flips=flips)
-                moments = self.model.channel_moments(h, zeta[part], hs[part], ov.m, ov.V)
-            moments[:, self.odd] = 0.0
-            return h, obj, gn, moments
+                h[part], obj[part], gn[part] = self.prox(w, hs, ov.V, rows[part], full=full, flips=flips)
+                moments[part] = self.model.channel_moments(h[part], zeta, hs, ov.m, ov.V)
+            moments[part, self.odd] = 0.0
+            return ()
 
-        return split_over_threads(block, len(rows), PARALLEL_NODES, CHUNK)
+        split_over_threads(block, n, PARALLEL_NODES, CHUNK)
+        return h, obj, gn, moments
 
     def _line_values(self, moments: np.ndarray) -> np.ndarray:
         """Per line (per node without pre-integration), the fixed nodes' weighted sum of the moments."""
@@ -269,9 +275,10 @@ class QMCChannel:
         values = self._line_values(moments)
         return values.reshape(R, -1, values.shape[1]).mean(axis=1)
 
-    def _preintegrated(self, ov, rows, zeta, hs, w, moments, R):
+    def _preintegrated(self, ov, root, rows, moments, R):
         """The per-scrambling averages of the line integrals: the fixed nodes' sums plus the
         corrections of the cells where the global prox switches (:mod:`.preintegration`)."""
+        zeta, hs, w = preactivations(self.nodes, ov, self.rho, self.model.positional_mean(ov.m), rows, root)
         h = self.prox.best[rows]
         unit = line_direction(self.model.shape, self.line_dim)
         origin = dataclasses.replace(unit, y=0 * unit.y, xi=0 * unit.xi)
@@ -293,7 +300,7 @@ class QMCChannel:
         count = R if R > 1 else len(values)
         return np.concatenate([(f.std(axis=0, ddof=1) / np.sqrt(count)).ravel() for f in forms.values()])
 
-    def _dense_check(self, ov, alpha, rows, zeta, hs, w, obj, moments, per_scramble):
+    def _dense_check(self, ov, alpha, root, rows, obj, moments, per_scramble):
         """Re-solve the subsample from many starts; adopt the lower minima found (they are nodes of
         the rule), estimate from the subsample the effect of those still missed elsewhere, refine
         the search of the whole set once if that effect is not small against the standard error,
@@ -301,16 +308,18 @@ class QMCChannel:
         # rows is increasing (scramblings in order, each a range)
         at_rows = np.searchsorted(rows, self.dense_subsample).clip(0, len(rows) - 1)
         local = at_rows[rows[at_rows] == self.dense_subsample]
+        zeta, hs, w = preactivations(self.nodes, ov, self.rho, self.model.positional_mean(ov.m), rows[local], root)
         R = per_scramble.shape[0]
         report = {}
         for attempt in range(2):
-            check = self.prox.dense_check(w[local], hs[local], ov.V, rows[local], obj[local],
+            check = self.prox.dense_check(w, hs, ov.V, rows[local], obj[local],
                                           n_starts=self.rule.dense_starts, salt=1 + attempt)
             report = {"dense_nodes": check.nodes, "dense_improved_fraction": check.improved_fraction}
             if check.improved.size == 0:
                 break
             at = np.searchsorted(rows, check.improved)
-            new = self.model.channel_moments(check.new_h, zeta[at], hs[at], ov.m, ov.V)
+            sub = np.searchsorted(rows[local], check.improved)  # the same nodes in the subsample
+            new = self.model.channel_moments(check.new_h, zeta[sub], hs[sub], ov.m, ov.V)
             new[:, self.odd] = 0.0
             # the subsample's estimate of the missed weight's effect (each node weighted as in its line)
             weight = self.per_line * self.line_weights[at % self.per_line]
@@ -331,7 +340,7 @@ class QMCChannel:
             if attempt == 0:
                 # refine: the whole set again with four times the random starts, kept from now on
                 self.prox.n_ellipsoid = 4 * max(self.prox.n_ellipsoid, 1)
-                h, obj, gn, moments = self._nodes(ov, rows, zeta, hs, w, True)
+                h, obj, gn, moments = self._nodes(ov, root, rows, True)
                 per_scramble = self._average(moments, R)
                 report["refined_ellipsoid_starts"] = self.prox.n_ellipsoid
                 continue

@@ -16,7 +16,7 @@ complement: ``x_l = (zeta_l, h*_l)`` then has covariance ``Sigma = [[q, theta], 
 from __future__ import annotations
 
 import dataclasses
-from typing import Tuple
+from typing import Optional, Tuple
 
 import numpy as np
 from scipy.special import ndtri
@@ -91,13 +91,21 @@ def schur_root(ov: MatrixOverlaps, rho: float, tol: float = 1e-12) -> np.ndarray
     return (U * np.sqrt(np.maximum(lam, 0.0))) @ U.T
 
 
-def preactivations(nodes: GaussianNodes, ov: MatrixOverlaps, rho: float, positional_mean: np.ndarray,
-                   rows=slice(None)) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(zeta, hs, w)`` at the nodes ``rows``, packed (``(n, L r)``, ``(n, L t)``, ``(n, L r)``);
-    ``positional_mean`` is ``P m`` packed like ``w``."""
+def preactivation_root(ov: MatrixOverlaps, rho: float) -> np.ndarray:
+    """:func:`schur_root` at ``ov``, where ``V`` is positive definite (else :class:`OutsideDomain`): the
+    map of :func:`preactivations`, for callers that take the nodes in several calls."""
     if not np.all(np.linalg.eigvalsh(ov.V) > 0):
         raise OutsideDomain(f"V is not positive definite (eigenvalues {np.linalg.eigvalsh(ov.V)})")
-    root = schur_root(ov, rho)
+    return schur_root(ov, rho)
+
+
+def preactivations(nodes: GaussianNodes, ov: MatrixOverlaps, rho: float, positional_mean: np.ndarray,
+                   rows=slice(None), root: Optional[np.ndarray] = None) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(zeta, hs, w)`` at the nodes ``rows``, packed (``(n, L r)``, ``(n, L t)``, ``(n, L r)``);
+    ``positional_mean`` is ``P m`` packed like ``w``; ``root``: :func:`preactivation_root` at ``ov``,
+    where the caller has it. A node's numbers are the same whichever rows are taken with it (so the
+    nodes may be taken in blocks)."""
+    root = preactivation_root(ov, rho) if root is None else root
     rows = _as_slice(rows)
     y, xi = nodes.y[rows], nodes.xi[rows]
     n, L, t = y.shape
