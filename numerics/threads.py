@@ -93,12 +93,15 @@ def split_over_threads(run: Callable, n: int, per_thread: int, largest: int = 0)
     or spend most of their time in numpy's loops, which release it. Within a block, nested calls
     run in its thread (:func:`kernel_threads` is one there)."""
     threads = kernel_threads()
+    side_by_side = threads > 1 and n // per_thread >= 2
     blocks = max(min(threads, n // per_thread), -(-n // largest) if largest else 1, 1)
+    if side_by_side:
+        blocks = -(-blocks // threads) * threads  # as many blocks for every thread
     if blocks == 1:
         return tuple(run(slice(0, n)))
     edges = np.linspace(0, n, blocks + 1).astype(int)
     parts = [slice(a, b) for a, b in zip(edges[:-1], edges[1:])]
-    if threads == 1 or n // per_thread < 2:
+    if not side_by_side:
         results = [run(part) for part in parts]
     else:
         results = list(kernel_pool(min(threads, blocks)).map(functools.partial(_block, run), parts))

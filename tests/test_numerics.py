@@ -156,11 +156,13 @@ def test_a_checked_evaluation_sums_again_only_the_blocks_whose_checks_changed_a_
 
 
 def test_the_integrands_split_over_threads_give_the_same_sums(model, monkeypatch):
-    """The channel integrands evaluated in blocks side by side in the kernels' threads give the
-    channel expectations of one thread to the bit (elementwise, summed chunk by chunk as before)."""
+    """The channel integrands, and the global-minimum checks, evaluated in blocks side by side in the
+    kernels' threads give the channel expectations of one thread to the bit (elementwise, summed
+    chunk by chunk as before)."""
     import numerics.channel.lines.accumulation as accumulation
 
     for rule in (SMALL, dataclasses.replace(SMALL, check_global=False)):
+        monkeypatch.setattr(accumulation, "CHUNK", 700)  # several blocks of checks
         monkeypatch.setenv("ATTNPHASE_KERNEL_THREADS", "1")
         one = channel_expectations(model, SEMANTIC_REF, rule)
         monkeypatch.setenv("ATTNPHASE_KERNEL_THREADS", "3")

@@ -263,7 +263,7 @@ def test_the_prox_search_in_blocks_side_by_side_in_threads_gives_the_same_estima
         return calls(self, w, *args, **kwargs)
 
     monkeypatch.setattr(GlobalProx, "__call__", counted)
-    for threads, chunk in (("1", 2**20), ("2", 350)):
+    for threads, chunk in (("1", 2**20), ("2", 160)):
         monkeypatch.setenv("ATTNPHASE_KERNEL_THREADS", threads)
         monkeypatch.setattr(qmc_channel, "CHUNK", chunk)
         monkeypatch.setattr(qmc_channel, "PARALLEL_NODES", 64)
@@ -278,7 +278,7 @@ def test_the_prox_search_in_blocks_side_by_side_in_threads_gives_the_same_estima
     for a, b in zip(one, two):
         assert np.array_equal(a, b, equal_nan=True)
     assert one_report == two_report
-    assert set(one_blocks) == {3 * 2**9} and len(set(two_blocks)) > 1 and max(two_blocks) <= 350
+    assert set(one_blocks) == {3 * 2**9} and len(set(two_blocks)) > 1 and max(two_blocks) <= 160
 
 
 def test_preactivations_are_the_per_node_map():

@@ -116,9 +116,9 @@ def test_blocks_side_by_side_keep_their_order_and_run_nested_splits_in_their_thr
 
     index, doubled, outers = split_over_threads(outer, 1000, 10, largest=150)
     assert np.array_equal(index, np.arange(1000)) and np.array_equal(doubled, 2.0 * np.arange(1000))
-    assert len(outers) == 7  # blocks of at most 150 nodes
+    assert len(outers) == 8  # blocks of at most 150 nodes, as many for each of the two threads
     # every nested call ran in one of the blocks' threads, which have one kernel thread each
-    assert len(seen) == 7 and {threads for _, threads in seen} == {1}
+    assert len(seen) == 8 and {threads for _, threads in seen} == {1}
     assert {ident for ident, _ in seen} <= set(outers.tolist())
     assert threading.get_ident() not in set(outers.tolist())
     assert kernel_threads() == 2  # the caller's thread is not marked

@@ -21,7 +21,8 @@ import functools
 import numpy as np
 
 from numerics.model.bound import BoundModel
-from numerics.prox.newton import newton
+from numerics.prox.newton import PARALLEL_NODES, newton
+from numerics.threads import split_over_threads
 
 def _overflow_is_a_limit(fn):
     """``exp`` overflows in the generated logistic functions far out on the search grid
@@ -118,10 +119,14 @@ def global_prox(model: BoundModel, w1, w2, hs1, hs2, V, starts=(), n_angles: int
         # the grid's objectives and their order in one compiled pass over the nodes (the numpy
         # reference below builds the whole grid, some 48 temporaries' worth per node)
         w_flat = _pairs(w1, w2)[1][0]
-        best = model.gm.grid_prox_newton_of_T(w_flat, np.ascontiguousarray(T, dtype=float),
-                                              np.asarray(model.pack("V", V), dtype=float),
-                                              np.asarray(model.params, dtype=float), radius.reshape(-1), radii,
-                                              directions, keep)
+        T_flat, r_flat = np.ascontiguousarray(T, dtype=float), radius.reshape(-1)
+        rest = (np.asarray(model.pack("V", V), dtype=float), np.asarray(model.params, dtype=float))
+
+        def grid(part):  # node by node: side by side in the kernels' threads on many nodes
+            return (model.gm.grid_prox_newton_of_T(w_flat[part], T_flat[part], *rest, r_flat[part], radii,
+                                                   directions, keep).transpose(1, 0, 2),)
+
+        best = split_over_threads(grid, len(w_flat), PARALLEL_NODES)[0].transpose(1, 0, 2)
         candidates += [(best[k, :, 0].reshape(w1.shape), best[k, :, 1].reshape(w1.shape)) for k in range(keep)]
     else:
         # the whole grid in one call (per-call overhead dominates for small node sets)

@@ -171,10 +171,12 @@ def accumulate(model, ov, rule, B_inv, mu_w, nodes: FollowedNodes, plain: Option
     (``CHECK_STEPS`` steps, then to convergence where a check went lower). A strictly lower objective
     found by a check is used and its weight counted as unresolved (an unlocated switch).
 
-    The checks and the weighted sums go in chunks of ``CHUNK`` nodes, so that the temporaries stay
-    in cache. (Threads over the chunks were tried: no gain on 2 cores, the boolean indexing holds
-    the GIL.) The integrands, elementwise, are evaluated on all nodes at once, split over the
-    compiled kernels' threads (:func:`_integrands`); the sums are those of the chunks, in order.
+    The checks go in blocks of at most ``CHUNK`` nodes, side by side in the kernels' threads where
+    there are several (each node checked by itself: the same numbers as chunk by chunk), so that the
+    temporaries stay in cache and the selection between the compiled calls does not leave a core
+    waiting; the weighted sums go chunk by chunk. The integrands, elementwise, are evaluated on all
+    nodes at once, split over the compiled kernels' threads (:func:`_integrands`); the sums are those
+    of the chunks, in order.
 
     ``plain``: the accumulation of the same nodes at their followed branch (without checks, or with
     checks that changed none). Where the checks change no node it is that of this call to the bit (the
@@ -187,10 +189,15 @@ def accumulate(model, ov, rule, B_inv, mu_w, nodes: FollowedNodes, plain: Option
     changed = False
     if rule.check_global:
         best1, best2, bestgn = np.empty(n), np.empty(n), np.empty(n)
-        for k, part in enumerate(chunks):
-            best1[part], best2[part], bestgn[part], unresolved_parts[k], moved = _checked(
+        jumped = np.empty(n, dtype=bool)
+
+        def check(part):  # node by node: blocks of chunks side by side in the kernels' threads
+            best1[part], best2[part], bestgn[part], jumped[part], moved = _checked(
                 model, ov.V, rule, FollowedNodes(*(a[part] for a in nodes)))
-            changed = changed or moved
+            return (np.array([moved]),)
+
+        changed = bool(split_over_threads(check, n, CHUNK, CHUNK)[0].any())
+        unresolved_parts = [float(nodes.weight[part][jumped[part]].sum()) for part in chunks]
     if plain is not None and not changed:
         return plain._replace(sums=plain.sums.copy()), False
     xi = np.empty((4, n))
@@ -225,9 +232,9 @@ def _integrands(model, ov, h1, h2, xi) -> list:
 def _checked(model, V, rule, nodes: FollowedNodes):
     """The global prox at each node: the followed branch ``b`` (objective ``fb`` there)
     checked by Newton from ``-b`` and, unless the rule leaves it out, from ``w``.
-    Returns the best points, their gradient norms, the weight of the nodes where a check went
-    lower and whether any node changed."""
-    b1, b2, gn, fb, w1, w2, hs1, hs2, teacher, weight = nodes
+    Returns the best points, their gradient norms, which nodes a check took lower and whether any
+    node changed."""
+    b1, b2, gn, fb, w1, w2, hs1, hs2, teacher, _ = nodes
     tol = rule.newton_tol
     best1, best2, bestf, bestgn = (np.array(a, dtype=float, copy=True) for a in (b1, b2, fb, gn))
     changed = False
@@ -245,7 +252,7 @@ def _checked(model, V, rule, nodes: FollowedNodes):
         best1[better], best2[better], bestgn[better], bestf[better] = d1, d2, dgn, df
         changed = True
     jumped = bestf < fb - 1e-13 * np.maximum(1.0, np.abs(fb))
-    return best1, best2, bestgn, float(weight[jumped].sum()), changed
+    return best1, best2, bestgn, jumped, changed
 
 
 def xi_y(B_inv, mu_w, w1, w2, hs1, hs2):
