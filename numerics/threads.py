@@ -101,17 +101,24 @@ def split_over_threads(run: Callable, n: int, per_thread: int, largest: int = 0)
         return tuple(run(slice(0, n)))
     edges = np.linspace(0, n, blocks + 1).astype(int)
     parts = [slice(a, b) for a, b in zip(edges[:-1], edges[1:])]
-    if not side_by_side:
-        results = [run(part) for part in parts]
-    else:
-        results = list(kernel_pool(min(threads, blocks)).map(functools.partial(_block, run), parts))
+    results = map_over_threads(run, parts) if side_by_side else [run(part) for part in parts]
     return tuple(np.concatenate(r) for r in zip(*results))
 
 
-def _block(run: Callable, part: slice):
+def map_over_threads(run: Callable, items: list) -> list:
+    """``[run(item) for item in items]``, side by side in the :func:`kernel_threads` where there are
+    several of both, for items treated each by itself (the same numbers either way); within a run,
+    nested calls stay in its thread (:func:`kernel_threads` is one there)."""
+    threads = kernel_threads()
+    if threads == 1 or len(items) < 2:
+        return [run(item) for item in items]
+    return list(kernel_pool(min(threads, len(items))).map(functools.partial(_block, run), items))
+
+
+def _block(run: Callable, item):
     _in_block.active = True
     try:
-        return run(part)
+        return run(item)
     finally:
         _in_block.active = False
 

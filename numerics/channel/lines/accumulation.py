@@ -15,7 +15,7 @@ from derivations import CHANNEL_NAMES
 
 from numerics.prox.newton import follow_paths
 from numerics.prox.scalar import global_prox, newton_prox
-from numerics.threads import split_over_threads
+from numerics.threads import map_over_threads, split_over_threads
 
 
 # Newton steps a safety check may take before it is abandoned. A check only matters
@@ -142,13 +142,18 @@ def integrate_sides(model, ov, rule, lines, pieces, B_inv, mu_w, followed: Optio
     ``followed`` of an earlier call on the same ``pieces``, the sides are not followed again, and where
     the checks change no node of a block its integrands are not summed again either (an evaluation with
     the checks at the overlaps where the solver approached a fixed point without them)."""
-    parts, kept = [], []
-    for k, block in enumerate(side_blocks(pieces, BLOCK_NODES)):
+    blocks = side_blocks(pieces, BLOCK_NODES)
+
+    def integrate(k):
         solved, plain = (None, None) if followed is None else followed[k]
-        nodes = follow_sides(model, rule, ov.V, lines, block, solved)
-        part, changed = accumulate(model, ov, rule, B_inv, mu_w, nodes, plain)
-        parts.append(part)
-        kept.append((nodes.solved(), plain if plain is not None or changed else part))
+        with np.errstate(over="ignore", under="ignore"):  # as the caller's, in whichever thread
+            nodes = follow_sides(model, rule, ov.V, lines, blocks[k], solved)
+            part, changed = accumulate(model, ov, rule, B_inv, mu_w, nodes, plain)
+        return part, (nodes.solved(), plain if plain is not None or changed else part)
+
+    # several blocks (the high rules) side by side in the kernels' threads, each with its layout's
+    # numpy work, which alone holds a core; one block (every fast rule) splits its kernel calls
+    parts, kept = zip(*map_over_threads(integrate, list(range(len(blocks)))))
     if len(parts) == 1:
         return parts[0], tuple(kept)
     return Accumulated(np.sum([p.sums for p in parts], axis=0), sum(p.unresolved for p in parts),
