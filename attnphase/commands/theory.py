@@ -50,7 +50,7 @@ def register(sub):
                        description="Solve the saddle-point equations at one alpha on one branch or all of them, "
                                    "and print every field with its error estimate, the test error and the "
                                    "training loss. Cost on 2 cores: about 1 s per branch at fast (the default three branches at "
-                                   "alpha = 2: 3.5 s with the start), about 14-15 s per branch at high. "
+                                   "alpha = 2: 3.5 s with the start), about 12 s per branch at high. "
                                    + GENERAL_COST)
     p.add_argument("--alpha", type=positive_number, required=True, help="samples per dimension (required)")
     p.add_argument("--branch", choices=GENERAL_BRANCHES + ("all",), default="all",
@@ -92,7 +92,7 @@ def register(sub):
                        description="Locate alpha_c (the branches' training losses cross; for the general model "
                                    "every change of the global branch) and alpha_l (the global minimiser beats "
                                    "the linear baseline) with error estimates, and the spinodals. Cost on 2 "
-                                   "cores: about 7 s (fast), about 70 s (high). " + GENERAL_COST)
+                                   "cores: about 7 s (fast), about 60 s (high). " + GENERAL_COST)
     _alphas_option(p, "0.5:2.5:9", "the bracketing scan, the branches in draft precision, extended where the "
                                    "change or alpha_l lies beyond it")
     p.add_argument("--branches", default="",
