@@ -17,7 +17,7 @@ from numerics.baseline import teacher_moments, linear_baseline, linear_baseline_
 from numerics.channel.lines import ChannelRule, channel_expectations
 from numerics.fixed_points.lines import solve_branch, solve_with_rule
 from numerics.model.bound import bind
-from numerics.overlaps import Overlaps
+from numerics.overlaps import HatOverlaps, Overlaps
 from numerics.prox.scalar import global_prox, newton_prox
 from numerics.solver.iteration import SolverError, solve_fixed_point
 from numerics.channel.lines.expectations import update_hat_overlaps
@@ -313,7 +313,7 @@ def test_linear_attention_is_solved_from_a_searched_start():
         pass
     fp = solve_branch(spec, alpha, "trivial", "draft", model=lin)
     assert fp.converged and fp.residual < 1e-6
-    ov, hats = fp.overlaps, fp.hats
+    ov, hats = Overlaps.of(fp.overlaps), HatOverlaps.of(fp.hats)  # the record's 1 x 1 matrices as scalars
     assert hats.Vhat > 0 and ov.m == 0 and ov.theta == 0
     # the searched start is a start, not the answer: the solve moved it
     best = search_starts(lin, alpha, "trivial", rule)[0]

@@ -315,9 +315,9 @@ def test_preactivations_are_the_per_node_map():
 @pytest.mark.parametrize("branch", ["semantic", pytest.param("positional", marks=pytest.mark.slow)])
 def test_an_evaluation_between_searches_equals_a_full_search_at_its_point(branch):
     """The channel's evaluation after a small move (no full search, no dense check, so no sign flips
-    of the last minimisers) gives the conjugates of a fresh channel that searches every node from
-    scratch at the moved point, to rounding: on the fixed-point iteration's steps the flips find no
-    other minimum."""
+    of the last minimisers) gives the minima and conjugates of a fresh channel that searches every
+    node from scratch at the moved point, to rounding: on the fixed-point iteration's steps the flips
+    find no other minimum."""
     spec = ModelSpec(rank=2)
     model = bind_general(spec)
     rule = QMCRule(log2_points=11, scrambles=2)
@@ -332,8 +332,12 @@ def test_an_evaluation_between_searches_equals_a_full_search_at_its_point(branch
     between = warm.estimate(step, 1.5, dense_check=False)
     assert not between.diagnostics["full_search"]
     assert np.mean(~np.isnan(warm.prox.second[:, 0])) > 0.05
-    fresh = QMCChannel(model, rule, subspace).estimate(step, 1.5, dense_check=True)
+    # the reference searches from more random starts than the rule's two: with two, the positional
+    # point's fresh search missed a lower minimum at one node of 4096 that the warm one keeps
+    reference = QMCChannel(model, dataclasses.replace(rule, first_ellipsoid=8), subspace)
+    fresh = reference.estimate(step, 1.5, dense_check=True)
     assert fresh.diagnostics["dense_improved_fraction"] == 0.0
+    assert np.all(np.max(np.abs(warm.prox.best - reference.prox.best), axis=1) < 1e-6)  # the same minima
     np.testing.assert_allclose(between.hats.pack(), fresh.hats.pack(), rtol=1e-9, atol=1e-12)
 
 
