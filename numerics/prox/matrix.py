@@ -94,15 +94,15 @@ class GlobalProx:
         at every evaluation whichever subset it is solved in; per subsample for a dense check."""
         if count == 0:
             return []
-        size = self.n_nodes if salt == 0 else len(idx)
-        table = self._direction_table(count, salt, size, idx)
+        table = self._direction_table(count, salt, idx)
         table = table[:, idx] if salt == 0 else table
         R = ellipsoid_factor(self.model, V)
         with np.errstate(over="ignore", under="ignore", invalid="ignore"):
             bound = np.sqrt(2.0 * np.maximum(self.model.loss(w, hs), 0.0))
         return [w + bound[:, None] * (u @ R.T) for u in table]
 
-    def _direction_table(self, count: int, salt: int, size: int, idx) -> np.ndarray:
+    def _direction_table(self, count: int, salt: int, idx) -> np.ndarray:
+        size = self.n_nodes if salt == 0 else len(idx)
         key = (count, salt) if salt == 0 else (count, salt, len(idx), hash(np.asarray(idx).tobytes()))
         if key not in self._directions:
             rng = np.random.default_rng([salt, count, size])
@@ -195,12 +195,14 @@ class GlobalProx:
         return best, obj, gn
 
     def prepare(self, full: bool = True) -> None:
-        """Allocate the per-node records and draw the search's ellipsoid points of the whole set
-        (``full``), before calls on blocks of the nodes run side by side in threads."""
+        """Allocate the per-node records and draw the ellipsoid points of the whole set that the calls
+        will search (the first search's where a node has no warm start, the full search's with
+        ``full``), before calls on blocks of the nodes run side by side in threads."""
         self._allocate()
-        for count in (self.first_ellipsoid, self.n_ellipsoid if full else 0):
-            if count and (count, 0) not in self._directions:
-                self._direction_table(count, 0, self.n_nodes, None)
+        first = self.first_ellipsoid if np.isnan(self.best[:, 0]).any() else 0
+        for count in (first, self.n_ellipsoid if full else 0):
+            if count:
+                self._direction_table(count, 0, None)
 
     def _allocate(self) -> None:
         """The per-node records, empty (no minimiser yet), where there are none."""

@@ -25,7 +25,7 @@ from typing import Callable, Optional, Tuple
 import numpy as np
 
 from derivations.kernels import ARMIJO, FULL_STEP, LINE_SEARCH_HALVINGS
-from numerics.threads import kernel_pool, kernel_threads, split_over_threads
+from numerics.threads import kernel_threads, map_over_threads, split_over_threads
 
 _STEPS = 0.5 ** np.arange(LINE_SEARCH_HALVINGS)
 _STEP_BLOCKS = (_STEPS[1:5], _STEPS[5:12], _STEPS[12:])
@@ -301,7 +301,7 @@ def compiled_follow(kernel, h0, t, w, c, running, v, params, floor: float, tol: 
     h = np.empty((total, h0.shape[1]))
     f, gn = np.empty(total), np.empty(total)
     parts = [(a, b) for a, b in zip(edges[:-1], edges[1:]) if b > a]
-    for where, out in kernel_pool(len(parts)).map(run, parts):
+    for where, out in map_over_threads(run, parts):
         h[where], f[where], gn[where] = out
     return h, f, gn
 

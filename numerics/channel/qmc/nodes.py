@@ -55,7 +55,7 @@ def gaussian_nodes(shape, log2_points: int, scrambles: int, seed: int = 0) -> Ga
     # of this module (the figures' stability predicate, the line quadrature's commands)
     from scipy.stats import qmc
 
-    from numerics.threads import kernel_pool, kernel_threads
+    from numerics.threads import map_over_threads
 
     L, r, t, _ = shape
     dim = L * (r + t)
@@ -72,7 +72,7 @@ def gaussian_nodes(shape, log2_points: int, scrambles: int, seed: int = 0) -> Ga
     # function holds no Python lock): the same numbers, in a third of the time of one stacked pass
     # on the 2-core machine (2^21 x 8 points in 6 dimensions, the test error's nodes at --refine 3:
     # 7.4 -> 2.3 s), whose 800 MB temporaries were each mapped afresh
-    list(kernel_pool(min(kernel_threads(), scrambles)).map(draw, range(scrambles)))
+    map_over_threads(draw, list(range(scrambles)))
     z = z.reshape(-1, L, r + t)
     z.flags.writeable = False
     return GaussianNodes(z[..., :t], z[..., t:], scrambles, 2**log2_points)

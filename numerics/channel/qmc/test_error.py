@@ -33,16 +33,12 @@ def test_error_estimates(model: GeneralModel, ov: MatrixOverlaps, nodes: Gaussia
     rows = None if n == nodes.points else np.concatenate([nodes.rows(j)[:n] for j in range(nodes.scrambles)])
     Pm = model.positional_mean(ov.m)
 
-    def run(part):
-        out = np.empty(part.stop - part.start)
-        for lo in range(part.start, part.stop, TEST_BLOCK):
-            block = slice(lo, min(lo + TEST_BLOCK, part.stop))
-            zeta, hs, _ = preactivations(nodes, ov, model.spec.rho, Pm, block if rows is None else rows[block])
-            with np.errstate(over="ignore", under="ignore"):
-                out[block.start - part.start:block.stop - part.start] = model.test_error_integrand(zeta, hs, ov.m)
-        return (out,)
+    def run(block):
+        zeta, hs, _ = preactivations(nodes, ov, model.spec.rho, Pm, block if rows is None else rows[block])
+        with np.errstate(over="ignore", under="ignore"):
+            return (model.test_error_integrand(zeta, hs, ov.m),)
 
-    values, = split_over_threads(run, nodes.scrambles * n, TEST_BLOCK)
+    values, = split_over_threads(run, nodes.scrambles * n, TEST_BLOCK, TEST_BLOCK)
     return values.reshape(nodes.scrambles, n).mean(axis=1)
 
 
