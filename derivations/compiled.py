@@ -37,7 +37,7 @@ PER_NODE = ("loss", "dloss_dhstar", "teacher", "attention", "prox_objective", "p
 NEWTON_KERNELS = (("prox_newton_of_T", "prox_objective_of_T"),)
 #: the functions of :mod:`derivations.kernels` a compiled module exports, by their names there: each
 #: is exported as ``<entry>_<terms>`` for each of :data:`NEWTON_KERNELS`
-ENTRY_POINTS = {"newton_nodes": "newton", "follow_paths": "follow", "grid_starts": "grid"}
+ENTRY_POINTS = {"newton_nodes": "newton", "follow_paths": "follow", "grid_starts": "grid", "switch_lines": "switch"}
 #: every compiled function: cached next to its module; float errors as numpy's (inf and nan, no
 #: exception: the solver reports non-finite values as its own error); no fast-math, so the
 #: arithmetic is IEEE's, as numpy's
@@ -133,7 +133,8 @@ def bind_terms(body: str, terms: str, objective: str, groups: Dict[str, int], n_
 
 def _kernel_source(terms: str, objective: str, groups: Dict[str, int], n_params: int, n_h: int) -> str:
     """The iteration of :mod:`derivations.kernels` bound to the model's terms (:func:`bind_terms`), its
-    entry points renamed ``newton_<terms>`` and ``follow_<terms>`` (:data:`ENTRY_POINTS`)."""
+    entry points renamed ``newton_<terms>``, ``follow_<terms>``, ``grid_<terms>`` and ``switch_<terms>``
+    (:data:`ENTRY_POINTS`)."""
     from . import kernels
 
     src = inspect.getsource(kernels)
@@ -225,7 +226,8 @@ def _import(path, key: str):
 
 
 def _warm_up(module, names: Sequence[str], n_params: int, n_h: int) -> None:
-    """Call the Newton kernels and the continuations once on one node, so that each is compiled (or
+    """Call the Newton kernels, the continuations, the grids of starts and (for ``h`` in ``R^2``) the
+    switch location once on one node, so that each is compiled (or
     loaded from numba's cache) now and a failure to compile is raised here rather than in a solve; the
     per-node functions compile at their first call (:class:`_FirstCall`). The argument types are the
     callers' (:mod:`numerics.prox.newton`), so that no call compiles another specialisation."""
@@ -240,6 +242,10 @@ def _warm_up(module, names: Sequence[str], n_params: int, n_h: int) -> None:
         getattr(module, f"follow_{terms}")(h, np.zeros((1, 1)), np.full((1, 1, n_h), 0.1), c,
                                            np.ones(1, dtype=np.int64), v, params, 1e-6, 1e-11, 2)
         getattr(module, f"grid_{terms}")(h, c, v, params, np.ones(1), np.ones(2), np.full((2, n_h), 0.5), 1)
+        if n_h == 2:  # the line quadrature's switch location (its lines lie in R^2)
+            one = np.ones(1)
+            getattr(module, f"switch_{terms}")(-one, one, h, -h, one, one, one, one, one, np.eye(2), h.copy(), c,
+                                               2.0, v, params, 1e-6, 1e-11, 2, 2, 1e-7, 1e-2)
 
 
 class _FirstCall:

@@ -30,7 +30,11 @@ reference, vectorised over nodes), node by node, with the same rules: the direct
 ``-U diag(1 / max(|lambda|, floor)) U^T g`` (the Newton step of ``H - floor I`` where that is
 positive definite, from its Cholesky factor; an eigendecomposition otherwise), the full step near
 a strict minimum, Armijo backtracking by halves otherwise, and the stopping tests on the gradient,
-the iteration count, a known minimum (``capture``) and a capped search (``cap``).
+the iteration count, a known minimum (``capture``) and a capped search (``cap``). The others run it
+where its callers would call it in a batch per step, without returning to Python between the steps:
+:func:`follow_paths` (the continuation along the line quadrature's sides, and its numpy loop),
+:func:`switch_lines` (the line quadrature's switch location) and :func:`grid_starts` (the global
+prox's grid of starts).
 """
 from __future__ import annotations
 
@@ -189,6 +193,84 @@ def follow_paths(h0, t, w, c, running, v, p, floor, tol, maxiter):  # pragma: no
             gn[pos + s] = gk[s]
         pos += m
     return h, obj, gn
+
+
+def switch_lines(tl, tr, a, b, c1, c2, n1, n2, u, L_ww, dw, c, V, v, p, floor, tol, maxiter, max_iter,
+                 gap_tol, join_tol):  # pragma: no cover
+    """The switch of each line of the line quadrature (``h`` in ``R^2``): the safeguarded Newton
+    iteration of :func:`numerics.channel.lines.switches.locate_switches` (whose numpy reference runs
+    the same steps, all lines in one batch per step), line by line, without a return to Python
+    between the steps. Line ``i`` starts from the bracket ``[tl[i], tr[i]]`` with the minima ``a[i]``
+    at its left end and ``b[i]`` at its right end; ``w`` along it is that of
+    :meth:`~numerics.channel.lines.geometry.ChannelLines.w_of` (the same products in the same order),
+    ``dw[i]`` its direction, ``c[i]`` its teacher values and ``V`` the scalar prox variance. Returns
+    ``(t, found, done, a, b)``: the switch where one was found, whether the iteration ended (a switch,
+    a joined bracket or a shrunk one) and the minima at the bracket's ends."""
+    N = tl.shape[0]
+    n = _N_H
+    tl = tl.copy()
+    tr = tr.copy()
+    a = a.copy()
+    b = b.copy()
+    t_out = np.empty(N)
+    found = np.zeros(N, dtype=np.bool_)
+    done = np.zeros(N, dtype=np.bool_)
+    ends = np.empty((2, n))
+    w = np.empty((2, n))
+    cc = np.empty((2, c.shape[1]))
+    no_known = np.empty((0, n))
+    no_known_obj = np.empty(0)
+    for i in range(N):
+        for j in range(c.shape[1]):
+            cc[0, j] = c[i, j]
+            cc[1, j] = c[i, j]
+        done[i] = np.hypot(a[i, 0] - b[i, 0], a[i, 1] - b[i, 1]) <= gap_tol  # one minimum at both ends
+        trial = 0.5 * (tl[i] + tr[i])
+        for _ in range(max_iter):
+            if done[i]:
+                break
+            tm = trial
+            z1 = tm * n1[i] - u[i] * n2[i]
+            z2 = tm * n2[i] + u[i] * n1[i]
+            w[0, 0] = c1[i] + L_ww[0, 0] * z1 + L_ww[0, 1] * z2
+            w[0, 1] = c2[i] + L_ww[1, 0] * z1 + L_ww[1, 1] * z2
+            w[1, 0] = w[0, 0]
+            w[1, 1] = w[0, 1]
+            for j in range(n):
+                ends[0, j] = a[i, j]
+                ends[1, j] = b[i, j]
+            hk, fk, _gk = newton_nodes(ends, w, cc, v, p, floor, tol, maxiter, no_known, no_known_obj, 0.0, -1)
+            a1, a2, b1, b2 = hk[0, 0], hk[0, 1], hk[1, 0], hk[1, 1]
+            both = np.hypot(a1 - b1, a2 - b2) > gap_tol
+            D = fk[0] - fk[1]
+            dD = ((b1 - a1) * dw[i, 0] + (b2 - a2) * dw[i, 1]) / V
+            nearer_a = np.hypot(a1 - a[i, 0], a2 - a[i, 1]) <= np.hypot(a1 - b[i, 0], a2 - b[i, 1])
+            go_right = (D < 0) if both else nearer_a
+            step = -D / dD if (both and dD != 0) else np.inf
+            conv = both and abs(step) < 1e-13
+            if go_right:
+                tl[i], a[i, 0], a[i, 1] = tm, a1, a2
+            else:
+                tr[i], b[i, 0], b[i, 1] = tm, b1, b2
+            if conv:
+                t_out[i] = tm
+                a[i, 0], a[i, 1], b[i, 0], b[i, 1] = a1, a2, b1, b2
+                found[i] = True
+                done[i] = True
+            scale = abs(tm)
+            if not (scale > 1.0 or scale != scale):  # numpy's maximum(1, |tm|), NaN kept
+                scale = 1.0
+            tiny = not conv and tr[i] - tl[i] < 1e-12 * scale
+            joined = not conv and np.hypot(a[i, 0] - b[i, 0], a[i, 1] - b[i, 1]) <= join_tol
+            if tiny and not joined:
+                t_out[i] = 0.5 * (tl[i] + tr[i])
+                found[i] = True
+            if tiny or joined:
+                done[i] = True
+            newton_t = tm + step
+            inside = both and newton_t > tl[i] and newton_t < tr[i]
+            trial = newton_t if inside else 0.5 * (tl[i] + tr[i])
+    return t_out, found, done, a, b
 
 
 def grid_starts(w, c, v, p, radius, radii, directions, keep):  # pragma: no cover

@@ -141,6 +141,37 @@ def test_the_continuation_kernel_runs_newton_node_by_node(monkeypatch):
         assert np.array_equal(a, b, equal_nan=True) and np.array_equal(a, d, equal_nan=True)
 
 
+@pytest.mark.parametrize("precision", ["draft", "fast"])
+def test_the_switch_kernel_runs_the_batch_loops_steps(monkeypatch, precision):
+    """The compiled switch location (``switch_<terms>``, line by line) gives the bits of its numpy batch
+    loop on the compiled Newton kernel, where the semantic and the positional points have switched
+    lines; split over threads in blocks of lines, the same bits again."""
+    from numerics.channel.lines import expectations, switches
+    from numerics.channel.lines.teacher_nodes import gaussian_factor, polar_teacher_nodes
+    from numerics.model.bound import bind
+    from numerics.overlaps import Overlaps
+    from numerics.precision import PRECISIONS
+
+    model = bind(ModelSpec(), "compiled")
+    rule = PRECISIONS[precision].check_rule
+    for ov in (Overlaps(q=0.1148, m=0.0, V=12.67, theta=0.1582), Overlaps(q=0.2, m=0.3, V=8.0, theta=0.0)):
+        factor = gaussian_factor(model, ov)
+        lines = expectations.channel_lines(model, ov, rule, factor, polar_teacher_nodes(model, ov.V, factor.L_hh, rule))
+        args = (model, rule, ov.V, lines.w_of, lines.t0, lines.hs1, lines.hs2, lines.has_pair)
+        monkeypatch.setenv("ATTNPHASE_KERNEL_THREADS", "1")
+        loop = switches.locate_switches(*args, teacher=lines.teacher)
+        kernel = switches.locate_switches(*args, teacher=lines.teacher, geometry=lines)
+        monkeypatch.setattr(switches, "PARALLEL_LINES", 8)
+        monkeypatch.setenv("ATTNPHASE_KERNEL_THREADS", "3")
+        split = switches.locate_switches(*args, teacher=lines.teacher, geometry=lines)
+        monkeypatch.setattr(switches, "PARALLEL_LINES", 256)
+        assert 5 < np.count_nonzero(loop.switched) < lines.has_pair.sum()
+        for a, b, c in zip((loop.t_split, *loop.left, *loop.right, loop.switched),
+                           (kernel.t_split, *kernel.left, *kernel.right, kernel.switched),
+                           (split.t_split, *split.left, *split.right, split.switched)):
+            assert np.array_equal(a, b) and np.array_equal(a, c)
+
+
 def test_the_grid_kernel_keeps_the_grids_lowest_points_in_order():
     """The global prox's grid of starts (``grid_<terms>``): at every node the ``keep`` points of lowest
     objective, lowest first, are those the grid's objectives sorted give, the points to the bit (a

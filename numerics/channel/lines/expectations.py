@@ -102,7 +102,7 @@ def channel_expectations(model: BoundModel, ov: Overlaps, rule: ChannelRule = Ch
 
 def _switches(model: BoundModel, rule: ChannelRule, ov: Overlaps, lines: ChannelLines) -> switch_location.Switches:
     return switch_location.locate_switches(model, rule, ov.V, lines.w_of, lines.t0, lines.hs1, lines.hs2,
-                                           lines.has_pair, teacher=lines.teacher)
+                                           lines.has_pair, teacher=lines.teacher, geometry=lines)
 
 
 def teacher_node_expectations(model: BoundModel, ov: Overlaps, rule: ChannelRule, factor: GaussianFactor,

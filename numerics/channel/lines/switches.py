@@ -12,7 +12,9 @@ from typing import NamedTuple
 
 import numpy as np
 
+from numerics.prox.newton import curvature_floor
 from numerics.prox.scalar import global_prox, newton_prox
+from numerics.threads import split_over_threads
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +36,8 @@ GAP_TOL = 1e-7
 #: is small, and the checks report its nodes. (1e-4 gave bitwise the same channel values on six
 #: study points, with 7 more bisection steps.)
 JOIN_TOL = 1e-2
+#: Newton's steps per minimum at a trial point
+NEWTON_STEPS = 60
 
 
 def _brackets(model, rule, V, at, t0, hs1, hs2, teacher, half_width: float) -> tuple:
@@ -61,7 +65,7 @@ def _trial_step(model, rule, V, w, hs, teacher, A, B, dw) -> tuple:
     n = A[0].size
     c1, c2, _, f = newton_prox(model, np.concatenate([A[0], B[0]]), np.concatenate([A[1], B[1]]), np.tile(w[0], 2),
                                np.tile(w[1], 2), np.tile(hs[0], 2), np.tile(hs[1], 2), V, tol=rule.newton_tol,
-                               teacher=np.tile(teacher, (2, 1)))
+                               maxiter=NEWTON_STEPS, teacher=np.tile(teacher, (2, 1)))
     (a1, b1), (a2, b2), (fa, fb) = ((x[:n], x[n:]) for x in (c1, c2, f))
     both = np.hypot(a1 - b1, a2 - b2) > GAP_TOL
     D = fa - fb
@@ -73,7 +77,7 @@ def _trial_step(model, rule, V, w, hs, teacher, A, B, dw) -> tuple:
 
 
 def locate_switches(model, rule, V, w_of, t0, hs1, hs2, has_pair, half_width: float = 2.0,
-                    max_iter: int = 80, teacher=None) -> Switches:
+                    max_iter: int = 80, teacher=None, geometry=None) -> Switches:
     """The switch ``t*`` of each line: where the global minimiser jumps between two
     local minima, located by a safeguarded Newton iteration on
     ``D(t) = M_left(t) - M_right(t)`` inside a bracket.
@@ -93,7 +97,9 @@ def locate_switches(model, rule, V, w_of, t0, hs1, hs2, has_pair, half_width: fl
     A line still open after ``max_iter`` steps is left without a switch; the checks
     of :func:`~numerics.channel.lines.accumulation.accumulate` then report its jump as
     unresolved weight. ``teacher``: the lines' teacher matrices (``ChannelLines.teacher``; computed
-    from ``hs1, hs2`` where not given).
+    from ``hs1, hs2`` where not given). ``geometry``: the :class:`~numerics.channel.lines.geometry.ChannelLines`
+    whose ``w_of`` this is; with it, a model of the compiled backend runs the iteration in its kernel
+    (:func:`_compiled_steps`: line by line, the same steps and numbers as this batch loop, its reference).
     """
     n = t0.size
     t_split = t0.copy()
@@ -112,6 +118,13 @@ def locate_switches(model, rule, V, w_of, t0, hs1, hs2, has_pair, half_width: fl
     T = teacher[lines]
     tl, tr, (A1, A2), (B1, B2), (dw1, dw2) = _brackets(model, rule, V, at, t0[lines], hs1[lines], hs2[lines], T,
                                                        half_width)
+    if geometry is not None and model.backend == "compiled":
+        t_found, found, done, (A1, A2), (B1, B2) = _compiled_steps(model, rule, V, geometry, lines, tl, tr,
+                                                                  (A1, A2), (B1, B2), (dw1, dw2), T, max_iter)
+        t_split[lines[found]] = t_found[found]
+        if not done.all():
+            log.debug("switch location: %d lines still open after %d steps", np.count_nonzero(~done), max_iter)
+        return _switches(rule, t0, t_split, lines, found, (A1, A2), (B1, B2))
     trial = 0.5 * (tl + tr)
     done = np.hypot(A1 - B1, A2 - B2) <= GAP_TOL  # the same minimum at both ends: no switch
     found = np.zeros(lines.size, dtype=bool)
@@ -148,10 +161,45 @@ def locate_switches(model, rule, V, w_of, t0, hs1, hs2, has_pair, half_width: fl
         trial[act] = np.where(inside, newton_t, 0.5 * (tl[act] + tr[act]))
     else:
         log.debug("switch location: %d lines still open after %d steps", np.count_nonzero(~done), max_iter)
+    return _switches(rule, t0, t_split, lines, found, (A1, A2), (B1, B2))
+
+
+def _switches(rule, t0, t_split, lines, found, A, B) -> Switches:
+    """The :class:`Switches` of the located lines ``lines`` (``found``: a switch at ``t_split`` there,
+    between the minima ``A`` and ``B``); the other lines keep their ``t0`` and no switch."""
+    n = t0.size
     # a switch at the truncation bounds no Gaussian mass worth a piece (beyond t_max - 0.01: < 1e-17)
-    found &= np.abs(t_split[lines]) < rule.t_max - 0.01
+    found = found & (np.abs(t_split[lines]) < rule.t_max - 0.01)
     t_split[lines[~found]] = t0[lines[~found]]
+    switched = np.zeros(n, dtype=bool)
     switched[lines[found]] = True
-    left[0][lines], left[1][lines] = A1, A2
-    right[0][lines], right[1][lines] = B1, B2
-    return Switches(t_split, tuple(left), tuple(right), switched)
+    left, right = (np.zeros(n), np.zeros(n)), (np.zeros(n), np.zeros(n))
+    left[0][lines], left[1][lines] = A
+    right[0][lines], right[1][lines] = B
+    return Switches(t_split, left, right, switched)
+
+
+#: lines per thread below which the compiled switch location stays in the calling thread (a line's
+#: iteration is about a dozen steps of two Newton solves, some 10 us)
+PARALLEL_LINES = 256
+
+
+def _compiled_steps(model, rule, V, geometry, lines, tl, tr, A, B, dw, T, max_iter: int) -> tuple:
+    """The iteration of :func:`locate_switches` on ``lines`` of ``geometry`` by the model's compiled
+    kernel (``switch_<terms>``, :mod:`derivations.kernels`), blocks of lines side by side in the kernels'
+    threads: ``(t, found, done, A, B)`` as the batch loop leaves them."""
+    kernel = model.gm.switch_prox_newton_of_T
+    idx = lines
+    L_ww = np.ascontiguousarray(geometry.L_ww, dtype=float)
+    per_line = [np.ascontiguousarray(x, dtype=float) for x in
+                (tl, tr, np.stack(A, axis=-1), np.stack(B, axis=-1), geometry.c1[idx], geometry.c2[idx],
+                 geometry.n1[idx], geometry.n2[idx], geometry.u[idx], np.stack(dw, axis=-1), T)]
+    rest = (float(V), np.asarray(model.pack("V", V), dtype=float), np.asarray(model.params, dtype=float),
+            float(curvature_floor(V)), float(rule.newton_tol), NEWTON_STEPS, int(max_iter), GAP_TOL, JOIN_TOL)
+
+    def run(part):
+        tl_, tr_, a_, b_, c1, c2, n1, n2, u, dw_, c = (x[part] for x in per_line)
+        return kernel(tl_, tr_, a_, b_, c1, c2, n1, n2, u, L_ww, dw_, c, *rest)
+
+    t, found, done, a, b = split_over_threads(run, lines.size, PARALLEL_LINES)
+    return t, found, done, (a[:, 0], a[:, 1]), (b[:, 0], b[:, 1])
