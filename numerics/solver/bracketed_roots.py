@@ -30,15 +30,16 @@ class Roots(NamedTuple):
     success: np.ndarray
 
 
-def find_roots(f: Callable, lo, hi, args=()) -> Roots:
+def find_roots(f: Callable, lo, hi, args=(), xatol: float = XATOL) -> Roots:
     """The root of ``f(x, *args)`` (elementwise: each element's value depends on its own ``x`` and
     ``args`` alone) in each bracket ``[lo, hi]`` (1-d arrays, with ``args`` of their shape), as
-    ``scipy.optimize.elementwise.find_root(f, (lo, hi), args=args)`` gives ``x`` and ``success``.
+    ``scipy.optimize.elementwise.find_root(f, (lo, hi), args=args, tolerances={"xatol": xatol})`` gives
+    ``x`` and ``success`` (by default scipy's default tolerances).
 
     Each iteration evaluates ``f`` once on the elements still open: inverse quadratic interpolation
     through the bracket's ends and the point before where Chandrupatla's test admits it, bisection
     otherwise, the step kept half a tolerance inside the bracket; an element stops when ``|f|`` is
-    below the smallest normal number or the bracket is narrower than 4 ulps of the root."""
+    below the smallest normal number or the bracket is narrower than 4 ulps of the root plus ``xatol``."""
     x1, x2 = (np.array(a, dtype=float) for a in np.broadcast_arrays(lo, hi))
     args = [np.array(a, dtype=float) for a in np.broadcast_arrays(x1, *args)[1:]]
     f1 = np.array(f(x1, *args), dtype=float)
@@ -52,7 +53,7 @@ def find_roots(f: Callable, lo, hi, args=()) -> Roots:
     nit = 0
     with np.errstate(divide="ignore", invalid="ignore"):
         while True:
-            stop, xmin, converged, dx, tol = _termination(work)
+            stop, xmin, converged, dx, tol = _termination(work, xatol)
             x_out[active[stop]], success[active[stop]] = xmin[stop], converged[stop]
             proceed = ~stop
             active = active[proceed]
@@ -80,7 +81,7 @@ def find_roots(f: Callable, lo, hi, args=()) -> Roots:
     return Roots(x_out, success)
 
 
-def _termination(work: dict):
+def _termination(work: dict, xatol: float):
     """Which elements stop, the end with the smaller ``|f|`` (NaN without a sign change), whether
     each converged, the bracket's width and the tolerance on it (scipy's ``check_termination``)."""
     x1, f1, x2, f2 = work["x1"], work["f1"], work["x2"], work["f2"]
@@ -95,7 +96,7 @@ def _termination(work: dict):
     xmin[failed] = np.nan
     stop |= failed
     dx = np.abs(x2 - x1)
-    tol = np.abs(xmin) * XRTOL + XATOL
+    tol = np.abs(xmin) * XRTOL + xatol
     narrow = dx < tol
     converged[narrow] = True
     stop |= narrow
