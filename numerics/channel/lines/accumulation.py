@@ -84,10 +84,21 @@ def follow_sides(model, rule, V, lines, pieces, solved: Optional[tuple] = None) 
     hs1, hs2, teacher = lines.hs1[line], lines.hs2[line], lines.teacher[line]
     W1, W2 = lines.w_of(T, idx=line)
     weight = WT * np.exp(-0.5 * T**2) / np.sqrt(2 * np.pi) * lines.weight[line]
-    running = K_line[None, :] > np.arange(k_max)[:, None]  # (node k, side): the side has a node k
-    side = np.nonzero(running)[1]
+    # the sides with a node k: a prefix, as K_line does not increase
+    running = np.searchsorted(-K_line, -np.arange(k_max), side="left")
+
+    def nodes_of(a):
+        # (node k, side) -> node k of every side still running there (a prefix of the sides), as
+        # running-order arrays: the rows' prefixes one after the other (a boolean mask's order)
+        return np.concatenate([a[k, :m] for k, m in enumerate(running)])
+
+    def sides_of(a):
+        # per side -> per node, in the same order
+        return np.concatenate([a[:m] for m in running])
+
+    layout = (nodes_of(W1), nodes_of(W2), sides_of(hs1), sides_of(hs2), sides_of(teacher), nodes_of(weight))
     if solved is not None:
-        return FollowedNodes(*solved, W1[running], W2[running], hs1[side], hs2[side], teacher[side], weight[running])
+        return FollowedNodes(*solved, *layout)
     # starts: the located branches of switched lines, the global prox at the first node otherwise
     b1, b2 = np.empty(line.size), np.empty(line.size)
     unknown = []
@@ -103,10 +114,9 @@ def follow_sides(model, rule, V, lines, pieces, solved: Optional[tuple] = None) 
         u = np.concatenate(unknown)
         b1[u], b2[u] = global_prox(model, W1[0, u], W2[0, u], hs1[u], hs2[u], V, tol=rule.newton_tol,
                                    teacher=teacher[u])[:2]
-    h, fb, gn = follow_paths(model, np.stack([b1, b2], axis=-1), T, np.stack([W1, W2], axis=-1), teacher,
-                             np.count_nonzero(running, axis=1), V, tol=rule.newton_tol)
-    return FollowedNodes(h[:, 0], h[:, 1], gn, fb, W1[running], W2[running], hs1[side], hs2[side], teacher[side],
-                         weight[running])
+    h, fb, gn = follow_paths(model, np.stack([b1, b2], axis=-1), T, np.stack([W1, W2], axis=-1), teacher, running,
+                             V, tol=rule.newton_tol)
+    return FollowedNodes(h[:, 0], h[:, 1], gn, fb, *layout)
 
 
 def side_blocks(pieces, budget: int) -> list:
