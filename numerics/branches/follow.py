@@ -470,7 +470,7 @@ def end_evidence(model, branch: str, rule, found: Sequence[FixedPoint], end: flo
                                   [abs(e[0]) for e in eig], end, width)
     evidence["map_spectral_radius"] = [float(np.max(np.abs(1.0 - e))) for e in eig]
     if kind != VANISHING:
-        kind = _arclength_end(model, branch, rule, pts[-1], end, kind, evidence)
+        kind = _arclength_end(model, branch, rule, pts[-1], end, END_SLACK * abs(width), kind, evidence)
     return kind, evidence
 
 
@@ -479,13 +479,15 @@ def end_evidence(model, branch: str, rule, found: Sequence[FixedPoint], end: flo
 ARC_STEP, ARC_POINTS = 0.05, 8
 
 
-def _arclength_end(model, branch: str, rule, last: FixedPoint, end: float, kind: str, evidence: dict) -> str:
+def _arclength_end(model, branch: str, rule, last: FixedPoint, end: float, slack: float, kind: str,
+                   evidence: dict) -> str:
     """The end seen by pseudo-arclength continuation from the last point found
     (:func:`numerics.branches.arclength.follow_through_fold`), where the extrapolations did not say
-    vanishing: where the branch turns back, ``FOLD`` (its overlap keeps its sign) or
-    ``VANISHING`` (a pitchfork: it goes through the trivial point onto its mirror image); where
-    it goes on beyond ``end`` without turning, ``UNEXPLAINED`` (the solver lost a branch that
-    exists there); otherwise ``kind`` unchanged. The curve's turn goes in ``evidence["arclength"]``."""
+    vanishing: where the branch turns back before ``end`` (or within ``slack`` beyond it), ``FOLD``
+    (its overlap keeps its sign) or ``VANISHING`` (a pitchfork: it goes through the trivial point
+    onto its mirror image); where it goes on beyond ``end``, turning or not, ``UNEXPLAINED`` (the
+    solver lost a branch that exists there: a turn further on is that branch's end, not this one);
+    otherwise ``kind`` unchanged. The curve's turn goes in ``evidence["arclength"]``."""
     from numerics.branches.arclength import follow_through_fold
 
     direction = np.sign(end - last.alpha) or 1.0
@@ -495,7 +497,7 @@ def _arclength_end(model, branch: str, rule, last: FixedPoint, end: float, kind:
     params = [pt.parameter for pt in curve.points]
     evidence["arclength"] = {"turns": folds, "parameters": params, "stopped": curve.stopped,
                              "evaluations": curve.evaluations}
-    if folds:
+    if folds and direction * (folds[0]["turn"] - end) <= slack:
         return FOLD if folds[0]["kind"] == "fold" else VANISHING
     if params and direction * (max(params, key=lambda p: direction * p) - end) > 0:
         return UNEXPLAINED
