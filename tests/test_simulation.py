@@ -380,6 +380,15 @@ def test_run_validate_with_fake_theory_and_simulation(tmp_path):
     assert {f["quantity"] for f in bad["failing"]} == {"train_loss"}
 
 
+def test_the_theory_point_of_the_solver_itself_is_numbers():
+    """The solver's records hold the two-token model's overlaps as ``1 x 1`` matrices: the theory point
+    a simulation is compared with reads their entries (the semantic branch at alpha = 2, draft)."""
+    point = theory_cache.theory_point(theory_cache.default_theory("draft"), SPEC, 2.0, "semantic")
+    assert point["present"] and point["converged"] and point["on_branch"]
+    assert all(isinstance(point[k], float) for k in ("theta_over_sigma2", "m", "q", "test_error"))
+    assert point["theta_over_sigma2"] > 0.1 and point["m"] == 0.0 and point["q"] > 0
+
+
 # --------------------------------------------------------------------------- slow: real agreement
 
 

@@ -258,6 +258,12 @@ def invariant_curves(theory: Theory, spec, alphas: Sequence[float]) -> List[dict
 # --------------------------------------------------------------------------- signed scalar overlaps (two-token model)
 
 
+def _number(sol, name) -> float:
+    """An overlap of the two-token rank-one model as a number: the entry of its ``1 x 1`` matrix (a
+    solver's record) or the number itself (a remembered one); a larger matrix raises."""
+    return float(np.asarray(_overlap(sol, name), dtype=float).item())
+
+
 def theory_point(theory: Theory, spec, alpha: float, branch: str) -> Dict[str, float]:
     """Theory values of :data:`QUANTITIES` on ``branch`` (main order parameter positive). Where the
     branch does not exist at ``alpha`` (:class:`BranchNotFound`), ``present`` is False, the values
@@ -269,7 +275,7 @@ def theory_point(theory: Theory, spec, alpha: float, branch: str) -> Dict[str, f
         log.info("theory: no %s branch at alpha=%g (%s)", branch, alpha, exc)
         return {**{qty: math.nan for qty in QUANTITIES}, "converged": False, "on_branch": False, "present": False,
                 "status": f"absent: {exc}"}
-    th, m = float(_overlap(sol, "theta")) / spec.sigma ** 2, float(_overlap(sol, "m"))
+    th, m = _number(sol, "theta") / spec.sigma ** 2, _number(sol, "m")
     if branch == "semantic":
         th = abs(th)
     elif branch == "positional":
@@ -279,7 +285,7 @@ def theory_point(theory: Theory, spec, alpha: float, branch: str) -> Dict[str, f
     if not on_branch:
         log.warning("theory: the %s solve at alpha=%g left its branch (m=%g, theta/sigma^2=%g)", branch, alpha, m, th)
     return {"test_error": float(sol.test_error), "train_loss": float(sol.train_loss),
-            "theta_over_sigma2": th, "m": m, "q": float(_overlap(sol, "q")), "converged": bool(sol.converged),
+            "theta_over_sigma2": th, "m": m, "q": _number(sol, "q"), "converged": bool(sol.converged),
             "on_branch": bool(on_branch), "present": True, "status": str(getattr(sol, "status", ""))}
 
 
