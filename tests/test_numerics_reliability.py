@@ -318,6 +318,31 @@ def test_a_start_that_wanders_far_from_any_fixed_point_does_not_hide_an_absence(
         assert not fp.converged and fp.status == NOT_CONVERGED
 
 
+def test_a_start_that_stops_unconverged_at_the_trivial_point_has_fallen(monkeypatch):
+    """The default start falls onto the trivial point and the one searched start stops unconverged
+    near a fixed point (residual 3e-3) but with ``|m|`` below ``COLLAPSE``, where the branch has
+    merged with the trivial point: that start fell too, and the branch is not found."""
+    from numerics.fixed_points import lines as fpm
+    from numerics.overlaps import COLLAPSE
+
+    real_solve_with_rule = fpm.solve_with_rule
+
+    def fake_solve_with_rule(model, alpha, branch, rule, start, tol, lost_below=None, **kwargs):
+        if start.m == 0.259:  # the default positional start
+            raise fpm.BranchLost("positional branch lost", branch, alpha)
+        base = real_solve_with_rule(model, alpha, branch, rule, start, tol, maxiter=1)
+        ov = Overlaps.of(base.overlaps)
+        return dataclasses.replace(base, overlaps=Overlaps(q=ov.q, m=0.5 * COLLAPSE, V=ov.V, theta=0.0),
+                                   converged=False, residual8=3e-3, stopped="stalled")
+
+    monkeypatch.setattr(fpm, "solve_with_rule", fake_solve_with_rule)
+    monkeypatch.setattr(fpm, "search_starts", lambda *a, **k: [Overlaps(q=0.3, m=0.5, V=3.0, theta=0.0)])
+    monkeypatch.setattr(fpm, "DEFAULT_START", {**fpm.DEFAULT_START,
+                                               "positional": Overlaps(q=0.05, m=0.259, V=14.0, theta=0.0)})
+    with pytest.raises(BranchNotFound, match="fell toward the trivial point, not converged there"):
+        solve(SPEC, 1.0, "positional", "draft")
+
+
 @pytest.mark.parametrize("outcomes, failed", [(("absent", "wandered"), False), (("wandered",), True),
                                               (("absent", "failed"), True)])
 def test_anchor_attempts_that_only_wander_beside_falls_onto_the_trivial_point_show_an_absence(

@@ -370,7 +370,9 @@ def _coarse_solve(model: BoundModel, alpha: float, branch: str, prec: Precision,
     attempts)``: the first solution on the branch; else the best unconverged one (a
     failure, not an absence), unless it wandered (residual above :data:`WANDERED`) while
     other starts fell onto the trivial point; else the first that fell onto the trivial
-    point (the caller reports that the branch is not there). Where every start was
+    point (the caller reports that the branch is not there). A start that stops unconverged
+    with its defining overlap below ``COLLAPSE`` (merged with the trivial point, where a
+    searched start is abandoned) has fallen too; it is no failure near the branch. Where every start was
     abandoned while collapsing (``lost_below``) there is no point: :class:`BranchLost`. Where every start
     raised: :class:`~numerics.solver.iteration.SolverError`."""
     tol = prec.coarse_tol or prec.tol
@@ -417,6 +419,13 @@ def _coarse_solve(model: BoundModel, alpha: float, branch: str, prec: Precision,
                 return sol, attempts
             attempts.append(f"{name}: fell to the trivial point")
             collapsed = collapsed or sol
+        elif sol is not None and not _on_its_branch(sol.overlaps, branch, model.spec.sigma):
+            # stopped unconverged where the branch has merged with the trivial point (its defining
+            # overlap below COLLAPSE, where a searched start is abandoned as fallen): a fall, not a
+            # failure near the branch
+            attempts.append(f"{name}: fell toward the trivial point, not converged there (residual "
+                            f"{sol.residual8:.2e}{'; ' + sol.stopped if sol.stopped else ''})")
+            lost_starts += 1
         elif sol is not None:
             attempts.append(f"{name}: not converged (residual {sol.residual8:.2e}"
                             f"{'; ' + sol.stopped if sol.stopped else ''})")
