@@ -71,6 +71,12 @@ def _overlap(sol, name):
     return getattr(getattr(sol, "overlaps", None), name, None) if value is None else value
 
 
+def _number(sol, name) -> float:
+    """An overlap of the two-token rank-one model as a number: the entry of its ``1 x 1`` matrix (a
+    solver's record) or the number itself (a remembered one); a larger matrix raises."""
+    return float(np.asarray(_overlap(sol, name), dtype=float).item())
+
+
 def _record(sol) -> dict:
     """The fields of a solution that validation reads, JSON-ready: :data:`_CORE`, and each of the
     others that it has: the overlaps that are numbers (the entries of ``1 x 1`` matrices, the
@@ -81,7 +87,7 @@ def _record(sol) -> dict:
     for name in _SCALARS:
         value = _overlap(sol, name)
         if isinstance(value, numbers.Real) or (value is not None and np.size(value) == 1):
-            out[name] = float(np.asarray(value).reshape(-1)[0])
+            out[name] = _number(sol, name)
     if getattr(sol, "invariants", None) is not None:
         out["invariants"] = {k: [float(x) for x in v] for k, v in sol.invariants.items()}
     if hasattr(sol, "error"):
@@ -256,12 +262,6 @@ def invariant_curves(theory: Theory, spec, alphas: Sequence[float]) -> List[dict
 
 
 # --------------------------------------------------------------------------- signed scalar overlaps (two-token model)
-
-
-def _number(sol, name) -> float:
-    """An overlap of the two-token rank-one model as a number: the entry of its ``1 x 1`` matrix (a
-    solver's record) or the number itself (a remembered one); a larger matrix raises."""
-    return float(np.asarray(_overlap(sol, name), dtype=float).item())
 
 
 def theory_point(theory: Theory, spec, alpha: float, branch: str) -> Dict[str, float]:

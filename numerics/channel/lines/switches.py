@@ -101,14 +101,11 @@ def locate_switches(model, rule, V, w_of, t0, hs1, hs2, has_pair, half_width: fl
     whose ``w_of`` this is; with it, a model of the compiled backend runs the iteration in its kernel
     (:func:`_compiled_steps`: line by line, the same steps and numbers as this batch loop, its reference).
     """
-    n = t0.size
     t_split = t0.copy()
-    left = [np.zeros(n), np.zeros(n)]
-    right = [np.zeros(n), np.zeros(n)]
-    switched = np.zeros(n, dtype=bool)
     lines = np.nonzero(has_pair)[0]
     if lines.size == 0:
-        return Switches(t_split, tuple(left), tuple(right), switched)
+        none = (np.zeros(0), np.zeros(0))
+        return _switches(rule, t0, t_split, lines, np.zeros(0, dtype=bool), none, none)
 
     def at(t, idx):
         return w_of(t, idx=lines[idx])
@@ -122,44 +119,42 @@ def locate_switches(model, rule, V, w_of, t0, hs1, hs2, has_pair, half_width: fl
         t_found, found, done, (A1, A2), (B1, B2) = _compiled_steps(model, rule, V, geometry, lines, tl, tr,
                                                                   (A1, A2), (B1, B2), (dw1, dw2), T, max_iter)
         t_split[lines[found]] = t_found[found]
-        if not done.all():
-            log.debug("switch location: %d lines still open after %d steps", np.count_nonzero(~done), max_iter)
-        return _switches(rule, t0, t_split, lines, found, (A1, A2), (B1, B2))
-    trial = 0.5 * (tl + tr)
-    done = np.hypot(A1 - B1, A2 - B2) <= GAP_TOL  # the same minimum at both ends: no switch
-    found = np.zeros(lines.size, dtype=bool)
-    for _ in range(max_iter):
-        act = np.nonzero(~done)[0]
-        if act.size == 0:
-            break
-        tm = trial[act]
-        (a1, a2), (b1, b2), both, go_right, step = _trial_step(
-            model, rule, V, at(tm, act), (hs1[lines[act]], hs2[lines[act]]), T[act], (A1[act], A2[act]),
-            (B1[act], B2[act]), (dw1[act], dw2[act]))
-        conv = both & (np.abs(step) < 1e-13)
-        # update the bracket
-        r, l_ = act[go_right], act[~go_right]
-        tl[r], A1[r], A2[r] = tm[go_right], a1[go_right], a2[go_right]
-        tr[l_], B1[l_], B2[l_] = tm[~go_right], b1[~go_right], b2[~go_right]
-        # converged lines: the switch at tm, with both minima there
-        c = act[conv]
-        t_split[lines[c]] = tm[conv]
-        A1[c], A2[c], B1[c], B2[c] = a1[conv], a2[conv], b1[conv], b2[conv]
-        found[c] = True
-        done[c] = True
-        # a bracket that has shrunk to nothing: a switch if the minima still differ
-        width = tr[act] - tl[act]
-        tiny = ~conv & (width < 1e-12 * np.maximum(1.0, np.abs(tm)))
-        joined = ~conv & (np.hypot(A1[act] - B1[act], A2[act] - B2[act]) <= JOIN_TOL)
-        s = act[tiny & ~joined]
-        t_split[lines[s]] = 0.5 * (tl[s] + tr[s])
-        found[s] = True
-        done[act[tiny | joined]] = True
-        # next trial: Newton's estimate where it is inside the bracket, else the midpoint
-        newton_t = tm + step
-        inside = both & (newton_t > tl[act]) & (newton_t < tr[act])
-        trial[act] = np.where(inside, newton_t, 0.5 * (tl[act] + tr[act]))
     else:
+        trial = 0.5 * (tl + tr)
+        done = np.hypot(A1 - B1, A2 - B2) <= GAP_TOL  # the same minimum at both ends: no switch
+        found = np.zeros(lines.size, dtype=bool)
+        for _ in range(max_iter):
+            act = np.nonzero(~done)[0]
+            if act.size == 0:
+                break
+            tm = trial[act]
+            (a1, a2), (b1, b2), both, go_right, step = _trial_step(
+                model, rule, V, at(tm, act), (hs1[lines[act]], hs2[lines[act]]), T[act], (A1[act], A2[act]),
+                (B1[act], B2[act]), (dw1[act], dw2[act]))
+            conv = both & (np.abs(step) < 1e-13)
+            # update the bracket
+            r, l_ = act[go_right], act[~go_right]
+            tl[r], A1[r], A2[r] = tm[go_right], a1[go_right], a2[go_right]
+            tr[l_], B1[l_], B2[l_] = tm[~go_right], b1[~go_right], b2[~go_right]
+            # converged lines: the switch at tm, with both minima there
+            c = act[conv]
+            t_split[lines[c]] = tm[conv]
+            A1[c], A2[c], B1[c], B2[c] = a1[conv], a2[conv], b1[conv], b2[conv]
+            found[c] = True
+            done[c] = True
+            # a bracket that has shrunk to nothing: a switch if the minima still differ
+            width = tr[act] - tl[act]
+            tiny = ~conv & (width < 1e-12 * np.maximum(1.0, np.abs(tm)))
+            joined = ~conv & (np.hypot(A1[act] - B1[act], A2[act] - B2[act]) <= JOIN_TOL)
+            s = act[tiny & ~joined]
+            t_split[lines[s]] = 0.5 * (tl[s] + tr[s])
+            found[s] = True
+            done[act[tiny | joined]] = True
+            # next trial: Newton's estimate where it is inside the bracket, else the midpoint
+            newton_t = tm + step
+            inside = both & (newton_t > tl[act]) & (newton_t < tr[act])
+            trial[act] = np.where(inside, newton_t, 0.5 * (tl[act] + tr[act]))
+    if not done.all():
         log.debug("switch location: %d lines still open after %d steps", np.count_nonzero(~done), max_iter)
     return _switches(rule, t0, t_split, lines, found, (A1, A2), (B1, B2))
 
@@ -189,11 +184,10 @@ def _compiled_steps(model, rule, V, geometry, lines, tl, tr, A, B, dw, T, max_it
     kernel (``switch_<terms>``, :mod:`derivations.kernels`), blocks of lines side by side in the kernels'
     threads: ``(t, found, done, A, B)`` as the batch loop leaves them."""
     kernel = model.gm.switch_prox_newton_of_T
-    idx = lines
     L_ww = np.ascontiguousarray(geometry.L_ww, dtype=float)
     per_line = [np.ascontiguousarray(x, dtype=float) for x in
-                (tl, tr, np.stack(A, axis=-1), np.stack(B, axis=-1), geometry.c1[idx], geometry.c2[idx],
-                 geometry.n1[idx], geometry.n2[idx], geometry.u[idx], np.stack(dw, axis=-1), T)]
+                (tl, tr, np.stack(A, axis=-1), np.stack(B, axis=-1), geometry.c1[lines], geometry.c2[lines],
+                 geometry.n1[lines], geometry.n2[lines], geometry.u[lines], np.stack(dw, axis=-1), T)]
     rest = (float(V), np.asarray(model.pack("V", V), dtype=float), np.asarray(model.params, dtype=float),
             float(curvature_floor(V)), float(rule.newton_tol), NEWTON_STEPS, int(max_iter), GAP_TOL, JOIN_TOL)
 
