@@ -144,6 +144,20 @@ def try_solve(spec, alpha, branch, precision, start, model, near: Optional[Fixed
     return fp
 
 
+def step_solve(spec, alpha, branch, precision, start, model, near: FixedPoint, bisections: int
+               ) -> Optional[FixedPoint]:
+    """A continuation step of :func:`follow_branch` to ``alpha``: :func:`try_solve` without its
+    second attempt from ``near``'s point where a failed step is bisected (``bisections`` > 0). That
+    attempt is then the bisection's first one, from the same point at half the step; the step's
+    ``alpha`` is tried again, from the prediction and from the nearest point, where every shorter
+    step found the branch (:func:`_bisect_spinodal`). So where the branch has ended, as at every
+    spinodal, the farthest of the failed solves is made once, not twice: a lost solve is the
+    most expensive one, 40-60 evaluations until every attempt has collapsed."""
+    if bisections <= 0:
+        return try_solve(spec, alpha, branch, precision, start, model, near)
+    return attempt_solve(spec, alpha, branch, precision, start, model, near, newton=True)[0]
+
+
 def extrapolate(points: List[FixedPoint], alpha: float) -> Overlaps:
     """Extrapolation of the last points: quadratic through the last three where its
     correction to the secant (linear, last two) is less than half the secant's own step
@@ -228,7 +242,10 @@ def follow_branch(spec: ModelSpec, alphas: Sequence[float], branch: str, precisi
                 if progress:
                     progress(seed)
                 continue
-            fp = try_solve(spec, float(alpha), branch, precision, extrapolate(trail, alpha), model, trail[-1])
+            # from the prediction alone: where it fails, the bisection's first step starts from the
+            # last point found, as try_solve's second attempt would, at half the distance
+            fp = step_solve(spec, float(alpha), branch, precision, extrapolate(trail, alpha), model, trail[-1],
+                            bisections)
             if fp is None or not is_on_branch(fp, branch):
                 end, between = _bisect_spinodal(spec, model, branch, precision, trail, float(alpha), bisections,
                                                 classify_ends)
