@@ -78,8 +78,13 @@ def follow_sides(model, rule, V, lines, pieces, solved: Optional[tuple] = None) 
     order = np.argsort(-K, kind="stable")
     line = np.concatenate([pieces[o][0] for o in order])
     k_max = K[order[0]]
-    T = np.concatenate([np.pad(pieces[o][1], ((0, k_max - K[o]), (0, 0))) for o in order], axis=1)
-    WT = np.concatenate([np.pad(pieces[o][2], ((0, k_max - K[o]), (0, 0))) for o in order], axis=1)
+    # each side's nodes, zero below its last one: the padded (node, side) layout
+    T, WT = np.zeros((k_max, line.size)), np.zeros((k_max, line.size))
+    pos = 0
+    for o in order:
+        T[:K[o], pos:pos + counts[o]] = pieces[o][1]
+        WT[:K[o], pos:pos + counts[o]] = pieces[o][2]
+        pos += counts[o]
     K_line = np.concatenate([np.full(counts[o], K[o]) for o in order])
     hs1, hs2, teacher = lines.hs1[line], lines.hs2[line], lines.teacher[line]
     W1, W2 = lines.w_of(T, idx=line)
