@@ -94,13 +94,14 @@ def _predicted_start(branch: BranchNearScan, seeds: Optional[BranchNearScan], al
 
 
 def _on_rule(model, name: str, rule, prec, seeds: Optional[BranchNearScan], start_alpha: float,
-             start) -> BranchNearScan:
+             start, start_history: tuple = ()) -> BranchNearScan:
     """``name``'s branch solved with one line quadrature ``rule`` (``prec``: its tolerances and
     budget), known at first at ``start_alpha`` from ``start``. A solve at ``alpha`` starts from
     ``seeds``' solution there (another rule's on the same branch), which also seeds its Anderson
     history; else from its own nearest solution, whose history (the Jacobian at a nearby ``alpha``)
     carries over, shifted like a rule change, from that solution moved along the branch's slope
-    (:func:`_predicted_start`); else from the interpolated known points. Raises
+    (:func:`_predicted_start`); else from the interpolated known points, with ``start_history``
+    (the Anderson pairs of the solve that found ``start``, where that was this rule's). Raises
     :class:`SolverError` where it does not converge and :class:`OffBranch` where it falls onto the
     trivial point."""
     def solve_at(branch: BranchNearScan, alpha: float):
@@ -116,7 +117,7 @@ def _on_rule(model, name: str, rule, prec, seeds: Optional[BranchNearScan], star
                 # the seed's history, extrapolated to the moved start as a continuation's is
                 start_at, history = (seed.overlaps, ()) if start_at is None else (start_at, seed.history)
         if start_at is None:
-            start_at = _interpolated_start(branch, alpha, model.spec.rho)
+            start_at, history = _interpolated_start(branch, alpha, model.spec.rho), start_history
         budget = Budget(prec.max_evaluations, prec.time_limit)
         sol = solve_with_rule(model, alpha, name, rule, start_at, prec.tol, seed=seed, history=history,
                               accept_tol=prec.residual_tol, budget=budget)
@@ -471,8 +472,11 @@ class Deterministic:
         starts = {b: Overlaps.of(found.by[b][found.start_alpha[b]].overlaps) for b in found.by}
         lo, hi = found.common[0], found.common[-1]
         for tag, rule, rule_prec in self._rules(found.curves):
-            # each rule starts where the one before converged, from its solutions (seeded)
-            solvers = {b: _on_rule(self.model, b, rule, rule_prec, seeds.get(b), found.start_alpha[b], starts[b])
+            # each rule starts where the one before converged, from its solutions (seeded); the first
+            # from the scan's points, with their Anderson pairs where the scan solved them with this rule
+            # (the draft link's first solves 2e-3 from a scan point: 14 and 9 evaluations without them)
+            solvers = {b: _on_rule(self.model, b, rule, rule_prec, seeds.get(b), found.start_alpha[b], starts[b],
+                                   () if seeds else self._scan_history(found.by[b][found.start_alpha[b]], rule))
                        for b in COMPETING_BRANCHES}
             guess = previous["alpha_c"] if previous else found.a_guess
             ac, ac_step = _newton_alpha_c(self.model, solvers["positional"], solvers["semantic"], guess, self.xtol,
@@ -484,6 +488,14 @@ class Deterministic:
             if status == "ok":
                 status = self._alpha_l_on_rule(tag, solvers, rule_prec.test_n, results, found, baseline.test_error)
         return self._fields(found, results, seeds, status, baseline)
+
+    @staticmethod
+    def _scan_history(point, rule) -> tuple:
+        """The Anderson pairs of a scan point's solve where it reported ``rule``'s solution (a scan
+        read back from a phase diagram's rows has none)."""
+        pairs = getattr(point, "continuation_pairs", ())
+        return tuple(pairs) if pairs and point.precision in PRECISIONS \
+            and PRECISIONS[point.precision].check_rule == rule else ()
 
     def _alpha_l_on_rule(self, tag: str, solvers: dict, test_n: int, results: dict, found: _Bracket,
                          eps_lin: float) -> str:
