@@ -348,6 +348,33 @@ def test_a_searched_start_reaches_the_softmax_fixed_point(model):
     assert np.allclose(from_search.overlaps.as_array(), from_ref.overlaps.as_array(), rtol=1e-7, atol=0)
 
 
+def test_a_seed_moved_along_the_branch_converges_on_its_first_evaluation(model):
+    """A solve at a nearby alpha seeded by the solution at the last alpha, moved along the branch's
+    secant with its Anderson pairs (``moved_seed``), reaches the fixed point the unmoved seed reaches
+    (within the tolerance), in one evaluation without the checks instead of two: the prediction
+    starts it within the tolerance. The pairs keep their differences (the Jacobian estimate)."""
+    from numerics.fixed_points.lines import moved_seed
+    from numerics.precision import PRECISIONS
+
+    prec = PRECISIONS["draft"]
+    rule = prec.rule
+    a0, a1, a2 = 1.5, 1.501, 1.50101
+    s0 = solve_with_rule(model, a0, "semantic", rule, SEMANTIC_REF, prec.tol)
+    s1 = solve_with_rule(model, a1, "semantic", rule, s0.overlaps, prec.tol, history=s0.history)
+    x0, x1 = s0.overlaps.as_array(), s1.overlaps.as_array()
+    predicted = Overlaps.from_array(x1 + (a2 - a1) * (x1 - x0) / (a1 - a0))
+    seed = moved_seed(s1, "semantic", predicted)
+    free = [0, 2, 3]  # the semantic map's coordinates: q, V, theta
+    assert np.array_equal(seed.history[-1][0], predicted.as_array()[free])
+    for (xa, ga), (xb, gb), (ya, _), (yb, _) in zip(s1.history, s1.history[1:], seed.history, seed.history[1:]):
+        assert np.allclose(yb - ya, np.asarray(xb) - np.asarray(xa), rtol=0, atol=1e-15)
+    plain = solve_with_rule(model, a2, "semantic", rule, s1.overlaps, prec.tol, seed=s1)
+    moved = solve_with_rule(model, a2, "semantic", rule, predicted, prec.tol, seed=seed)
+    assert plain.converged and moved.converged
+    assert np.allclose(moved.overlaps.as_array(), plain.overlaps.as_array(), rtol=10 * prec.tol, atol=0)
+    assert (plain.evaluations, moved.evaluations) == (3, 2)  # (unchecked, checked): (2, 1) and (1, 1)
+
+
 def test_small_alpha_tends_to_uniform_attention(model):
     """As alpha -> 0 the solution is trivial and the test error is that of uniform
     attention S = 1/2: (sigma^2/2)(E|T|_F^2 - 1), since T's rows sum to one."""

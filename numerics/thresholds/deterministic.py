@@ -35,7 +35,7 @@ import numpy as np
 
 from numerics.branches.follow import COLLAPSE, try_solve, defining_overlap, follow_branch, is_on_branch
 from numerics.channel.integrators import method_for
-from numerics.fixed_points.lines import solve_with_rule
+from numerics.fixed_points.lines import moved_seed, solve_with_rule
 from numerics.model.bound import bind
 from numerics.model.saddle_point import free_energy, test_error
 from numerics.overlaps import COMPETING_BRANCHES, Overlaps
@@ -100,23 +100,25 @@ def _on_rule(model, name: str, rule, prec, seeds: Optional[BranchNearScan], star
     ``seeds``' solution there (another rule's on the same branch), which also seeds its Anderson
     history; else from its own nearest solution, whose history (the Jacobian at a nearby ``alpha``)
     carries over, shifted like a rule change, from that solution moved along the branch's slope
-    (:func:`_predicted_start`); else from the interpolated known points, with ``start_history``
+    (:func:`_predicted_start`, :func:`~numerics.fixed_points.lines.moved_seed`); else from the
+    interpolated known points, with ``start_history``
     (the Anderson pairs of the solve that found ``start``, where that was this rule's). Raises
     :class:`SolverError` where it does not converge and :class:`OffBranch` where it falls onto the
     trivial point."""
     def solve_at(branch: BranchNearScan, alpha: float):
         seed = seeds.points.get(alpha) if seeds is not None else None
         nearby, history = False, ()
-        start_at = seed.overlaps if seed is not None else None
         if seed is None:
             own = [a for a in branch.known if a in branch.points]
             if own:
                 near = branch.nearest(alpha, own)
                 seed, nearby = branch.points[near], True
-                start_at = _predicted_start(branch, seeds, alpha, near, model.spec.rho)
-                # the seed's history, extrapolated to the moved start as a continuation's is
-                start_at, history = (seed.overlaps, ()) if start_at is None else (start_at, seed.history)
-        if start_at is None:
+                predicted = _predicted_start(branch, seeds, alpha, near, model.spec.rho)
+                if predicted is not None:
+                    seed = moved_seed(seed, name, predicted)
+        if seed is not None:
+            start_at = seed.overlaps
+        else:
             start_at, history = _interpolated_start(branch, alpha, model.spec.rho), start_history
         budget = Budget(prec.max_evaluations, prec.time_limit)
         sol = solve_with_rule(model, alpha, name, rule, start_at, prec.tol, seed=seed, history=history,
