@@ -101,8 +101,8 @@ def _on_rule(model, name: str, rule, prec, seeds: Optional[BranchNearScan], star
     history; else from its own nearest solution, whose history (the Jacobian at a nearby ``alpha``)
     carries over, shifted like a rule change, from that solution moved along the branch's slope
     (:func:`_predicted_start`, :func:`~numerics.fixed_points.lines.moved_seed`); else from the
-    interpolated known points, with ``start_history``
-    (the Anderson pairs of the solve that found ``start``, where that was this rule's). Raises
+    interpolated known points, with ``start_history`` (the Anderson pairs of the solve that found
+    ``start``, where that was this rule's). Raises
     :class:`SolverError` where it does not converge and :class:`OffBranch` where it falls onto the
     trivial point."""
     def solve_at(branch: BranchNearScan, alpha: float):
@@ -493,11 +493,11 @@ class Deterministic:
 
     @staticmethod
     def _scan_history(point, rule) -> tuple:
-        """The Anderson pairs of a scan point's solve where it reported ``rule``'s solution (a scan
-        read back from a phase diagram's rows has none)."""
-        pairs = getattr(point, "continuation_pairs", ())
-        return tuple(pairs) if pairs and point.precision in PRECISIONS \
-            and PRECISIONS[point.precision].check_rule == rule else ()
+        """The Anderson pairs of a scan point's solve where they are ``rule``'s: a point's pairs are its
+        coarse rule's (a scan read back from a phase diagram's rows has none)."""
+        pairs = point.continuation_pairs
+        return tuple(pairs) if pairs and point.precision in PRECISIONS and PRECISIONS[point.precision].rule == rule \
+            else ()
 
     def _alpha_l_on_rule(self, tag: str, solvers: dict, test_n: int, results: dict, found: _Bracket,
                          eps_lin: float) -> str:
