@@ -204,6 +204,27 @@ def test_the_secant_stops_without_solving_at_its_last_steps_end():
         assert step < 1e-6 and abs(root - 1.3) < 1e-3 * step
 
 
+def test_a_secant_started_at_its_root_solves_once():
+    """With another rule's slope, a start whose Newton step is already below ``xtol`` needs no second
+    point: the step's end is the root, the step its error, after one solve (a second point solved
+    only for the slope cost a solve of the reporting rule). A slope 5% off moves the end by 5% of
+    the step."""
+    calls = []
+
+    def g(alpha):
+        calls.append(alpha)
+        return (1.3 - alpha) * (1.0 + 0.4 * (alpha - 1.3))  # slope -1 at the root
+
+    start = 1.3 + 2e-8
+    root, step, slope, solved = safeguarded_secant(g, start, None, 1e-6, slope_guess=-0.95, bracket=(0.5, 2.0))
+    assert calls == [start] and solved == start and slope == -0.95
+    assert 0 < step < 1e-6 and abs(root - 1.3) < 0.06 * step
+    # a start farther than xtol from the root still takes the secant's steps
+    calls.clear()
+    root, step, _, _ = safeguarded_secant(g, 1.3 + 2e-5, None, 1e-6, slope_guess=-0.95, bracket=(0.5, 2.0))
+    assert len(calls) > 1 and abs(root - 1.3) < 1e-9
+
+
 def test_the_secant_stops_where_the_function_no_longer_resolves_the_step():
     """Near a root, a fixed-point solve whose start already meets its tolerance returns the
     same point, so ``g`` takes one value at two alphas (at sigma = 0.3 the test error at

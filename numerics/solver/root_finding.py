@@ -127,7 +127,8 @@ def safeguarded_secant(g: Callable[[float], float], a0: float, a1: Optional[floa
                        positive_at_hi: bool = False, name: str = "root", one_sign: str = "g keeps one sign") -> SecantRoot:
     """The secant method on ``g`` from ``a0`` and ``a1``; with ``slope_guess`` (a slope at a
     nearby root, e.g. from another discretisation of ``g``) ``a1`` is instead the Newton
-    step from ``a0`` with that slope. ``bracket = (lo, hi)``: the range searched; every
+    step from ``a0`` with that slope, and where that step is already below ``xtol`` its end is the
+    root, with the step as its error, after one solve. ``bracket = (lo, hi)``: the range searched; every
     solved point narrows it by its sign (``g`` positive above the root iff
     ``positive_at_hi``), and an iterate outside it is replaced by bisection.
 
@@ -165,11 +166,23 @@ def safeguarded_secant(g: Callable[[float], float], a0: float, a1: Optional[floa
     def inside(a):
         return a if signs.contains(a) else signs.midpoint
 
+    def at_range_end(a):
+        # converging onto an end of the range whose side was never seen
+        return (not signs.seen_lo and abs(a - signs.lo) < 2 * xtol) or \
+            (not signs.seen_hi and abs(a - signs.hi) < 2 * xtol)
+
     a0, g0 = g_(a0)
     if slope_guess is not None:
-        a1 = inside(a0 - g0 / slope_guess)
-        if abs(a1 - a0) < xtol:  # already at the root: a distinct second point for the slope
-            a1 = a0 + xtol
+        newton = a0 - g0 / slope_guess
+        a1 = inside(newton)
+        if abs(a1 - a0) < xtol:
+            if a1 == newton and not at_range_end(a1):
+                # already at the root: the step's end is the root and the step its error, as at the
+                # secant's last step (a slope wrong by a fraction e moves the end by e times the
+                # step). A second point solved only for the slope cost a solve of the reporting
+                # rule (high: 6.7 s) and reported a step of about xtol back from it
+                return SecantRoot(a1, abs(a1 - a0), slope_guess, a0)
+            a1 = a0 + xtol  # a distinct second point for the slope
     a1, g1 = g_(a1)
     slope = (g1 - g0) / (a1 - a0) if slope_guess is None or abs(a1 - a0) > SLOPE_MIN_SPACING else slope_guess
     for _ in range(MAX_STEPS):
@@ -188,9 +201,7 @@ def safeguarded_secant(g: Callable[[float], float], a0: float, a1: Optional[floa
         log.debug("%s: alpha=%.12g value=%.3e secant step to %.12g (range [%.12g, %.12g])", name, a1, g1, a2,
                   signs.lo, signs.hi)
         if abs(a2 - a1) < xtol:
-            # converging onto an end of the range whose side was never seen
-            if (not signs.seen_lo and abs(a2 - signs.lo) < 2 * xtol) or \
-                    (not signs.seen_hi and abs(a2 - signs.hi) < 2 * xtol):
+            if at_range_end(a2):
                 raise NoRootInRange(f"{name}: {one_sign} up to alpha = {a2:.6g}, the end of the scanned range")
             # the step's end is the root, the step its error (far larger than a2's own, as the
             # method converges superlinearly); solving at a2 only to stop would cost a solve. Where
