@@ -67,6 +67,11 @@ class Overlaps:
         overlaps (:class:`~numerics.matrix_overlaps.MatrixOverlaps`, what a record holds)."""
         return overlaps if isinstance(overlaps, cls) else cls.from_array(overlaps.pack())
 
+    def inside(self, rho: float) -> bool:
+        """Whether these overlaps lie in the domain where the Gaussian measure of docs/theory.md,
+        section 2.2 exists: ``q > 0``, ``V > 0`` and ``theta^2 < rho q`` (``theta = 0`` always)."""
+        return bool(self.q > 0 and self.V > 0 and (self.theta == 0 or self.theta**2 < rho * self.q))
+
     def validate(self) -> None:
         """Raise if the overlaps leave the domain where the Gaussian measure of docs/theory.md, section 2.2 exists."""
         if not (np.isfinite(self.as_array()).all()):

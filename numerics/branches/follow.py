@@ -186,9 +186,8 @@ def extrapolate(points: List[FixedPoint], alpha: float) -> Overlaps:
             x = x + correction
     # a prediction outside the domain is no start (at sigma = 0.3 the semantic branch's
     # quadratic prediction from 7.5 and 6.2 to 5.2 had theta^2 > rho q)
-    if x[0] <= 0 or x[2] <= 0 or (x[3] != 0 and x[3]**2 >= b.model.rho * x[0]):
-        return b.overlaps
-    return Overlaps.from_array(x)
+    predicted = Overlaps.from_array(x)
+    return predicted if predicted.inside(b.model.rho) else b.overlaps
 
 
 def follow_branch(spec: ModelSpec, alphas: Sequence[float], branch: str, precision: str = "fast",

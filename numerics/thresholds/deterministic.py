@@ -61,9 +61,8 @@ def _interpolated_start(branch: BranchNearScan, alpha: float, rho: float) -> Ove
         return branch.known[near[0]]
     a0, a1 = near
     x0, x1 = Overlaps.of(branch.known[a0]).as_array(), Overlaps.of(branch.known[a1]).as_array()
-    x = x0 + (alpha - a0) / (a1 - a0) * (x1 - x0)
-    inside = x[0] > 0 and x[2] > 0 and x[3]**2 < rho * x[0]
-    return Overlaps.from_array(x) if inside else branch.known[a0]
+    interpolated = Overlaps.from_array(x0 + (alpha - a0) / (a1 - a0) * (x1 - x0))
+    return interpolated if interpolated.inside(rho) else branch.known[a0]
 
 
 def _predicted_start(branch: BranchNearScan, seeds: Optional[BranchNearScan], alpha: float, near: float,
@@ -88,9 +87,9 @@ def _predicted_start(branch: BranchNearScan, seeds: Optional[BranchNearScan], al
         return None
     _, source, (a0, a1) = min(pairs, key=lambda p: p[0])
     x0, x1 = (Overlaps.of(source.points[a].overlaps).as_array() for a in (a0, a1))
-    x = Overlaps.of(branch.points[near].overlaps).as_array() + (alpha - near) * (x1 - x0) / (a1 - a0)
-    inside = x[0] > 0 and x[2] > 0 and x[3]**2 < rho * x[0]
-    return Overlaps.from_array(x) if inside else None
+    predicted = Overlaps.from_array(Overlaps.of(branch.points[near].overlaps).as_array()
+                                    + (alpha - near) * (x1 - x0) / (a1 - a0))
+    return predicted if predicted.inside(rho) else None
 
 
 def _on_rule(model, name: str, rule, prec, seeds: Optional[BranchNearScan], start_alpha: float,
