@@ -187,7 +187,8 @@ def extrapolate(points: List[FixedPoint], alpha: float) -> Overlaps:
     # a prediction outside the domain is no start (at sigma = 0.3 the semantic branch's
     # quadratic prediction from 7.5 and 6.2 to 5.2 had theta^2 > rho q)
     predicted = Overlaps.from_array(x)
-    return predicted if predicted.inside(b.model.rho) else b.overlaps
+    # rho enters only where theta is free (the semantic branch)
+    return predicted if predicted.inside(b.model.rho if predicted.theta else 0.0) else b.overlaps
 
 
 def follow_branch(spec: ModelSpec, alphas: Sequence[float], branch: str, precision: str = "fast",
