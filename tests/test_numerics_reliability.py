@@ -282,6 +282,49 @@ def test_the_root_finder_converges_where_the_fixed_point_repels_the_iteration():
     assert res.converged and np.allclose(res.x, exact, rtol=1e-6, atol=1e-7)
 
 
+@pytest.mark.parametrize("residual, stands", [(0.7, True), (3e-3, False)])
+def test_a_collapse_stands_where_the_root_search_comes_near_no_fixed_point(monkeypatch, residual, stands):
+    """After the iteration collapsed onto the trivial point, the root finder looks for a fixed point
+    that repelled it. A search that stops far from every fixed point (residual above WANDERED) found
+    none, and the collapse stands (BranchLost); one that stalls near a point is a failure there, its
+    best point returned unconverged."""
+    from numerics.fixed_points import root_fallback as rf
+    from numerics.fixed_points.errors import BranchLost
+    from numerics.fixed_points.lines import line_map
+    from numerics.model.bound import bind
+    from numerics.solver.iteration import FixedPointResult
+
+    def wandering(G, z0, **kw):
+        return FixedPointResult(z0, z0, False, 40, residual, stopped="40 evaluations of the root finder spent")
+
+    monkeypatch.setattr(rf, "root_fixed_point", wandering)
+    F = line_map(bind(SPEC), 1.0, "positional", PRECISIONS["draft"].rule)
+    lost = BranchLost("positional branch lost", "positional", 1.0)
+    call = lambda: rf.root_fallback(F, SPEC.rho, "positional", None, np.array([0.05, 0.259, 14.0]), 1e-8,  # noqa: E731
+                                    1e-5, None, np.full(3, 1e-8), None, lost)
+    if stands:
+        with pytest.raises(BranchLost):
+            call()
+    else:
+        res = call()
+        assert not res.converged and res.residual == residual
+
+
+def test_the_positional_branch_at_sigma_1_falls_from_its_anchor_start_and_is_not_found():
+    """At ``sigma = 1`` (``omega = 0.25``, ``lam = 0.01``) the positional iteration from its anchor start
+    falls onto ``m = 0``, flipping the sign of ``m`` at every step, and the root finder from the start
+    comes near no fixed point: the attempt ends absent, not failed."""
+    from numerics.branches.follow import ABSENT, ANCHORS, attempt_solve
+    from numerics.fixed_points.lines import start_for_model
+    from numerics.model.bound import bind
+
+    spec = ModelSpec(sigma=1.0, lam=0.01, omega=0.25, A=((0.6, 0.4), (0.4, 0.6)))
+    _, outcome, why = attempt_solve(spec, 3.0, "positional", "draft", start_for_model(ANCHORS["positional"][1], spec.rho),
+                                    bind(spec), newton=True)
+    assert outcome == ABSENT, why
+    assert "positional branch lost" in why
+
+
 def test_a_branch_the_solver_failed_to_find_is_a_failure_not_an_absence(monkeypatch):
     """The thresholds need both branches: a branch whose every anchor attempt fell onto the
     trivial point is absent (BranchAbsent, a reason); one where the solver failed is a

@@ -29,7 +29,7 @@ from numerics.overlaps import ALL_NAMES, COLLAPSE, COMPETING_BRANCHES, FIXED_ZER
 from numerics.precision import PRECISIONS, Precision
 from numerics.result import CONVERGED, FixedPoint, assess
 from numerics.fixed_points.errors import BranchLost, BranchNotFound
-from numerics.fixed_points.root_fallback import root_fallback
+from numerics.fixed_points.root_fallback import WANDERED, root_fallback
 from numerics.fixed_points.saddle_map import SaddlePointMap
 from numerics.channel.lines.expectations import update_hat_overlaps
 from numerics.model.saddle_point import free_energy, test_error, update_overlaps
@@ -128,13 +128,6 @@ class RuleSolution:
 # solves that stall are those past a fold, which otherwise spent up to 80 + 240
 # evaluations failing (docs/numerics.md, section 4)
 STALL_WINDOW = 20
-
-
-# A searched start that stops at a relative residual above this never came near a fixed point
-# (its image differs by 10% in some component); stalls near a fold end below 1e-3
-# (docs/studies/positional_small_lam.md). Where the other starts fell onto the trivial point,
-# such a start does not turn the absence of the branch into a solver failure.
-WANDERED = 0.1
 
 
 def defining_overlap(overlaps: Overlaps, branch: str, sigma: float) -> float:

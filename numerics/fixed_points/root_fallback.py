@@ -16,6 +16,13 @@ from numerics.solver.iteration import (OUTSIDE_DOMAIN, ROOT_EVALUATIONS, Budget,
 
 log = logging.getLogger(__name__)
 
+# A solve that stops at a relative residual above this never came near a fixed point (its image
+# differs by 10% in some component); stalls near a fold end below 1e-3
+# (docs/studies/positional_small_lam.md). Where other starts fell onto the trivial point, such a
+# start does not turn the absence of the branch into a solver failure; nor does a root search that
+# stops that far after the iteration fell (:func:`root_fallback`).
+WANDERED = 0.1
+
 
 @dataclasses.dataclass(frozen=True)
 class DomainCoordinates:
@@ -68,7 +75,8 @@ def root_fallback(F, rho: float, branch: str, previous, x0, tol: float, accept_t
     ``log V`` and ``atanh(theta / sqrt(rho q))``, from the iteration's best point (if it
     stalled) and from the solve's start (the continuation's prediction). Returns the
     first converged result, else the best; raises ``lost`` again where the root finder
-    too collapsed from every start.
+    too collapsed from every start, or where, after the iteration collapsed, no start's
+    search came near a fixed point (its best residual not below :data:`WANDERED`).
 
     ``F``: the map of the branch's free overlaps (its ``free`` indices and ``alpha``); ``rho``: the
     model's ``sigma^2``; ``floor``: the free overlaps' residual floor; ``check(iteration, x,
@@ -110,4 +118,11 @@ def root_fallback(F, rho: float, branch: str, previous, x0, tol: float, accept_t
             break
     if best is None or (lost is not None and falls == len(starts) and previous is None):
         raise lost if lost is not None else SolverError(f"alpha={F.alpha:g} {branch}: no root search could start")
+    if lost is not None and not best.converged and not best.residual < WANDERED:
+        # the root search came near no fixed point: nothing repelled the iteration there, and its
+        # fall onto the trivial point stands (at sigma = 1 the positional iteration falls so from
+        # every start, flipping the sign of m, while the root search stalls at residuals of 0.5-2)
+        log.debug("alpha=%g %s: the root search came near no fixed point (residual %.2e); the fall stands",
+                  F.alpha, branch, best.residual)
+        raise lost
     return best
