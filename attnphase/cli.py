@@ -73,19 +73,35 @@ class Terminated(KeyboardInterrupt):
         self.signum = signum
 
 
+def _quiet_teardown() -> None:
+    """The command ends with its one line: a Dask client's ``sync`` interrupted before its future
+    exists schedules a callback that raises ``NameError`` on the client's event loop, which tornado
+    logs with its traceback while the cluster shuts down."""
+    logging.getLogger("tornado.application").setLevel(logging.CRITICAL)
+
+
 def _raise_terminated(signum, frame):
     signal.signal(signum, signal.SIG_DFL)  # a second one ends the process at once
+    _quiet_teardown()
     raise Terminated(signum)
+
+
+def _raise_interrupted(signum, frame):
+    _quiet_teardown()
+    raise KeyboardInterrupt
 
 
 @contextlib.contextmanager
 def ending_signals():
-    """While the block runs, SIGTERM and SIGHUP raise :class:`Terminated` (in the main thread, and
-    where the signal is not ignored: ``nohup`` keeps its meaning)."""
+    """While the block runs, SIGTERM and SIGHUP raise :class:`Terminated` and Ctrl-C
+    ``KeyboardInterrupt``, as Python's own handler does (in the main thread, and where the signal
+    is not ignored: ``nohup`` keeps its meaning)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     previous = {}
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        previous[signal.SIGINT] = signal.signal(signal.SIGINT, _raise_interrupted)
     for signum in ENDING_SIGNALS:
         if signal.getsignal(signum) is signal.SIG_DFL:
             previous[signum] = signal.signal(signum, _raise_terminated)
