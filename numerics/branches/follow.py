@@ -24,7 +24,7 @@ import numpy as np
 from derivations import ModelSpec
 
 from numerics.channel.integrators import method_for
-from numerics.fixed_points.lines import WANDERED as WANDERED_RESIDUAL
+from numerics.fixed_points.root_fallback import WANDERED as WANDERED_RESIDUAL
 from numerics.fixed_points.errors import BranchNotFound
 from numerics.fixed_points.solve import solve
 from numerics.fixed_points.lines import (COLLAPSE, DEFAULT_START, defining_overlap, map_jacobian_eigenvalues,
@@ -105,7 +105,7 @@ def attempt_solve(spec, alpha, branch, precision, start, model, near: Optional[F
     """A solve that may legitimately end off the branch where it does not exist:
     ``(point or None, outcome, why)``, the outcome ``FOUND``, ``ABSENT`` (the solve fell
     onto the trivial point), ``WANDERED`` (no convergence, and the residual never came
-    below :data:`~numerics.fixed_points.lines.WANDERED`: no fixed point was near) or ``FAILED``
+    below :data:`~numerics.fixed_points.root_fallback.WANDERED`: no fixed point was near) or ``FAILED``
     (the solver: an error, or no convergence near a point). Its non-convergence is logged at
     info level only: the caller tries again, and reports what its tries end in.
     ``near``: a solution at a nearby alpha whose solver history seeds this solve;

@@ -65,7 +65,7 @@ def _line_overlaps(rho: float):
     def overlaps_of(x: np.ndarray) -> Overlaps:
         ov = Overlaps.from_array(x)
         ov.validate()
-        if ov.theta**2 >= rho * ov.q:
+        if not ov.inside(rho):
             # Cauchy-Schwarz for the Gaussian pair (h, h*) of docs/theory.md, section 2.2: outside, the
             # covariance is not positive (numpy would warn and return NaN); the solver
             # shortens a step that lands here
