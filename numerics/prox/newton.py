@@ -283,7 +283,7 @@ def compiled_follow(kernel, h0, t, w, c, running, v, params, floor: float, tol: 
     running = np.ascontiguousarray(running, dtype=np.int64)
     rest = (np.asarray(v, dtype=float), np.asarray(params, dtype=float), float(floor), float(tol), int(maxiter))
     total = int(running.sum())
-    blocks = min(kernel_threads(), total // PARALLEL_NODES)
+    blocks = min(kernel_threads(), total // PARALLEL_PATH_NODES)
     if blocks <= 1:
         return kernel(h0, t, w, c, running, *rest)
     # path s has a node k where running[k] > s: its node count, and the paths' edges at equal node counts
@@ -309,3 +309,9 @@ def compiled_follow(kernel, h0, t, w, c, running, v, params, floor: float, tol: 
 #: nodes per thread below which a kernel call stays in the calling thread (a thread's hand-off
 #: costs about as much as a thousand nodes' Newton steps)
 PARALLEL_NODES = 2048
+#: the same for a continuation (:func:`compiled_follow`), whose split costs more: the blocks' edges
+#: at equal node counts, their contiguous copies, the index arithmetic and the scatter of the results.
+#: The draft rule's 9,000 nodes in one call make its evaluations 6-7% faster than split from 4,096;
+#: the fast rules' (64,000 and 260,000 nodes) are split either way
+#: (``python benchmarks/kernels.py follow-split``, the same numbers)
+PARALLEL_PATH_NODES = 8192
