@@ -242,10 +242,14 @@ def root_fixed_point(F: Callable[[np.ndarray], np.ndarray], x0, *, tol: float, a
     floor = np.broadcast_to(np.asarray(floor, dtype=float), x0.shape)
     best = [np.inf, x0, x0]
     residuals = []
-    state = {"stopped": "", "outside": None}
+    state = {"stopped": "", "outside": None, "last": None}
 
     def G(x):
         x = np.array(x, dtype=float)
+        if state["last"] is not None and np.array_equal(x, state["last"][0]):
+            # MINPACK asks again for the point it was just given (scipy's shape check, then hybrd's
+            # first evaluation): the map is deterministic, so the answer is the one it gave
+            return state["last"][1].copy()
         spent = budget.exhausted() if budget is not None else ""
         if spent or len(residuals) >= max_evaluations:
             state["stopped"] = spent or f"{max_evaluations} evaluations of the root finder spent"
@@ -273,6 +277,7 @@ def root_fixed_point(F: Callable[[np.ndarray], np.ndarray], x0, *, tol: float, a
             callback(len(residuals) - 1, x, res)
         if res < tol:
             raise _RootStop()
+        state["last"] = (x, g.copy())
         return g
 
     measure = residual or (lambda x, Fx: _scaled_residual(x, Fx, floor))
