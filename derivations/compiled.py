@@ -38,6 +38,10 @@ NEWTON_KERNELS = (("prox_newton_of_T", "prox_objective_of_T"),)
 #: the functions of :mod:`derivations.kernels` a compiled module exports, by their names there: each
 #: is exported as ``<entry>_<terms>`` for each of :data:`NEWTON_KERNELS`
 ENTRY_POINTS = {"newton_nodes": "newton", "follow_paths": "follow", "grid_starts": "grid", "switch_lines": "switch"}
+#: the pitchfork radii of the line quadrature's teacher rays (:mod:`derivations.pitchfork_kernel`),
+#: generated where ``prox_hess`` takes these node arguments (a two-token, rank-one prox)
+PITCHFORK = "pitchfork_prox_hess"
+PITCHFORK_NODE_ARGS = ("h1", "h2", "w1", "w2", "hs1", "hs2", "V")
 #: every compiled function: cached next to its module; float errors as numpy's (inf and nan, no
 #: exception: the solver reports non-finite values as its own error); no fast-math, so the
 #: arithmetic is IEEE's, as numpy's
@@ -154,6 +158,26 @@ def _kernel_source(terms: str, objective: str, groups: Dict[str, int], n_params:
     return constants + "\n\n\n" + body
 
 
+def pitchfork_source(n_params: int) -> str:
+    """:mod:`derivations.pitchfork_kernel` bound to a model: its ``_HESS(hs1, hs2, V, p)`` written out
+    as the scalar ``_node_prox_hess`` at ``h = w = 0`` with the parameters unpacked, its functions
+    renamed with the suffix ``_prox_hess`` (the entry point :data:`PITCHFORK`) and compiled."""
+    from . import pitchfork_kernel
+
+    src = inspect.getsource(pitchfork_kernel)
+    body = src[src.index("def pitchfork_radii"):]
+    for fn in re.findall(r"^def (\w+)\(", body, flags=re.M):
+        body = re.sub(rf"\b{fn}\b", PITCHFORK if fn == "pitchfork_radii" else f"{fn}_prox_hess", body)
+    params = ", ".join(f"p[{k}]" for k in range(n_params))
+    body, n = re.subn(r"\b_HESS\(hs1, hs2, V, p\)", f"_node_prox_hess(0.0, 0.0, 0.0, 0.0, hs1, hs2, V, {params})",
+                      body)
+    left = [name for name in pitchfork_kernel.TEMPLATE_NAMES if re.search(rf"\b{name}\b", body)]
+    if n != 1 or left:
+        raise RuntimeError("the pitchfork template calls _HESS(hs1, hs2, V, p) once, in that form")
+    body = re.sub(r"^def ", JIT + "\ndef ", body, flags=re.M)
+    return body.replace("  # pragma: no cover", "")
+
+
 def compiled_source(exprs: Dict[str, Tuple[tuple, object, str]], names: Sequence[str], n_params: int,
                     n_h: int, header: str) -> str:
     """The source of a model's compiled module: :data:`PER_NODE` functions among ``names`` and the
@@ -177,6 +201,8 @@ def compiled_source(exprs: Dict[str, Tuple[tuple, object, str]], names: Sequence
         args = exprs[terms][0]
         groups = _argument_groups([a.name for a in args[:len(args) - n_params]], n_h)
         parts.append(_kernel_source(terms, objective, groups, n_params, n_h))
+    if "prox_hess" in names and tuple(a.name for a in exprs["prox_hess"][0][:-n_params]) == PITCHFORK_NODE_ARGS:
+        parts.append(pitchfork_source(n_params))
     return "\n\n\n".join(parts) + "\n"
 
 
@@ -226,8 +252,8 @@ def _import(path, key: str):
 
 
 def _warm_up(module, names: Sequence[str], n_params: int, n_h: int) -> None:
-    """Call the Newton kernels, the continuations, the grids of starts and (for ``h`` in ``R^2``) the
-    switch location once on one node, so that each is compiled (or
+    """Call the Newton kernels, the continuations, the grids of starts, (for ``h`` in ``R^2``) the
+    switch location and (where generated) the pitchfork radii once on one node, so that each is compiled (or
     loaded from numba's cache) now and a failure to compile is raised here rather than in a solve; the
     per-node functions compile at their first call (:class:`_FirstCall`). The argument types are the
     callers' (:mod:`numerics.prox.newton`), so that no call compiles another specialisation."""
@@ -246,6 +272,10 @@ def _warm_up(module, names: Sequence[str], n_params: int, n_h: int) -> None:
             one = np.ones(1)
             getattr(module, f"switch_{terms}")(-one, one, h, -h, one, one, one, one, one, np.eye(2), h.copy(), c,
                                                2.0, v, params, 1e-6, 1e-11, 2, 2, 1e-7, 1e-2)
+    if hasattr(module, PITCHFORK):
+        one = np.ones(1)
+        getattr(module, PITCHFORK)(0.5 * one, one, one, 0.0 * one, np.eye(2), 2.0, params, 1e-300, 1e-15, 1e-300,
+                                   2.0)
 
 
 class _FirstCall:
@@ -341,5 +371,8 @@ def load_compiled(path, key: str, names: Sequence[str], n_params: int, n_h: int,
     logging.getLogger(__name__).info("%s the compiled kernels of %s in %.1f s", "loaded" if cached else "compiled",
                                      path, time.perf_counter() - t0)
     kernels = tuple(f"{entry}_" for entry in ENTRY_POINTS.values())
-    return {name: getattr(module, name) if name.startswith(kernels)
-            else _FirstCall(name, getattr(module, name), fallback[name], label) for name in names}
+    functions = {name: getattr(module, name) if name.startswith(kernels)
+                 else _FirstCall(name, getattr(module, name), fallback[name], label) for name in names}
+    if hasattr(module, PITCHFORK):
+        functions[PITCHFORK] = getattr(module, PITCHFORK)
+    return functions

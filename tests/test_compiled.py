@@ -133,7 +133,7 @@ def test_the_continuation_kernel_runs_newton_node_by_node(monkeypatch):
 
     monkeypatch.setattr(prox_newton, "newton", compiled_newton_only)
     loop = prox_newton.follow_paths(NewtonOnly(), h0, t, w, c, running, V, tol=1e-12)
-    monkeypatch.setattr(prox_newton, "PARALLEL_NODES", 64)
+    monkeypatch.setattr(prox_newton, "PARALLEL_PATH_NODES", 64)
     monkeypatch.setenv("ATTNPHASE_KERNEL_THREADS", "3")
     split = prox_newton.follow_paths(model, h0, t, w, c, running, V, tol=1e-12)
     assert whole[0].shape == (running.sum(), 2)
@@ -170,6 +170,40 @@ def test_the_switch_kernel_runs_the_batch_loops_steps(monkeypatch, precision):
                            (kernel.t_split, *kernel.left, *kernel.right, kernel.switched),
                            (split.t_split, *split.left, *split.right, split.switched)):
             assert np.array_equal(a, b) and np.array_equal(a, c)
+
+
+def test_the_pitchfork_kernel_finds_the_numpy_iterations_radii():
+    """The compiled pitchfork radii of the teacher rays give the bits of scipy's Chandrupatla iteration
+    (``find_roots``) on the numpy margin, ray by ray, at both fast rules' angles, at models and ``V``
+    where the pair of minima is born on some rays and not on others."""
+    from numerics.channel.lines import teacher_nodes
+    from numerics.model.bound import bind
+    from numerics.overlaps import Overlaps
+    from numerics.solver.bracketed_roots import find_roots
+
+    rays = 0
+    for omega, sigma in ((0.0, 0.5), (0.3, 0.5), (0.7, 1.0)):
+        model = bind(ModelSpec(omega=omega, sigma=sigma), "compiled")
+        assert teacher_nodes.PITCHFORK in model.gm.functions
+        for V in (0.5, 2.0, 12.7, 80.0):
+            L_hh = teacher_nodes.gaussian_factor(model, Overlaps(q=0.07, m=0.0, V=V, theta=0.05 * sigma)).L_hh
+            for n in (20, 28):
+                beta = 2 * np.pi * (np.arange(n) + 0.5) / n
+                c, s = np.cos(beta), np.sin(beta)
+                grid = np.linspace(0.0, 12.0, 65)
+                margins = teacher_nodes.bifurcation_margin(model, V, L_hh, c[None, :], s[None, :], grid[:, None])
+                born = np.nonzero((margins < 0).any(axis=0) & (margins[0] > 0))[0]
+                if not born.size:
+                    continue
+                first = (margins < 0).argmax(axis=0)[born]
+                lo, hi = grid[first - 1], grid[first]
+                numpy = find_roots(lambda r, c_, s_: teacher_nodes.bifurcation_margin(model, V, L_hh, c_, s_, r),
+                                   lo, hi, args=(c[born], s[born]))
+                compiled = teacher_nodes.pitchfork_radii(model, V, L_hh, lo, hi, c[born], s[born])
+                assert numpy.success.all() and np.array_equal(numpy.success, compiled.success)
+                assert np.array_equal(numpy.x, compiled.x)
+                rays += born.size
+    assert rays > 100
 
 
 def test_the_grid_kernel_keeps_the_grids_lowest_points_in_order():

@@ -12,10 +12,12 @@ from typing import NamedTuple
 
 import numpy as np
 
+from derivations.compiled import PITCHFORK
+
 from numerics.model.bound import BoundModel
 from numerics.overlaps import Overlaps
 from numerics.channel.lines.rule import ChannelRule, leggauss
-from numerics.solver.bracketed_roots import find_roots
+from numerics.solver.bracketed_roots import FATOL, MAXITER, XATOL, XRTOL, Roots, find_roots
 
 
 class GaussianFactor(NamedTuple):
@@ -64,6 +66,19 @@ def bifurcation_margin(model, V, L_hh, c, s, r):
     return smallest_eigenvalue(*model.prox_hess(z, z, z, z, hs1, hs2, V))
 
 
+def pitchfork_radii(model, V, L_hh, lo, hi, c, s) -> Roots:
+    """Where :func:`bifurcation_margin` is zero on each ray ``(c, s)`` in ``[lo, hi]``, to machine
+    precision (:func:`~numerics.solver.bracketed_roots.find_roots`, scipy's tolerances); by the model's
+    compiled kernel where it has one (:mod:`derivations.pitchfork_kernel`: the same roots to the bit,
+    without the iteration's Python between the rays' arithmetic)."""
+    kernel = model.gm.functions.get(PITCHFORK) if model.backend == "compiled" else None
+    if kernel is None:
+        return find_roots(lambda r, c_, s_: bifurcation_margin(model, V, L_hh, c_, s_, r), lo, hi, args=(c, s))
+    x, success = kernel(*(np.ascontiguousarray(a, dtype=float) for a in (lo, hi, c, s, L_hh)), float(V),
+                        np.asarray(model.params, dtype=float), XATOL, XRTOL, FATOL, float(MAXITER))
+    return Roots(x, success)
+
+
 def polar_teacher_nodes(model, V, L_hh, rule: ChannelRule):
     """Teacher nodes ``(e1, e2, weight)`` in polar coordinates, with each ray split where the
     pitchfork occurs, so that each radial piece is smooth: trapezoid in the angle (spectral
@@ -82,8 +97,7 @@ def polar_teacher_nodes(model, V, L_hh, rule: ChannelRule):
     rays = np.nonzero(has_root)[0]
     if rays.size:
         # to machine precision (scipy's default tolerances): the split must sit exactly on the kink
-        found = find_roots(lambda r, c_, s_: bifurcation_margin(model, V, L_hh, c_, s_, r),
-                           grid[first[rays] - 1], grid[first[rays]], args=(c[rays], s[rays]))
+        found = pitchfork_radii(model, V, L_hh, grid[first[rays] - 1], grid[first[rays]], c[rays], s[rays])
         if not np.all(found.success):
             raise FloatingPointError(f"pitchfork radius not located on {np.count_nonzero(~found.success)} rays")
         r_split[rays] = found.x
