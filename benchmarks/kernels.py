@@ -5,7 +5,7 @@
     python benchmarks/kernels.py node-blocks [--precision fast] [--rounds 2]
     python benchmarks/kernels.py allocator [--rounds 2]
     python benchmarks/kernels.py threads [--repeats 3] [--command "solve --alpha 2 ..."]
-    python benchmarks/kernels.py follow-split [--rounds 30]
+    python benchmarks/kernels.py splits [--rounds 30]
 
 * ``prox-forms``: the generated prox Newton terms of the paper's model (objective, gradient,
   Hessian) in three forms: ``sympy.diff`` of the objective with opaque logistics; every logistic over
@@ -37,12 +37,13 @@
   environment's ``OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1``, quiet and beside a process keeping one
   core busy, interleaved: the median of the solve's own ``wall time`` and the ratio to the
   environment's single thread.
-* ``follow-split``: channel evaluations (the paper's model at a semantic point near its lower end;
-  the draft and both fast rules, with and without the checks) with the continuation split over the
-  kernel threads from 2 x 2048 nodes (old) and from 2 x ``numerics.prox.newton.PARALLEL_PATH_NODES``
-  (new), alternating in one process at overlaps moved by 1e-6 each round: the median time of each,
-  their ratio, and whether the two gave the same numbers (they must: each path is followed by
-  itself).
+* ``splits``: channel evaluations (the paper's model at a semantic point near its lower end; the
+  draft and both fast rules, with and without the checks) with the continuation split over the
+  kernel threads from 2 x 2048 nodes and the integrands from 2 x 32768 (old), and from 2 x
+  ``numerics.prox.newton.PARALLEL_PATH_NODES`` and 2 x
+  ``numerics.channel.lines.accumulation.PARALLEL_INTEGRANDS`` (new), alternating in one process at
+  overlaps moved by 1e-6 each round: the median time of each, their ratio, and whether the two gave
+  the same numbers (they must: each node is treated by itself, and the sums go chunk by chunk).
 
 The kernels are ``derivations``' and ``numerics``' own functions (there is no public name for a
 kernel), measured as those modules call them.
@@ -337,14 +338,14 @@ def cmd_threads(args) -> None:
                   f"ratio to env 1 thread {med / ref:5.2f}")
 
 
-# --------------------------------------------------------------------------- follow-split
+# --------------------------------------------------------------------------- splits
 
 
-def cmd_follow_split(args) -> None:
+def cmd_splits(args) -> None:
     import dataclasses
 
     from derivations import ModelSpec
-    from numerics.channel.lines import expectations
+    from numerics.channel.lines import accumulation, expectations
     from numerics.model.bound import bind
     from numerics.overlaps import Overlaps
     from numerics.precision import PRECISIONS
@@ -354,11 +355,11 @@ def cmd_follow_split(args) -> None:
     point = Overlaps(q=0.0682, m=0.0, V=27.0, theta=0.0945)
     rules = {"draft": PRECISIONS["draft"].rule, "fast coarse": PRECISIONS["fast"].rule,
              "fast reporting": PRECISIONS["fast"].check_rule}
-    splits = {"old": 2048, "new": newton.PARALLEL_PATH_NODES}
-    print(f"continuation split from 2 x PARALLEL_PATH_NODES nodes: old {splits['old']}, new {splits['new']}; "
+    splits = {"old": (2048, 32768), "new": (newton.PARALLEL_PATH_NODES, accumulation.PARALLEL_INTEGRANDS)}
+    print(f"nodes per thread of a split (continuation, integrands): old {splits['old']}, new {splits['new']}; "
           f"{os.environ.get('ATTNPHASE_KERNEL_THREADS', 'default')} kernel threads")
     print(f"{'evaluation':26s} {'old ms':>8s} {'new ms':>8s} {'new/old':>8s}  same numbers")
-    saved = newton.PARALLEL_PATH_NODES
+    saved = splits["new"]
     try:
         for name, rule in rules.items():
             for checked in (False, True):
@@ -368,7 +369,7 @@ def cmd_follow_split(args) -> None:
                 for i in range(args.rounds):
                     at = dataclasses.replace(point, q=point.q * (1 + 1e-6 * (i + 1)))
                     for variant, split in splits.items():
-                        newton.PARALLEL_PATH_NODES = split
+                        newton.PARALLEL_PATH_NODES, accumulation.PARALLEL_INTEGRANDS = split
                         expectations._LAST_EVALUATION.clear()
                         t0 = time.perf_counter()
                         res = expectations.channel_expectations(model, at, rule_k)
@@ -378,7 +379,7 @@ def cmd_follow_split(args) -> None:
                 label = f"{name}, {'checked' if checked else 'unchecked'}"
                 print(f"{label:26s} {old:8.2f} {new:8.2f} {new / old:8.3f}  {values['old'] == values['new']}")
     finally:
-        newton.PARALLEL_PATH_NODES = saved
+        newton.PARALLEL_PATH_NODES, accumulation.PARALLEL_INTEGRANDS = saved
 
 
 def main(argv=None) -> int:
@@ -396,11 +397,11 @@ def main(argv=None) -> int:
     t = sub.add_parser("threads", help="the BLAS thread limit, quiet and beside a busy core")
     t.add_argument("--repeats", type=int, default=3)
     t.add_argument("--command", default="solve --alpha 2 --branch semantic --omega 0.3")
-    f = sub.add_parser("follow-split", help="channel evaluations with the continuation split from 4096 nodes and from 2 x PARALLEL_PATH_NODES")
+    f = sub.add_parser("splits", help="channel evaluations with the kernels' old and new splits over the threads")
     f.add_argument("--rounds", type=int, default=30)
     args = ap.parse_args(argv)
     {"prox-forms": cmd_prox_forms, "general": cmd_general, "node-blocks": cmd_node_blocks,
-     "allocator": cmd_allocator, "threads": cmd_threads, "follow-split": cmd_follow_split}[args.what](args)
+     "allocator": cmd_allocator, "threads": cmd_threads, "splits": cmd_splits}[args.what](args)
     return 0
 
 

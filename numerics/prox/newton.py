@@ -313,5 +313,5 @@ PARALLEL_NODES = 2048
 #: at equal node counts, their contiguous copies, the index arithmetic and the scatter of the results.
 #: The draft rule's 9,000 nodes in one call make its evaluations 6-7% faster than split from 4,096;
 #: the fast rules' (64,000 and 260,000 nodes) are split either way
-#: (``python benchmarks/kernels.py follow-split``, the same numbers)
+#: (``python benchmarks/kernels.py splits``, the same numbers)
 PARALLEL_PATH_NODES = 8192

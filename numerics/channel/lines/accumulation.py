@@ -233,8 +233,10 @@ def accumulate(model, ov, rule, B_inv, mu_w, nodes: FollowedNodes, plain: Option
 
 
 #: nodes per thread below which the integrands stay in the calling thread (a hand-off cost about
-#: 0.3 ms on the 2-core machine, the integrands of 3000 nodes)
-PARALLEL_INTEGRANDS = 32768
+#: 0.3 ms on the 2-core machine, the integrands of 3000 nodes): the fast coarse rule's 64,000 nodes
+#: split make its evaluations 4% faster than in one call (``python benchmarks/kernels.py splits``,
+#: the same numbers); the draft rule's 9,000 stay in one
+PARALLEL_INTEGRANDS = 16384
 
 
 def _integrands(model, ov, h1, h2, xi) -> list:
