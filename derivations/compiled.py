@@ -252,8 +252,8 @@ def _import(path, key: str):
 
 
 def _warm_up(module, names: Sequence[str], n_params: int, n_h: int) -> None:
-    """Call the Newton kernels, the continuations, the grids of starts, (for ``h`` in ``R^2``) the
-    switch location and (where generated) the pitchfork radii once on one node, so that each is compiled (or
+    """Call the Newton kernels, the continuations, the grids of starts and (for ``h`` in ``R^2``) the
+    switch location once on one node, so that each is compiled (or
     loaded from numba's cache) now and a failure to compile is raised here rather than in a solve; the
     per-node functions compile at their first call (:class:`_FirstCall`). The argument types are the
     callers' (:mod:`numerics.prox.newton`), so that no call compiles another specialisation."""
@@ -272,10 +272,6 @@ def _warm_up(module, names: Sequence[str], n_params: int, n_h: int) -> None:
             one = np.ones(1)
             getattr(module, f"switch_{terms}")(-one, one, h, -h, one, one, one, one, one, np.eye(2), h.copy(), c,
                                                2.0, v, params, 1e-6, 1e-11, 2, 2, 1e-7, 1e-2)
-    if hasattr(module, PITCHFORK):
-        one = np.ones(1)
-        getattr(module, PITCHFORK)(0.5 * one, one, one, 0.0 * one, np.eye(2), 2.0, params, 1e-300, 1e-15, 1e-300,
-                                   2.0)
 
 
 class _FirstCall:
@@ -373,6 +369,30 @@ def load_compiled(path, key: str, names: Sequence[str], n_params: int, n_h: int,
     kernels = tuple(f"{entry}_" for entry in ENTRY_POINTS.values())
     functions = {name: getattr(module, name) if name.startswith(kernels)
                  else _FirstCall(name, getattr(module, name), fallback[name], label) for name in names}
-    if hasattr(module, PITCHFORK):
-        functions[PITCHFORK] = getattr(module, PITCHFORK)
+    pitchfork = pitchfork_kernel(module, n_params, label)
+    if pitchfork is not None:
+        functions[PITCHFORK] = pitchfork
     return functions
+
+
+def pitchfork_kernel(module, n_params: int, label: str):
+    """The module's pitchfork radii (:data:`PITCHFORK`), compiled or loaded from numba's cache now by a
+    call on one ray; None where the module has none, or where numba cannot compile it: then the
+    numpy iteration serves (``numerics.channel.lines.teacher_nodes.pitchfork_radii``), with one
+    logged line, and the module's other kernels stay compiled."""
+    import logging
+
+    from numba.core.errors import NumbaError
+
+    kernel = getattr(module, PITCHFORK, None)
+    if kernel is None:
+        return None
+    one = np.ones(1)
+    try:
+        kernel(0.5 * one, one, one, 0.0 * one, np.eye(2), 2.0, np.full(n_params, 0.5), 1e-300, 1e-15, 1e-300, 2.0)
+    except NumbaError as exc:
+        logging.getLogger(__name__).warning(
+            "compiled backend: the pitchfork radii of %s did not compile (%s): the numpy iteration is used", label,
+            str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__)
+        return None
+    return kernel

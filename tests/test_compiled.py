@@ -206,6 +206,28 @@ def test_the_pitchfork_kernel_finds_the_numpy_iterations_radii():
     assert rays > 100
 
 
+def test_a_pitchfork_kernel_that_does_not_compile_leaves_the_numpy_iteration_with_one_line(caplog):
+    """Where numba cannot compile a model's pitchfork radii, the numpy iteration serves them, one line
+    says so, and nothing else of the module is dropped."""
+    from numba.core.errors import TypingError
+
+    from derivations.compiled import PITCHFORK, pitchfork_kernel
+
+    class Module:
+        pass
+
+    def refuse(*args):
+        raise TypingError("no such function for these types")
+
+    module = Module()
+    setattr(module, PITCHFORK, refuse)
+    with caplog.at_level(logging.WARNING, logger="derivations.compiled"):
+        assert pitchfork_kernel(module, 3, "attention h1**3") is None
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert "pitchfork radii of attention h1**3 did not compile" in line and "numpy iteration" in line
+    assert pitchfork_kernel(Module(), 3, "any") is None
+
+
 def test_the_grid_kernel_keeps_the_grids_lowest_points_in_order():
     """The global prox's grid of starts (``grid_<terms>``): at every node the ``keep`` points of lowest
     objective, lowest first, are those the grid's objectives sorted give, the points to the bit (a
