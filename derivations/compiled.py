@@ -135,24 +135,32 @@ def bind_terms(body: str, terms: str, objective: str, groups: Dict[str, int], n_
     return body
 
 
+def _bound_template(module, first: str, rename, bind) -> str:
+    """The functions of a kernel template ``module`` (:mod:`derivations.kernels`,
+    :mod:`derivations.pitchfork_kernel`) from ``def first`` on, for a generated module: each renamed by
+    ``rename(name)``, then the template's calls written out by ``bind(body)``, checked that none of its
+    ``TEMPLATE_NAMES`` is left, and each compiled (:data:`JIT`)."""
+    src = inspect.getsource(module)
+    body = src[src.index(f"def {first}"):]
+    for fn in re.findall(r"^def (\w+)\(", body, flags=re.M):
+        body = re.sub(rf"\b{fn}\b", rename(fn), body)
+    body = bind(body)
+    left = [name for name in module.TEMPLATE_NAMES if re.search(rf"\b{name}\b", body)]
+    if left:
+        raise RuntimeError(f"the kernel template still names {', '.join(left)} after binding")
+    body = re.sub(r"^def ", JIT + "\ndef ", body, flags=re.M)
+    return body.replace("  # pragma: no cover - compiled in a generated module", "").replace("  # pragma: no cover", "")
+
+
 def _kernel_source(terms: str, objective: str, groups: Dict[str, int], n_params: int, n_h: int) -> str:
     """The iteration of :mod:`derivations.kernels` bound to the model's terms (:func:`bind_terms`), its
     entry points renamed ``newton_<terms>``, ``follow_<terms>``, ``grid_<terms>`` and ``switch_<terms>``
     (:data:`ENTRY_POINTS`)."""
     from . import kernels
 
-    src = inspect.getsource(kernels)
-    body = src[src.index("def newton_nodes"):]
-    names = re.findall(r"^def (\w+)\(", body, flags=re.M)
-    for fn in names:
-        new = f"{ENTRY_POINTS[fn]}_{terms}" if fn in ENTRY_POINTS else f"{fn}_{terms}"
-        body = re.sub(rf"\b{fn}\b", new, body)
-    body = bind_terms(body, terms, objective, groups, n_params, n_h)
-    left = [name for name in kernels.TEMPLATE_NAMES if re.search(rf"\b{name}\b", body)]
-    if left:
-        raise RuntimeError(f"the kernel template still names {', '.join(left)} after binding")
-    body = re.sub(r"^def ", JIT + "\ndef ", body, flags=re.M)
-    body = body.replace("  # pragma: no cover - compiled in a generated module", "").replace("  # pragma: no cover", "")
+    body = _bound_template(kernels, "newton_nodes",
+                           lambda fn: f"{ENTRY_POINTS[fn]}_{terms}" if fn in ENTRY_POINTS else f"{fn}_{terms}",
+                           lambda body: bind_terms(body, terms, objective, groups, n_params, n_h))
     constants = "\n".join(f"{k} = {getattr(kernels, k)!r}"
                           for k in ("LINE_SEARCH_HALVINGS", "ARMIJO", "FULL_STEP"))
     return constants + "\n\n\n" + body
@@ -164,18 +172,17 @@ def pitchfork_source(n_params: int) -> str:
     renamed with the suffix ``_prox_hess`` (the entry point :data:`PITCHFORK`) and compiled."""
     from . import pitchfork_kernel
 
-    src = inspect.getsource(pitchfork_kernel)
-    body = src[src.index("def pitchfork_radii"):]
-    for fn in re.findall(r"^def (\w+)\(", body, flags=re.M):
-        body = re.sub(rf"\b{fn}\b", PITCHFORK if fn == "pitchfork_radii" else f"{fn}_prox_hess", body)
     params = ", ".join(f"p[{k}]" for k in range(n_params))
-    body, n = re.subn(r"\b_HESS\(hs1, hs2, V, p\)", f"_node_prox_hess(0.0, 0.0, 0.0, 0.0, hs1, hs2, V, {params})",
-                      body)
-    left = [name for name in pitchfork_kernel.TEMPLATE_NAMES if re.search(rf"\b{name}\b", body)]
-    if n != 1 or left:
-        raise RuntimeError("the pitchfork template calls _HESS(hs1, hs2, V, p) once, in that form")
-    body = re.sub(r"^def ", JIT + "\ndef ", body, flags=re.M)
-    return body.replace("  # pragma: no cover", "")
+
+    def bind(body):
+        body, n = re.subn(r"\b_HESS\(hs1, hs2, V, p\)",
+                          f"_node_prox_hess(0.0, 0.0, 0.0, 0.0, hs1, hs2, V, {params})", body)
+        if n != 1:
+            raise RuntimeError("the pitchfork template calls _HESS(hs1, hs2, V, p) once, in that form")
+        return body
+
+    return _bound_template(pitchfork_kernel, "pitchfork_radii",
+                           lambda fn: PITCHFORK if fn == "pitchfork_radii" else f"{fn}_prox_hess", bind)
 
 
 def compiled_source(exprs: Dict[str, Tuple[tuple, object, str]], names: Sequence[str], n_params: int,
