@@ -91,7 +91,7 @@ def _wrapper_source(name: str, arg_names: Sequence[str], n_args: int, tuple_out:
 
 
 #: the template's call of the terms, a statement of its own (:mod:`derivations.kernels`)
-_TERMS_CALL = re.compile(r"^(?P<indent> *)(?P<target>\w+) = _TERMS\(h, i, w, c, v, p, g, H\)$", flags=re.M)
+_TERMS_CALL = re.compile(r"^(?P<indent> *)(?P<target>\w+) = _TERMS\((?P<at>h|trial), i, w, c, v, p, g, H\)$", flags=re.M)
 #: the template's call of the objective alone, at the line search's trial point
 _OBJECTIVE_CALL = "_OBJECTIVE(trial, i, w, c, v, p)"
 
@@ -112,7 +112,8 @@ def bind_terms(body: str, terms: str, objective: str, groups: Dict[str, int], n_
     rest = row("w", groups["w"]) + row("c", groups["c"]) + entries("v", groups["v"]) + entries("p", n_params)
 
     def terms_block(match):
-        lines = [f"terms_out = _node_{terms}({', '.join(row('h', n_h) + rest)})"]
+        at = row("h", n_h) if match["at"] == "h" else entries("trial", n_h)
+        lines = [f"terms_out = _node_{terms}({', '.join(at + rest)})"]
         lines += [f"g[{j}] = terms_out[{1 + j}]" for j in range(n_h)]
         e = 1 + n_h
         for a in range(n_h):
@@ -128,10 +129,10 @@ def bind_terms(body: str, terms: str, objective: str, groups: Dict[str, int], n_
     body = re.sub(r"\b_N_H\b", str(n_h), body)
     n_objective = body.count(_OBJECTIVE_CALL)
     body = body.replace(_OBJECTIVE_CALL, f"_node_{objective}({', '.join(entries('trial', n_h) + rest)})")
-    if n_terms != 1 or n_objective != 2:
+    if n_terms != 2 or n_objective != 2:
         raise RuntimeError(f"the kernel template calls _TERMS {n_terms} and _OBJECTIVE {n_objective} times "
-                           "in the forms bind_terms writes out; expected once and twice (the line search, "
-                           "the grid of starts)")
+                           "in the forms bind_terms writes out; expected twice (at the iterate and at the "
+                           "line search's full-length trial) and twice (the line search, the grid of starts)")
     return body
 
 
