@@ -122,3 +122,33 @@ def test_blocks_side_by_side_keep_their_order_and_run_nested_splits_in_their_thr
     assert {ident for ident, _ in seen} <= set(outers.tolist())
     assert threading.get_ident() not in set(outers.tolist())
     assert kernel_threads() == 2  # the caller's thread is not marked
+
+
+def test_the_libraries_are_enumerated_again_only_after_an_import(monkeypatch):
+    """The limit's controller is kept between entries (enumerating the loaded libraries cost 0.3 ms
+    at each) and made again where a module was imported since, which may have brought a BLAS."""
+    import sys
+    import types
+
+    import threadpoolctl
+
+    from numerics import threads
+
+    made = []
+
+    class Counting(threadpoolctl.ThreadpoolController):
+        def __init__(self):
+            made.append(self)
+            super().__init__()
+
+    monkeypatch.setattr(threadpoolctl, "ThreadpoolController", Counting)
+    monkeypatch.setitem(threads._controller, "modules", -1)
+    monkeypatch.setitem(threads._controller, "controller", None)
+    for _ in range(2):
+        with one_blas_thread():
+            pass
+    assert len(made) == 1
+    monkeypatch.setitem(sys.modules, "_attnphase_test_new_module", types.ModuleType("_attnphase_test_new_module"))
+    with one_blas_thread():
+        pass
+    assert len(made) == 2
