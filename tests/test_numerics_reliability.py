@@ -310,6 +310,36 @@ def test_a_collapse_stands_where_the_root_search_comes_near_no_fixed_point(monke
         assert not res.converged and res.residual == residual
 
 
+def test_the_root_search_after_a_failed_iteration_starts_from_the_maps_first_evaluation(monkeypatch):
+    """A deterministic map (the line quadrature's) answers its first point again from memory, and the
+    root finder's first evaluation is at the start itself (not its round trip through the domain
+    coordinates): after an iteration from ``x0`` failed, the root search from ``x0`` costs one
+    evaluation fewer, with the value the map gave there."""
+    from numerics.fixed_points import root_fallback as rf
+    from numerics.fixed_points.lines import line_map
+    from numerics.model.bound import bind
+    from numerics.solver.iteration import FixedPointResult
+
+    F = line_map(bind(SPEC), 1.0, "positional", PRECISIONS["draft"].rule)
+    x0 = np.array([0.05, 0.259, 14.0])
+    first = F(x0)
+    assert F.evaluations == 1
+    assert np.array_equal(F(x0), first) and F.evaluations == 1
+    F(x0 * (1 + 1e-9))
+    assert F.evaluations == 2
+    seen = []
+
+    def one_evaluation(G, z0, **kw):
+        seen.append(G(z0))
+        return FixedPointResult(z0, seen[0], False, 1, 0.7, stopped="one evaluation")
+
+    monkeypatch.setattr(rf, "root_fixed_point", one_evaluation)
+    rf.root_fallback(F, SPEC.rho, "positional", None, x0, 1e-8, 1e-5, None, np.full(3, 1e-8), None, None)
+    assert F.evaluations == 2
+    coords = rf.DomainCoordinates.of(F, SPEC.rho)
+    assert np.array_equal(seen[0], coords.to_z(first))
+
+
 def test_the_positional_branch_at_sigma_1_falls_from_its_anchor_start_and_is_not_found():
     """At ``sigma = 1`` (``omega = 0.25``, ``lam = 0.01``) the positional iteration from its anchor start
     falls onto ``m = 0``, flipping the sign of ``m`` at every step, and the root finder from the start

@@ -81,7 +81,7 @@ def line_map(model: BoundModel, alpha: float, branch: str, rule: ChannelRule) ->
     ``(q, m, V, theta)``."""
     return SaddlePointMap(alpha, _free(branch), np.zeros(4), _line_overlaps(model.spec.rho),
                           Overlaps.as_array, functools.partial(update_hat_overlaps, model, alpha=alpha, rule=rule),
-                          lambda side: update_overlaps(model, side.hats), label=branch)
+                          lambda side: update_overlaps(model, side.hats), label=branch, deterministic=True)
 
 
 def _free(branch: str) -> list:
