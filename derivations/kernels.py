@@ -167,9 +167,8 @@ def follow_paths(h0, t, w, c, running, v, p, floor, tol, maxiter):  # pragma: no
     """Continuation along paths of nodes: path ``s`` has the nodes ``k = 0 .. K_s - 1`` at the
     parameters ``t[k, s]`` with ``w[k, s]`` and the teacher values ``c[s]``; the paths are sorted
     longest first, so the ``running[k]`` paths with a node ``k`` are a prefix. Each path starts from
-    ``h0[s]`` and each node from a secant prediction of the minima at its two nodes before (the first
-    two from the minimum before), minimised by :func:`newton_nodes`, node ``k`` of every path in one
-    call. Returns ``(h, objective, gradient norm)`` of every node, node ``k`` of every running path
+    ``h0[s]`` and each node from a prediction by the minima at the nodes before (the secant, or the
+    quadratic), minimised by :func:`newton_nodes`, node ``k`` of every path in one call. Returns ``(h, objective, gradient norm)`` of every node, node ``k`` of every running path
     after those of ``k - 1``: :func:`numerics.prox.newton.follow_paths` (whose numpy reference runs
     the same steps), without a return to Python between the nodes."""
     S = h0.shape[0]
@@ -182,7 +181,9 @@ def follow_paths(h0, t, w, c, running, v, p, floor, tol, maxiter):  # pragma: no
     gn = np.empty(total)
     b = h0.copy()  # the minimum at each path's last node
     before = h0.copy()  # and at the node before it
+    earlier = h0.copy()  # and at the one before that
     start = np.empty((S, n))
+    quadratic = np.empty(n)
     no_known = np.empty((0, n))
     no_known_obj = np.empty(0)
     pos = 0
@@ -197,7 +198,24 @@ def follow_paths(h0, t, w, c, running, v, p, floor, tol, maxiter):  # pragma: no
             else:
                 for j in range(n):
                     start[s, j] = b[s, j]
+            if k >= 3:
+                # the quadratic through the three nodes before, O(dt^3) away, where its correction to
+                # the secant is at most half the secant's own step (not across a kink of the minimum)
+                t0, t1, t2, tk = t[k - 3, s], t[k - 2, s], t[k - 1, s], t[k, s]
+                l0 = (tk - t1) * (tk - t2) / ((t0 - t1) * (t0 - t2))
+                l1 = (tk - t0) * (tk - t2) / ((t1 - t0) * (t1 - t2))
+                l2 = (tk - t0) * (tk - t1) / ((t2 - t0) * (t2 - t1))
+                correction = 0.0
+                secant_step = 0.0
+                for j in range(n):
+                    quadratic[j] = l0 * earlier[s, j] + l1 * before[s, j] + l2 * b[s, j]
+                    correction = max(correction, abs(quadratic[j] - start[s, j]))
+                    secant_step = max(secant_step, abs(start[s, j] - b[s, j]))
+                if correction <= 0.5 * secant_step:
+                    for j in range(n):
+                        start[s, j] = quadratic[j]
             for j in range(n):
+                earlier[s, j] = before[s, j]
                 before[s, j] = b[s, j]
         hk, fk, gk = newton_nodes(start[:m], w[k, :m], c[:m], v, p, floor, tol, maxiter, no_known, no_known_obj,
                                   0.0, -1)

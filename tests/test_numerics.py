@@ -1088,3 +1088,41 @@ def test_band_split_resolves_the_band_beyond_the_cusp_ends(model):
     assert p0 > 0.1  # a pair of minima at w = 0
     assert _coarse_fine_gap(line_integrals, (28, 20, 16), band_split=True).max() < 1e-5
     assert _coarse_fine_gap(line_integrals, (28, 20, 16), band_split=False)[1] > 5e-5
+
+
+@pytest.mark.parametrize("minima, expected", [
+    # minima quadratic in t: from the fourth node on, the quadratic through the three before is exact
+    (lambda t: np.stack([1 + 0.3 * t - 0.01 * t**2, 0.5 * t - 0.02 * t**2], axis=-1), "exact"),
+    # a jump between the third and fourth node: the quadratic's correction to the secant exceeds half
+    # the secant's step, and the fifth node starts from the secant
+    (lambda t: np.stack([(t > 2.5).astype(float), np.zeros_like(t)], axis=-1), "secant"),
+])
+def test_the_continuation_predicts_a_node_by_the_quadratic_through_the_three_before(monkeypatch, minima, expected):
+    """Each node of a path starts from a prediction by the minima before it: the first two from the one
+    before, the third from the secant, the others from the quadratic through the three before, except
+    across a kink of the minimum (``numerics.prox.newton.follow_paths``)."""
+    from types import SimpleNamespace
+
+    from numerics.prox import newton as prox_newton
+
+    S, K = 4, 6
+    t = np.tile(np.arange(K, dtype=float)[:, None], (1, S)) * (1 + 0.1 * np.arange(S))[None, :]
+    starts = []
+
+    def exact_minimum(model, h, w, c, V, tol, maxiter):  # the minimum of node k, whatever the start
+        k = len(starts)
+        starts.append(h.copy())
+        return minima(t[k]), np.zeros(len(h)), np.zeros(len(h))
+
+    monkeypatch.setattr(prox_newton, "newton", exact_minimum)
+    prox_newton.follow_paths(SimpleNamespace(backend="numpy"), minima(t[0]), t, np.zeros((K, S, 2)),
+                             np.zeros((S, 4)), np.full(K, S), 1.0)
+    exact = [minima(t[k]) for k in range(K)]
+    secant = exact[3] + (t[4] - t[3])[:, None] / (t[3] - t[2])[:, None] * (exact[3] - exact[2])
+    assert np.array_equal(starts[1], exact[0])
+    if expected == "exact":
+        assert not np.allclose(starts[2], exact[2], rtol=0, atol=1e-6)  # the secant's error, O(dt^2)
+        for k in range(3, K):
+            assert np.allclose(starts[k], exact[k], rtol=1e-12, atol=1e-12)
+    else:
+        assert np.array_equal(starts[4], secant)

@@ -67,7 +67,7 @@ def follow_sides(model, rule, V, lines, pieces, solved: Optional[tuple] = None) 
 
     Sides are sorted by their number of nodes, longest first, so the sides still running at node
     ``k`` are a prefix. Each side follows its branch by continuation from its split point outward:
-    Newton from a secant prediction of the last two nodes (:func:`numerics.prox.newton.follow_paths`,
+    Newton from a prediction by the nodes before (secant or quadratic, :func:`numerics.prox.newton.follow_paths`,
     for the compiled backend one kernel call for all nodes). ``w`` and the weight of every node are
     computed at once before (elementwise: the numbers node ``k`` at a time would give).
 
