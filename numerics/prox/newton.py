@@ -81,16 +81,27 @@ def _directions(H: np.ndarray, g: np.ndarray, floor: float) -> Tuple[np.ndarray,
     Hessians exceed ``floor`` (``H - floor I`` positive definite).
 
     Which ones are is decided by one batched Cholesky factorisation of ``H - floor I`` that reports
-    failure per matrix (:func:`cholesky_factors`). Those (the usual case near minima) take the
-    Newton step of ``H - floor I`` (a shift of a millionth of the smallest curvature ``1/V``) from
-    that factorisation, the others an eigendecomposition: a batched eigendecomposition costs 5-10
-    times a solve for 4 x 4 to 6 x 6 matrices."""
+    failure per matrix (:func:`cholesky_factors`); for two coordinates (the line quadrature's prox)
+    by the first pivot and the determinant, the step then by the inverse in closed form. Those (the
+    usual case near minima) take the Newton step of ``H - floor I`` (a shift of a millionth of the
+    smallest curvature ``1/V``), the others an eigendecomposition: a batched eigendecomposition costs
+    5-10 times a solve for 4 x 4 to 6 x 6 matrices."""
     n = H.shape[1]
     shifted = H - floor * np.eye(n)
-    factors, convex = cholesky_factors(shifted)
     d = np.empty_like(g)
-    if convex.any():
-        d[convex] = -cholesky_solve(factors[convex], g[convex])
+    if n == 2:
+        # two coordinates: positive definite where the first pivot and the determinant are, and
+        # the step by the inverse in closed form (as the compiled kernel takes it)
+        s11, s22, s12 = shifted[:, 0, 0], shifted[:, 1, 1], shifted[:, 0, 1]
+        det = s11 * s22 - s12 * s12
+        convex = (s11 > 0.0) & (det > 0.0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            d[:, 0] = -(s22 * g[:, 0] - s12 * g[:, 1]) / det
+            d[:, 1] = -(s11 * g[:, 1] - s12 * g[:, 0]) / det
+    else:
+        factors, convex = cholesky_factors(shifted)
+        if convex.any():
+            d[convex] = -cholesky_solve(factors[convex], g[convex])
     other = ~convex
     if other.any():
         lam, U = np.linalg.eigh(H[other])
