@@ -77,15 +77,21 @@ def _commands(tmp: Path) -> dict:
     }
 
 
+def _default_dispositions():
+    for signum in (signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_DFL)
+
+
 def _signalled(command: str, signum: int, tmp_path: Path):
     script = tmp_path / "command.py"
     script.write_text(SCRIPT)
     argv, started = _commands(tmp_path)[command]
-    # a job started in the background by a shell without job control inherits SIGINT ignored, and so
-    # would this child: it gets the default disposition, as a command typed at a terminal has
+    # a job started in the background by a shell without job control inherits SIGINT ignored, one
+    # started under nohup SIGHUP, and so would this child: it gets the default dispositions, as a
+    # command typed at a terminal has
     proc = subprocess.Popen([sys.executable, str(script), *argv, "--no-progress"], cwd=ROOT, env=ENV,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                            preexec_fn=_default_dispositions)
     try:
         assert proc.stdout.readline().strip() == "ready", proc.communicate()
         deadline = time.monotonic() + 120
