@@ -91,7 +91,8 @@ def _wrapper_source(name: str, arg_names: Sequence[str], n_args: int, tuple_out:
 
 
 #: the template's call of the terms, a statement of its own (:mod:`derivations.kernels`)
-_TERMS_CALL = re.compile(r"^(?P<indent> *)(?P<target>\w+) = _TERMS\((?P<at>h|trial), i, w, c, v, p, g, H\)$", flags=re.M)
+_TERMS_CALL = re.compile(r"^(?P<indent> *)(?P<target>\w+) = _TERMS\((?P<at>h|trial), i, w, c, v, p, g, H\)$",
+                         flags=re.M)
 #: the template's call of the objective alone, at the line search's trial point
 _OBJECTIVE_CALL = "_OBJECTIVE(trial, i, w, c, v, p)"
 

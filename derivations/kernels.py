@@ -30,8 +30,8 @@ from ``w`` 1.2 us against 0.6 us, the same bits). Only the rare eigendecompositi
 reference, vectorised over nodes), node by node, with the same rules: the direction
 ``-U diag(1 / max(|lambda|, floor)) U^T g`` (the Newton step of ``H - floor I`` where that is
 positive definite, from its Cholesky factor, for ``2 x 2`` its inverse in closed form; an
-eigendecomposition otherwise), the full step near
-a strict minimum, Armijo backtracking by halves otherwise (its full-length trial evaluated with its
+eigendecomposition otherwise), the full step near a strict minimum, Armijo backtracking by halves
+otherwise (its full-length trial evaluated with its
 gradient and Hessian, which, where it is accepted, are the next step's terms: a check of the
 two-token prox from ``w`` or from the reflected minimum takes about three such steps, and this saves
 the objective's separate evaluation at each), and the stopping tests on the gradient,
@@ -183,8 +183,9 @@ def follow_paths(h0, t, w, c, running, v, p, floor, tol, maxiter):  # pragma: no
     parameters ``t[k, s]`` with ``w[k, s]`` and the teacher values ``c[s]``; the paths are sorted
     longest first, so the ``running[k]`` paths with a node ``k`` are a prefix. Each path starts from
     ``h0[s]`` and each node from a prediction by the minima at the nodes before (the secant, or the
-    quadratic), minimised by :func:`newton_nodes`, node ``k`` of every path in one call. Returns ``(h, objective, gradient norm)`` of every node, node ``k`` of every running path
-    after those of ``k - 1``: :func:`numerics.prox.newton.follow_paths` (whose numpy reference runs
+    quadratic), minimised by :func:`newton_nodes`, node ``k`` of every path in one call. Returns
+    ``(h, objective, gradient norm)`` of every node, node ``k`` of every running path after those of
+    ``k - 1``: :func:`numerics.prox.newton.follow_paths` (whose numpy reference runs
     the same steps), without a return to Python between the nodes."""
     S = h0.shape[0]
     n = _N_H

@@ -92,6 +92,7 @@ def root_fallback(F, rho: float, branch: str, previous, x0, tol: float, accept_t
     if previous is not None and not np.array_equal(previous.x, starts[0]):
         starts.insert(0, previous.x)
     best, falls = previous, 0
+
     def image(z, start, z0):
         # at its first point the search evaluates the start itself, not its round trip through the
         # coordinates (an ulp away): the map has it from the iteration's start (SaddlePointMap)
@@ -100,9 +101,9 @@ def root_fallback(F, rho: float, branch: str, previous, x0, tol: float, accept_t
     for start in starts:
         try:
             z0 = to_z(start)
-            res = root_fixed_point(functools.partial(image, start=start, z0=z0), z0, tol=tol, accept_tol=accept_tol,
-                                   max_evaluations=ROOT_EVALUATIONS, scale=np.ones_like(z0), initial_step=0.3,
-                                   residual=in_x, budget=budget,
+            res = root_fixed_point(functools.partial(image, start=start, z0=z0), z0, tol=tol,
+                                   accept_tol=accept_tol, max_evaluations=ROOT_EVALUATIONS, scale=np.ones_like(z0),
+                                   initial_step=0.3, residual=in_x, budget=budget,
                                    callback=(lambda it, z, r: check(it, from_z(z), r)) if check else None)
         except BranchLost as exc:
             log.debug("alpha=%g %s: the root finder too collapsed (%s)", F.alpha, branch, exc)

@@ -267,8 +267,8 @@ def follow_paths(model, h0, t, w, c, running, V, tol: float = 1e-11,
     to the secant is at most half the secant's own step (largest component of each), else the secant
     (across a kink of the minimum, where a switch moved it). The quadratic saves 9% of the Newton
     iterations of a fast coarse evaluation's sides and 13% of a high reporting one's (3.19 to 2.89 and
-    2.52 to 2.20 terms evaluations a node). Returns ``(h, objective, gradient norm)`` of every node, node
-    ``k`` of every running path after those of node ``k - 1``.
+    2.52 to 2.20 terms evaluations a node). Returns ``(h, objective, gradient norm)`` of every node,
+    node ``k`` of every running path after those of node ``k - 1``.
 
     By the model's compiled continuation kernel where its backend is compiled (:func:`compiled_follow`:
     no return to Python between the nodes), else by this loop, its numpy reference."""
