@@ -22,10 +22,13 @@ changed model or generator never reuses a stale kernel.
 from __future__ import annotations
 
 import inspect
+import logging
 import re
 from typing import Dict, Sequence, Tuple
 
 import numpy as np
+
+log = logging.getLogger(__name__)
 
 #: per-node functions compiled (the others of a model are evaluated once per map evaluation)
 PER_NODE = ("loss", "dloss_dhstar", "teacher", "attention", "prox_objective", "prox_grad", "prox_hess",
@@ -297,17 +300,14 @@ class _FirstCall:
         return self._call(*args)
 
     def _first(self, *args):
-        import logging
-
         from numba.core.errors import NumbaError
 
-        log = logging.getLogger(__name__)
         for attempt in (0, 1):
             try:
                 out = self.compiled(*args)
             except NumbaError as exc:
                 log.warning("compiled backend: %s of %s did not compile (%s): the numpy backend's %s is used",
-                            self.name, self.label, str(exc).strip().splitlines()[0][:200], self.name)
+                            self.name, self.label, _reason(exc), self.name)
                 break
             except Exception as exc:  # noqa: BLE001 - numba's cache of it did not load
                 if attempt == 0:
@@ -366,15 +366,14 @@ def load_compiled(path, key: str, names: Sequence[str], n_params: int, n_h: int,
     """``{name: function}`` of the compiled module at ``path``: the Newton kernels and continuations
     compiled or loaded from numba's cache now, the per-node functions at their first call (``fallback``: the numpy
     functions that serve where one does not compile; ``label`` names the model in that line)."""
-    import logging
     import time
 
     t0 = time.perf_counter()
     cached = bool(_numba_cache_files(path))
     module = _import(path, key)
     _warm_up(module, names, n_params, n_h)
-    logging.getLogger(__name__).info("%s the compiled kernels of %s in %.1f s", "loaded" if cached else "compiled",
-                                     path, time.perf_counter() - t0)
+    log.info("%s the compiled kernels of %s in %.1f s", "loaded" if cached else "compiled", path,
+             time.perf_counter() - t0)
     kernels = tuple(f"{entry}_" for entry in ENTRY_POINTS.values())
     functions = {name: getattr(module, name) if name.startswith(kernels)
                  else _FirstCall(name, getattr(module, name), fallback[name], label) for name in names}
@@ -389,8 +388,6 @@ def pitchfork_kernel(module, n_params: int, label: str):
     call on one ray; None where the module has none, or where numba cannot compile it: then the
     numpy iteration serves (``numerics.channel.lines.teacher_nodes.pitchfork_radii``), with one
     logged line, and the module's other kernels stay compiled."""
-    import logging
-
     from numba.core.errors import NumbaError
 
     kernel = getattr(module, PITCHFORK, None)
@@ -400,8 +397,13 @@ def pitchfork_kernel(module, n_params: int, label: str):
     try:
         kernel(0.5 * one, one, one, 0.0 * one, np.eye(2), 2.0, np.full(n_params, 0.5), 1e-300, 1e-15, 1e-300, 2.0)
     except NumbaError as exc:
-        logging.getLogger(__name__).warning(
-            "compiled backend: the pitchfork radii of %s did not compile (%s): the numpy iteration is used", label,
-            str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__)
+        log.warning("compiled backend: the pitchfork radii of %s did not compile (%s): the numpy iteration is used",
+                    label, _reason(exc))
         return None
     return kernel
+
+
+def _reason(exc: Exception) -> str:
+    """A compile error's first line (at most 200 characters), or its type where it has no message."""
+    text = str(exc).strip()
+    return text.splitlines()[0][:200] if text else type(exc).__name__
