@@ -278,7 +278,8 @@ def _warm_up(module, names: Sequence[str], n_params: int, n_h: int) -> None:
         getattr(module, f"newton_{terms}")(h, h.copy(), c, v, params, 1e-6, 1e-11, 2, np.empty((0, n_h)),
                                            np.empty(0), 1e-2, -1)
         getattr(module, f"follow_{terms}")(h, np.zeros((1, 1)), np.full((1, 1, n_h), 0.1), c,
-                                           np.ones(1, dtype=np.int64), v, params, 1e-6, 1e-11, 2)
+                                           np.ones(1, dtype=np.int64), 0, 1, v, params, 1e-6, 1e-11, 2,
+                                           np.empty((1, n_h)), np.empty(1), np.empty(1))
         getattr(module, f"grid_{terms}")(h, c, v, params, np.ones(1), np.ones(2), np.full((2, n_h), 0.5), 1)
         if n_h == 2:  # the line quadrature's switch location (its lines lie in R^2)
             one = np.ones(1)

@@ -178,42 +178,41 @@ def newton_nodes(h0, w, c, v, p, floor, tol, maxiter, known, known_obj, capture,
     return h, obj, gn
 
 
-def follow_paths(h0, t, w, c, running, v, p, floor, tol, maxiter):  # pragma: no cover
+def follow_paths(h0, t, w, c, running, lo, hi, v, p, floor, tol, maxiter, h, obj, gn):  # pragma: no cover
     """Continuation along paths of nodes: path ``s`` has the nodes ``k = 0 .. K_s - 1`` at the
     parameters ``t[k, s]`` with ``w[k, s]`` and the teacher values ``c[s]``; the paths are sorted
     longest first, so the ``running[k]`` paths with a node ``k`` are a prefix. Each path starts from
     ``h0[s]`` and each node from a prediction by the minima at the nodes before (the secant, or the
-    quadratic), minimised by :func:`newton_nodes`, node ``k`` of every path in one call. Returns
-    ``(h, objective, gradient norm)`` of every node, node ``k`` of every running path after those of
-    ``k - 1``: :func:`numerics.prox.newton.follow_paths` (whose numpy reference runs
-    the same steps), without a return to Python between the nodes."""
-    S = h0.shape[0]
+    quadratic), minimised by :func:`newton_nodes`, node ``k`` of the paths in one call. The paths
+    ``lo .. hi - 1`` only: their ``(h, objective, gradient norm)`` are written into the rows of ``h``,
+    ``obj`` and ``gn`` (over all paths' nodes) that are theirs in the order of
+    :func:`numerics.prox.newton.follow_paths`, node ``k`` of every running path after those of
+    ``k - 1`` (whose numpy reference runs the same steps), without a return to Python between the
+    nodes. Blocks of paths run side by side write disjoint rows of the same outputs, and read the
+    inputs in place (no copies of a block's columns, no scatter of its results)."""
     n = _N_H
-    total = 0
-    for k in range(t.shape[0]):
-        total += running[k]
-    h = np.empty((total, n))
-    obj = np.empty(total)
-    gn = np.empty(total)
-    b = h0.copy()  # the minimum at each path's last node
-    before = h0.copy()  # and at the node before it
-    earlier = h0.copy()  # and at the one before that
-    start = np.empty((S, n))
+    b = h0[lo:hi].copy()  # the minimum at each path's last node
+    before = b.copy()  # and at the node before it
+    earlier = b.copy()  # and at the one before that
+    start = np.empty((hi - lo, n))
     quadratic = np.empty(n)
     no_known = np.empty((0, n))
     no_known_obj = np.empty(0)
-    pos = 0
+    pos = 0  # the row of node k's first path
     for k in range(t.shape[0]):
-        m = running[k]
-        for s in range(m):
+        m = min(running[k], hi) - lo
+        if m <= 0:
+            break  # no path of the block has node k, nor a later one
+        for i in range(m):
+            s = lo + i
             if k >= 2:
                 # secant predictor along the path: Newton then starts O(dt^2) away
                 r = (t[k, s] - t[k - 1, s]) / (t[k - 1, s] - t[k - 2, s])
                 for j in range(n):
-                    start[s, j] = b[s, j] + r * (b[s, j] - before[s, j])
+                    start[i, j] = b[i, j] + r * (b[i, j] - before[i, j])
             else:
                 for j in range(n):
-                    start[s, j] = b[s, j]
+                    start[i, j] = b[i, j]
             if k >= 3:
                 # the quadratic through the three nodes before, O(dt^3) away, where its correction to
                 # the secant is at most half the secant's own step (not across a kink of the minimum)
@@ -224,25 +223,25 @@ def follow_paths(h0, t, w, c, running, v, p, floor, tol, maxiter):  # pragma: no
                 correction = 0.0
                 secant_step = 0.0
                 for j in range(n):
-                    quadratic[j] = l0 * earlier[s, j] + l1 * before[s, j] + l2 * b[s, j]
-                    correction = max(correction, abs(quadratic[j] - start[s, j]))
-                    secant_step = max(secant_step, abs(start[s, j] - b[s, j]))
+                    quadratic[j] = l0 * earlier[i, j] + l1 * before[i, j] + l2 * b[i, j]
+                    correction = max(correction, abs(quadratic[j] - start[i, j]))
+                    secant_step = max(secant_step, abs(start[i, j] - b[i, j]))
                 if correction <= 0.5 * secant_step:
                     for j in range(n):
-                        start[s, j] = quadratic[j]
+                        start[i, j] = quadratic[j]
             for j in range(n):
-                earlier[s, j] = before[s, j]
-                before[s, j] = b[s, j]
-        hk, fk, gk = newton_nodes(start[:m], w[k, :m], c[:m], v, p, floor, tol, maxiter, no_known, no_known_obj,
-                                  0.0, -1)
-        for s in range(m):
+                earlier[i, j] = before[i, j]
+                before[i, j] = b[i, j]
+        hk, fk, gk = newton_nodes(start[:m], w[k, lo:lo + m], c[lo:lo + m], v, p, floor, tol, maxiter, no_known,
+                                  no_known_obj, 0.0, -1)
+        row = pos + lo
+        for i in range(m):
             for j in range(n):
-                b[s, j] = hk[s, j]
-                h[pos + s, j] = hk[s, j]
-            obj[pos + s] = fk[s]
-            gn[pos + s] = gk[s]
-        pos += m
-    return h, obj, gn
+                b[i, j] = hk[i, j]
+                h[row + i, j] = hk[i, j]
+            obj[row + i] = fk[i]
+            gn[row + i] = gk[i]
+        pos += running[k]
 
 
 def switch_lines(tl, tr, a, b, c1, c2, n1, n2, u, L_ww, dw, c, V, v, p, floor, tol, maxiter, max_iter,

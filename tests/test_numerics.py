@@ -128,8 +128,8 @@ def test_a_checked_evaluation_sums_again_only_the_blocks_whose_checks_changed_a_
     unchecked = dataclasses.replace(checked, check_global=False)
     monkeypatch.setattr(accumulation, "BLOCK_NODES", 4096)  # several blocks of sides
     calls = []
-    integrands = accumulation._integrands
-    monkeypatch.setattr(accumulation, "_integrands", lambda *a: calls.append(1) or integrands(*a))
+    weighted_sums = accumulation._weighted_sums
+    monkeypatch.setattr(accumulation, "_weighted_sums", lambda *a: calls.append(1) or weighted_sums(*a))
     check = accumulation._checked
     for flagged in (set(), {1}):
         seen = []

@@ -305,31 +305,23 @@ def compiled_follow(kernel, h0, t, w, c, running, v, params, floor: float, tol: 
                     maxiter: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:func:`follow_paths` by a model's compiled continuation kernel (``follow_<terms>``,
     :mod:`derivations.kernels`). Paths are independent: on many nodes they are split in blocks of
-    about equal nodes run side by side in threads (the kernel holds no Python lock), one call each."""
+    about equal nodes run side by side in threads (the kernel holds no Python lock), one call each,
+    every call reading the whole inputs and writing its block's rows of the same outputs."""
     h0, t, w, c = (np.ascontiguousarray(a, dtype=float) for a in (h0, t, w, c))
     running = np.ascontiguousarray(running, dtype=np.int64)
     rest = (np.asarray(v, dtype=float), np.asarray(params, dtype=float), float(floor), float(tol), int(maxiter))
     total = int(running.sum())
-    blocks = min(kernel_threads(), total // PARALLEL_PATH_NODES)
-    if blocks <= 1:
-        return kernel(h0, t, w, c, running, *rest)
-    # path s has a node k where running[k] > s: its node count, and the paths' edges at equal node counts
-    counts = np.count_nonzero(running[:, None] > np.arange(len(h0))[None, :], axis=0)
-    edges = np.concatenate([[0], np.searchsorted(np.cumsum(counts), total * np.arange(1, blocks) / blocks), [len(h0)]])
-    offset = np.concatenate([[0], np.cumsum(running)[:-1]])  # the first node k in the whole result
-
-    def run(edge):
-        a, b = edge
-        sub = np.clip(running - a, 0, b - a)
-        out = kernel(h0[a:b], np.ascontiguousarray(t[:, a:b]), np.ascontiguousarray(w[:, a:b]), c[a:b], sub, *rest)
-        within = np.arange(int(sub.sum())) - np.repeat(np.cumsum(sub) - sub, sub)  # path index in the block
-        return np.repeat(offset, sub) + a + within, out
-
     h = np.empty((total, h0.shape[1]))
     f, gn = np.empty(total), np.empty(total)
-    parts = [(a, b) for a, b in zip(edges[:-1], edges[1:]) if b > a]
-    for where, out in map_over_threads(run, parts):
-        h[where], f[where], gn[where] = out
+    blocks = min(kernel_threads(), total // PARALLEL_PATH_NODES)
+    if blocks <= 1:
+        kernel(h0, t, w, c, running, 0, len(h0), *rest, h, f, gn)
+        return h, f, gn
+    # path s has a node k where running[k] > s: its node count, and the paths' edges at equal node counts
+    counts = np.searchsorted(-running, -np.arange(len(h0)), side="left")
+    edges = np.concatenate([[0], np.searchsorted(np.cumsum(counts), total * np.arange(1, blocks) / blocks), [len(h0)]])
+    parts = [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:]) if b > a]
+    map_over_threads(lambda part: kernel(h0, t, w, c, running, *part, *rest, h, f, gn), parts)
     return h, f, gn
 
 
@@ -337,7 +329,7 @@ def compiled_follow(kernel, h0, t, w, c, running, v, params, floor: float, tol: 
 #: costs about as much as a thousand nodes' Newton steps)
 PARALLEL_NODES = 2048
 #: the same for a continuation (:func:`compiled_follow`), whose split costs more: the blocks' edges
-#: at equal node counts, their contiguous copies, the index arithmetic and the scatter of the results.
+#: at equal node counts and a call per block.
 #: The draft rule's 9,000 nodes in one call make its evaluations take 0.90-0.98 of the time they took
 #: split from 4,096; the fast rules' (64,000 and 260,000 nodes) are split either way
 #: (``python benchmarks/kernels.py splits``, the same numbers)

@@ -15,7 +15,7 @@ from derivations import CHANNEL_NAMES
 
 from numerics.prox.newton import follow_paths
 from numerics.prox.scalar import global_prox, newton_prox
-from numerics.threads import map_over_threads, split_over_threads
+from numerics.threads import kernel_threads, map_over_threads, split_over_threads
 
 
 # Newton steps a safety check may take before it is abandoned. A check only matters
@@ -194,9 +194,10 @@ def accumulate(model, ov, rule, B_inv, mu_w, nodes: FollowedNodes, plain: Option
     The checks go in blocks of at most ``CHUNK`` nodes, side by side in the kernels' threads where
     there are several (each node checked by itself: the same numbers as chunk by chunk), so that the
     temporaries stay in cache and the selection between the compiled calls does not leave a core
-    waiting; the weighted sums go chunk by chunk. The integrands, elementwise, are evaluated on all
-    nodes at once, split over the compiled kernels' threads (:func:`_integrands`); the sums are those
-    of the chunks, in order.
+    waiting. The weighted sums go chunk by chunk: each chunk's generated integrands (elementwise) and
+    their dot products with its weights, in groups of consecutive chunks side by side in the kernels'
+    threads where there are at least :data:`PARALLEL_INTEGRANDS` nodes a thread; the chunks' sums are
+    added in their order (the same numbers either way). No integrand is gathered over all nodes.
 
     ``plain``: the accumulation of the same nodes at their followed branch (without checks, or with
     checks that changed none). Where the checks change no node it is that of this call to the bit (the
@@ -220,13 +221,10 @@ def accumulate(model, ov, rule, B_inv, mu_w, nodes: FollowedNodes, plain: Option
         unresolved_parts = [float(nodes.weight[part][jumped[part]].sum()) for part in chunks]
     if plain is not None and not changed:
         return plain._replace(sums=plain.sums.copy()), False
-    xi = np.empty((4, n))
-    for part in chunks:
-        xi[:, part] = xi_y(B_inv, mu_w, nodes.w1[part], nodes.w2[part], nodes.hs1[part], nodes.hs2[part])
-    vals = _integrands(model, ov, best1, best2, xi)
+    per_chunk = _weighted_sums(model, ov, B_inv, mu_w, nodes, best1, best2, chunks)
     sums, unresolved, max_gn = np.zeros(len(CHANNEL_NAMES)), 0.0, 0.0
     for k, part in enumerate(chunks):
-        sums += np.array([np.dot(v[part], nodes.weight[part]) for v in vals])
+        sums += per_chunk[k]
         unresolved += unresolved_parts[k]
         max_gn = max(max_gn, float(bestgn[part].max()))
     return Accumulated(sums, unresolved, max_gn, n), changed
@@ -239,16 +237,24 @@ def accumulate(model, ov, rule, B_inv, mu_w, nodes: FollowedNodes, plain: Option
 PARALLEL_INTEGRANDS = 16384
 
 
-def _integrands(model, ov, h1, h2, xi) -> list:
-    """The generated channel integrands at the nodes (``xi`` the rows ``xi1, xi2, y1, y2``), each an
-    array over all nodes; on many nodes of a compiled backend in blocks side by side in the kernels'
-    threads (elementwise: the same numbers)."""
-    def run(part):
-        return model.channel_integrands(h1[part], h2[part], *(row[part] for row in xi), ov.q, ov.m, ov.V, ov.theta)
+def _weighted_sums(model, ov, B_inv, mu_w, nodes: FollowedNodes, h1, h2, chunks: list) -> np.ndarray:
+    """The weighted sums of the generated channel integrands at the prox ``h1, h2`` of ``nodes``, chunk
+    by chunk (a row per chunk of ``chunks``, ``CHANNEL_NAMES`` order): each chunk's integrands
+    (elementwise) and their dot products with its weights, in groups of consecutive chunks side by side
+    in the kernels' threads where each gets at least :data:`PARALLEL_INTEGRANDS` nodes (the same
+    numbers either way)."""
+    def run(ks):
+        out = np.empty((len(ks), len(CHANNEL_NAMES)))
+        for j, k in enumerate(ks):
+            part = chunks[k]
+            xi = xi_y(B_inv, mu_w, nodes.w1[part], nodes.w2[part], nodes.hs1[part], nodes.hs2[part])
+            vals = model.channel_integrands(h1[part], h2[part], *xi, ov.q, ov.m, ov.V, ov.theta)
+            out[j] = [np.dot(v, nodes.weight[part]) for v in vals]
+        return out
 
-    if model.backend != "compiled":
-        return list(run(slice(None)))
-    return list(split_over_threads(run, h1.size, PARALLEL_INTEGRANDS))
+    threads = max(min(kernel_threads(), nodes.b1.size // PARALLEL_INTEGRANDS, len(chunks)), 1)
+    groups = [list(g) for g in np.array_split(np.arange(len(chunks)), threads) if g.size]
+    return np.concatenate(map_over_threads(run, groups))
 
 
 def _checked(model, V, rule, nodes: FollowedNodes):
