@@ -86,6 +86,11 @@ def newton_prox(model: BoundModel, h1, h2, w1, w2, hs1, hs2, V, tol: float = 1e-
     return result
 
 
+#: the max-norm distance within which a start of :func:`global_prox` is taken as captured by the
+#: minimum from ``w`` (as a check's Newton is by the followed branch, :func:`newton_prox`)
+CAPTURE = 1e-3
+
+
 @functools.lru_cache(maxsize=8)
 def _polar_grid(n_angles: int, n_radii: int) -> tuple:
     """The polar grid of :func:`global_prox` in the unit disk: ``(radii, directions)``, point ``g`` at
@@ -138,16 +143,25 @@ def global_prox(model: BoundModel, w1, w2, hs1, hs2, V, starts=(), n_angles: int
         best = np.argsort(grid_f, axis=0, kind="stable")[:keep]
         candidates += [(np.take_along_axis(grid_h1, best[k:k + 1], 0)[0],
                         np.take_along_axis(grid_h2, best[k:k + 1], 0)[0]) for k in range(keep)]
-    # every start's Newton run in one batch; the lowest objective wins (ties: the earliest start)
-    n_starts = len(candidates)
-    s1 = np.stack([c[0] for c in candidates])
-    s2 = np.stack([c[1] for c in candidates])
+    # Newton from w first; then every other start in one batch, each stopped where it comes within
+    # CAPTURE of the minimum from w (it converges to that minimum, which cannot be lower than itself:
+    # a stopped start is no candidate). Only a converged minimum captures. The lowest objective wins
+    # (ties: the earliest start).
+    w_pair = _pairs(w1, w2)[1][0]
+    first, f_first, gn_first = newton(model, _pairs(*candidates[0])[1][0], w_pair, T, V, tol)
+    known = np.where((gn_first < tol)[:, None], first, np.inf)
+    n_starts = len(candidates) - 1
+    s1 = np.stack([c[0] for c in candidates[1:]])
+    s2 = np.stack([c[1] for c in candidates[1:]])
     rep = lambda a: np.broadcast_to(a, (n_starts,) + a.shape)  # noqa: E731
     shape, (h, w) = _pairs(s1, s2, rep(w1), rep(w2))
-    out, f, gn = newton(model, h, w, np.tile(T, (n_starts, 1)), V, tol)
+    out, f, gn = newton(model, h, w, np.tile(T, (n_starts, 1)), V, tol, known=np.tile(known, (n_starts, 1)),
+                        capture=CAPTURE)
+    f = np.where(np.isnan(gn), np.inf, f)
     c1, c2, f, gn = out[:, 0].reshape(shape), out[:, 1].reshape(shape), f.reshape(shape), gn.reshape(shape)
-    out = [c1[0], c2[0], f[0], gn[0]]
-    for k in range(1, n_starts):
+    out = [first[:, 0].reshape(w1.shape), first[:, 1].reshape(w1.shape), f_first.reshape(w1.shape),
+           gn_first.reshape(w1.shape)]
+    for k in range(n_starts):
         better = f[k] < out[2]
         out = [np.where(better, new, old) for new, old in zip((c1[k], c2[k], f[k], gn[k]), out)]
     return tuple(out)
