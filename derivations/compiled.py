@@ -12,7 +12,9 @@ For the ``compiled`` backend :func:`derivations.codegen.generated_functions` wri
 and ``newton_prox_newton_of_T``: the whole per-node saddle-free Newton iteration of
 :mod:`derivations.kernels` bound to the prox objective in the teacher's matrix, so that a node
 iterates to its own tolerance with no Python in between, and ``follow_prox_newton_of_T``, the
-continuation along paths of nodes built on it. The functions evaluated once per evaluation of the saddle-point map
+continuation along paths of nodes built on it; for a two-token, rank-one channel, ``line_sums_channel_integrands``,
+the line quadrature's weighted sums of the channel integrands in one pass over its nodes. The functions
+evaluated once per evaluation of the saddle-point map
 (the prior side, the conjugates from averaged moments) are the numpy backend's.
 
 numba caches the machine code next to the generated module (``__pycache__`` beside it), keyed by
@@ -45,6 +47,10 @@ ENTRY_POINTS = {"newton_nodes": "newton", "follow_paths": "follow", "grid_starts
 #: generated where ``prox_hess`` takes these node arguments (a two-token, rank-one prox)
 PITCHFORK = "pitchfork_prox_hess"
 PITCHFORK_NODE_ARGS = ("h1", "h2", "w1", "w2", "hs1", "hs2", "V")
+#: the line quadrature's weighted sums of the channel integrands (:func:`line_sums_source`), generated
+#: where ``channel_integrands`` takes these node arguments (a two-token, rank-one channel)
+LINE_SUMS = "line_sums_channel_integrands"
+LINE_SUMS_NODE_ARGS = ("h1", "h2", "xi1", "xi2", "y1", "y2", "q", "m", "V", "theta")
 #: every compiled function: cached next to its module; float errors as numpy's (inf and nan, no
 #: exception: the solver reports non-finite values as its own error); no fast-math, so the
 #: arithmetic is IEEE's, as numpy's
@@ -190,6 +196,32 @@ def pitchfork_source(n_params: int) -> str:
                            lambda fn: PITCHFORK if fn == "pitchfork_radii" else f"{fn}_prox_hess", bind)
 
 
+def line_sums_source(n_out: int, n_params: int) -> str:
+    """:data:`LINE_SUMS`: the weighted sums of the ``n_out`` channel integrands over nodes, chunk by chunk,
+    in one compiled pass, without arrays of the integrands, of their arguments or of their products with
+    the weights. Node ``i`` of ``lo <= i < hi`` (``edges``: the chunks' bounds) has the prox ``h1[i],
+    h2[i]``, ``w1[i], w2[i]``, the teacher pre-activations ``hs1[i], hs2[i]`` and the weight
+    ``weight[i]``; its standard-normal ``(xi1, xi2, y1, y2) = B (w1 - mu1, w2 - mu2, hs1, hs2)`` (the
+    line quadrature's affine map, ``numerics.channel.lines.accumulation.xi_y``); ``ov`` holds ``q, m, V,
+    theta``. Returns ``(chunks, n_out)``: each chunk's sums, its nodes added in order."""
+    call = ", ".join(["h1[i]", "h2[i]", "a[0]", "a[1]", "a[2]", "a[3]", "ov[0]", "ov[1]", "ov[2]", "ov[3]"]
+                     + [f"p[{k}]" for k in range(n_params)])
+    lines = [JIT, f"def {LINE_SUMS}(h1, h2, w1, w2, hs1, hs2, weight, B, mu, ov, p, edges):",
+             f"    out = np.zeros((edges.shape[0] - 1, {n_out}))",
+             "    a = np.empty(4)",
+             "    for k in range(edges.shape[0] - 1):",
+             "        for i in range(edges[k], edges[k + 1]):",
+             "            r0 = w1[i] - mu[0]",
+             "            r1 = w2[i] - mu[1]",
+             "            for j in range(4):",
+             "                a[j] = B[j, 0] * r0 + B[j, 1] * r1 + B[j, 2] * hs1[i] + B[j, 3] * hs2[i]",
+             f"            r = _node_channel_integrands({call})",
+             "            wi = weight[i]"]
+    lines += [f"            out[k, {j}] += r[{j}] * wi" for j in range(n_out)]
+    lines.append("    return out")
+    return "\n".join(lines)
+
+
 def compiled_source(exprs: Dict[str, Tuple[tuple, object, str]], names: Sequence[str], n_params: int,
                     n_h: int, header: str) -> str:
     """The source of a model's compiled module: :data:`PER_NODE` functions among ``names`` and the
@@ -215,6 +247,10 @@ def compiled_source(exprs: Dict[str, Tuple[tuple, object, str]], names: Sequence
         parts.append(_kernel_source(terms, objective, groups, n_params, n_h))
     if "prox_hess" in names and tuple(a.name for a in exprs["prox_hess"][0][:-n_params]) == PITCHFORK_NODE_ARGS:
         parts.append(pitchfork_source(n_params))
+    integrands = exprs.get("channel_integrands")
+    if ("channel_integrands" in names and isinstance(integrands[1], tuple)
+            and tuple(a.name for a in integrands[0][:-n_params]) == LINE_SUMS_NODE_ARGS):
+        parts.append(line_sums_source(len(integrands[1]), n_params))
     return "\n\n\n".join(parts) + "\n"
 
 
@@ -381,6 +417,9 @@ def load_compiled(path, key: str, names: Sequence[str], n_params: int, n_h: int,
     pitchfork = pitchfork_kernel(module, n_params, label)
     if pitchfork is not None:
         functions[PITCHFORK] = pitchfork
+    sums = line_sums_kernel(module, n_params, label)
+    if sums is not None:
+        functions[LINE_SUMS] = sums
     return functions
 
 
@@ -399,6 +438,27 @@ def pitchfork_kernel(module, n_params: int, label: str):
         kernel(0.5 * one, one, one, 0.0 * one, np.eye(2), 2.0, np.full(n_params, 0.5), 1e-300, 1e-15, 1e-300, 2.0)
     except NumbaError as exc:
         log.warning("compiled backend: the pitchfork radii of %s did not compile (%s): the numpy iteration is used",
+                    label, _reason(exc))
+        return None
+    return kernel
+
+
+def line_sums_kernel(module, n_params: int, label: str):
+    """The module's weighted sums of the channel integrands (:data:`LINE_SUMS`), compiled or loaded from
+    numba's cache now by a call on one node; None where the module has none, or where numba cannot compile
+    it: then the integrands are evaluated as arrays and summed by numpy
+    (``numerics.channel.lines.accumulation``), with one logged line."""
+    from numba.core.errors import NumbaError
+
+    kernel = getattr(module, LINE_SUMS, None)
+    if kernel is None:
+        return None
+    one = np.full(1, 0.5)
+    try:
+        kernel(one, one, one, one, one, one, one, np.eye(4), np.zeros(2), np.array([0.1, 0.0, 2.0, 0.1]),
+               np.full(n_params, 0.5), np.array([0, 1]))
+    except NumbaError as exc:
+        log.warning("compiled backend: the line quadrature's sums of %s did not compile (%s): numpy sums them",
                     label, _reason(exc))
         return None
     return kernel

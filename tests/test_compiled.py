@@ -206,12 +206,19 @@ def test_the_pitchfork_kernel_finds_the_numpy_iterations_radii():
     assert rays > 100
 
 
-def test_a_pitchfork_kernel_that_does_not_compile_leaves_the_numpy_iteration_with_one_line(caplog):
-    """Where numba cannot compile a model's pitchfork radii, the numpy iteration serves them, one line
-    says so, and nothing else of the module is dropped."""
+@pytest.mark.parametrize("which", ["pitchfork", "line sums"])
+def test_an_optional_kernel_that_does_not_compile_leaves_numpy_with_one_line(caplog, which):
+    """Where numba cannot compile a model's pitchfork radii (or its line sums), the numpy iteration (the
+    integrands' arrays summed by numpy) serves them, one line says so, and nothing else of the module is
+    dropped."""
     from numba.core.errors import TypingError
 
-    from derivations.compiled import PITCHFORK, pitchfork_kernel
+    from derivations import compiled
+
+    name, load, says = {"pitchfork": (compiled.PITCHFORK, compiled.pitchfork_kernel,
+                                      ("pitchfork radii of attention h1**3 did not compile", "numpy iteration")),
+                        "line sums": (compiled.LINE_SUMS, compiled.line_sums_kernel,
+                                      ("line quadrature's sums of attention h1**3 did not compile", "numpy sums"))}[which]
 
     class Module:
         pass
@@ -220,12 +227,60 @@ def test_a_pitchfork_kernel_that_does_not_compile_leaves_the_numpy_iteration_wit
         raise TypingError("no such function for these types")
 
     module = Module()
-    setattr(module, PITCHFORK, refuse)
+    setattr(module, name, refuse)
     with caplog.at_level(logging.WARNING, logger="derivations.compiled"):
-        assert pitchfork_kernel(module, 3, "attention h1**3") is None
+        assert load(module, 3, "attention h1**3") is None
     (line,) = [r.getMessage() for r in caplog.records]
-    assert "pitchfork radii of attention h1**3 did not compile" in line and "numpy iteration" in line
-    assert pitchfork_kernel(Module(), 3, "any") is None
+    assert all(part in line for part in says)
+    assert load(Module(), 3, "any") is None
+
+
+@pytest.mark.parametrize("attention", ["softmax", SQUAREPLUS], ids=["paper", "typed"])
+def test_the_line_sums_kernel_gives_the_integrands_sums(monkeypatch, attention):
+    """The compiled weighted sums of the channel integrands (one pass over the nodes, ``LINE_SUMS``) give
+    the channel expectations of the integrands evaluated as arrays and summed by numpy, to rounding
+    (the order of the additions differs), at a switched semantic point and a positional one, with the
+    checks and without; a chunk's sum is the same however the chunks are shared between threads."""
+    import dataclasses
+
+    from derivations.compiled import LINE_SUMS
+    from numerics.channel.lines import ChannelRule, accumulation, channel_expectations, expectations
+    from numerics.model.bound import bind
+    from numerics.overlaps import Overlaps
+
+    def fresh(ov, rule):  # without the last evaluation's kept sums
+        expectations._LAST_EVALUATION.clear()
+        return channel_expectations(model, ov, rule)
+
+    model = bind(ModelSpec(attention=attention), "compiled")
+    kernel, calls = model.gm.functions[LINE_SUMS], []
+    small = ChannelRule(n_eta=16, n_r=8, n_u=6, n_t=16)
+
+    def counted(*args):
+        calls.append(1)
+        return kernel(*args)
+
+    def patch():
+        monkeypatch.setattr(accumulation, "CHUNK", 900)  # several chunks
+        monkeypatch.setitem(model.gm.functions, LINE_SUMS, counted)
+
+    patch()
+    for ov in (Overlaps(q=0.114816, m=0.0, V=12.6686, theta=0.158157), Overlaps(q=0.05, m=0.25, V=14.0, theta=0.0)):
+        for rule in (small, dataclasses.replace(small, check_global=False)):
+            fused = fresh(ov, rule)
+            monkeypatch.setenv("ATTNPHASE_KERNEL_THREADS", "3")
+            monkeypatch.setattr(accumulation, "PARALLEL_INTEGRANDS", 500)
+            split = fresh(ov, rule)
+            monkeypatch.delitem(model.gm.functions, LINE_SUMS)
+            used = len(calls)
+            arrays = fresh(ov, rule)
+            assert used >= 4 and len(calls) == used  # the kernel made both sums, and not the third
+            monkeypatch.undo()
+            patch()
+            calls.clear()
+            assert split.expectations == fused.expectations
+            for name, value in arrays.expectations.items():
+                assert fused.expectations[name] == pytest.approx(value, rel=1e-13, abs=1e-16), name
 
 
 def test_the_grid_kernel_keeps_the_grids_lowest_points_in_order():

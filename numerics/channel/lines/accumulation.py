@@ -12,6 +12,7 @@ from typing import NamedTuple, Optional
 import numpy as np
 
 from derivations import CHANNEL_NAMES
+from derivations.compiled import LINE_SUMS
 
 from numerics.prox.newton import follow_paths
 from numerics.prox.scalar import global_prox, newton_prox
@@ -239,18 +240,30 @@ PARALLEL_INTEGRANDS = 16384
 
 def _weighted_sums(model, ov, B_inv, mu_w, nodes: FollowedNodes, h1, h2, chunks: list) -> np.ndarray:
     """The weighted sums of the generated channel integrands at the prox ``h1, h2`` of ``nodes``, chunk
-    by chunk (a row per chunk of ``chunks``, ``CHANNEL_NAMES`` order): each chunk's integrands
-    (elementwise) and their dot products with its weights, in groups of consecutive chunks side by side
-    in the kernels' threads where each gets at least :data:`PARALLEL_INTEGRANDS` nodes (the same
-    numbers either way)."""
-    def run(ks):
-        out = np.empty((len(ks), len(CHANNEL_NAMES)))
-        for j, k in enumerate(ks):
-            part = chunks[k]
-            xi = xi_y(B_inv, mu_w, nodes.w1[part], nodes.w2[part], nodes.hs1[part], nodes.hs2[part])
-            vals = model.channel_integrands(h1[part], h2[part], *xi, ov.q, ov.m, ov.V, ov.theta)
-            out[j] = [np.dot(v, nodes.weight[part]) for v in vals]
-        return out
+    by chunk (a row per chunk of ``chunks``, ``CHANNEL_NAMES`` order), in groups of consecutive chunks
+    side by side in the kernels' threads where each gets at least :data:`PARALLEL_INTEGRANDS` nodes (the
+    same numbers either way). By the model's compiled sums where it has them (one pass over the nodes,
+    :data:`derivations.compiled.LINE_SUMS`), else each chunk's integrands as arrays (elementwise) and
+    their dot products with its weights."""
+    kernel = model.gm.functions.get(LINE_SUMS) if model.backend == "compiled" else None
+    if kernel is not None:
+        arrays = [np.ascontiguousarray(a, dtype=float) for a in (h1, h2, nodes.w1, nodes.w2, nodes.hs1, nodes.hs2,
+                                                                   nodes.weight)]
+        rest = (np.ascontiguousarray(B_inv, dtype=float), np.asarray(mu_w, dtype=float),
+                np.array([ov.q, ov.m, ov.V, ov.theta], dtype=float), np.asarray(model.params, dtype=float))
+
+        def run(ks):
+            edges = np.array([chunks[k].start for k in ks] + [min(chunks[ks[-1]].stop, arrays[0].size)])
+            return kernel(*arrays, *rest, edges)
+    else:
+        def run(ks):
+            out = np.empty((len(ks), len(CHANNEL_NAMES)))
+            for j, k in enumerate(ks):
+                part = chunks[k]
+                xi = xi_y(B_inv, mu_w, nodes.w1[part], nodes.w2[part], nodes.hs1[part], nodes.hs2[part])
+                vals = model.channel_integrands(h1[part], h2[part], *xi, ov.q, ov.m, ov.V, ov.theta)
+                out[j] = [np.dot(v, nodes.weight[part]) for v in vals]
+            return out
 
     threads = max(min(kernel_threads(), nodes.b1.size // PARALLEL_INTEGRANDS, len(chunks)), 1)
     groups = [list(g) for g in np.array_split(np.arange(len(chunks)), threads) if g.size]
