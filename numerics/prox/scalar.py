@@ -74,11 +74,12 @@ def newton_prox(model: BoundModel, h1, h2, w1, w2, hs1, hs2, V, tol: float = 1e-
     ``(N, 4)`` for ``N`` nodes in the inputs' flattened order (the line quadrature computes them once
     per line; a call computes them from ``hs1, hs2`` otherwise).
     """
-    args = (h1, h2, w1, w2, hs1, hs2) + (() if known is None else tuple(known))
+    # the pre-activations only where the teacher's matrices are to be computed from them
+    args = (h1, h2, w1, w2) + ((hs1, hs2) if teacher is None else ()) + (() if known is None else tuple(known))
     shape, pairs = _pairs(*args)
-    h, w, hs = pairs[:3]
-    out, f, gn = newton(model, h, w, model.teacher_matrix(hs) if teacher is None else teacher, V, tol, maxiter,
-                        known=None if known is None else pairs[3], capture=capture)
+    h, w = pairs[:2]
+    out, f, gn = newton(model, h, w, model.teacher_matrix(pairs[2]) if teacher is None else teacher, V, tol, maxiter,
+                        known=None if known is None else pairs[-1], capture=capture)
     b1, b2 = out[:, 0].reshape(shape), out[:, 1].reshape(shape)
     result = (b1, b2, gn.reshape(shape), f.reshape(shape))
     if return_terms:

@@ -277,7 +277,7 @@ def _checked(model, V, rule, nodes: FollowedNodes):
     node changed."""
     b1, b2, gn, fb, w1, w2, hs1, hs2, teacher, _ = nodes
     tol = rule.newton_tol
-    best1, best2, bestf, bestgn = (np.array(a, dtype=float, copy=True) for a in (b1, b2, fb, gn))
+    best1, best2, bestf, bestgn = b1, b2, fb, gn  # copied where a check first goes lower
     changed = False
     starts = ((w1, w2), (-b1, -b2))
     if not rule.check_from_w and model.loss_is_even:
@@ -290,9 +290,11 @@ def _checked(model, V, rule, nodes: FollowedNodes):
             continue
         sub = (w1[better], w2[better], hs1[better], hs2[better])
         d1, d2, dgn, df = newton_prox(model, c1[better], c2[better], *sub, V, tol=tol, teacher=teacher[better])
+        if not changed:
+            best1, best2, bestf, bestgn = (np.array(a, dtype=float, copy=True) for a in (best1, best2, bestf, bestgn))
         best1[better], best2[better], bestgn[better], bestf[better] = d1, d2, dgn, df
         changed = True
-    jumped = bestf < fb - 1e-13 * np.maximum(1.0, np.abs(fb))
+    jumped = bestf < fb - 1e-13 * np.maximum(1.0, np.abs(fb)) if changed else np.zeros(b1.size, dtype=bool)
     return best1, best2, bestgn, jumped, changed
 
 
