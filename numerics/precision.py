@@ -39,6 +39,10 @@ class Precision:
     # to seed this one's coarse solve (numerics.fixed_points.lines._seeded_solve): for rules that cost
     # many times that one per evaluation
     seed_precision: Optional[str] = None
+    # the precision that first decides a spinodal bisection's probes (numerics.branches.follow,
+    # _bisection): this one's solve is made only where that one finds the branch, and a lost end
+    # that one alone decided is confirmed by this one's solve
+    probe_precision: Optional[str] = None
 
 
 # The draft and fast checks start from the reflected branch only (check_from_w=False):
@@ -62,7 +66,7 @@ PRECISIONS = {
     # (24/10/12/16/8 and 28/12/16/20/16) had errors of 1e-4 at semantic alpha = 1.
     "fast": Precision("fast", ChannelRule(n_eta=20, n_r=12, n_u=10, n_t=14, n_near=6, check_from_w=False),
                       ChannelRule(n_eta=28, n_r=16, n_u=16, n_t=20, n_near=8, check_from_w=False), 16, 24, 1e-7, 2e-6,
-                      1e-7),
+                      1e-7, probe_precision="draft"),
     # High: both rules split the unswitched lines where they cross the prox's steep band
     # (ChannelRule.band_split). Against reference fixed points (112/32/48/56/32, band
     # split) at the six accuracy-target points every field is within 1.6e-8 relative
@@ -72,5 +76,5 @@ PRECISIONS = {
     # and 56/18/28/32/32) the estimates reached 6.6e-6.
     "high": Precision("high", ChannelRule(n_eta=56, n_r=18, n_u=28, n_t=32, n_near=32, band_split=True),
                       ChannelRule(n_eta=80, n_r=24, n_u=40, n_t=48, n_near=64, band_split=True), 28, 36, 1e-12, 2e-7,
-                      1e-10, time_limit=3600.0, seed_precision="fast"),
+                      1e-10, time_limit=3600.0, seed_precision="fast", probe_precision="fast"),
 }

@@ -123,3 +123,42 @@ def test_an_end_located_without_its_classification_is_the_same_end():
     assert {k: b[k] for k in ("side", "alpha", "alpha_error", "last_found")} == \
         {k: a[k] for k in ("side", "alpha", "alpha_error", "last_found")}
     assert b["evidence"]["first_not_found"] == a["evidence"]["first_not_found"]
+
+
+@pytest.mark.parametrize("fast_end, draft_end, saved", [(0.72, 0.70, 2), (0.72, 0.74, 0), (0.60, 0.55, 0),
+                                                        (0.74, 0.74, 3)],
+                         ids=["draft reaches further", "draft ends first", "no draft loss inside", "same end"])
+def test_a_bisection_probed_by_a_cheaper_precision_ends_in_the_fast_bracket(monkeypatch, fast_end, draft_end, saved):
+    """A spinodal bisection whose probes are first solved at the draft precision (``probe_precision``)
+    ends in the bracket of the bisection by fast solves alone, with the same points found, each fast
+    solve made from the point the fast bisection makes it from; where the draft branch ends first, its
+    loss is not confirmed and the bisection is made again without it. Existence here is a given end per
+    precision (the branch found above it)."""
+    from types import SimpleNamespace
+
+    from numerics.branches import follow
+
+    calls = []
+
+    def try_solve(spec, alpha, branch, precision, start, model, near=None):
+        calls.append((precision, alpha, near.alpha))
+        return SimpleNamespace(alpha=alpha, overlaps=None,
+                               found=alpha > (fast_end if precision == "fast" else draft_end))
+
+    monkeypatch.setattr(follow, "try_solve", try_solve)
+    monkeypatch.setattr(follow, "is_on_branch", lambda fp, branch: fp.found)
+    trail = [SimpleNamespace(alpha=1.0, overlaps=None), SimpleNamespace(alpha=0.75, overlaps=None)]
+    alone = follow._bisection(None, None, "semantic", "fast", trail, 0.5, 4)
+    fast_alone = list(calls)
+    calls.clear()
+    end, _ = follow._bisect_spinodal(None, None, "semantic", "fast", trail, 0.5, 4, classify=False)
+    lo, hi, good, found = alone
+    assert (end["alpha"], end["alpha_error"], end["last_found"]) == (0.5 * (lo + hi), abs(hi - lo), good.alpha)
+    assert lo - 0.25 / 16 <= fast_end < lo  # the fast end lies in the bracket
+    fast_probed = [c for c in calls if c[0] == "fast"]
+    if draft_end <= fast_end:  # the draft's losses are the fast precision's: fewer fast solves, the same ones
+        assert set(fast_probed) <= set(fast_alone) and len(fast_probed) == len(fast_alone) - saved
+        assert follow._bisection(None, None, "semantic", "fast", trail, 0.5, 4, "draft")[:2] == (lo, hi)
+    elif draft_end > fast_end:  # a draft loss the fast solve contradicts: bisected again by fast solves
+        assert follow._bisection(None, None, "semantic", "fast", trail, 0.5, 4, "draft") is None
+        assert fast_probed[-len(fast_alone):] == fast_alone

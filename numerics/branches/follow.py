@@ -373,21 +373,16 @@ def _bisect_spinodal(spec, model, branch, precision, trail, lost_alpha, bisectio
     rule alone: near the positional fold at ``omega = 0`` the two fast rules differ by 3%
     in ``m`` and the coarse rule's branch reaches at least 0.003 further in ``alpha``
     (docs/numerics.md, section 5). The end is then classified (:func:`end_evidence`), with ``classify``.
+    The probes go by :func:`_bisection`, first by the precision's ``probe_precision``.
 
     Returns ``(end, [])``, or ``(None, points)`` where the branch did not end: every
     shorter step found it and so did ``lost_alpha`` from the nearest of them (``points``:
     those found beyond the trail, ``lost_alpha``'s last)."""
-    good = trail[-1]
-    found = list(trail[-2:])
-    lo, hi = good.alpha, lost_alpha
-    for _ in range(bisections):
-        mid = 0.5 * (lo + hi)
-        fp = try_solve(spec, mid, branch, precision, good.overlaps, model, good)
-        if fp is not None and is_on_branch(fp, branch):
-            good, lo = fp, mid
-            found.append(fp)
-        else:
-            hi = mid
+    probe = PRECISIONS[precision].probe_precision
+    bracket = _bisection(spec, model, branch, precision, trail, lost_alpha, bisections, probe) if probe else None
+    if bracket is None:
+        bracket = _bisection(spec, model, branch, precision, trail, lost_alpha, bisections)
+    lo, hi, good, found = bracket
     if hi == lost_alpha and lo != trail[-1].alpha:
         # every shorter step found the branch: the first failure may be the long step's
         # (a prediction from far lands in another fixed point's basin), so lost_alpha is
@@ -409,6 +404,47 @@ def _bisect_spinodal(spec, model, branch, precision, trail, lost_alpha, bisectio
              kind)
     return {"branch": branch, "alpha": 0.5 * (lo + hi), "alpha_error": abs(hi - lo), "side": side,
             "last_found": good.alpha, "kind": kind, "evidence": evidence}, []
+
+
+def _bisection(spec, model, branch, precision, trail, lost_alpha, bisections, probe: Optional[str] = None):
+    """The bisection's final bracket: ``(lo, hi, good, found)``, ``lo`` the last ``alpha`` where the branch
+    was found (``good`` its point), ``hi`` the first where it was lost, ``found`` the trail's last two
+    points and those found on the way. Each probe starts from the last point found.
+
+    With ``probe`` (a cheaper precision), a probe is first solved at that precision: where it loses the
+    branch, the probe counts as lost without this precision's solve; where it finds it, this precision's
+    solve decides. A cheaper precision's branch near a spinodal usually reaches further than this one's
+    (at ``omega = 0.3`` the draft semantic branch is found at ``alpha = 0.71875``, where the fast one is
+    lost; both are lost at 0.6875), so its losses are this one's. A final lost end that the cheaper precision
+    alone decided is confirmed by this precision's solve from the point it would have started from; where
+    that finds the branch, the cheaper precision lost it first (its decisions and this one's disagree,
+    and so may the path), and None is returned: the caller bisects again without ``probe``. Otherwise
+    every point found and the ends are this precision's, and the bracket that of the bisection without
+    ``probe`` wherever the two precisions' decisions agree."""
+    good = trail[-1]
+    found = list(trail[-2:])
+    lo, hi = good.alpha, lost_alpha
+    unconfirmed = None  # where the final lost end was decided by ``probe`` alone: the point found before it
+    for _ in range(bisections):
+        mid = 0.5 * (lo + hi)
+        if probe is not None:
+            cheap = try_solve(spec, mid, branch, probe, good.overlaps, model, good)
+            if cheap is None or not is_on_branch(cheap, branch):
+                hi, unconfirmed = mid, good
+                continue
+        fp = try_solve(spec, mid, branch, precision, good.overlaps, model, good)
+        if fp is not None and is_on_branch(fp, branch):
+            good, lo = fp, mid
+            found.append(fp)
+        else:
+            hi, unconfirmed = mid, None
+    if unconfirmed is not None:
+        fp = try_solve(spec, hi, branch, precision, unconfirmed.overlaps, model, unconfirmed)
+        if fp is not None and is_on_branch(fp, branch):
+            log.info("%s branch: found at alpha = %g, where the %s precision lost it; bisecting again without it",
+                     branch, hi, probe)
+            return None
+    return lo, hi, good, found
 
 
 #: how a branch ends (:func:`classify_end`)
