@@ -13,7 +13,8 @@ and ``newton_prox_newton_of_T``: the whole per-node saddle-free Newton iteration
 :mod:`derivations.kernels` bound to the prox objective in the teacher's matrix, so that a node
 iterates to its own tolerance with no Python in between, and ``follow_prox_newton_of_T``, the
 continuation along paths of nodes built on it; for a two-token, rank-one channel, ``line_sums_channel_integrands``,
-the line quadrature's weighted sums of the channel integrands in one pass over its nodes. The functions
+the line quadrature's weighted sums of the channel integrands in one pass over its nodes, and
+``weighted_sum_test_error_integrand``, the test error's. The functions
 evaluated once per evaluation of the saddle-point map
 (the prior side, the conjugates from averaged moments) are the numpy backend's.
 
@@ -51,6 +52,10 @@ PITCHFORK_NODE_ARGS = ("h1", "h2", "w1", "w2", "hs1", "hs2", "V")
 #: where ``channel_integrands`` takes these node arguments (a two-token, rank-one channel)
 LINE_SUMS = "line_sums_channel_integrands"
 LINE_SUMS_NODE_ARGS = ("h1", "h2", "xi1", "xi2", "y1", "y2", "q", "m", "V", "theta")
+#: the weighted sum of the test-error integrand over a rule's nodes (:func:`test_error_sum_source`),
+#: generated where ``test_error_integrand`` takes these node arguments (a two-token, rank-one channel)
+TEST_ERROR_SUM = "weighted_sum_test_error_integrand"
+TEST_ERROR_NODE_ARGS = ("xi1", "xi2", "y1", "y2", "q", "m", "theta")
 #: every compiled function: cached next to its module; float errors as numpy's (inf and nan, no
 #: exception: the solver reports non-finite values as its own error); no fast-math, so the
 #: arithmetic is IEEE's, as numpy's
@@ -222,6 +227,16 @@ def line_sums_source(n_out: int, n_params: int) -> str:
     return "\n".join(lines)
 
 
+def test_error_sum_source(n_params: int) -> str:
+    """:data:`TEST_ERROR_SUM`: the test-error integrand at the nodes ``xi1, xi2, y1, y2`` (``s`` holds ``q, m,
+    theta``) times their ``weight``, summed in one compiled pass in the nodes' order, without an array of
+    the integrand or of its arguments."""
+    call = ", ".join(["xi1[i]", "xi2[i]", "y1[i]", "y2[i]", "s[0]", "s[1]", "s[2]"] + [f"p[{k}]" for k in range(n_params)])
+    return "\n".join([JIT, f"def {TEST_ERROR_SUM}(xi1, xi2, y1, y2, weight, s, p):", "    total = 0.0",
+                      "    for i in range(weight.shape[0]):",
+                      f"        total += _node_test_error_integrand({call}) * weight[i]", "    return total"])
+
+
 def compiled_source(exprs: Dict[str, Tuple[tuple, object, str]], names: Sequence[str], n_params: int,
                     n_h: int, header: str) -> str:
     """The source of a model's compiled module: :data:`PER_NODE` functions among ``names`` and the
@@ -251,6 +266,10 @@ def compiled_source(exprs: Dict[str, Tuple[tuple, object, str]], names: Sequence
     if ("channel_integrands" in names and isinstance(integrands[1], tuple)
             and tuple(a.name for a in integrands[0][:-n_params]) == LINE_SUMS_NODE_ARGS):
         parts.append(line_sums_source(len(integrands[1]), n_params))
+    test_error = exprs.get("test_error_integrand")
+    if ("test_error_integrand" in names and not isinstance(test_error[1], tuple)
+            and tuple(a.name for a in test_error[0][:-n_params]) == TEST_ERROR_NODE_ARGS):
+        parts.append(test_error_sum_source(n_params))
     return "\n\n\n".join(parts) + "\n"
 
 
@@ -417,51 +436,58 @@ def load_compiled(path, key: str, names: Sequence[str], n_params: int, n_h: int,
     pitchfork = pitchfork_kernel(module, n_params, label)
     if pitchfork is not None:
         functions[PITCHFORK] = pitchfork
-    sums = line_sums_kernel(module, n_params, label)
-    if sums is not None:
-        functions[LINE_SUMS] = sums
+    for name, load in ((LINE_SUMS, line_sums_kernel), (TEST_ERROR_SUM, test_error_sum_kernel)):
+        kernel = load(module, n_params, label)
+        if kernel is not None:
+            functions[name] = kernel
     return functions
 
 
-def pitchfork_kernel(module, n_params: int, label: str):
-    """The module's pitchfork radii (:data:`PITCHFORK`), compiled or loaded from numba's cache now by a
-    call on one ray; None where the module has none, or where numba cannot compile it: then the
-    numpy iteration serves (``numerics.channel.lines.teacher_nodes.pitchfork_radii``), with one
-    logged line, and the module's other kernels stay compiled."""
+def _optional_kernel(module, name: str, warm_up: tuple, what: str, instead: str, label: str):
+    """The module's kernel ``name``, compiled or loaded from numba's cache now by a call on ``warm_up``;
+    None where the module has none, or where numba cannot compile it: then ``instead`` serves, one logged
+    line says so (``what`` of ``label`` did not compile), and the module's other kernels stay compiled."""
     from numba.core.errors import NumbaError
 
-    kernel = getattr(module, PITCHFORK, None)
+    kernel = getattr(module, name, None)
     if kernel is None:
         return None
-    one = np.ones(1)
     try:
-        kernel(0.5 * one, one, one, 0.0 * one, np.eye(2), 2.0, np.full(n_params, 0.5), 1e-300, 1e-15, 1e-300, 2.0)
+        kernel(*warm_up)
     except NumbaError as exc:
-        log.warning("compiled backend: the pitchfork radii of %s did not compile (%s): the numpy iteration is used",
-                    label, _reason(exc))
+        log.warning("compiled backend: %s of %s did not compile (%s): %s", what, label, _reason(exc), instead)
         return None
     return kernel
+
+
+def pitchfork_kernel(module, n_params: int, label: str):
+    """The module's pitchfork radii (:data:`PITCHFORK`), or None: then the numpy iteration serves
+    (``numerics.channel.lines.teacher_nodes.pitchfork_radii``; :func:`_optional_kernel`)."""
+    one = np.ones(1)
+    return _optional_kernel(module, PITCHFORK, (0.5 * one, one, one, 0.0 * one, np.eye(2), 2.0, np.full(n_params, 0.5),
+                                                1e-300, 1e-15, 1e-300, 2.0),
+                            "the pitchfork radii", "the numpy iteration is used", label)
 
 
 def line_sums_kernel(module, n_params: int, label: str):
-    """The module's weighted sums of the channel integrands (:data:`LINE_SUMS`), compiled or loaded from
-    numba's cache now by a call on one node; None where the module has none, or where numba cannot compile
-    it: then the integrands are evaluated as arrays and summed by numpy
-    (``numerics.channel.lines.accumulation``), with one logged line."""
-    from numba.core.errors import NumbaError
-
-    kernel = getattr(module, LINE_SUMS, None)
-    if kernel is None:
-        return None
+    """The module's weighted sums of the channel integrands (:data:`LINE_SUMS`), or None: then the
+    integrands are evaluated as arrays and summed by numpy (``numerics.channel.lines.accumulation``;
+    :func:`_optional_kernel`)."""
     one = np.full(1, 0.5)
-    try:
-        kernel(one, one, one, one, one, one, one, np.eye(4), np.zeros(2), np.array([0.1, 0.0, 2.0, 0.1]),
-               np.full(n_params, 0.5), np.array([0, 1]))
-    except NumbaError as exc:
-        log.warning("compiled backend: the line quadrature's sums of %s did not compile (%s): numpy sums them",
-                    label, _reason(exc))
-        return None
-    return kernel
+    return _optional_kernel(module, LINE_SUMS, (one, one, one, one, one, one, one, np.eye(4), np.zeros(2),
+                                                np.array([0.1, 0.0, 2.0, 0.1]), np.full(n_params, 0.5),
+                                                np.array([0, 1])),
+                            "the line quadrature's sums", "numpy sums them", label)
+
+
+def test_error_sum_kernel(module, n_params: int, label: str):
+    """The module's weighted sum of the test-error integrand (:data:`TEST_ERROR_SUM`), or None: then the
+    integrand is evaluated as an array and summed by numpy (``numerics.model.saddle_point.test_error``;
+    :func:`_optional_kernel`)."""
+    one = np.full(1, 0.5)
+    return _optional_kernel(module, TEST_ERROR_SUM, (one, one, one, one, one, np.array([0.1, 0.0, 0.1]),
+                                                     np.full(n_params, 0.5)),
+                            "the test error's sum", "numpy sums it", label)
 
 
 def _reason(exc: Exception) -> str:

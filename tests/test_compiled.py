@@ -206,11 +206,33 @@ def test_the_pitchfork_kernel_finds_the_numpy_iterations_radii():
     assert rays > 100
 
 
-@pytest.mark.parametrize("which", ["pitchfork", "line sums"])
+@pytest.mark.parametrize("attention", ["softmax", SQUAREPLUS], ids=["paper", "typed"])
+def test_the_test_error_sum_kernel_gives_the_integrands_sum(monkeypatch, attention):
+    """The compiled weighted sum of the test-error integrand (one pass, ``TEST_ERROR_SUM``) gives the
+    test error of the integrand evaluated as an array and summed by numpy, to rounding, at a semantic and
+    a positional point."""
+    from derivations.compiled import TEST_ERROR_SUM
+    from numerics.model.bound import bind
+    from numerics.model.saddle_point import test_error
+    from numerics.overlaps import Overlaps
+
+    model = bind(ModelSpec(attention=attention), "compiled")
+    kernel, calls = model.gm.functions[TEST_ERROR_SUM], []
+    monkeypatch.setitem(model.gm.functions, TEST_ERROR_SUM, lambda *a: calls.append(1) or kernel(*a))
+    for ov in (Overlaps(q=0.114816, m=0.0, V=12.6686, theta=0.158157), Overlaps(q=0.05, m=0.25, V=14.0, theta=0.0)):
+        summed = test_error(model, ov, 16)
+        with monkeypatch.context() as m:
+            m.delitem(model.gm.functions, TEST_ERROR_SUM)
+            arrays = test_error(model, ov, 16)
+        assert summed == pytest.approx(arrays, rel=1e-13)
+    assert len(calls) == 2
+
+
+@pytest.mark.parametrize("which", ["pitchfork", "line sums", "test error sum"])
 def test_an_optional_kernel_that_does_not_compile_leaves_numpy_with_one_line(caplog, which):
-    """Where numba cannot compile a model's pitchfork radii (or its line sums), the numpy iteration (the
-    integrands' arrays summed by numpy) serves them, one line says so, and nothing else of the module is
-    dropped."""
+    """Where numba cannot compile a model's pitchfork radii (its line sums, its test error's sum), the numpy
+    iteration (the integrands' arrays summed by numpy) serves them, one line says so, and nothing else of
+    the module is dropped."""
     from numba.core.errors import TypingError
 
     from derivations import compiled
@@ -218,7 +240,10 @@ def test_an_optional_kernel_that_does_not_compile_leaves_numpy_with_one_line(cap
     name, load, says = {"pitchfork": (compiled.PITCHFORK, compiled.pitchfork_kernel,
                                       ("pitchfork radii of attention h1**3 did not compile", "numpy iteration")),
                         "line sums": (compiled.LINE_SUMS, compiled.line_sums_kernel,
-                                      ("line quadrature's sums of attention h1**3 did not compile", "numpy sums"))}[which]
+                                      ("line quadrature's sums of attention h1**3 did not compile", "numpy sums")),
+                        "test error sum": (compiled.TEST_ERROR_SUM, compiled.test_error_sum_kernel,
+                                           ("test error's sum of attention h1**3 did not compile",
+                                            "numpy sums it"))}[which]
 
     class Module:
         pass

@@ -13,6 +13,8 @@ import functools
 import numpy as np
 from numpy.polynomial.hermite_e import hermegauss
 
+from derivations.compiled import TEST_ERROR_SUM
+
 from numerics.model.bound import BoundModel
 from numerics.overlaps import HatOverlaps, Overlaps
 from numerics.threads import one_blas_thread
@@ -44,5 +46,9 @@ def test_error(model: BoundModel, ov: Overlaps, n: int = 20) -> float:
     """``(sigma^2/2) E|S(h) - T(h*)|_F^2`` with ``h = (m + sqrt(q) xi1, -m + sqrt(q) xi2)``
     (docs/theory.md, section 2.7). The integrand is smooth, so a tensor Gauss-Hermite rule converges fast."""
     (xi1, xi2, y1, y2), weight = _gh4(n)
+    kernel = model.gm.functions.get(TEST_ERROR_SUM) if model.backend == "compiled" else None
+    if kernel is not None:  # the integrand summed in one compiled pass, no arrays
+        return float(kernel(xi1, xi2, y1, y2, weight, np.array([ov.q, ov.m, ov.theta], dtype=float),
+                            np.asarray(model.params, dtype=float)))
     vals = model.test_error_integrand(xi1, xi2, y1, y2, ov.q, ov.m, ov.theta)
     return float(np.dot(np.broadcast_to(vals, weight.shape), weight))
