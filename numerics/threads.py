@@ -63,8 +63,9 @@ def _count(name: str, default: int) -> int:
     return count
 
 
+@functools.lru_cache(maxsize=1)
 def usable_cores() -> int:
-    """The cores this process may run on."""
+    """The cores this process may run on (read once: the kernels ask at every call)."""
     try:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # pragma: no cover - not Linux
