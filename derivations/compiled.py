@@ -81,7 +81,34 @@ def _scalar_source(name: str, args: tuple, expr) -> str:
     if not header.startswith("def _lambdifygenerated("):
         raise RuntimeError(f"unexpected lambdify output for {name}: {header}")
     header = header.replace("def _lambdifygenerated(", f"def _node_{name}(", 1)
-    return f"{JIT}\n{header}\n{body}"
+    return f"{JIT}\n{header}\n{_paired_exponentials(body)}"
+
+
+#: a common subexpression's assignment in the printed body
+_CSE_LINE = re.compile(r"^(?P<indent> +)(?P<name>x\d+) = ")
+
+
+def _paired_exponentials(body: str) -> str:
+    """``body`` with ``exp(xN)`` and ``exp(-xN)`` of one common subexpression ``xN`` computed as one
+    exponential and its reciprocal: the generated sigmoids come in such pairs (the channel integrands and
+    the test error's take eight exponentials of four arguments). Each pair's exponential is assigned right
+    after ``xN``; ``1 / exp(x)`` differs from ``exp(-x)`` by at most an ulp, and overflows where it does
+    (a sigmoid's limits stay exact)."""
+    lines = body.split("\n")
+    out = []
+    for i, line in enumerate(lines):
+        out.append(line)
+        match = _CSE_LINE.match(line)
+        if match is None:
+            continue
+        name = match["name"]
+        plus, minus, pair = f"exp({name})", f"exp(-{name})", f"_e_{name}"
+        rest = "\n".join(lines[i + 1:])
+        if plus in rest and minus in rest:
+            out.append(f"{match['indent']}{pair} = {plus}")
+            for j in range(i + 1, len(lines)):
+                lines[j] = lines[j].replace(plus, pair).replace(minus, f"(1/{pair})")
+    return "\n".join(out)
 
 
 def _vector_source(name: str, n_args: int, n_params: int, n_out: int, tuple_out: bool) -> str:
