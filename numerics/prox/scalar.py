@@ -149,7 +149,7 @@ def global_prox(model: BoundModel, w1, w2, hs1, hs2, V, starts=(), n_angles: int
     # a stopped start is no candidate). Only a converged minimum captures. The lowest objective wins
     # (ties: the earliest start).
     w_pair = _pairs(w1, w2)[1][0]
-    first, f_first, gn_first = newton(model, _pairs(*candidates[0])[1][0], w_pair, T, V, tol)
+    first, f_first, gn_first = newton(model, w_pair, w_pair, T, V, tol)  # candidates[0] is w
     known = np.where((gn_first < tol)[:, None], first, np.inf)
     n_starts = len(candidates) - 1
     s1 = np.stack([c[0] for c in candidates[1:]])
