@@ -195,10 +195,10 @@ def accumulate(model, ov, rule, B_inv, mu_w, nodes: FollowedNodes, plain: Option
     The checks go in blocks of at most ``CHUNK`` nodes, side by side in the kernels' threads where
     there are several (each node checked by itself: the same numbers as chunk by chunk), so that the
     temporaries stay in cache and the selection between the compiled calls does not leave a core
-    waiting. The weighted sums go chunk by chunk: each chunk's generated integrands (elementwise) and
-    their dot products with its weights, in groups of consecutive chunks side by side in the kernels'
-    threads where there are at least :data:`PARALLEL_INTEGRANDS` nodes a thread; the chunks' sums are
-    added in their order (the same numbers either way). No integrand is gathered over all nodes.
+    waiting. The weighted sums go chunk by chunk (:func:`_weighted_sums`: one compiled pass over a
+    chunk's nodes, or its integrands as arrays dotted with its weights), in groups of consecutive chunks
+    side by side in the kernels' threads where there are at least :data:`PARALLEL_INTEGRANDS` nodes a
+    thread; the chunks' sums are added in their order (the same numbers either way).
 
     ``plain``: the accumulation of the same nodes at their followed branch (without checks, or with
     checks that changed none). Where the checks change no node it is that of this call to the bit (the
@@ -231,10 +231,10 @@ def accumulate(model, ov, rule, B_inv, mu_w, nodes: FollowedNodes, plain: Option
     return Accumulated(sums, unresolved, max_gn, n), changed
 
 
-#: nodes per thread below which the integrands stay in the calling thread (a hand-off cost about
-#: 0.3 ms on the 2-core machine, the integrands of 3000 nodes): the fast coarse rule's 64,000 nodes
-#: split make its evaluations 4% faster than in one call (``python benchmarks/kernels.py splits``,
-#: the same numbers); the draft rule's 9,000 stay in one
+#: nodes per thread below which the integrands' sums stay in the calling thread (a hand-off cost about
+#: 0.3 ms on the 2-core machine, the integrands of 3000 nodes as arrays): the fast coarse rule's 64,000
+#: nodes split made its evaluations 4% faster than in one call (``python benchmarks/kernels.py splits``,
+#: the same numbers), measured with the integrands as arrays; the draft rule's 9,000 stay in one
 PARALLEL_INTEGRANDS = 16384
 
 
