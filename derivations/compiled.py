@@ -231,7 +231,7 @@ def pitchfork_source(n_params: int) -> str:
 def line_sums_source(n_out: int, n_params: int) -> str:
     """:data:`LINE_SUMS`: the weighted sums of the ``n_out`` channel integrands over nodes, chunk by chunk,
     in one compiled pass, without arrays of the integrands, of their arguments or of their products with
-    the weights. Node ``i`` of ``lo <= i < hi`` (``edges``: the chunks' bounds) has the prox ``h1[i],
+    the weights. Chunk ``k`` holds the nodes ``edges[k] <= i < edges[k + 1]``; node ``i`` has the prox ``h1[i],
     h2[i]``, ``w1[i], w2[i]``, the teacher pre-activations ``hs1[i], hs2[i]`` and the weight
     ``weight[i]``; its standard-normal ``(xi1, xi2, y1, y2) = B (w1 - mu1, w2 - mu2, hs1, hs2)`` (the
     line quadrature's affine map, ``numerics.channel.lines.accumulation.xi_y``); ``ov`` holds ``q, m, V,
@@ -258,7 +258,8 @@ def test_error_sum_source(n_params: int) -> str:
     """:data:`TEST_ERROR_SUM`: the test-error integrand at the nodes ``xi1, xi2, y1, y2`` (``s`` holds ``q, m,
     theta``) times their ``weight``, summed in one compiled pass in the nodes' order, without an array of
     the integrand or of its arguments."""
-    call = ", ".join(["xi1[i]", "xi2[i]", "y1[i]", "y2[i]", "s[0]", "s[1]", "s[2]"] + [f"p[{k}]" for k in range(n_params)])
+    call = ", ".join(["xi1[i]", "xi2[i]", "y1[i]", "y2[i]", "s[0]", "s[1]", "s[2]"]
+                     + [f"p[{k}]" for k in range(n_params)])
     return "\n".join([JIT, f"def {TEST_ERROR_SUM}(xi1, xi2, y1, y2, weight, s, p):", "    total = 0.0",
                       "    for i in range(weight.shape[0]):",
                       f"        total += _node_test_error_integrand({call}) * weight[i]", "    return total"])
