@@ -314,13 +314,13 @@ def compiled_follow(kernel, h0, t, w, c, running, v, params, floor: float, tol: 
     h = np.empty((total, h0.shape[1]))
     f, gn = np.empty(total), np.empty(total)
     blocks = min(kernel_threads(), total // PARALLEL_PATH_NODES)
-    if blocks <= 1:
-        kernel(h0, t, w, c, running, 0, len(h0), *rest, h, f, gn)
-        return h, f, gn
-    # path s has a node k where running[k] > s: its node count, and the paths' edges at equal node counts
-    counts = np.searchsorted(-running, -np.arange(len(h0)), side="left")
-    edges = np.concatenate([[0], np.searchsorted(np.cumsum(counts), total * np.arange(1, blocks) / blocks), [len(h0)]])
-    parts = [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:]) if b > a]
+    parts = [(0, len(h0))]  # one call in this thread (map_over_threads runs a single block in place)
+    if blocks > 1:
+        # path s has a node k where running[k] > s: its node count, and the paths' edges at equal node counts
+        counts = np.searchsorted(-running, -np.arange(len(h0)), side="left")
+        edges = np.concatenate([[0], np.searchsorted(np.cumsum(counts), total * np.arange(1, blocks) / blocks),
+                                [len(h0)]])
+        parts = [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:]) if b > a]
     map_over_threads(lambda part: kernel(h0, t, w, c, running, *part, *rest, h, f, gn), parts)
     return h, f, gn
 
